@@ -1,0 +1,34 @@
+# Every third-party dependency is found here, once, through its own CMake
+# package or pkg-config. scripts/install-deps installs the Debian packages.
+
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+find_package(tomlplusplus 3 REQUIRED)
+find_package(CLI11 2 REQUIRED)
+pkg_check_modules(PMIX REQUIRED IMPORTED_TARGET pmix)
+pkg_check_modules(UCX REQUIRED IMPORTED_TARGET ucx)
+find_package(msgpack QUIET NAMES msgpack-cxx msgpack)
+if(NOT msgpack_FOUND AND NOT msgpack-cxx_FOUND)
+  find_path(SRAY_MSGPACK_INCLUDE_DIR msgpack.hpp REQUIRED)
+endif()
+
+# spank.h comes with libslurm-dev; the plugin resolves Slurm's symbols from the
+# host process (srun, sbatch, slurmstepd) and so does not link libslurm.
+find_path(SLURM_INCLUDE_DIR slurm/spank.h REQUIRED)
+
+# LibTorch is optional: the training module is built only when it is present.
+find_package(Torch QUIET PATHS /usr/share/cmake/Torch /usr/lib/x86_64-linux-gnu/cmake/Torch)
+option(SRAY_WITH_TORCH "Build LibTorch data-parallel training" ${Torch_FOUND})
+if(SRAY_WITH_TORCH AND NOT Torch_FOUND)
+  message(FATAL_ERROR "sray: SRAY_WITH_TORCH=ON but LibTorch was not found: "
+                      "run scripts/install-deps (libtorch-dev libgloo-dev) or pass -DSRAY_WITH_TORCH=OFF")
+endif()
+if(SRAY_WITH_TORCH)
+  find_library(SRAY_GLOO_LIBRARY gloo REQUIRED)
+  set(SRAY_TORCH_DEFINITIONS USE_C10D_GLOO)
+endif()
+
+if(SRAY_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+message(STATUS "sray: LibTorch training ${SRAY_WITH_TORCH}, PMIx ${PMIX_VERSION}, UCX ${UCX_VERSION}")

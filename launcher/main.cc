@@ -1,0 +1,27 @@
+// The `sray` command. Each subcommand lives in its own file and registers
+// itself on the CLI11 application here.
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "config_command.h"
+#include "sray/version.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"sray: Ray's programming model on Slurm, in C++.\n"
+               "In a Slurm job use `srun --ray-cluster ./prog`; see `srun --help`."};
+  app.set_version_flag("--version", std::string("sray ") + SRAY_VERSION_STRING);
+  app.require_subcommand(1);
+  sray::launcher::AddConfigCommand(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    if (error.get_exit_code() != 0 && dynamic_cast<const CLI::RuntimeError*>(&error) == nullptr) {
+      std::cerr << "sray: " << error.what() << ": see `sray --help`\n";
+      return error.get_exit_code();
+    }
+    return app.exit(error);
+  }
+  return 0;
+}

@@ -1,0 +1,26 @@
+#pragma once
+
+// What this process knows about its place in the step: which node it runs on,
+// that node's role, and the step's session directory.
+
+#include <cstdint>
+#include <string>
+
+namespace sray {
+
+struct NodeInfo {
+  std::string role;  // "head" on node 0, "worker" elsewhere
+  std::uint32_t node_id = 0;
+  std::uint32_t num_nodes = 0;
+  std::string head_host;
+  std::string session_dir;
+  std::string job_id;
+  std::string step_id;
+};
+
+// Reads the launch environment of this process. Throws sray::LaunchError
+// naming the missing variable when the process was not launched by sray.
+// Thread-safe as long as nobody modifies the environment concurrently.
+NodeInfo CurrentNode();
+
+}  // namespace sray

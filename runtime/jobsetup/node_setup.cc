@@ -1,0 +1,47 @@
+#include "jobsetup/node_setup.h"
+
+#include <optional>
+
+#include "jobsetup/session_directory.h"
+
+namespace sray::jobsetup {
+
+Result<NodeSetup> PrepareNode(const NodeSetupRequest& request) {
+  if (request.num_nodes == 0 || request.node_id >= request.num_nodes) {
+    return Status::InvalidArgument("node " + std::to_string(request.node_id) + " of " +
+                                   std::to_string(request.num_nodes) +
+                                   " is out of range: this is a launcher bug, please report it");
+  }
+  if (request.head_host.empty()) {
+    return Status::InvalidArgument("the head node's host name is unknown: check that Slurm "
+                                   "sets SLURM_STEP_NODELIST for the step");
+  }
+  SessionIdentity identity{.uid = request.uid,
+                           .job_id = request.job_id,
+                           .step_id = request.step_id,
+                           .node_id = request.session_directory_per_node
+                                          ? std::optional<std::uint32_t>(request.node_id)
+                                          : std::nullopt};
+  auto path = SessionDirectoryPath(request.options.Get("tmpdir"), identity);
+  if (!path.ok()) return path.status();
+  SRAY_RETURN_IF_ERROR(CreateSessionDirectory(*path, request.uid));
+
+  NodeSetup setup;
+  setup.session_directory = *path;
+  setup.environment = TaskEnvironment{.role = std::string(RoleForNode(request.node_id)),
+                                      .node_id = request.node_id,
+                                      .num_nodes = request.num_nodes,
+                                      .head_host = request.head_host,
+                                      .session_dir = path->string(),
+                                      .job_id = request.job_id,
+                                      .step_id = request.step_id,
+                                      .option_variables = request.options.EnvironmentVariables()};
+  return setup;
+}
+
+Status TeardownNode(const NodeSetup& setup) {
+  if (setup.session_directory.empty()) return Status::Ok();
+  return RemoveSessionDirectory(setup.session_directory);
+}
+
+}  // namespace sray::jobsetup

@@ -1,0 +1,47 @@
+#pragma once
+
+// The job-setup library's entry point: what one node of a step needs before
+// its tasks start, identical for the SPANK plugin and `sray run`. A front end
+// gathers the facts its launcher knows (ids, node rank, head host, options),
+// calls PrepareNode as the job user, exports the variables to every task, and
+// calls TeardownNode when the step ends.
+//
+// Thread-safety: no shared state; a NodeSetup is owned by its front end.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "common/status.h"
+#include "jobsetup/resolved_options.h"
+#include "jobsetup/task_environment.h"
+
+namespace sray::jobsetup {
+
+struct NodeSetupRequest {
+  std::string job_id;
+  std::string step_id;
+  std::uint32_t node_id = 0;
+  std::uint32_t num_nodes = 0;
+  std::string head_host;
+  uid_t uid = 0;
+  ResolvedOptions options;
+  // True where several emulated nodes share one /tmp (`sray run`).
+  bool session_directory_per_node = false;
+};
+
+struct NodeSetup {
+  TaskEnvironment environment;
+  std::filesystem::path session_directory;
+};
+
+// Validates the request and creates the session directory. Run as the job
+// user, so the directory belongs to it.
+Result<NodeSetup> PrepareNode(const NodeSetupRequest& request);
+
+// Removes what PrepareNode created; safe to call twice.
+Status TeardownNode(const NodeSetup& setup);
+
+}  // namespace sray::jobsetup

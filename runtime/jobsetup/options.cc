@@ -1,0 +1,150 @@
+#include "jobsetup/options.h"
+
+#include <algorithm>
+#include <array>
+#include <filesystem>
+
+namespace sray::jobsetup {
+namespace {
+
+constexpr std::array<std::string_view, 4> kLogLevels = {"error", "warning", "info", "debug"};
+
+// Kept sorted by key: AcceptedKeys() and the docs list them in this order.
+const std::array<OptionSpec, 3> kSchema = {{
+    {.key = "config",
+     .kind = OptionKind::kAbsolutePath,
+     .environment_variable = "SRAY_USER_CONFIG",
+     .default_value = "",
+     .choices = {},
+     .help = "a TOML file of further options, read on every node as the job user",
+     .command_line_only = true},
+    {.key = "log_level",
+     .kind = OptionKind::kChoice,
+     .environment_variable = "SRAY_LOG_LEVEL",
+     .default_value = "info",
+     .choices = kLogLevels,
+     .help = "how much sray logs: error, warning, info or debug"},
+    {.key = "tmpdir",
+     .kind = OptionKind::kAbsolutePath,
+     .environment_variable = "SRAY_TMPDIR",
+     .default_value = "/tmp",
+     .choices = {},
+     .help = "node-local directory that holds each step's session directory"},
+}};
+
+std::string_view Trim(std::string_view text) {
+  constexpr std::string_view kSpace = " \t\r\n";
+  const auto first = text.find_first_not_of(kSpace);
+  if (first == std::string_view::npos) return {};
+  const auto last = text.find_last_not_of(kSpace);
+  return text.substr(first, last - first + 1);
+}
+
+std::string Join(std::span<const std::string_view> words) {
+  std::string joined;
+  for (const auto word : words) {
+    if (!joined.empty()) joined += ", ";
+    joined += word;
+  }
+  return joined;
+}
+
+}  // namespace
+
+std::span<const OptionSpec> OptionSchema() { return kSchema; }
+
+const OptionSpec* FindOption(std::string_view key) {
+  const auto found = std::find_if(kSchema.begin(), kSchema.end(),
+                                  [key](const OptionSpec& spec) { return spec.key == key; });
+  return found == kSchema.end() ? nullptr : &*found;
+}
+
+std::string AcceptedKeys() {
+  std::string keys;
+  for (const auto& spec : kSchema) {
+    if (!keys.empty()) keys += ", ";
+    keys += spec.key;
+  }
+  return keys;
+}
+
+Result<std::string> CanonicalValue(const OptionSpec& spec, std::string_view value,
+                                   std::string_view source) {
+  const std::string where = std::string(source) + ": option '" + std::string(spec.key) + "'";
+  if (value.empty()) {
+    return Status::InvalidArgument(where + " has an empty value: give " + std::string(spec.key) +
+                                   "=VALUE or leave the key out");
+  }
+  if (value.find('\0') != std::string_view::npos) {
+    return Status::InvalidArgument(where + " contains a NUL byte: remove it");
+  }
+  switch (spec.kind) {
+    case OptionKind::kAbsolutePath: {
+      const std::filesystem::path path(value);
+      if (!path.is_absolute()) {
+        return Status::InvalidArgument(where + " must be an absolute path, got '" +
+                                       std::string(value) + "': write it from /, e.g. " +
+                                       std::string(spec.key) + "=$PWD/" + std::string(value));
+      }
+      std::string normal = path.lexically_normal().string();
+      if (normal.size() > 1 && normal.back() == '/') normal.pop_back();
+      return normal;
+    }
+    case OptionKind::kChoice: {
+      const bool known = std::find(spec.choices.begin(), spec.choices.end(), value) !=
+                         spec.choices.end();
+      if (!known) {
+        return Status::InvalidArgument(where + " does not accept '" + std::string(value) +
+                                       "': use one of " + Join(spec.choices));
+      }
+      return std::string(value);
+    }
+  }
+  return Status::Internal(where + " has an unhandled kind");
+}
+
+Result<std::vector<OptionAssignment>> ParseOptionList(std::string_view text,
+                                                      std::string_view source) {
+  std::vector<OptionAssignment> assignments;
+  if (Trim(text).empty()) return assignments;
+
+  std::size_t position = 0;
+  while (position <= text.size()) {
+    const auto comma = text.find(',', position);
+    const auto end = comma == std::string_view::npos ? text.size() : comma;
+    const std::string_view item = Trim(text.substr(position, end - position));
+    position = end + 1;
+
+    if (item.empty()) {
+      return Status::InvalidArgument(std::string(source) + ": empty entry in '" +
+                                     std::string(text) +
+                                     "': separate key=value pairs with single commas");
+    }
+    const auto equals = item.find('=');
+    if (equals == std::string_view::npos) {
+      return Status::InvalidArgument(std::string(source) + ": '" + std::string(item) +
+                                     "' is not key=value: write it as KEY=VALUE, keys are " +
+                                     AcceptedKeys());
+    }
+    const std::string_view key = Trim(item.substr(0, equals));
+    const std::string_view value = Trim(item.substr(equals + 1));
+    const OptionSpec* spec = FindOption(key);
+    if (spec == nullptr) {
+      return Status::InvalidArgument(std::string(source) + ": unknown key '" + std::string(key) +
+                                     "': accepted keys are " + AcceptedKeys());
+    }
+    const bool repeated = std::any_of(assignments.begin(), assignments.end(),
+                                      [key](const auto& seen) { return seen.key == key; });
+    if (repeated) {
+      return Status::InvalidArgument(std::string(source) + ": key '" + std::string(key) +
+                                     "' is given twice: keep one");
+    }
+    auto canonical = CanonicalValue(*spec, value, source);
+    if (!canonical.ok()) return canonical.status();
+    assignments.push_back({std::string(key), std::move(canonical).value(), std::string(source)});
+    if (comma == std::string_view::npos) break;
+  }
+  return assignments;
+}
+
+}  // namespace sray::jobsetup

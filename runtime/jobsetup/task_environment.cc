@@ -1,0 +1,104 @@
+#include "jobsetup/task_environment.h"
+
+#include <charconv>
+
+#include "jobsetup/options.h"
+
+namespace sray::jobsetup {
+namespace {
+
+constexpr const char* kRoleVariable = "SRAY_ROLE";
+constexpr const char* kNodeIdVariable = "SRAY_NODE_ID";
+constexpr const char* kNumNodesVariable = "SRAY_NUM_NODES";
+constexpr const char* kHeadHostVariable = "SRAY_HEAD_HOST";
+constexpr const char* kSessionDirVariable = "SRAY_SESSION_DIR";
+constexpr const char* kJobIdVariable = "SRAY_JOB_ID";
+constexpr const char* kStepIdVariable = "SRAY_STEP_ID";
+
+Status NotLaunchedBySray(const char* variable, std::string_view why) {
+  return Status::NotFound(std::string(variable) + " " + std::string(why) +
+                          ": start the program with `srun --ray-cluster` or `sray run`");
+}
+
+Result<std::string> Required(const std::function<const char*(const char*)>& lookup,
+                             const char* variable) {
+  const char* value = lookup(variable);
+  if (value == nullptr || *value == '\0') return NotLaunchedBySray(variable, "is not set");
+  return std::string(value);
+}
+
+Result<std::uint32_t> RequiredNumber(const std::function<const char*(const char*)>& lookup,
+                                     const char* variable) {
+  auto text = Required(lookup, variable);
+  if (!text.ok()) return text.status();
+  std::uint32_t number = 0;
+  const auto* end = text->data() + text->size();
+  const auto [stop, error] = std::from_chars(text->data(), end, number);
+  if (error != std::errc() || stop != end) {
+    return NotLaunchedBySray(variable, "is '" + *text + "', not a number");
+  }
+  return number;
+}
+
+}  // namespace
+
+std::string_view RoleForNode(std::uint32_t node_id) {
+  return node_id == 0 ? kRoleHead : kRoleWorker;
+}
+
+EnvironmentVariables ToEnvironmentVariables(const TaskEnvironment& environment) {
+  EnvironmentVariables variables = {
+      {kRoleVariable, environment.role},
+      {kNodeIdVariable, std::to_string(environment.node_id)},
+      {kNumNodesVariable, std::to_string(environment.num_nodes)},
+      {kHeadHostVariable, environment.head_host},
+      {kSessionDirVariable, environment.session_dir},
+      {kJobIdVariable, environment.job_id},
+      {kStepIdVariable, environment.step_id},
+  };
+  variables.insert(variables.end(), environment.option_variables.begin(),
+                   environment.option_variables.end());
+  return variables;
+}
+
+Result<TaskEnvironment> ReadTaskEnvironment(
+    const std::function<const char*(const char*)>& lookup) {
+  TaskEnvironment environment;
+  auto role = Required(lookup, kRoleVariable);
+  if (!role.ok()) return role.status();
+  if (*role != kRoleHead && *role != kRoleWorker) {
+    return NotLaunchedBySray(kRoleVariable, "is '" + *role + "', neither head nor worker");
+  }
+  environment.role = std::move(role).value();
+
+  auto node_id = RequiredNumber(lookup, kNodeIdVariable);
+  if (!node_id.ok()) return node_id.status();
+  auto num_nodes = RequiredNumber(lookup, kNumNodesVariable);
+  if (!num_nodes.ok()) return num_nodes.status();
+  if (*node_id >= *num_nodes) {
+    return NotLaunchedBySray(kNodeIdVariable, "is not below SRAY_NUM_NODES");
+  }
+  if (environment.role != RoleForNode(*node_id)) {
+    return NotLaunchedBySray(kRoleVariable, "does not match SRAY_NODE_ID");
+  }
+  environment.node_id = *node_id;
+  environment.num_nodes = *num_nodes;
+
+  for (auto [variable, field] : {std::pair{kHeadHostVariable, &environment.head_host},
+                                 std::pair{kSessionDirVariable, &environment.session_dir},
+                                 std::pair{kJobIdVariable, &environment.job_id},
+                                 std::pair{kStepIdVariable, &environment.step_id}}) {
+    auto value = Required(lookup, variable);
+    if (!value.ok()) return value.status();
+    *field = std::move(value).value();
+  }
+  for (const auto& spec : OptionSchema()) {
+    const std::string name(spec.environment_variable);
+    if (const char* value = lookup(name.c_str()); value != nullptr) {
+      environment.option_variables.emplace_back(name, value);
+    }
+  }
+  return environment;
+}
+
+}  // namespace sray::jobsetup

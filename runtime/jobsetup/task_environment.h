@@ -1,0 +1,47 @@
+#pragma once
+
+// The SRAY_* variables every task of a step receives, written by the job-setup
+// library for both front ends and read back by the runtime. Keeping writer and
+// reader together guarantees they agree on names and formats.
+//
+// Thread-safety: pure functions.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace sray::jobsetup {
+
+inline constexpr std::string_view kRoleHead = "head";
+inline constexpr std::string_view kRoleWorker = "worker";
+
+// Node 0 hosts the head services; every other node is a worker node.
+std::string_view RoleForNode(std::uint32_t node_id);
+
+struct TaskEnvironment {
+  std::string role;
+  std::uint32_t node_id = 0;
+  std::uint32_t num_nodes = 0;
+  std::string head_host;
+  std::string session_dir;
+  std::string job_id;
+  std::string step_id;
+  // Resolved options, as NAME=value (SRAY_TMPDIR, SRAY_LOG_LEVEL, ...).
+  std::vector<std::pair<std::string, std::string>> option_variables;
+};
+
+using EnvironmentVariables = std::vector<std::pair<std::string, std::string>>;
+
+EnvironmentVariables ToEnvironmentVariables(const TaskEnvironment& environment);
+
+// `lookup` returns the value of a variable or nullptr (getenv's contract).
+// Fails with a message naming the missing or malformed variable.
+Result<TaskEnvironment> ReadTaskEnvironment(
+    const std::function<const char*(const char*)>& lookup);
+
+}  // namespace sray::jobsetup

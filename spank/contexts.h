@@ -1,0 +1,28 @@
+#pragma once
+
+// The work behind each SPANK callback, one function per context and event.
+// plugin.cc dispatches to these; they return Status and never throw past here.
+
+#include "spank_api.h"
+
+#include <span>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace sray::spank {
+
+// Any context: parse plugstack.conf arguments and register --ray-cluster.
+Status InitializePlugin(spank_t handle, std::span<const std::string_view> arguments);
+
+// srun, sbatch, salloc: resolve the options now so bad input fails before launch.
+Status ValidateRequestedOptions();
+
+// slurmstepd, as the job user, once per step and node.
+Status PrepareStepOnNode(spank_t handle);
+// slurmstepd, inside each task before exec.
+Status ExportTaskEnvironment(spank_t handle);
+// slurmstepd, as root, when the step ends.
+Status CleanUpStepOnNode();
+
+}  // namespace sray::spank

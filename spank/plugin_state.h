@@ -1,0 +1,33 @@
+#pragma once
+
+// State the plugin carries between SPANK callbacks of one process (srun,
+// sbatch or one slurmstepd). Slurm calls the callbacks one after another from
+// one thread, and task_init runs in a forked child that inherits a copy, so a
+// single process-wide instance without locking is correct.
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+#include "jobsetup/node_setup.h"
+#include "plugstack_arguments.h"
+
+namespace sray::spank {
+
+struct PluginState {
+  PlugstackArguments plugstack;
+  // --ray-cluster was given (possibly with an empty value).
+  bool cluster_requested = false;
+  std::string option_list;
+  // Failures of user_init, which Slurm ignores; task_init reports them and fails.
+  Status deferred_error;
+  std::optional<jobsetup::NodeSetup> node_setup;
+  uid_t job_uid = 0;
+  gid_t job_gid = 0;
+};
+
+PluginState& State();
+
+}  // namespace sray::spank

@@ -1,0 +1,153 @@
+// slurmstepd: the per-node half of a step. user_init prepares the node as the
+// job user, task_init exports the result into each task, exit cleans up.
+
+#include <grp.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include <slurm/slurm.h>  // SLURM_BATCH_SCRIPT and the other special step ids
+
+#include "contexts.h"
+#include "jobsetup/hostlist.h"
+#include "jobsetup/node_setup.h"
+#include "plugin_state.h"
+#include "spank_status.h"
+
+namespace sray::spank {
+namespace {
+
+Result<std::uint32_t> GetNumber(spank_t handle, spank_item_t item, std::string_view what) {
+  std::uint32_t value = 0;
+  SRAY_RETURN_IF_ERROR(FromSpank(spank_get_item(handle, item, &value), "cannot read " + std::string(what)));
+  return value;
+}
+
+Result<std::string> GetJobVariable(spank_t handle, const char* name) {
+  // Node lists of a few thousand hosts compress well, but leave ample room.
+  std::string buffer(64 * 1024, '\0');
+  SRAY_RETURN_IF_ERROR(FromSpank(spank_getenv(handle, name, buffer.data(), static_cast<int>(buffer.size())),
+                                 std::string("cannot read ") + name + " of the step"));
+  buffer.resize(buffer.find('\0'));
+  return buffer;
+}
+
+// The first host of the step's node list runs node 0, the head.
+Result<std::string> HeadHost(spank_t handle) {
+  auto nodelist = GetJobVariable(handle, "SLURM_STEP_NODELIST");
+  if (!nodelist.ok()) return nodelist.status();
+  auto hosts = jobsetup::ExpandHostlist(*nodelist);
+  if (!hosts.ok()) return hosts.status().WithContext("SLURM_STEP_NODELIST");
+  return hosts->front();
+}
+
+bool IsUserStep(std::uint32_t step_id) {
+  // The batch script, the extern step and salloc's interactive step are not
+  // sray clusters; only the srun steps inside them are.
+  return step_id != SLURM_BATCH_SCRIPT && step_id != SLURM_EXTERN_CONT &&
+         step_id != SLURM_INTERACTIVE_STEP && step_id != SLURM_PENDING_STEP;
+}
+
+Status PrepareStep(spank_t handle) {
+  PluginState& state = State();
+  auto step_id = GetNumber(handle, S_JOB_STEPID, "the step id");
+  if (!step_id.ok()) return step_id.status();
+  if (!IsUserStep(*step_id)) return Status::Ok();
+
+  auto job_id = GetNumber(handle, S_JOB_ID, "the job id");
+  if (!job_id.ok()) return job_id.status();
+  auto node_id = GetNumber(handle, S_JOB_NODEID, "the node id");
+  if (!node_id.ok()) return node_id.status();
+  auto num_nodes = GetNumber(handle, S_JOB_NNODES, "the node count");
+  if (!num_nodes.ok()) return num_nodes.status();
+  SRAY_RETURN_IF_ERROR(FromSpank(spank_get_item(handle, S_JOB_UID, &state.job_uid), "cannot read the job user"));
+  SRAY_RETURN_IF_ERROR(FromSpank(spank_get_item(handle, S_JOB_GID, &state.job_gid), "cannot read the job group"));
+  auto head_host = HeadHost(handle);
+  if (!head_host.ok()) return head_host.status();
+
+  // Read here, as the job user, so a user config file is read with the
+  // user's permissions and not root's.
+  auto options = jobsetup::ResolveOptions(
+      {.admin_config = state.plugstack.admin_config, .option_list = state.option_list});
+  if (!options.ok()) return options.status();
+
+  auto setup = jobsetup::PrepareNode({.job_id = std::to_string(*job_id),
+                                      .step_id = std::to_string(*step_id),
+                                      .node_id = *node_id,
+                                      .num_nodes = *num_nodes,
+                                      .head_host = *head_host,
+                                      .uid = state.job_uid,
+                                      .options = std::move(options).value(),
+                                      .session_directory_per_node = false});
+  if (!setup.ok()) return setup.status();
+  state.node_setup = std::move(setup).value();
+  return Status::Ok();
+}
+
+std::string ThisHost() {
+  char name[HOST_NAME_MAX + 1] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown host";
+  return name;
+}
+
+}  // namespace
+
+Status PrepareStepOnNode(spank_t handle) {
+  PluginState& state = State();
+  if (!state.cluster_requested) return Status::Ok();
+  Status status = PrepareStep(handle);
+  if (!status.ok()) {
+    std::string where = "on " + ThisHost();
+    std::uint32_t node_id = 0;
+    if (spank_get_item(handle, S_JOB_NODEID, &node_id) == ESPANK_SUCCESS) {
+      where += " (node " + std::to_string(node_id) + ")";
+    }
+    state.deferred_error = status.WithContext("cannot start the sray cluster " + where);
+  }
+  return state.deferred_error;
+}
+
+Status ExportTaskEnvironment(spank_t handle) {
+  const PluginState& state = State();
+  if (!state.cluster_requested) return Status::Ok();
+  SRAY_RETURN_IF_ERROR(state.deferred_error);
+  if (!state.node_setup) return Status::Ok();
+  for (const auto& [name, value] : jobsetup::ToEnvironmentVariables(state.node_setup->environment)) {
+    SRAY_RETURN_IF_ERROR(FromSpank(spank_setenv(handle, name.c_str(), value.c_str(), 1),
+                                   "cannot export " + name + " to the task"));
+  }
+  return Status::Ok();
+}
+
+Status CleanUpStepOnNode() {
+  const PluginState& state = State();
+  if (!state.node_setup) return Status::Ok();
+  // slurm_spank_exit runs as root inside a multi-threaded slurmstepd. Removing
+  // a user-owned tree as root invites symlink tricks, and changing the
+  // process's ids would affect slurmstepd's other threads, so a child drops to
+  // the job user and removes the directory.
+  const pid_t child = fork();
+  if (child < 0) return Status::FromErrno(errno, "cannot fork to remove the session directory");
+  if (child == 0) {
+    const bool dropped = setgroups(0, nullptr) == 0 && setgid(state.job_gid) == 0 &&
+                         setuid(state.job_uid) == 0;
+    const bool removed = dropped && jobsetup::TeardownNode(*state.node_setup).ok();
+    _exit(removed ? 0 : 1);
+  }
+  int wait_status = 0;
+  while (waitpid(child, &wait_status, 0) < 0) {
+    if (errno != EINTR) return Status::FromErrno(errno, "cannot wait for the cleanup process");
+  }
+  if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
+    return Status::IoError("cannot remove session directory " +
+                           state.node_setup->session_directory.string() +
+                           ": remove it by hand (as the job user)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace sray::spank

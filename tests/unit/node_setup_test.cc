@@ -1,0 +1,132 @@
+#include "jobsetup/node_setup.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <map>
+
+#include "test_files.h"
+
+namespace sray::jobsetup {
+namespace {
+
+using sray::testing::ScratchDirectory;
+
+NodeSetupRequest RequestFor(const std::filesystem::path& tmpdir, std::uint32_t node_id) {
+  auto options = ResolveOptions({.admin_config = std::nullopt, .option_list = "tmpdir=" + tmpdir.string()});
+  EXPECT_TRUE(options.ok());
+  return {.job_id = "7",
+          .step_id = "0",
+          .node_id = node_id,
+          .num_nodes = 3,
+          .head_host = "n1",
+          .uid = geteuid(),
+          .options = *options,
+          .session_directory_per_node = false};
+}
+
+std::function<const char*(const char*)> LookupIn(const EnvironmentVariables& variables,
+                                                 std::map<std::string, std::string>& storage) {
+  for (const auto& [name, value] : variables) storage[name] = value;
+  return [&storage](const char* name) -> const char* {
+    const auto found = storage.find(name);
+    return found == storage.end() ? nullptr : found->second.c_str();
+  };
+}
+
+TEST(NodeSetup, NodeZeroIsTheHeadAndOthersAreWorkers) {
+  EXPECT_EQ(RoleForNode(0), "head");
+  EXPECT_EQ(RoleForNode(1), "worker");
+  EXPECT_EQ(RoleForNode(2), "worker");
+}
+
+TEST(NodeSetup, PreparesSessionDirectoryAndEnvironment) {
+  ScratchDirectory scratch;
+  auto setup = PrepareNode(RequestFor(scratch.path(), 1));
+  ASSERT_TRUE(setup.ok()) << setup.status().message();
+  EXPECT_TRUE(std::filesystem::is_directory(setup->session_directory));
+  EXPECT_EQ(setup->session_directory.parent_path(), scratch.path());
+  EXPECT_EQ(setup->environment.role, "worker");
+
+  std::map<std::string, std::string> storage;
+  const auto lookup = LookupIn(ToEnvironmentVariables(setup->environment), storage);
+  EXPECT_STREQ(lookup("SRAY_ROLE"), "worker");
+  EXPECT_STREQ(lookup("SRAY_NODE_ID"), "1");
+  EXPECT_STREQ(lookup("SRAY_NUM_NODES"), "3");
+  EXPECT_STREQ(lookup("SRAY_HEAD_HOST"), "n1");
+  EXPECT_STREQ(lookup("SRAY_JOB_ID"), "7");
+  EXPECT_STREQ(lookup("SRAY_STEP_ID"), "0");
+  EXPECT_EQ(lookup("SRAY_SESSION_DIR"), setup->session_directory.string());
+  EXPECT_EQ(lookup("SRAY_TMPDIR"), scratch.path().string());
+  EXPECT_STREQ(lookup("SRAY_LOG_LEVEL"), "info");
+
+  ASSERT_TRUE(TeardownNode(*setup).ok());
+  EXPECT_FALSE(std::filesystem::exists(setup->session_directory));
+  EXPECT_TRUE(TeardownNode(*setup).ok());
+}
+
+TEST(NodeSetup, EmulatedNodesGetTheirOwnSessionDirectories) {
+  ScratchDirectory scratch;
+  auto first = RequestFor(scratch.path(), 0);
+  auto second = RequestFor(scratch.path(), 1);
+  first.session_directory_per_node = second.session_directory_per_node = true;
+  auto head = PrepareNode(first);
+  auto worker = PrepareNode(second);
+  ASSERT_TRUE(head.ok() && worker.ok());
+  EXPECT_NE(head->session_directory, worker->session_directory);
+}
+
+TEST(NodeSetup, RejectsOutOfRangeNodesAndMissingHead) {
+  ScratchDirectory scratch;
+  auto request = RequestFor(scratch.path(), 3);
+  EXPECT_FALSE(PrepareNode(request).ok());
+  request = RequestFor(scratch.path(), 0);
+  request.head_host.clear();
+  EXPECT_FALSE(PrepareNode(request).ok());
+}
+
+TEST(NodeSetup, MissingTmpdirFailsWithAClearMessage) {
+  auto request = RequestFor("/nonexistent-sray-tmp", 0);
+  auto setup = PrepareNode(request);
+  ASSERT_FALSE(setup.ok());
+  EXPECT_NE(setup.status().message().find("/nonexistent-sray-tmp"), std::string::npos);
+}
+
+TEST(TaskEnvironment, ReadsBackWhatWasWritten) {
+  TaskEnvironment written{.role = "head", .node_id = 0, .num_nodes = 2, .head_host = "n1",
+                          .session_dir = "/tmp/s", .job_id = "9", .step_id = "1",
+                          .option_variables = {{"SRAY_LOG_LEVEL", "debug"}}};
+  std::map<std::string, std::string> storage;
+  auto read = ReadTaskEnvironment(LookupIn(ToEnvironmentVariables(written), storage));
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(read->role, "head");
+  EXPECT_EQ(read->num_nodes, 2U);
+  EXPECT_EQ(read->session_dir, "/tmp/s");
+  EXPECT_EQ(read->option_variables, written.option_variables);
+}
+
+TEST(TaskEnvironment, OutsideAStepTheErrorSaysHowToLaunch) {
+  auto read = ReadTaskEnvironment([](const char*) -> const char* { return nullptr; });
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find("SRAY_ROLE is not set"), std::string::npos);
+  EXPECT_NE(read.status().message().find("srun --ray-cluster"), std::string::npos);
+}
+
+TEST(TaskEnvironment, RejectsInconsistentValues) {
+  TaskEnvironment base{.role = "head", .node_id = 0, .num_nodes = 2, .head_host = "n1",
+                       .session_dir = "/tmp/s", .job_id = "9", .step_id = "1", .option_variables = {}};
+  auto with = [&](const char* name, const char* value) {
+    std::map<std::string, std::string> storage;
+    auto lookup = LookupIn(ToEnvironmentVariables(base), storage);
+    storage[name] = value;
+    return ReadTaskEnvironment(lookup);
+  };
+  EXPECT_FALSE(with("SRAY_ROLE", "boss").ok());
+  EXPECT_FALSE(with("SRAY_ROLE", "worker").ok()) << "node 0 must be the head";
+  EXPECT_FALSE(with("SRAY_NODE_ID", "2").ok()) << "node id must be below the node count";
+  EXPECT_FALSE(with("SRAY_NUM_NODES", "two").ok());
+  EXPECT_FALSE(with("SRAY_NODE_ID", "-1").ok());
+}
+
+}  // namespace
+}  // namespace sray::jobsetup

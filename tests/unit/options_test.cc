@@ -1,0 +1,103 @@
+#include "jobsetup/options.h"
+
+#include <gtest/gtest.h>
+
+namespace sray::jobsetup {
+namespace {
+
+TEST(OptionList, EmptyTextMeansNoAssignments) {
+  auto parsed = ParseOptionList("", "--ray-cluster");
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_TRUE(parsed->empty());
+  auto blank = ParseOptionList("  ", "--ray-cluster");
+  ASSERT_TRUE(blank.ok());
+  EXPECT_TRUE(blank->empty());
+}
+
+TEST(OptionList, ParsesPairsInOrderAndTrimsSpaces) {
+  auto parsed = ParseOptionList("log_level=debug, tmpdir = /scratch/local/", "--ray-cluster");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  ASSERT_EQ(parsed->size(), 2U);
+  EXPECT_EQ((*parsed)[0].key, "log_level");
+  EXPECT_EQ((*parsed)[0].value, "debug");
+  EXPECT_EQ((*parsed)[1].key, "tmpdir");
+  EXPECT_EQ((*parsed)[1].value, "/scratch/local");
+  EXPECT_EQ((*parsed)[1].source, "--ray-cluster");
+}
+
+TEST(OptionList, UnknownKeyNamesTheKeyAndTheAcceptedOnes) {
+  auto parsed = ParseOptionList("log_level=info,colour=blue", "--ray-cluster");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(parsed.status().message().find("unknown key 'colour'"), std::string::npos);
+  EXPECT_NE(parsed.status().message().find(AcceptedKeys()), std::string::npos);
+}
+
+TEST(OptionList, RejectsEntriesWithoutEquals) {
+  auto parsed = ParseOptionList("tmpdir", "--ray-cluster");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.status().message().find("'tmpdir' is not key=value"), std::string::npos);
+}
+
+TEST(OptionList, RejectsEmptyEntriesFromStrayCommas) {
+  for (const char* text : {",", "log_level=info,", ",log_level=info", "log_level=info,,tmpdir=/x"}) {
+    auto parsed = ParseOptionList(text, "--ray-cluster");
+    ASSERT_FALSE(parsed.ok()) << text;
+    EXPECT_NE(parsed.status().message().find("empty entry"), std::string::npos) << text;
+  }
+}
+
+TEST(OptionList, RejectsARepeatedKey) {
+  auto parsed = ParseOptionList("log_level=info,log_level=debug", "--ray-cluster");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.status().message().find("given twice"), std::string::npos);
+}
+
+TEST(OptionList, RejectsEmptyKeyAndEmptyValue) {
+  auto no_key = ParseOptionList("=debug", "--ray-cluster");
+  ASSERT_FALSE(no_key.ok());
+  EXPECT_NE(no_key.status().message().find("unknown key ''"), std::string::npos);
+  auto no_value = ParseOptionList("log_level=", "--ray-cluster");
+  ASSERT_FALSE(no_value.ok());
+  EXPECT_NE(no_value.status().message().find("empty value"), std::string::npos);
+}
+
+TEST(OptionValues, ChoiceListsTheAcceptedValues) {
+  auto parsed = ParseOptionList("log_level=loud", "--ray-cluster");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.status().message().find("does not accept 'loud'"), std::string::npos);
+  EXPECT_NE(parsed.status().message().find("error, warning, info, debug"), std::string::npos);
+}
+
+TEST(OptionValues, ChoicesAreCaseSensitive) {
+  EXPECT_FALSE(ParseOptionList("log_level=DEBUG", "--ray-cluster").ok());
+}
+
+TEST(OptionValues, PathsMustBeAbsoluteAndAreNormalised) {
+  auto relative = ParseOptionList("tmpdir=scratch", "--ray-cluster");
+  ASSERT_FALSE(relative.ok());
+  EXPECT_NE(relative.status().message().find("must be an absolute path"), std::string::npos);
+  auto messy = ParseOptionList("tmpdir=/scratch//./local/../tmp/", "--ray-cluster");
+  ASSERT_TRUE(messy.ok());
+  EXPECT_EQ((*messy)[0].value, "/scratch/tmp");
+  auto root = ParseOptionList("tmpdir=/", "--ray-cluster");
+  ASSERT_TRUE(root.ok());
+  EXPECT_EQ((*root)[0].value, "/");
+}
+
+TEST(OptionValues, RejectsNulBytes) {
+  const std::string text("tmpdir=/tmp\0x", 13);
+  EXPECT_FALSE(ParseOptionList(text, "--ray-cluster").ok());
+}
+
+TEST(OptionSchema, EveryKeyIsFoundAndExported) {
+  for (const auto& spec : OptionSchema()) {
+    EXPECT_EQ(FindOption(spec.key), &spec);
+    EXPECT_TRUE(spec.environment_variable.starts_with("SRAY_")) << spec.key;
+    EXPECT_FALSE(spec.help.empty()) << spec.key;
+  }
+  EXPECT_EQ(FindOption("nope"), nullptr);
+}
+
+}  // namespace
+}  // namespace sray::jobsetup
