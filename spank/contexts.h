@@ -22,6 +22,9 @@ Status ValidateRequestedOptions();
 Status PrepareStepOnNode(spank_t handle);
 // slurmstepd, inside each task before exec.
 Status ExportTaskEnvironment(spank_t handle);
+// slurmstepd, as root, after each task exits: once the node's last task is
+// gone, ends the processes it left behind.
+Status EndLeftoversAfterLastTask(spank_t handle);
 // slurmstepd, as root, when the step ends.
 Status CleanUpStepOnNode();
 

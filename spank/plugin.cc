@@ -5,7 +5,6 @@
 
 #include "spank_api.h"
 
-#include <cstdio>
 #include <exception>
 #include <string>
 #include <string_view>
@@ -14,7 +13,13 @@
 #include "contexts.h"
 #include "plugin_state.h"
 
+// SPANK_PLUGIN's const arrays would have internal linkage in C++; declaring
+// them extern "C" first gives Slurm the symbols it looks up.
 extern "C" {
+extern const char plugin_name[];
+extern const char plugin_type[];
+extern const unsigned int plugin_version;
+extern const unsigned int spank_plugin_version;
 SPANK_PLUGIN(sray, 1)
 }
 
@@ -27,10 +32,16 @@ PluginState& State() {
 
 namespace {
 
+// Slurm treats only negative return codes as failure (ESPANK_ERROR is a
+// positive 3000 and would be logged, then ignored).
+constexpr int kFailure = -1;
+
 int Report(const Status& status) {
-  if (status.ok()) return ESPANK_SUCCESS;
+  if (status.ok()) return 0;
+  // In srun and sbatch this reaches the user's terminal; in a task it reaches
+  // the task's stderr and the slurmd log.
   slurm_error("sray: %s", status.message().c_str());
-  return ESPANK_ERROR;
+  return kFailure;
 }
 
 template <typename Action>
@@ -42,7 +53,7 @@ int Guarded(const char* callback, Action&& action) noexcept {
   } catch (...) {
     slurm_error("sray: %s failed unexpectedly: please report this", callback);
   }
-  return ESPANK_ERROR;
+  return kFailure;
 }
 
 }  // namespace
@@ -77,14 +88,12 @@ extern "C" int slurm_spank_user_init(spank_t handle, int /*argc*/, char** /*argv
 }
 
 extern "C" int slurm_spank_task_init(spank_t handle, int /*argc*/, char** /*argv*/) {
-  return Guarded("slurm_spank_task_init", [&] {
-    sray::Status status = sray::spank::ExportTaskEnvironment(handle);
-    if (!status.ok()) {
-      // The task's stderr is the user's terminal; the log line above is the admin's.
-      std::fprintf(stderr, "sray: %s\n", status.message().c_str());
-    }
-    return status;
-  });
+  return Guarded("slurm_spank_task_init", [&] { return sray::spank::ExportTaskEnvironment(handle); });
+}
+
+extern "C" int slurm_spank_task_exit(spank_t handle, int /*argc*/, char** /*argv*/) {
+  return Guarded("slurm_spank_task_exit",
+                 [&] { return sray::spank::EndLeftoversAfterLastTask(handle); });
 }
 
 extern "C" int slurm_spank_exit(spank_t /*handle*/, int /*argc*/, char** /*argv*/) {

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -26,6 +27,8 @@ struct PluginState {
   std::optional<jobsetup::NodeSetup> node_setup;
   uid_t job_uid = 0;
   gid_t job_gid = 0;
+  // Tasks of this node whose exit slurmstepd has reported (task_exit).
+  std::uint32_t exited_tasks = 0;
 };
 
 PluginState& State();

@@ -6,20 +6,27 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <slurm/slurm.h>  // SLURM_BATCH_SCRIPT and the other special step ids
 
 #include "contexts.h"
 #include "jobsetup/hostlist.h"
 #include "jobsetup/node_setup.h"
+#include "jobsetup/step_processes.h"
 #include "plugin_state.h"
 #include "spank_status.h"
 
 namespace sray::spank {
 namespace {
+
+// Leftovers get this long to exit on SIGTERM before SIGKILL; short, because
+// their step is already over and srun waits for their output pipes.
+constexpr std::chrono::milliseconds kLeftoverGrace{1000};
 
 Result<std::uint32_t> GetNumber(spank_t handle, spank_item_t item, std::string_view what) {
   std::uint32_t value = 0;
@@ -36,13 +43,13 @@ Result<std::string> GetJobVariable(spank_t handle, const char* name) {
   return buffer;
 }
 
-// The first host of the step's node list runs node 0, the head.
-Result<std::string> HeadHost(spank_t handle) {
+// The step's hosts in node-id order: the first runs node 0, the head.
+Result<std::vector<std::string>> StepHosts(spank_t handle) {
   auto nodelist = GetJobVariable(handle, "SLURM_STEP_NODELIST");
   if (!nodelist.ok()) return nodelist.status();
   auto hosts = jobsetup::ExpandHostlist(*nodelist);
   if (!hosts.ok()) return hosts.status().WithContext("SLURM_STEP_NODELIST");
-  return hosts->front();
+  return hosts;
 }
 
 bool IsUserStep(std::uint32_t step_id) {
@@ -52,7 +59,7 @@ bool IsUserStep(std::uint32_t step_id) {
          step_id != SLURM_INTERACTIVE_STEP && step_id != SLURM_PENDING_STEP;
 }
 
-Status PrepareStep(spank_t handle) {
+Status PrepareStep(spank_t handle, std::string& node_name) {
   PluginState& state = State();
   auto step_id = GetNumber(handle, S_JOB_STEPID, "the step id");
   if (!step_id.ok()) return step_id.status();
@@ -66,8 +73,9 @@ Status PrepareStep(spank_t handle) {
   if (!num_nodes.ok()) return num_nodes.status();
   SRAY_RETURN_IF_ERROR(FromSpank(spank_get_item(handle, S_JOB_UID, &state.job_uid), "cannot read the job user"));
   SRAY_RETURN_IF_ERROR(FromSpank(spank_get_item(handle, S_JOB_GID, &state.job_gid), "cannot read the job group"));
-  auto head_host = HeadHost(handle);
-  if (!head_host.ok()) return head_host.status();
+  auto hosts = StepHosts(handle);
+  if (!hosts.ok()) return hosts.status();
+  if (*node_id < hosts->size()) node_name = (*hosts)[*node_id];
 
   // Read here, as the job user, so a user config file is read with the
   // user's permissions and not root's.
@@ -79,7 +87,7 @@ Status PrepareStep(spank_t handle) {
                                       .step_id = std::to_string(*step_id),
                                       .node_id = *node_id,
                                       .num_nodes = *num_nodes,
-                                      .head_host = *head_host,
+                                      .head_host = hosts->front(),
                                       .uid = state.job_uid,
                                       .options = std::move(options).value(),
                                       .session_directory_per_node = false});
@@ -99,16 +107,19 @@ std::string ThisHost() {
 Status PrepareStepOnNode(spank_t handle) {
   PluginState& state = State();
   if (!state.cluster_requested) return Status::Ok();
-  Status status = PrepareStep(handle);
+  std::string node_name;
+  Status status = PrepareStep(handle, node_name);
   if (!status.ok()) {
-    std::string where = "on " + ThisHost();
+    std::string where = "on " + (node_name.empty() ? ThisHost() : node_name);
     std::uint32_t node_id = 0;
     if (spank_get_item(handle, S_JOB_NODEID, &node_id) == ESPANK_SUCCESS) {
       where += " (node " + std::to_string(node_id) + ")";
     }
+    // Slurm ignores user_init failures, so the error waits for task_init,
+    // which can fail the task.
     state.deferred_error = status.WithContext("cannot start the sray cluster " + where);
   }
-  return state.deferred_error;
+  return Status::Ok();
 }
 
 Status ExportTaskEnvironment(spank_t handle) {
@@ -123,9 +134,36 @@ Status ExportTaskEnvironment(spank_t handle) {
   return Status::Ok();
 }
 
+Status EndLeftovers() {
+  const PluginState& state = State();
+  const jobsetup::StepProcessSelector selector{.uid = state.job_uid,
+                                               .session_directory = state.node_setup->session_directory,
+                                               .node_id = state.node_setup->environment.node_id};
+  auto ended = jobsetup::EndStepProcesses(selector, kLeftoverGrace);
+  if (!ended.ok()) return ended.status();
+  if (*ended > 0) {
+    slurm_info("sray: ended %zu leftover process(es) of step %s.%s on node %u", *ended,
+               state.node_setup->environment.job_id.c_str(),
+               state.node_setup->environment.step_id.c_str(), selector.node_id);
+  }
+  return Status::Ok();
+}
+
+Status EndLeftoversAfterLastTask(spank_t handle) {
+  PluginState& state = State();
+  if (!state.node_setup) return Status::Ok();
+  auto local_tasks = GetNumber(handle, S_JOB_LOCAL_TASK_COUNT, "the node's task count");
+  if (!local_tasks.ok()) return local_tasks.status();
+  // Waiting for the last task matters: an earlier task's orphans may be
+  // serving the tasks still running.
+  if (++state.exited_tasks < *local_tasks) return Status::Ok();
+  return EndLeftovers();
+}
+
 Status CleanUpStepOnNode() {
   const PluginState& state = State();
   if (!state.node_setup) return Status::Ok();
+  Status leftovers = EndLeftovers();
   // slurm_spank_exit runs as root inside a multi-threaded slurmstepd. Removing
   // a user-owned tree as root invites symlink tricks, and changing the
   // process's ids would affect slurmstepd's other threads, so a child drops to
@@ -147,7 +185,7 @@ Status CleanUpStepOnNode() {
                            state.node_setup->session_directory.string() +
                            ": remove it by hand (as the job user)");
   }
-  return Status::Ok();
+  return leftovers;
 }
 
 }  // namespace sray::spank

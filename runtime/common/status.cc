@@ -42,4 +42,9 @@ Status Status::WithContext(std::string_view context) const {
   return {code_, std::move(message)};
 }
 
+Status Status::WithRemedy(std::string_view remedy) const {
+  if (ok()) return *this;
+  return {code_, message_ + ": " + std::string(remedy)};
+}
+
 }  // namespace sray

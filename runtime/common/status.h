@@ -61,6 +61,8 @@ class [[nodiscard]] Status {
 
   // Prefixes the message with more context: "context: message".
   [[nodiscard]] Status WithContext(std::string_view context) const;
+  // Appends what the user can do about it: "message: remedy".
+  [[nodiscard]] Status WithRemedy(std::string_view remedy) const;
 
  private:
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}

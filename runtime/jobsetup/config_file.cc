@@ -19,7 +19,7 @@ Result<std::vector<OptionAssignment>> ReadConfigFile(const std::filesystem::path
   if (!stream) {
     const int error_number = errno;
     return Status::FromErrno(error_number, "cannot read config file " + path.string())
-        .WithContext("check the path and that the job user can read it");
+        .WithRemedy("check the path and that the job user can read the file");
   }
   std::error_code ignored;
   if (std::filesystem::is_directory(path, ignored)) {

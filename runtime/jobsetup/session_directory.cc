@@ -47,7 +47,7 @@ Status CreateSessionDirectory(const std::filesystem::path& path, uid_t owner) {
   const int mkdir_error = errno;
   if (mkdir_error != EEXIST) {
     return Status::FromErrno(mkdir_error, "cannot create session directory " + path.string())
-        .WithContext("check that tmpdir= names an existing, writable node-local directory");
+        .WithRemedy("set tmpdir= to an existing, writable node-local directory");
   }
   struct stat info {};
   if (::lstat(path.c_str(), &info) != 0) {

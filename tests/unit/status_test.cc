@@ -18,6 +18,13 @@ TEST(Status, ContextIsPrefixedAndCodeKept) {
   EXPECT_EQ(status.message(), "loading: no such thing");
 }
 
+TEST(Status, RemedyIsAppended) {
+  const Status status = Status::IoError("cannot write x: disk full").WithRemedy("free space");
+  EXPECT_EQ(status.code(), StatusCode::kIoError);
+  EXPECT_EQ(status.message(), "cannot write x: disk full: free space");
+  EXPECT_TRUE(Status::Ok().WithRemedy("ignored").ok());
+}
+
 TEST(Status, ErrnoMapsToCodesAndKeepsTheSystemMessage) {
   EXPECT_EQ(Status::FromErrno(ENOENT, "open x").code(), StatusCode::kNotFound);
   EXPECT_EQ(Status::FromErrno(EACCES, "open x").code(), StatusCode::kPermissionDenied);

@@ -1,0 +1,40 @@
+#pragma once
+
+// Finds and ends the processes of one step on one node, including those that
+// escaped the task's process tree (a daemonised child, `setsid`, `nohup ... &`).
+// Slurm's proctrack/linuxproc and proctrack/pgid lose such processes; cgroups
+// do not, but not every site (or the emulated test cluster) uses them.
+//
+// A process belongs to the step when it runs as the job user and its
+// environment carries the step's SRAY_SESSION_DIR and SRAY_NODE_ID, which
+// every task receives and children inherit. The node id matters where several
+// emulated nodes share one machine and one session path.
+//
+// Thread-safety: stateless; reads /proc.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <vector>
+
+#include "common/status.h"
+
+namespace sray::jobsetup {
+
+struct StepProcessSelector {
+  uid_t uid = 0;
+  std::filesystem::path session_directory;
+  std::uint32_t node_id = 0;
+};
+
+// Process ids that match `selector`, never including the caller.
+std::vector<pid_t> FindStepProcesses(const StepProcessSelector& selector);
+
+// Sends SIGTERM to every match, waits up to `grace`, then SIGKILLs the rest.
+// Returns how many processes were found.
+Result<std::size_t> EndStepProcesses(const StepProcessSelector& selector,
+                                     std::chrono::milliseconds grace);
+
+}  // namespace sray::jobsetup
