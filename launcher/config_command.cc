@@ -17,7 +17,8 @@ struct ConfigCheckArguments {
 };
 
 int RunConfigCheck(const ConfigCheckArguments& arguments) {
-  jobsetup::ResolveInputs inputs{.admin_config = std::nullopt, .option_list = arguments.option_list};
+  jobsetup::ResolveInputs inputs{.admin_config = std::nullopt,
+                                 .option_list = arguments.option_list};
   if (!arguments.admin_config.empty()) inputs.admin_config = arguments.admin_config;
   auto resolved = jobsetup::ResolveOptions(inputs);
   if (!resolved.ok()) {

@@ -8,9 +8,12 @@
 #include "config_command.h"
 #include "sray/version.h"
 
-int main(int argc, char** argv) {
-  CLI::App app{"sray: Ray's programming model on Slurm, in C++.\n"
-               "In a Slurm job use `srun --ray-cluster ./prog`; see `srun --help`."};
+namespace {
+
+int Run(int argc, char** argv) {
+  CLI::App app{
+      "sray: Ray's programming model on Slurm, in C++.\n"
+      "In a Slurm job use `srun --ray-cluster ./prog`; see `srun --help`."};
   app.set_version_flag("--version", std::string("sray ") + SRAY_VERSION_STRING);
   app.require_subcommand(1);
   sray::launcher::AddConfigCommand(app);
@@ -24,4 +27,15 @@ int main(int argc, char** argv) {
     return app.exit(error);
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& error) {
+    std::cerr << "sray: unexpected error: " << error.what() << ": please report this\n";
+  }
+  return 70;  // EX_SOFTWARE
 }

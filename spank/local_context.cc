@@ -4,6 +4,7 @@
 
 #include "contexts.h"
 #include "jobsetup/resolved_options.h"
+#include "option_argument.h"
 #include "plugin_state.h"
 #include "spank_status.h"
 
@@ -11,12 +12,12 @@ namespace sray::spank {
 namespace {
 
 int OnRayClusterOption(int /*value*/, const char* argument, int /*remote*/) noexcept {
-  // May run twice (command line and environment) and with NULL or "": both
-  // mean "defaults". Only remember it here; validation happens once, in
+  // May run twice (command line and environment) and with NULL, "" or
+  // "(null)": all mean "defaults". Only remember it here; validation happens once, in
   // init_post_opt, where a failure stops the launch.
   PluginState& state = State();
   state.cluster_requested = true;
-  state.option_list = argument != nullptr ? argument : "";
+  state.option_list = OptionListFromArgument(argument);
   return 0;
 }
 

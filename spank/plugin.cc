@@ -88,7 +88,8 @@ extern "C" int slurm_spank_user_init(spank_t handle, int /*argc*/, char** /*argv
 }
 
 extern "C" int slurm_spank_task_init(spank_t handle, int /*argc*/, char** /*argv*/) {
-  return Guarded("slurm_spank_task_init", [&] { return sray::spank::ExportTaskEnvironment(handle); });
+  return Guarded("slurm_spank_task_init",
+                 [&] { return sray::spank::ExportTaskEnvironment(handle); });
 }
 
 extern "C" int slurm_spank_task_exit(spank_t handle, int /*argc*/, char** /*argv*/) {

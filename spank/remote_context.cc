@@ -30,15 +30,17 @@ constexpr std::chrono::milliseconds kLeftoverGrace{1000};
 
 Result<std::uint32_t> GetNumber(spank_t handle, spank_item_t item, std::string_view what) {
   std::uint32_t value = 0;
-  SRAY_RETURN_IF_ERROR(FromSpank(spank_get_item(handle, item, &value), "cannot read " + std::string(what)));
+  SRAY_RETURN_IF_ERROR(
+      FromSpank(spank_get_item(handle, item, &value), "cannot read " + std::string(what)));
   return value;
 }
 
 Result<std::string> GetJobVariable(spank_t handle, const char* name) {
   // Node lists of a few thousand hosts compress well, but leave ample room.
-  std::string buffer(64 * 1024, '\0');
-  SRAY_RETURN_IF_ERROR(FromSpank(spank_getenv(handle, name, buffer.data(), static_cast<int>(buffer.size())),
-                                 std::string("cannot read ") + name + " of the step"));
+  std::string buffer(std::size_t{64} * 1024, '\0');
+  SRAY_RETURN_IF_ERROR(
+      FromSpank(spank_getenv(handle, name, buffer.data(), static_cast<int>(buffer.size())),
+                std::string("cannot read ") + name + " of the step"));
   buffer.resize(buffer.find('\0'));
   return buffer;
 }
@@ -71,8 +73,10 @@ Status PrepareStep(spank_t handle, std::string& node_name) {
   if (!node_id.ok()) return node_id.status();
   auto num_nodes = GetNumber(handle, S_JOB_NNODES, "the node count");
   if (!num_nodes.ok()) return num_nodes.status();
-  SRAY_RETURN_IF_ERROR(FromSpank(spank_get_item(handle, S_JOB_UID, &state.job_uid), "cannot read the job user"));
-  SRAY_RETURN_IF_ERROR(FromSpank(spank_get_item(handle, S_JOB_GID, &state.job_gid), "cannot read the job group"));
+  SRAY_RETURN_IF_ERROR(
+      FromSpank(spank_get_item(handle, S_JOB_UID, &state.job_uid), "cannot read the job user"));
+  SRAY_RETURN_IF_ERROR(
+      FromSpank(spank_get_item(handle, S_JOB_GID, &state.job_gid), "cannot read the job group"));
   auto hosts = StepHosts(handle);
   if (!hosts.ok()) return hosts.status();
   if (*node_id < hosts->size()) node_name = (*hosts)[*node_id];
@@ -127,7 +131,8 @@ Status ExportTaskEnvironment(spank_t handle) {
   if (!state.cluster_requested) return Status::Ok();
   SRAY_RETURN_IF_ERROR(state.deferred_error);
   if (!state.node_setup) return Status::Ok();
-  for (const auto& [name, value] : jobsetup::ToEnvironmentVariables(state.node_setup->environment)) {
+  for (const auto& [name, value] :
+       jobsetup::ToEnvironmentVariables(state.node_setup->environment)) {
     SRAY_RETURN_IF_ERROR(FromSpank(spank_setenv(handle, name.c_str(), value.c_str(), 1),
                                    "cannot export " + name + " to the task"));
   }
@@ -136,9 +141,10 @@ Status ExportTaskEnvironment(spank_t handle) {
 
 Status EndLeftovers() {
   const PluginState& state = State();
-  const jobsetup::StepProcessSelector selector{.uid = state.job_uid,
-                                               .session_directory = state.node_setup->session_directory,
-                                               .node_id = state.node_setup->environment.node_id};
+  const jobsetup::StepProcessSelector selector{
+      .uid = state.job_uid,
+      .session_directory = state.node_setup->session_directory,
+      .node_id = state.node_setup->environment.node_id};
   auto ended = jobsetup::EndStepProcesses(selector, kLeftoverGrace);
   if (!ended.ok()) return ended.status();
   if (*ended > 0) {
@@ -171,8 +177,8 @@ Status CleanUpStepOnNode() {
   const pid_t child = fork();
   if (child < 0) return Status::FromErrno(errno, "cannot fork to remove the session directory");
   if (child == 0) {
-    const bool dropped = setgroups(0, nullptr) == 0 && setgid(state.job_gid) == 0 &&
-                         setuid(state.job_uid) == 0;
+    const bool dropped =
+        setgroups(0, nullptr) == 0 && setgid(state.job_gid) == 0 && setuid(state.job_uid) == 0;
     const bool removed = dropped && jobsetup::TeardownNode(*state.node_setup).ok();
     _exit(removed ? 0 : 1);
   }

@@ -20,9 +20,9 @@ int main() {
     const char* slurm_node = std::getenv("SLURMD_NODENAME");
     std::ostringstream line;
     line << "node " << node.node_id << " of " << node.num_nodes << " on "
-         << (slurm_node != nullptr ? slurm_node : host) << ": " << node.role
-         << " (head " << node.head_host << ", job " << node.job_id << "." << node.step_id
-         << ", session " << node.session_dir << ", pid " << getpid() << ")\n";
+         << (slurm_node != nullptr ? slurm_node : host) << ": " << node.role << " (head "
+         << node.head_host << ", job " << node.job_id << "." << node.step_id << ", session "
+         << node.session_dir << ", pid " << getpid() << ")\n";
     std::cout << line.str() << std::flush;
     return 0;
   } catch (const sray::Error& error) {

@@ -75,7 +75,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : storage_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : storage_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : storage_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!std::get<Status>(storage_).ok() && "a Result needs a value or an error");
   }
@@ -87,7 +87,7 @@ class [[nodiscard]] Result {
   }
   T& value() & { return std::get<T>(storage_); }
   const T& value() const& { return std::get<T>(storage_); }
-  T&& value() && { return std::get<T>(std::move(storage_)); }
+  [[nodiscard]] T&& value() && { return std::get<T>(std::move(storage_)); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
@@ -100,8 +100,8 @@ class [[nodiscard]] Result {
 }  // namespace sray
 
 // Returns early from the enclosing function when `expr` yields a failed Status.
-#define SRAY_RETURN_IF_ERROR(expr)            \
-  do {                                        \
-    ::sray::Status sray_status_ = (expr);     \
+#define SRAY_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::sray::Status sray_status_ = (expr);        \
     if (!sray_status_.ok()) return sray_status_; \
   } while (false)

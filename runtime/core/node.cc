@@ -8,7 +8,8 @@
 namespace sray {
 
 NodeInfo CurrentNode() {
-  auto environment = jobsetup::ReadTaskEnvironment([](const char* name) { return std::getenv(name); });
+  auto environment =
+      jobsetup::ReadTaskEnvironment([](const char* name) { return std::getenv(name); });
   if (!environment.ok()) throw LaunchError("sray: " + environment.status().message());
   return NodeInfo{.role = environment->role,
                   .node_id = environment->node_id,

@@ -52,13 +52,13 @@ Result<std::vector<OptionAssignment>> ReadConfigFile(const std::filesystem::path
                                      AcceptedKeys());
     }
     if (spec->command_line_only) {
-      return Status::InvalidArgument(where + ": key '" + key +
-                                     "' is only accepted in --ray-cluster: remove it from the file");
+      return Status::InvalidArgument(
+          where + ": key '" + key + "' is only accepted in --ray-cluster: remove it from the file");
     }
     const auto* text = value.as_string();
     if (text == nullptr) {
-      return Status::InvalidArgument(where + ": key '" + key +
-                                     "' must be a string: write " + key + " = \"...\"");
+      return Status::InvalidArgument(where + ": key '" + key + "' must be a string: write " + key +
+                                     " = \"...\"");
     }
     auto canonical = CanonicalValue(*spec, text->get(), where);
     if (!canonical.ok()) return canonical.status();

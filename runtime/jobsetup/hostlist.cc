@@ -6,8 +6,8 @@ namespace sray::jobsetup {
 namespace {
 
 Status Malformed(std::string_view hostlist, std::string_view why) {
-  return Status::InvalidArgument("malformed hostlist '" + std::string(hostlist) + "': " +
-                                 std::string(why) +
+  return Status::InvalidArgument("malformed hostlist '" + std::string(hostlist) +
+                                 "': " + std::string(why) +
                                  ": expected names like n1,n[2-4],gpu[01-02]-ib");
 }
 
@@ -78,12 +78,14 @@ Status ExpandItem(std::string_view hostlist, const std::string& prefix, std::str
     if (!low.ok()) return low.status();
     auto high = ParseNumber(hostlist, high_text);
     if (!high.ok()) return high.status();
-    if (*high < *low) return Malformed(hostlist, "range '" + std::string(range) + "' runs backwards");
+    if (*high < *low)
+      return Malformed(hostlist, "range '" + std::string(range) + "' runs backwards");
     if (*high - *low >= kMaxHostlistNames) {
       return Malformed(hostlist, "range '" + std::string(range) + "' is too large");
     }
     for (unsigned long number = *low; number <= *high; ++number) {
-      SRAY_RETURN_IF_ERROR(ExpandItem(hostlist, head + Padded(number, low_text.size()), tail, names));
+      SRAY_RETURN_IF_ERROR(
+          ExpandItem(hostlist, head + Padded(number, low_text.size()), tail, names));
     }
     if (comma == std::string_view::npos) break;
     position = comma + 1;

@@ -13,8 +13,9 @@ Result<NodeSetup> PrepareNode(const NodeSetupRequest& request) {
                                    " is out of range: this is a launcher bug, please report it");
   }
   if (request.head_host.empty()) {
-    return Status::InvalidArgument("the head node's host name is unknown: check that Slurm "
-                                   "sets SLURM_STEP_NODELIST for the step");
+    return Status::InvalidArgument(
+        "the head node's host name is unknown: check that Slurm "
+        "sets SLURM_STEP_NODELIST for the step");
   }
   SessionIdentity identity{.uid = request.uid,
                            .job_id = request.job_id,

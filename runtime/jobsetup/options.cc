@@ -51,7 +51,9 @@ std::string Join(std::span<const std::string_view> words) {
 
 }  // namespace
 
-std::span<const OptionSpec> OptionSchema() { return kSchema; }
+std::span<const OptionSpec> OptionSchema() {
+  return kSchema;
+}
 
 const OptionSpec* FindOption(std::string_view key) {
   const auto found = std::find_if(kSchema.begin(), kSchema.end(),
@@ -91,8 +93,8 @@ Result<std::string> CanonicalValue(const OptionSpec& spec, std::string_view valu
       return normal;
     }
     case OptionKind::kChoice: {
-      const bool known = std::find(spec.choices.begin(), spec.choices.end(), value) !=
-                         spec.choices.end();
+      const bool known =
+          std::find(spec.choices.begin(), spec.choices.end(), value) != spec.choices.end();
       if (!known) {
         return Status::InvalidArgument(where + " does not accept '" + std::string(value) +
                                        "': use one of " + Join(spec.choices));

@@ -36,7 +36,7 @@ class ResolvedOptions {
 
 struct ResolveInputs {
   std::optional<std::filesystem::path> admin_config;  // from plugstack.conf or sray run
-  std::string option_list;                             // the --ray-cluster text
+  std::string option_list;                            // the --ray-cluster text
 };
 
 Result<ResolvedOptions> ResolveOptions(const ResolveInputs& inputs);

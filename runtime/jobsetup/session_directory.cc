@@ -11,9 +11,9 @@ namespace {
 
 bool IsSafeIdentifier(const std::string& text) {
   return !text.empty() && text.size() <= 64 && std::all_of(text.begin(), text.end(), [](char c) {
-           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '_' || c == '-';
-         });
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+  });
 }
 
 }  // namespace
@@ -30,8 +30,8 @@ Result<std::filesystem::path> SessionDirectoryPath(const std::filesystem::path& 
                                    "' is not a plain identifier: this is a bug in the launcher, "
                                    "please report it");
   }
-  std::string name = "sray-" + std::to_string(identity.uid) + "-" + identity.job_id + "." +
-                     identity.step_id;
+  std::string name =
+      "sray-" + std::to_string(identity.uid) + "-" + identity.job_id + "." + identity.step_id;
   if (identity.node_id) name += ".node" + std::to_string(*identity.node_id);
   return base / name;
 }

@@ -1,10 +1,10 @@
 #include "jobsetup/step_processes.h"
 
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <charconv>
+#include <csignal>
 #include <fstream>
 #include <string>
 #include <thread>

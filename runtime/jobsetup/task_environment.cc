@@ -61,8 +61,7 @@ EnvironmentVariables ToEnvironmentVariables(const TaskEnvironment& environment) 
   return variables;
 }
 
-Result<TaskEnvironment> ReadTaskEnvironment(
-    const std::function<const char*(const char*)>& lookup) {
+Result<TaskEnvironment> ReadTaskEnvironment(const std::function<const char*(const char*)>& lookup) {
   TaskEnvironment environment;
   auto role = Required(lookup, kRoleVariable);
   if (!role.ok()) return role.status();

@@ -41,7 +41,6 @@ EnvironmentVariables ToEnvironmentVariables(const TaskEnvironment& environment);
 
 // `lookup` returns the value of a variable or nullptr (getenv's contract).
 // Fails with a message naming the missing or malformed variable.
-Result<TaskEnvironment> ReadTaskEnvironment(
-    const std::function<const char*(const char*)>& lookup);
+Result<TaskEnvironment> ReadTaskEnvironment(const std::function<const char*(const char*)>& lookup);
 
 }  // namespace sray::jobsetup

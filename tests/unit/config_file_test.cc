@@ -12,7 +12,8 @@ using sray::testing::ScratchDirectory;
 
 TEST(ConfigFile, ReadsKnownKeysWithTheirLines) {
   ScratchDirectory scratch;
-  const auto file = scratch.Write("sray.toml", "# admin defaults\ntmpdir = \"/scratch\"\n\nlog_level = 'warning'\n");
+  const auto file = scratch.Write(
+      "sray.toml", "# admin defaults\ntmpdir = \"/scratch\"\n\nlog_level = 'warning'\n");
   auto read = ReadConfigFile(file);
   ASSERT_TRUE(read.ok()) << read.status().message();
   ASSERT_EQ(read->size(), 2U);
@@ -135,7 +136,8 @@ TEST(ResolveOptions, ErrorsSayWhichFileWasAtFault) {
   auto as_admin = ResolveOptions({.admin_config = bad, .option_list = ""});
   ASSERT_FALSE(as_admin.ok());
   EXPECT_TRUE(as_admin.status().message().starts_with("admin configuration: "));
-  auto as_user = ResolveOptions({.admin_config = std::nullopt, .option_list = "config=" + bad.string()});
+  auto as_user =
+      ResolveOptions({.admin_config = std::nullopt, .option_list = "config=" + bad.string()});
   ASSERT_FALSE(as_user.ok());
   EXPECT_TRUE(as_user.status().message().starts_with("user configuration (config=): "));
 }
@@ -147,7 +149,8 @@ TEST(ResolveOptions, ExportsAndRoundTripsThroughTheOptionList) {
   EXPECT_NE(std::find(variables.begin(), variables.end(),
                       std::pair<std::string, std::string>{"SRAY_LOG_LEVEL", "debug"}),
             variables.end());
-  auto again = ResolveOptions({.admin_config = std::nullopt, .option_list = resolved->ToOptionList()});
+  auto again =
+      ResolveOptions({.admin_config = std::nullopt, .option_list = resolved->ToOptionList()});
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_EQ(again->ToOptionList(), resolved->ToOptionList());
 }

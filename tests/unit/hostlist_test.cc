@@ -23,7 +23,8 @@ TEST(Hostlist, ExpandsRangesAndLists) {
 }
 
 TEST(Hostlist, KeepsZeroPaddingAndSuffixes) {
-  EXPECT_EQ(Expand("gpu[08-10]-ib"), (std::vector<std::string>{"gpu08-ib", "gpu09-ib", "gpu10-ib"}));
+  EXPECT_EQ(Expand("gpu[08-10]-ib"),
+            (std::vector<std::string>{"gpu08-ib", "gpu09-ib", "gpu10-ib"}));
 }
 
 TEST(Hostlist, MixesGroupsAndPlainNamesInOrder) {
@@ -35,8 +36,8 @@ TEST(Hostlist, ExpandsSeveralBracketsAsAProduct) {
 }
 
 TEST(Hostlist, RejectsMalformedExpressions) {
-  for (const char* bad : {"", "n[1-3", "n1-3]", "n[]", "n[a-b]", "n[3-1]", "n[[1]]", "a,,b",
-                          ",a", "n[1-]", "n[-2]"}) {
+  for (const char* bad : {"", "n[1-3", "n1-3]", "n[]", "n[a-b]", "n[3-1]", "n[[1]]", "a,,b", ",a",
+                          "n[1-]", "n[-2]"}) {
     auto names = ExpandHostlist(bad);
     ASSERT_FALSE(names.ok()) << "accepted '" << bad << "'";
     EXPECT_NE(names.status().message().find("malformed hostlist"), std::string::npos);

@@ -13,7 +13,8 @@ namespace {
 using sray::testing::ScratchDirectory;
 
 NodeSetupRequest RequestFor(const std::filesystem::path& tmpdir, std::uint32_t node_id) {
-  auto options = ResolveOptions({.admin_config = std::nullopt, .option_list = "tmpdir=" + tmpdir.string()});
+  auto options =
+      ResolveOptions({.admin_config = std::nullopt, .option_list = "tmpdir=" + tmpdir.string()});
   EXPECT_TRUE(options.ok());
   return {.job_id = "7",
           .step_id = "0",
@@ -93,8 +94,13 @@ TEST(NodeSetup, MissingTmpdirFailsWithAClearMessage) {
 }
 
 TEST(TaskEnvironment, ReadsBackWhatWasWritten) {
-  TaskEnvironment written{.role = "head", .node_id = 0, .num_nodes = 2, .head_host = "n1",
-                          .session_dir = "/tmp/s", .job_id = "9", .step_id = "1",
+  TaskEnvironment written{.role = "head",
+                          .node_id = 0,
+                          .num_nodes = 2,
+                          .head_host = "n1",
+                          .session_dir = "/tmp/s",
+                          .job_id = "9",
+                          .step_id = "1",
                           .option_variables = {{"SRAY_LOG_LEVEL", "debug"}}};
   std::map<std::string, std::string> storage;
   auto read = ReadTaskEnvironment(LookupIn(ToEnvironmentVariables(written), storage));
@@ -113,8 +119,14 @@ TEST(TaskEnvironment, OutsideAStepTheErrorSaysHowToLaunch) {
 }
 
 TEST(TaskEnvironment, RejectsInconsistentValues) {
-  TaskEnvironment base{.role = "head", .node_id = 0, .num_nodes = 2, .head_host = "n1",
-                       .session_dir = "/tmp/s", .job_id = "9", .step_id = "1", .option_variables = {}};
+  TaskEnvironment base{.role = "head",
+                       .node_id = 0,
+                       .num_nodes = 2,
+                       .head_host = "n1",
+                       .session_dir = "/tmp/s",
+                       .job_id = "9",
+                       .step_id = "1",
+                       .option_variables = {}};
   auto with = [&](const char* name, const char* value) {
     std::map<std::string, std::string> storage;
     auto lookup = LookupIn(ToEnvironmentVariables(base), storage);

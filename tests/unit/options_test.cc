@@ -40,7 +40,8 @@ TEST(OptionList, RejectsEntriesWithoutEquals) {
 }
 
 TEST(OptionList, RejectsEmptyEntriesFromStrayCommas) {
-  for (const char* text : {",", "log_level=info,", ",log_level=info", "log_level=info,,tmpdir=/x"}) {
+  for (const char* text :
+       {",", "log_level=info,", ",log_level=info", "log_level=info,,tmpdir=/x"}) {
     auto parsed = ParseOptionList(text, "--ray-cluster");
     ASSERT_FALSE(parsed.ok()) << text;
     EXPECT_NE(parsed.status().message().find("empty entry"), std::string::npos) << text;

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# `cmake --install` produces a package that another project can find_package()
+# and link, with the plugin and the sray command in place.
+set -euo pipefail
+build_dir=$1
+source_dir=$(cd "$(dirname "$0")" && pwd)
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+
+cmake --install "$build_dir" --prefix "$scratch/prefix" >/dev/null
+for file in bin/sray include/sray/node.h include/sray/version.h; do
+  [ -e "$scratch/prefix/$file" ] || { echo "FAIL: $file was not installed"; exit 1; }
+done
+"$scratch/prefix/bin/sray" --version | grep -q '^sray ' || { echo "FAIL: installed sray does not run"; exit 1; }
+cmake -S "$source_dir/consumer" -B "$scratch/consumer" -DCMAKE_PREFIX_PATH="$scratch/prefix" >/dev/null
+cmake --build "$scratch/consumer" >/dev/null
+output=$(env -u SRAY_ROLE "$scratch/consumer/consumer")
+echo "$output"
+grep -q 'sray: SRAY_ROLE is not set: start the program with `srun --ray-cluster` or `sray run`' <<<"$output" ||
+  { echo "FAIL: the consumer did not get sray's LaunchError"; exit 1; }
+echo PASS

@@ -1,0 +1,73 @@
+# Helpers for the integration tests that run on the emulated Slurm cluster
+# (scripts/cluster). Sourced by each tests/slurm/test_*.sh; tests run as root
+# and submit jobs as the unprivileged test user.
+set -euo pipefail
+
+SRAY_SOURCE_DIR=${SRAY_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+CLUSTER=$SRAY_SOURCE_DIR/scripts/cluster
+eval "$("$CLUSTER" env)"
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "SKIP: slurm tests run as root (they inspect the nodes and submit as $SRAY_TEST_USER)"
+  exit 77
+fi
+if ! "$CLUSTER" status >/dev/null 2>&1; then
+  echo "SKIP: the test cluster is not up: run 'scripts/cluster up' (scripts/test does)"
+  exit 77
+fi
+if [ ! -f "$SRAY_PREFIX/lib/sray/spank_sray.so" ]; then
+  echo "SKIP: sray is not installed in $SRAY_PREFIX: run scripts/build"
+  exit 77
+fi
+
+EXAMPLES=$SRAY_PREFIX/libexec/sray/examples
+# A scratch directory in the test user's home, visible on every node.
+WORK=$(mktemp -d "$SRAY_TEST_HOME/test.XXXXXX")
+chown "$SRAY_TEST_USER:" "$WORK"
+chmod 755 "$WORK"
+trap 'rm -rf "$WORK"' EXIT
+
+# Runs a command as the test user in $WORK; stdout and stderr as given.
+as_user() {
+  (cd "$WORK" && runuser -u "$SRAY_TEST_USER" -- env -i PATH="$SRAY_PREFIX/bin:/usr/bin:/bin" \
+    HOME="$SRAY_TEST_HOME" USER="$SRAY_TEST_USER" LANG=C.UTF-8 SLURM_CONF="$SLURM_CONF" "$@")
+}
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+# expect_line FILE REGEX [COUNT]: FILE has COUNT lines (default: at least one) matching REGEX.
+expect_lines() {
+  local file=$1 pattern=$2 want=${3:-} got
+  got=$(grep -cE -- "$pattern" "$file" || true)
+  if [ -z "$want" ]; then
+    [ "$got" -ge 1 ] || { cat "$file" >&2; fail "no line of $file matches /$pattern/"; }
+  else
+    [ "$got" -eq "$want" ] || { cat "$file" >&2; fail "$got lines of $file match /$pattern/, expected $want"; }
+  fi
+}
+
+# The node's view of a path (each emulated node has a private /tmp).
+on_node() { echo "$("$CLUSTER" node-root "$1")$2"; }
+
+# Fails unless no session directory of the given job is left on any node.
+expect_no_session_directories() {
+  local job=$1 node left
+  for node in $(sinfo -h -N -o %N); do
+    left=$(ls -d "$(on_node "$node" /tmp)"/sray-*-"$job".* 2>/dev/null || true)
+    [ -z "$left" ] || fail "session directory left behind on $node: $left"
+  done
+}
+
+# Fails unless every pid listed in FILE (one per line, first field) is gone.
+expect_processes_gone() {
+  local file=$1 pid
+  for pid in $(awk '{print $1}' "$file"); do
+    [[ $pid =~ ^[0-9]+$ ]] || continue
+    if [ -d "/proc/$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]; then
+      fail "process $pid of the step is still alive: $(tr '\0' ' ' <"/proc/$pid/cmdline")"
+    fi
+  done
+}
