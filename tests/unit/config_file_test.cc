@@ -1,6 +1,8 @@
 #include "jobsetup/config_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "jobsetup/resolved_options.h"
 #include "test_files.h"
@@ -44,13 +46,27 @@ TEST(ConfigFile, MissingFileSaysSoAndWhatToCheck) {
 }
 
 TEST(ConfigFile, UnreadableFileIsAPermissionError) {
-  if (geteuid() == 0) GTEST_SKIP() << "root reads every file";
   ScratchDirectory scratch;
   const auto file = scratch.Write("secret.toml", "log_level = \"info\"\n");
   std::filesystem::permissions(file, std::filesystem::perms::none);
-  auto read = ReadConfigFile(file);
-  ASSERT_FALSE(read.ok());
-  EXPECT_EQ(read.status().code(), StatusCode::kPermissionDenied);
+  if (geteuid() != 0) {
+    auto read = ReadConfigFile(file);
+    ASSERT_FALSE(read.ok());
+    EXPECT_EQ(read.status().code(), StatusCode::kPermissionDenied);
+    return;
+  }
+  // Root reads every file: check from a child that has become "nobody".
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
+    auto read = ReadConfigFile(file);
+    _exit(!read.ok() && read.status().code() == StatusCode::kPermissionDenied ? 0 : 1);
+  }
+  int wait_status = 0;
+  ASSERT_EQ(waitpid(child, &wait_status, 0), child);
+  ASSERT_TRUE(WIFEXITED(wait_status));
+  EXPECT_EQ(WEXITSTATUS(wait_status), 0) << "2: could not drop privileges, 1: wrong error";
 }
 
 TEST(ConfigFile, DirectoryInsteadOfFileFails) {
