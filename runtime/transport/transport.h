@@ -1,0 +1,113 @@
+#pragma once
+
+// Messaging between the processes of a job over UCX: request/response RPC,
+// one-way messages, and zero-copy pulls of registered memory.
+//
+// Design:
+// - One UCX worker per process in UCS_THREAD_MODE_MULTI. A progress thread
+//   sleeps on the worker's event fd (arm + poll) instead of spinning a core;
+//   a thread waiting for its own reply progresses the worker itself for a
+//   short while first, which keeps small-message latency near UCX's own.
+// - Endpoints are created lazily on first use, from the address the
+//   resolver returns (PMIx in a job), with peer error handling: when a peer
+//   dies every pending and future call to it fails with an error naming it.
+// - Every frame carries a token derived from the job secret; frames without
+//   the right token are counted and dropped, and the connection is closed.
+// - Handlers run on whichever thread progresses the worker, inside a UCX
+//   callback: they must be quick and must not make blocking calls on this
+//   transport (such a call fails at once with an error saying so).
+//
+// Thread-safety: every public member may be called from any thread.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "transport/frame.h"
+#include "transport/ucx_handles.h"
+
+namespace sray::transport {
+
+using Bytes = std::vector<std::byte>;
+
+// Returns the UCX worker address of `rank`, for the first connection to it.
+using AddressResolver = std::function<Result<Bytes>(std::uint32_t rank)>;
+// Answers a request; an error Status travels back to the caller.
+using RequestHandler =
+    std::function<Result<Bytes>(std::uint32_t source_rank, std::span<const std::byte> payload)>;
+using OneWayHandler =
+    std::function<void(std::uint32_t source_rank, std::span<const std::byte> payload)>;
+// Describes a rank for error messages, e.g. "rank 2 (node 1, n2)".
+using RankDescriber = std::function<std::string(std::uint32_t rank)>;
+
+struct TransportOptions {
+  std::uint32_t rank = 0;
+  JobToken token{};
+  AddressResolver resolve_address;
+  RankDescriber describe_rank;
+  std::chrono::milliseconds default_timeout{std::chrono::seconds(60)};
+  // How often UCX probes idle connections (UCX_KEEPALIVE_INTERVAL wins).
+  std::string keepalive_interval = "1s";
+};
+
+struct TransportStatistics {
+  std::uint64_t requests_served = 0;
+  std::uint64_t rejected_frames = 0;   // wrong or missing job token
+  std::uint64_t malformed_frames = 0;  // header failed to decode
+};
+
+class Transport {
+ public:
+  static Result<std::unique_ptr<Transport>> Create(TransportOptions options);
+  // Uses a worker made earlier (its address was published before the token
+  // was known, as in wire-up).
+  static Result<std::unique_ptr<Transport>> Create(TransportOptions options,
+                                                   std::shared_ptr<UcxWorker> worker);
+  // Stops the progress thread, fails calls still pending, closes endpoints.
+  ~Transport();
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  [[nodiscard]] std::uint32_t rank() const;
+  Result<Bytes> LocalAddress(bool network_only) const;
+
+  // Register before peers send the method; a later registration replaces.
+  void RegisterRequestHandler(std::uint32_t method, RequestHandler handler);
+  void RegisterOneWayHandler(std::uint32_t method, OneWayHandler handler);
+
+  // Sends a request and waits for its response (or the timeout, or the
+  // peer's death). `payload` is not copied and must stay valid meanwhile.
+  Result<Bytes> Call(std::uint32_t rank, std::uint32_t method, std::span<const std::byte> payload,
+                     std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  // Sends a request and calls `done` once with the response or error, from
+  // the progress thread. `payload` must stay valid until `done` runs.
+  void CallAsync(std::uint32_t rank, std::uint32_t method, std::span<const std::byte> payload,
+                 std::function<void(Result<Bytes>)> done);
+  // Sends a one-way message; returns once the payload may be reused.
+  Status Send(std::uint32_t rank, std::uint32_t method, std::span<const std::byte> payload);
+
+  // Registers local memory so peers can Pull from it.
+  Result<std::unique_ptr<RegisteredMemory>> Register(void* address, std::size_t length);
+  // Reads `length` bytes at `remote_address` of `rank`'s registered memory
+  // (described by its packed key) into `local`, with UCX RMA.
+  Status Pull(std::uint32_t rank, std::uint64_t remote_address,
+              std::span<const std::byte> packed_key, void* local, std::size_t length,
+              std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+
+  [[nodiscard]] TransportStatistics statistics() const;
+
+  class Impl;
+
+ private:
+  explicit Transport(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sray::transport

@@ -1,0 +1,101 @@
+#include "transport/ucx_handles.h"
+
+#include <cstring>
+
+#include "transport/ucx_status.h"
+
+namespace sray::transport {
+
+Result<std::shared_ptr<UcxContext>> UcxContext::Create(const std::string& keepalive_interval) {
+  ucp_config_t* config = nullptr;
+  SRAY_RETURN_IF_ERROR(
+      FromUcs(ucp_config_read(nullptr, nullptr, &config), "cannot read UCX configuration")
+          .WithRemedy("check the UCX_* variables in the environment"));
+  // A user's explicit UCX_KEEPALIVE_INTERVAL wins over ours.
+  if (!keepalive_interval.empty() && std::getenv("UCX_KEEPALIVE_INTERVAL") == nullptr) {
+    (void)ucp_config_modify(config, "KEEPALIVE_INTERVAL", keepalive_interval.c_str());
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
+  params.mt_workers_shared = 1;
+  ucp_context_h handle = nullptr;
+  const ucs_status_t status = ucp_init(&params, config, &handle);
+  ucp_config_release(config);
+  SRAY_RETURN_IF_ERROR(FromUcs(status, "cannot initialise UCX")
+                           .WithRemedy("check UCX_TLS and that the UCX transports are installed"));
+  return std::shared_ptr<UcxContext>(new UcxContext(handle));
+}
+
+UcxContext::~UcxContext() {
+  ucp_cleanup(handle_);
+}
+
+Result<std::shared_ptr<UcxWorker>> UcxWorker::Create(std::shared_ptr<UcxContext> context) {
+  ucp_worker_params_t params{};
+  params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  params.thread_mode = UCS_THREAD_MODE_MULTI;
+  ucp_worker_h handle = nullptr;
+  SRAY_RETURN_IF_ERROR(FromUcs(ucp_worker_create(context->handle(), &params, &handle),
+                               "cannot create a UCX worker"));
+  return std::shared_ptr<UcxWorker>(new UcxWorker(std::move(context), handle));
+}
+
+UcxWorker::~UcxWorker() {
+  ucp_worker_destroy(handle_);
+}
+
+Result<std::vector<std::byte>> UcxWorker::Address(bool network_only) const {
+  ucp_worker_attr_t attributes{};
+  attributes.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS | UCP_WORKER_ATTR_FIELD_ADDRESS_FLAGS;
+  attributes.address_flags = network_only ? UCP_WORKER_ADDRESS_FLAG_NET_ONLY : 0;
+  SRAY_RETURN_IF_ERROR(
+      FromUcs(ucp_worker_query(handle_, &attributes), "cannot query the UCX worker address"));
+  const auto* begin = reinterpret_cast<const std::byte*>(attributes.address);
+  std::vector<std::byte> address(begin, begin + attributes.address_length);
+  ucp_worker_release_address(handle_, attributes.address);
+  return address;
+}
+
+Result<std::unique_ptr<RegisteredMemory>> RegisteredMemory::Map(std::shared_ptr<UcxWorker> worker,
+                                                                void* address, std::size_t length) {
+  ucp_mem_map_params_t params{};
+  params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  params.address = address;
+  params.length = length;
+  ucp_mem_h memory = nullptr;
+  const ucp_context_h context = worker->context()->handle();
+  SRAY_RETURN_IF_ERROR(FromUcs(ucp_mem_map(context, &params, &memory),
+                               "cannot register " + std::to_string(length) + " bytes with UCX"));
+  void* packed = nullptr;
+  std::size_t packed_length = 0;
+  const ucs_status_t status = ucp_rkey_pack(context, memory, &packed, &packed_length);
+  if (status != UCS_OK) {
+    ucp_mem_unmap(context, memory);
+    return FromUcs(status, "cannot pack the remote key of registered memory");
+  }
+  const auto* begin = static_cast<const std::byte*>(packed);
+  std::vector<std::byte> key(begin, begin + packed_length);
+  ucp_rkey_buffer_release(packed);
+  return std::unique_ptr<RegisteredMemory>(
+      new RegisteredMemory(std::move(worker), memory, address, length, std::move(key)));
+}
+
+RegisteredMemory::~RegisteredMemory() {
+  ucp_mem_unmap(worker_->context()->handle(), memory_);
+}
+
+Result<std::unique_ptr<RemoteKey>> RemoteKey::Unpack(ucp_ep_h endpoint,
+                                                     std::span<const std::byte> packed_key) {
+  ucp_rkey_h handle = nullptr;
+  SRAY_RETURN_IF_ERROR(FromUcs(ucp_ep_rkey_unpack(endpoint, packed_key.data(), &handle),
+                               "cannot unpack a remote memory key")
+                           .WithRemedy("the key must come from the same job's RegisteredMemory"));
+  return std::unique_ptr<RemoteKey>(new RemoteKey(handle));
+}
+
+RemoteKey::~RemoteKey() {
+  ucp_rkey_destroy(handle_);
+}
+
+}  // namespace sray::transport

@@ -1,0 +1,119 @@
+#include "wire/bootstrap.h"
+
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace sray::wire {
+namespace {
+
+Result<transport::JobToken> NewJobSecret() {
+  transport::JobToken secret{};
+  std::size_t filled = 0;
+  while (filled < secret.size()) {
+    const ssize_t got = getrandom(secret.data() + filled, secret.size() - filled, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno(errno, "cannot create the job secret");
+    }
+    filled += static_cast<std::size_t>(got);
+  }
+  return secret;
+}
+
+Result<PeerLocation> LocationWith(PmixClient& pmix, std::uint32_t rank) {
+  auto bytes = pmix.Get(rank, kLocationKey, false);
+  if (!bytes.ok()) return bytes.status();
+  const std::string text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
+  const auto space = text.find(' ');
+  if (space == std::string::npos)
+    return Status::Internal("malformed location of rank " + std::to_string(rank));
+  PeerLocation location;
+  location.node_id = static_cast<std::uint32_t>(std::stoul(text.substr(0, space)));
+  location.hostname = text.substr(space + 1);
+  return location;
+}
+
+std::string DescribeWith(PmixClient& pmix, std::uint32_t rank) {
+  std::string text = "rank " + std::to_string(rank);
+  auto location = LocationWith(pmix, rank);
+  if (location.ok())
+    text += " (node " + std::to_string(location->node_id) + ", " + location->hostname + ")";
+  return text;
+}
+
+}  // namespace
+
+std::string WiredJob::Describe(std::uint32_t rank) const {
+  return DescribeWith(*pmix, rank);
+}
+Result<PeerLocation> WiredJob::LocationOf(std::uint32_t rank) const {
+  return LocationWith(*pmix, rank);
+}
+
+Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
+  auto job = std::make_unique<WiredJob>();
+  auto pmix = PmixClient::Connect();
+  if (!pmix.ok()) return pmix.status();
+  job->pmix = std::move(pmix).value();
+  PmixClient& client = *job->pmix;
+  const JobLayout layout = client.layout();
+
+  auto context = transport::UcxContext::Create(options.keepalive_interval);
+  if (!context.ok()) return context.status();
+  auto worker = transport::UcxWorker::Create(*context);
+  if (!worker.ok()) return worker.status();
+  auto full_address = (*worker)->Address(false);
+  if (!full_address.ok()) return full_address.status();
+  auto network_address = (*worker)->Address(true);
+  if (!network_address.ok()) return network_address.status();
+
+  SRAY_RETURN_IF_ERROR(client.Put(Scope::kLocal, kFullAddressKey, *full_address));
+  SRAY_RETURN_IF_ERROR(client.Put(Scope::kRemote, kNetworkAddressKey, *network_address));
+  const std::string own_location = std::to_string(layout.node_id) + " " + layout.hostname;
+  SRAY_RETURN_IF_ERROR(
+      client.Put(Scope::kGlobal, kLocationKey,
+                 std::as_bytes(std::span(own_location.data(), own_location.size()))));
+  transport::JobToken secret{};
+  if (layout.rank == 0) {
+    // Rank 0 makes the secret; PMIx hands it only to processes of this job.
+    auto fresh = NewJobSecret();
+    if (!fresh.ok()) return fresh.status();
+    secret = *fresh;
+    SRAY_RETURN_IF_ERROR(client.Put(Scope::kGlobal, kJobSecretKey, secret));
+  }
+  SRAY_RETURN_IF_ERROR(client.Commit());
+  SRAY_RETURN_IF_ERROR(client.Fence());
+  if (layout.rank != 0) {
+    auto shared = client.Get(0, kJobSecretKey, false);
+    if (!shared.ok()) return shared.status().WithContext("cannot read the job secret");
+    if (shared->size() != secret.size()) {
+      return Status::Internal("the job secret published by rank 0 has the wrong size");
+    }
+    std::memcpy(secret.data(), shared->data(), secret.size());
+  }
+
+  PmixClient* resolver_pmix = job->pmix.get();
+  const std::uint32_t my_node = layout.node_id;
+  transport::TransportOptions transport_options;
+  transport_options.rank = layout.rank;
+  transport_options.token = secret;
+  transport_options.keepalive_interval = options.keepalive_interval;
+  transport_options.resolve_address = [resolver_pmix, my_node](std::uint32_t rank) {
+    auto location = LocationWith(*resolver_pmix, rank);
+    if (!location.ok()) return Result<transport::Bytes>(location.status());
+    // Same node: the full address, so UCX may use shared memory.
+    const bool same_node = location->node_id == my_node;
+    return resolver_pmix->Get(rank, same_node ? kFullAddressKey : kNetworkAddressKey, false);
+  };
+  transport_options.describe_rank = [resolver_pmix](std::uint32_t rank) {
+    return DescribeWith(*resolver_pmix, rank);
+  };
+  auto transport = transport::Transport::Create(std::move(transport_options), *worker);
+  if (!transport.ok()) return transport.status();
+  job->transport = std::move(transport).value();
+  return job;
+}
+
+}  // namespace sray::wire

@@ -1,0 +1,56 @@
+#pragma once
+
+// Wires up the processes of a job: each process connects to PMIx, learns its
+// place in the job, creates its UCX worker and publishes the worker's
+// address (the full address for processes on its node, the network-only
+// address for the rest), then a fence with data collection makes every
+// address and the job secret available to every process. Endpoints are made
+// lazily from those addresses by the transport.
+//
+// Why fence with collection rather than direct modex: a job that talks
+// all-to-all (the head and the node managers do) would otherwise pay one
+// server round trip per peer on first contact; the collective costs one
+// exchange and keeps first calls fast. Direct modex would scale better for
+// sparse patterns at thousands of ranks; see docs/ARCHITECTURE.md.
+//
+// Ownership: WiredJob owns both; the transport is destroyed first because its
+// address resolver uses the PMIx client.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "transport/transport.h"
+#include "wire/pmix_client.h"
+
+namespace sray::wire {
+
+inline constexpr const char* kFullAddressKey = "sray.ucx.address.full";
+inline constexpr const char* kNetworkAddressKey = "sray.ucx.address.network";
+inline constexpr const char* kJobSecretKey = "sray.job.secret";
+// "<node id> <hostname>": Slurm's PMIx answers PMIX_NODEID and PMIX_HOSTNAME
+// only for a process itself, so each process publishes its own location.
+inline constexpr const char* kLocationKey = "sray.location";
+
+struct PeerLocation {
+  std::uint32_t node_id = 0;
+  std::string hostname;
+};
+
+struct WiredJob {
+  std::unique_ptr<PmixClient> pmix;
+  std::unique_ptr<transport::Transport> transport;
+
+  // "rank 3 (node 1, n2)", for messages.
+  [[nodiscard]] std::string Describe(std::uint32_t rank) const;
+  Result<PeerLocation> LocationOf(std::uint32_t rank) const;
+};
+
+struct WireUpOptions {
+  std::string keepalive_interval = "1s";
+};
+
+Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options = {});
+
+}  // namespace sray::wire

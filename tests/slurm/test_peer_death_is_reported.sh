@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# kill -9 of one rank: every other rank sees an error naming that rank within
+# 10 s and exits non-zero; the step fails and nothing is left running.
+source "$(dirname "$0")/lib.sh"
+CHECK=$SRAY_PREFIX/libexec/sray/tests/transport_check
+
+for tls in default tcp,self; do
+  env_prefix=()
+  [ "$tls" = default ] || env_prefix=(env "UCX_TLS=$tls")
+  out=$WORK/peer-death.$tls.out
+  as_user "${env_prefix[@]}" srun -N3 --ntasks-per-node=2 --ray-cluster bash -c \
+    "echo \"\$\$ task rank \$SLURM_PROCID job \$SLURM_JOB_ID\"; exec $CHECK peer-death" >"$out" 2>&1 &
+  srun_pid=$!
+  victim=""
+  for _ in $(seq 300); do
+    victim=$(awk '$1 == "rank" && $2 == "5:" && $3 == "victim" {print $5}' "$out")
+    [ -n "$victim" ] && break
+    sleep 0.1
+  done
+  [ -n "$victim" ] || { cat "$out" >&2; fail "the victim never started"; }
+  killed_at=$(date +%s%N)
+  kill -9 "$victim"
+  seen=0
+  for _ in $(seq 100); do
+    seen=$(grep -c 'peer failure seen: rank 5 (node 2, n3) is unreachable' "$out" || true)
+    [ "$seen" -ge 5 ] && break
+    sleep 0.1
+  done
+  elapsed_ms=$((($(date +%s%N) - killed_at) / 1000000))
+  [ "$seen" -ge 5 ] || { cat "$out" >&2; fail "only $seen of 5 survivors saw rank 5 die within 10 s"; }
+  echo "UCX_TLS=$tls: all survivors saw the failure within $elapsed_ms ms"
+  if wait "$srun_pid"; then fail "the step succeeded although a rank died"; fi
+  expect_lines "$out" 'next call failed after [0-9] ms' 5
+  job=$(awk '$2 == "task" {print $6; exit}' "$out")
+  expect_no_session_directories "$job"
+  expect_processes_gone "$out"
+done
+echo PASS
