@@ -1,0 +1,243 @@
+// The transport between two real UCX workers in one process: no PMIx, each
+// side resolves the other's address directly.
+
+#include "transport/transport.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <future>
+#include <numeric>
+#include <thread>
+
+namespace sray::transport {
+namespace {
+
+constexpr std::uint32_t kEcho = 1;
+constexpr std::uint32_t kFail = 2;
+constexpr std::uint32_t kSum = 3;
+constexpr std::uint32_t kNote = 4;
+constexpr std::uint32_t kNested = 5;
+
+Bytes Text(const std::string& text) {
+  Bytes bytes(text.size());
+  std::memcpy(bytes.data(), text.data(), text.size());
+  return bytes;
+}
+
+std::string AsText(const Bytes& bytes) { return {reinterpret_cast<const char*>(bytes.data()), bytes.size()}; }
+
+JobToken TokenOf(std::uint8_t seed) {
+  JobToken token{};
+  for (auto& byte : token) byte = std::byte{seed};
+  return token;
+}
+
+// Two (or more) transports that find each other's addresses in a table.
+class TransportPair : public ::testing::Test {
+ protected:
+  std::unique_ptr<Transport> Make(std::uint32_t rank, JobToken token,
+                                  std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+    TransportOptions options;
+    options.rank = rank;
+    options.token = token;
+    options.default_timeout = timeout;
+    options.resolve_address = [this](std::uint32_t peer) -> Result<Bytes> {
+      std::lock_guard lock(mutex_);
+      auto found = addresses_.find(peer);
+      if (found == addresses_.end()) return Status::NotFound("no address for rank " + std::to_string(peer));
+      return found->second;
+    };
+    auto transport = Transport::Create(std::move(options));
+    EXPECT_TRUE(transport.ok()) << transport.status().message();
+    auto address = (*transport)->LocalAddress(false);
+    EXPECT_TRUE(address.ok());
+    std::lock_guard lock(mutex_);
+    addresses_[rank] = *address;
+    return std::move(transport).value();
+  }
+
+  static void RegisterHandlers(Transport& transport) {
+    transport.RegisterRequestHandler(kEcho, [](std::uint32_t source, std::span<const std::byte> payload) {
+      Bytes reply = Text("from " + std::to_string(source) + ":");
+      reply.insert(reply.end(), payload.begin(), payload.end());
+      return Result<Bytes>(reply);
+    });
+    transport.RegisterRequestHandler(kFail, [](std::uint32_t, std::span<const std::byte>) {
+      return Result<Bytes>(Status::PermissionDenied("handler says no"));
+    });
+    transport.RegisterRequestHandler(kSum, [](std::uint32_t, std::span<const std::byte> payload) {
+      std::uint64_t sum = 0;
+      for (auto byte : payload) sum += std::to_integer<std::uint8_t>(byte);
+      Bytes reply(8);
+      std::memcpy(reply.data(), &sum, 8);
+      return Result<Bytes>(reply);
+    });
+  }
+
+  std::mutex mutex_;
+  std::map<std::uint32_t, Bytes> addresses_;
+};
+
+TEST_F(TransportPair, RequestGetsTheHandlersResponse) {
+  auto server = Make(0, TokenOf(1));
+  auto client = Make(1, TokenOf(1));
+  RegisterHandlers(*server);
+  auto reply = client->Call(0, kEcho, Text("hi"));
+  ASSERT_TRUE(reply.ok()) << reply.status().message();
+  EXPECT_EQ(AsText(*reply), "from 1:hi");
+  EXPECT_EQ(server->statistics().requests_served, 1U);
+}
+
+TEST_F(TransportPair, ACallToItselfWorks) {
+  auto self = Make(0, TokenOf(1));
+  RegisterHandlers(*self);
+  auto reply = self->Call(0, kEcho, Text("me"));
+  ASSERT_TRUE(reply.ok()) << reply.status().message();
+  EXPECT_EQ(AsText(*reply), "from 0:me");
+}
+
+TEST_F(TransportPair, HandlerErrorsTravelBackWithTheirCode) {
+  auto server = Make(0, TokenOf(1));
+  auto client = Make(1, TokenOf(1));
+  RegisterHandlers(*server);
+  auto reply = client->Call(0, kFail, {});
+  ASSERT_FALSE(reply.ok());
+  EXPECT_EQ(reply.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(reply.status().message(), "handler says no");
+}
+
+TEST_F(TransportPair, UnknownMethodIsANotFoundError) {
+  auto server = Make(0, TokenOf(1));
+  auto client = Make(1, TokenOf(1));
+  auto reply = client->Call(0, 999, {});
+  ASSERT_FALSE(reply.ok());
+  EXPECT_EQ(reply.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(reply.status().message().find("no handler for method 999"), std::string::npos);
+}
+
+TEST_F(TransportPair, LargePayloadsArriveIntact) {
+  auto server = Make(0, TokenOf(1));
+  auto client = Make(1, TokenOf(1));
+  RegisterHandlers(*server);
+  Bytes payload(32U << 20);
+  for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = std::byte(i * 31 % 251);
+  std::uint64_t expected = 0;
+  for (auto byte : payload) expected += std::to_integer<std::uint8_t>(byte);
+  auto reply = client->Call(0, kSum, payload);
+  ASSERT_TRUE(reply.ok()) << reply.status().message();
+  std::uint64_t got = 0;
+  std::memcpy(&got, reply->data(), 8);
+  EXPECT_EQ(got, expected);
+}
+
+TEST_F(TransportPair, ManyConcurrentAsyncCallsAllComplete) {
+  auto server = Make(0, TokenOf(1));
+  auto client = Make(1, TokenOf(1));
+  RegisterHandlers(*server);
+  constexpr int kCalls = 2000;
+  std::vector<Bytes> payloads;
+  for (int i = 0; i < kCalls; ++i) payloads.push_back(Text(std::to_string(i)));
+  std::atomic<int> correct{0};
+  std::atomic<int> finished{0};
+  std::promise<void> all_done;
+  for (int i = 0; i < kCalls; ++i) {
+    client->CallAsync(0, kEcho, payloads[static_cast<std::size_t>(i)], [&, i](Result<Bytes> reply) {
+      if (reply.ok() && AsText(*reply) == "from 1:" + std::to_string(i)) ++correct;
+      if (++finished == kCalls) all_done.set_value();
+    });
+  }
+  ASSERT_EQ(all_done.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_EQ(correct.load(), kCalls);
+}
+
+TEST_F(TransportPair, OneWayMessagesReachTheirHandler) {
+  auto server = Make(0, TokenOf(1));
+  auto client = Make(1, TokenOf(1));
+  std::promise<std::string> received;
+  server->RegisterOneWayHandler(kNote, [&](std::uint32_t source, std::span<const std::byte> payload) {
+    received.set_value(std::to_string(source) + ":" +
+                       std::string(reinterpret_cast<const char*>(payload.data()), payload.size()));
+  });
+  ASSERT_TRUE(client->Send(0, kNote, Text("note")).ok());
+  auto future = received.get_future();
+  ASSERT_EQ(future.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(future.get(), "1:note");
+}
+
+TEST_F(TransportPair, WrongTokenIsDroppedUnansweredAndCounted) {
+  auto server = Make(0, TokenOf(1));
+  auto intruder = Make(1, TokenOf(2), std::chrono::milliseconds(500));
+  RegisterHandlers(*server);
+  auto reply = intruder->Call(0, kEcho, Text("let me in"));
+  ASSERT_FALSE(reply.ok());
+  EXPECT_NE(reply.status().message().find("no reply from rank 0"), std::string::npos);
+  EXPECT_EQ(server->statistics().rejected_frames, 1U);
+  EXPECT_EQ(server->statistics().requests_served, 0U);
+}
+
+TEST_F(TransportPair, PullReadsRegisteredMemory) {
+  auto owner = Make(0, TokenOf(1));
+  auto reader = Make(1, TokenOf(1));
+  std::vector<std::byte> source(8U << 20);
+  for (std::size_t i = 0; i < source.size(); ++i) source[i] = std::byte(i % 253);
+  auto region = owner->Register(source.data(), source.size());
+  ASSERT_TRUE(region.ok()) << region.status().message();
+  std::vector<std::byte> copy(source.size());
+  auto pulled = reader->Pull(0, reinterpret_cast<std::uintptr_t>(source.data()), (*region)->packed_key(),
+                             copy.data(), copy.size());
+  ASSERT_TRUE(pulled.ok()) << pulled.message();
+  EXPECT_EQ(copy, source);
+}
+
+TEST_F(TransportPair, UnresolvableRankFailsAtOnceNamingIt) {
+  auto client = Make(1, TokenOf(1));
+  auto reply = client->Call(7, kEcho, {});
+  ASSERT_FALSE(reply.ok());
+  EXPECT_NE(reply.status().message().find("cannot reach rank 7"), std::string::npos);
+}
+
+TEST_F(TransportPair, SlowHandlerHitsTheCallersTimeout) {
+  auto server = Make(0, TokenOf(1));
+  auto client = Make(1, TokenOf(1));
+  server->RegisterRequestHandler(kEcho, [](std::uint32_t, std::span<const std::byte>) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    return Result<Bytes>(Bytes{});
+  });
+  auto reply = client->Call(0, kEcho, {}, std::chrono::milliseconds(100));
+  ASSERT_FALSE(reply.ok());
+  EXPECT_NE(reply.status().message().find("within 100 ms"), std::string::npos);
+}
+
+TEST_F(TransportPair, BlockingCallInsideAHandlerFailsInsteadOfDeadlocking) {
+  auto server = Make(0, TokenOf(1));
+  auto client = Make(1, TokenOf(1));
+  Transport* raw = server.get();
+  server->RegisterRequestHandler(kNested, [raw](std::uint32_t, std::span<const std::byte>) {
+    auto inner = raw->Call(1, kEcho, {});
+    return inner.ok() ? Result<Bytes>(Text("nested ok")) : Result<Bytes>(inner.status());
+  });
+  auto reply = client->Call(0, kNested, {});
+  ASSERT_FALSE(reply.ok());
+  EXPECT_NE(reply.status().message().find("from inside a message handler"), std::string::npos);
+}
+
+TEST_F(TransportPair, ADeadPeerFailsPendingAndLaterCalls) {
+  auto server = Make(0, TokenOf(1));
+  auto client = Make(1, TokenOf(1));
+  RegisterHandlers(*server);
+  ASSERT_TRUE(client->Call(0, kEcho, {}).ok());
+  server.reset();  // the peer goes away
+  Result<Bytes> reply = Status::Internal("unset");
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    reply = client->Call(0, kEcho, {}, std::chrono::seconds(5));
+    if (!reply.ok()) break;
+  }
+  ASSERT_FALSE(reply.ok());
+  EXPECT_EQ(reply.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(reply.status().message().find("rank 0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sray::transport
