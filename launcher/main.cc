@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "config_command.h"
+#include "run_command.h"
 #include "sray/version.h"
 
 namespace {
@@ -17,6 +18,7 @@ int Run(int argc, char** argv) {
   app.set_version_flag("--version", std::string("sray ") + SRAY_VERSION_STRING);
   app.require_subcommand(1);
   sray::launcher::AddConfigCommand(app);
+  sray::launcher::AddRunCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

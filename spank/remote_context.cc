@@ -73,6 +73,8 @@ Status PrepareStep(spank_t handle, std::string& node_name) {
   if (!node_id.ok()) return node_id.status();
   auto num_nodes = GetNumber(handle, S_JOB_NNODES, "the node count");
   if (!num_nodes.ok()) return num_nodes.status();
+  auto node_cpus = GetNumber(handle, S_JOB_NCPUS, "the step's CPUs on this node");
+  if (!node_cpus.ok()) return node_cpus.status();
   SRAY_RETURN_IF_ERROR(
       FromSpank(spank_get_item(handle, S_JOB_UID, &state.job_uid), "cannot read the job user"));
   SRAY_RETURN_IF_ERROR(
@@ -91,6 +93,7 @@ Status PrepareStep(spank_t handle, std::string& node_name) {
                                       .step_id = std::to_string(*step_id),
                                       .node_id = *node_id,
                                       .num_nodes = *num_nodes,
+                                      .node_cpus = *node_cpus,
                                       .head_host = hosts->front(),
                                       .uid = state.job_uid,
                                       .options = std::move(options).value(),

@@ -12,6 +12,11 @@ Result<NodeSetup> PrepareNode(const NodeSetupRequest& request) {
                                    std::to_string(request.num_nodes) +
                                    " is out of range: this is a launcher bug, please report it");
   }
+  if (request.node_cpus == 0) {
+    return Status::InvalidArgument(
+        "node " + std::to_string(request.node_id) +
+        " offers no CPUs to the step: request at least one CPU per node");
+  }
   if (request.head_host.empty()) {
     return Status::InvalidArgument(
         "the head node's host name is unknown: check that Slurm "
@@ -36,6 +41,7 @@ Result<NodeSetup> PrepareNode(const NodeSetupRequest& request) {
                                       .session_dir = path->string(),
                                       .job_id = request.job_id,
                                       .step_id = request.step_id,
+                                      .node_cpus = request.node_cpus,
                                       .option_variables = request.options.EnvironmentVariables()};
   return setup;
 }

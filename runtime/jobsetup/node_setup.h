@@ -25,6 +25,7 @@ struct NodeSetupRequest {
   std::string step_id;
   std::uint32_t node_id = 0;
   std::uint32_t num_nodes = 0;
+  std::uint32_t node_cpus = 0;
   std::string head_host;
   uid_t uid = 0;
   ResolvedOptions options;

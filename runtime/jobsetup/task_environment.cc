@@ -14,6 +14,7 @@ constexpr const char* kHeadHostVariable = "SRAY_HEAD_HOST";
 constexpr const char* kSessionDirVariable = "SRAY_SESSION_DIR";
 constexpr const char* kJobIdVariable = "SRAY_JOB_ID";
 constexpr const char* kStepIdVariable = "SRAY_STEP_ID";
+constexpr const char* kNodeCpusVariable = "SRAY_NODE_CPUS";
 
 Status NotLaunchedBySray(const char* variable, std::string_view why) {
   return Status::NotFound(std::string(variable) + " " + std::string(why) +
@@ -55,6 +56,7 @@ EnvironmentVariables ToEnvironmentVariables(const TaskEnvironment& environment) 
       {kSessionDirVariable, environment.session_dir},
       {kJobIdVariable, environment.job_id},
       {kStepIdVariable, environment.step_id},
+      {kNodeCpusVariable, std::to_string(environment.node_cpus)},
   };
   variables.insert(variables.end(), environment.option_variables.begin(),
                    environment.option_variables.end());
@@ -82,6 +84,9 @@ Result<TaskEnvironment> ReadTaskEnvironment(const std::function<const char*(cons
   }
   environment.node_id = *node_id;
   environment.num_nodes = *num_nodes;
+  auto node_cpus = RequiredNumber(lookup, kNodeCpusVariable);
+  if (!node_cpus.ok()) return node_cpus.status();
+  environment.node_cpus = *node_cpus;
 
   for (auto [variable, field] : {std::pair{kHeadHostVariable, &environment.head_host},
                                  std::pair{kSessionDirVariable, &environment.session_dir},

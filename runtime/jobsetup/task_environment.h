@@ -31,6 +31,9 @@ struct TaskEnvironment {
   std::string session_dir;
   std::string job_id;
   std::string step_id;
+  // CPUs this node gives the step: Slurm's allocation, or `sray run
+  // --cpus-per-node`. The scheduler's CPU resource on the node.
+  std::uint32_t node_cpus = 0;
   // Resolved options, as NAME=value (SRAY_TMPDIR, SRAY_LOG_LEVEL, ...).
   std::vector<std::pair<std::string, std::string>> option_variables;
 };

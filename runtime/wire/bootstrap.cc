@@ -70,7 +70,11 @@ Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
   if (!network_address.ok()) return network_address.status();
 
   SRAY_RETURN_IF_ERROR(client.Put(Scope::kLocal, kFullAddressKey, *full_address));
-  SRAY_RETURN_IF_ERROR(client.Put(Scope::kRemote, kNetworkAddressKey, *network_address));
+  // The network address is published job-wide rather than PMIX_REMOTE: with
+  // `sray run` one PMIx server hosts every emulated node, and PMIX_REMOTE
+  // data never reaches a server's own clients. Processes on the same node
+  // still prefer the full address.
+  SRAY_RETURN_IF_ERROR(client.Put(Scope::kGlobal, kNetworkAddressKey, *network_address));
   const std::string own_location = std::to_string(layout.node_id) + " " + layout.hostname;
   SRAY_RETURN_IF_ERROR(
       client.Put(Scope::kGlobal, kLocationKey,

@@ -2,8 +2,8 @@
 
 // Wires up the processes of a job: each process connects to PMIx, learns its
 // place in the job, creates its UCX worker and publishes the worker's
-// address (the full address for processes on its node, the network-only
-// address for the rest), then a fence with data collection makes every
+// address (the full address with PMIX_LOCAL scope for processes on its node,
+// the network-only address job-wide for the rest), then a fence with data collection makes every
 // address and the job secret available to every process. Endpoints are made
 // lazily from those addresses by the transport.
 //

@@ -109,6 +109,12 @@ Status PmixClient::Put(Scope scope, const std::string& key, std::span<const std:
   return FromPmix(PMIx_Put(pmix_scope, key.c_str(), &pmix_value), "cannot publish '" + key + "'");
 }
 
+Status PmixClient::Abort(int status, const std::string& message) {
+  const pmix_proc_t wildcard = ProcOf(self_, PMIX_RANK_WILDCARD);
+  return FromPmix(PMIx_Abort(status, message.c_str(), const_cast<pmix_proc_t*>(&wildcard), 1),
+                  "cannot abort the job");
+}
+
 Status PmixClient::Commit() {
   return FromPmix(PMIx_Commit(), "cannot commit published values");
 }

@@ -47,6 +47,10 @@ class PmixClient {
 
   [[nodiscard]] const JobLayout& layout() const { return layout_; }
 
+  // Asks the launcher to end the whole job with `status`; does not return
+  // when the launcher complies.
+  Status Abort(int status, const std::string& message);
+
   Status Put(Scope scope, const std::string& key, std::span<const std::byte> value);
   Status Commit();
   // Blocks until every process of the job has reached the fence, and

@@ -18,8 +18,8 @@ FrameHeader SampleHeader() {
 }
 
 TEST(Frame, EveryKindRoundTrips) {
-  for (auto kind : {FrameKind::kRequest, FrameKind::kResponse, FrameKind::kErrorResponse,
-                    FrameKind::kOneWay}) {
+  for (auto kind :
+       {FrameKind::kRequest, FrameKind::kResponse, FrameKind::kErrorResponse, FrameKind::kOneWay}) {
     FrameHeader header = SampleHeader();
     header.kind = kind;
     const auto bytes = EncodeFrameHeader(header);
@@ -68,7 +68,8 @@ TEST(Frame, CorruptedFieldsAreRejectedWithTheReason) {
   for (int kind : {0, 5, 255}) {
     auto bad_kind = EncodeFrameHeader(SampleHeader());
     bad_kind[5] = static_cast<std::byte>(kind);
-    EXPECT_NE(DecodeFrameHeader(bad_kind).status().message().find("unknown kind"), std::string::npos);
+    EXPECT_NE(DecodeFrameHeader(bad_kind).status().message().find("unknown kind"),
+              std::string::npos);
   }
 }
 

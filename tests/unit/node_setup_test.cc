@@ -20,6 +20,7 @@ NodeSetupRequest RequestFor(const std::filesystem::path& tmpdir, std::uint32_t n
           .step_id = "0",
           .node_id = node_id,
           .num_nodes = 3,
+          .node_cpus = 4,
           .head_host = "n1",
           .uid = geteuid(),
           .options = *options,
@@ -57,6 +58,7 @@ TEST(NodeSetup, PreparesSessionDirectoryAndEnvironment) {
   EXPECT_STREQ(lookup("SRAY_HEAD_HOST"), "n1");
   EXPECT_STREQ(lookup("SRAY_JOB_ID"), "7");
   EXPECT_STREQ(lookup("SRAY_STEP_ID"), "0");
+  EXPECT_STREQ(lookup("SRAY_NODE_CPUS"), "4");
   EXPECT_EQ(lookup("SRAY_SESSION_DIR"), setup->session_directory.string());
   EXPECT_EQ(lookup("SRAY_TMPDIR"), scratch.path().string());
   EXPECT_STREQ(lookup("SRAY_LOG_LEVEL"), "info");
@@ -84,6 +86,9 @@ TEST(NodeSetup, RejectsOutOfRangeNodesAndMissingHead) {
   request = RequestFor(scratch.path(), 0);
   request.head_host.clear();
   EXPECT_FALSE(PrepareNode(request).ok());
+  request = RequestFor(scratch.path(), 0);
+  request.node_cpus = 0;
+  EXPECT_FALSE(PrepareNode(request).ok());
 }
 
 TEST(NodeSetup, MissingTmpdirFailsWithAClearMessage) {
@@ -101,6 +106,7 @@ TEST(TaskEnvironment, ReadsBackWhatWasWritten) {
                           .session_dir = "/tmp/s",
                           .job_id = "9",
                           .step_id = "1",
+                          .node_cpus = 2,
                           .option_variables = {{"SRAY_LOG_LEVEL", "debug"}}};
   std::map<std::string, std::string> storage;
   auto read = ReadTaskEnvironment(LookupIn(ToEnvironmentVariables(written), storage));
@@ -108,6 +114,7 @@ TEST(TaskEnvironment, ReadsBackWhatWasWritten) {
   EXPECT_EQ(read->role, "head");
   EXPECT_EQ(read->num_nodes, 2U);
   EXPECT_EQ(read->session_dir, "/tmp/s");
+  EXPECT_EQ(read->node_cpus, 2U);
   EXPECT_EQ(read->option_variables, written.option_variables);
 }
 
@@ -126,6 +133,7 @@ TEST(TaskEnvironment, RejectsInconsistentValues) {
                        .session_dir = "/tmp/s",
                        .job_id = "9",
                        .step_id = "1",
+                       .node_cpus = 2,
                        .option_variables = {}};
   auto with = [&](const char* name, const char* value) {
     std::map<std::string, std::string> storage;
@@ -138,6 +146,8 @@ TEST(TaskEnvironment, RejectsInconsistentValues) {
   EXPECT_FALSE(with("SRAY_NODE_ID", "2").ok()) << "node id must be below the node count";
   EXPECT_FALSE(with("SRAY_NUM_NODES", "two").ok());
   EXPECT_FALSE(with("SRAY_NODE_ID", "-1").ok());
+  EXPECT_FALSE(with("SRAY_NODE_CPUS", "").ok());
+  EXPECT_FALSE(with("SRAY_NODE_CPUS", "").ok());
 }
 
 }  // namespace

@@ -26,7 +26,9 @@ Bytes Text(const std::string& text) {
   return bytes;
 }
 
-std::string AsText(const Bytes& bytes) { return {reinterpret_cast<const char*>(bytes.data()), bytes.size()}; }
+std::string AsText(const Bytes& bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
 
 JobToken TokenOf(std::uint8_t seed) {
   JobToken token{};
@@ -46,7 +48,8 @@ class TransportPair : public ::testing::Test {
     options.resolve_address = [this](std::uint32_t peer) -> Result<Bytes> {
       std::lock_guard lock(mutex_);
       auto found = addresses_.find(peer);
-      if (found == addresses_.end()) return Status::NotFound("no address for rank " + std::to_string(peer));
+      if (found == addresses_.end())
+        return Status::NotFound("no address for rank " + std::to_string(peer));
       return found->second;
     };
     auto transport = Transport::Create(std::move(options));
@@ -59,11 +62,12 @@ class TransportPair : public ::testing::Test {
   }
 
   static void RegisterHandlers(Transport& transport) {
-    transport.RegisterRequestHandler(kEcho, [](std::uint32_t source, std::span<const std::byte> payload) {
-      Bytes reply = Text("from " + std::to_string(source) + ":");
-      reply.insert(reply.end(), payload.begin(), payload.end());
-      return Result<Bytes>(reply);
-    });
+    transport.RegisterRequestHandler(kEcho,
+                                     [](std::uint32_t source, std::span<const std::byte> payload) {
+                                       Bytes reply = Text("from " + std::to_string(source) + ":");
+                                       reply.insert(reply.end(), payload.begin(), payload.end());
+                                       return Result<Bytes>(reply);
+                                     });
     transport.RegisterRequestHandler(kFail, [](std::uint32_t, std::span<const std::byte>) {
       return Result<Bytes>(Status::PermissionDenied("handler says no"));
     });
@@ -156,7 +160,8 @@ TEST_F(TransportPair, OneWayMessagesReachTheirHandler) {
   auto server = Make(0, TokenOf(1));
   auto client = Make(1, TokenOf(1));
   std::promise<std::string> received;
-  server->RegisterOneWayHandler(kNote, [&](std::uint32_t source, std::span<const std::byte> payload) {
+  server->RegisterOneWayHandler(kNote, [&](std::uint32_t source,
+                                           std::span<const std::byte> payload) {
     received.set_value(std::to_string(source) + ":" +
                        std::string(reinterpret_cast<const char*>(payload.data()), payload.size()));
   });
@@ -185,8 +190,8 @@ TEST_F(TransportPair, PullReadsRegisteredMemory) {
   auto region = owner->Register(source.data(), source.size());
   ASSERT_TRUE(region.ok()) << region.status().message();
   std::vector<std::byte> copy(source.size());
-  auto pulled = reader->Pull(0, reinterpret_cast<std::uintptr_t>(source.data()), (*region)->packed_key(),
-                             copy.data(), copy.size());
+  auto pulled = reader->Pull(0, reinterpret_cast<std::uintptr_t>(source.data()),
+                             (*region)->packed_key(), copy.data(), copy.size());
   ASSERT_TRUE(pulled.ok()) << pulled.message();
   EXPECT_EQ(copy, source);
 }

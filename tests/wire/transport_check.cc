@@ -7,6 +7,7 @@
 //   transport_check peer-death       every rank calls the last rank until it dies;
 //                                    survivors report the error and exit 1
 //   transport_check intruder         a transport without the job secret gets nothing served
+//   transport_check abort            rank 1 calls PMIx_Abort(5); everyone else waits
 //
 // Prints "rank R: ..." lines; exits 0 on success.
 
@@ -264,6 +265,13 @@ int main(int argc, char** argv) {
     result = AllToAll(**job);
   } else if (mode == "bulk" && argc > 2) {
     result = Bulk(**job, std::stoull(argv[2]));
+  } else if (mode == "abort") {
+    auto& job_ref = **job;
+    if (job_ref.pmix->layout().rank == 1) {
+      std::cout << "rank 1: aborting" << std::endl;
+      (void)job_ref.pmix->Abort(5, "transport_check asked for it");
+    }
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   } else if (mode == "fence") {
     auto& job_ref = **job;
     const auto& layout = job_ref.pmix->layout();

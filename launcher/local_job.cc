@@ -1,0 +1,509 @@
+#include "local_job.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <csignal>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include "embedded_pmix_server.h"
+#include "jobsetup/node_setup.h"
+#include "jobsetup/resolved_options.h"
+#include "jobsetup/step_processes.h"
+
+extern char** environ;
+
+namespace sray::launcher {
+namespace {
+
+// How long ranks get between SIGTERM and SIGKILL when the job is ended.
+constexpr std::chrono::seconds kTerminationGrace{3};
+// After a rank fails, how long the others get to notice (their calls to it
+// fail) and exit on their own before they are ended. srun waits forever by
+// default; a bound keeps a job whose survivors hang from hanging.
+constexpr std::chrono::seconds kFailureGrace{10};
+
+// Variables of an enclosing PMIx job (an srun step, another sray run) that
+// must reach neither the embedded server nor the ranks.
+bool BelongsToOuterJob(std::string_view entry) {
+  return entry.starts_with("PMIX_") || entry.starts_with("PMI_") ||
+         entry.starts_with("SLURM_PMIX") || entry.starts_with("SLURM_PMI");
+}
+
+void ScrubOuterJobEnvironment() {
+  std::vector<std::string> names;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    std::string_view text(*entry);
+    if (BelongsToOuterJob(text)) names.emplace_back(text.substr(0, text.find('=')));
+  }
+  for (const auto& name : names) unsetenv(name.c_str());
+}
+
+std::string HostName() {
+  char name[HOST_NAME_MAX + 1] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "localhost";
+  return name;
+}
+
+// Finds the program like execvp would, so a typo fails before anything starts.
+Result<std::string> ResolveProgram(const std::string& program) {
+  if (program.empty())
+    return Status::InvalidArgument("no program given: usage: sray run [options] PROGRAM [ARGS...]");
+  auto executable = [](const std::string& path) {
+    struct stat info {};
+    return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+           ::access(path.c_str(), X_OK) == 0;
+  };
+  if (program.find('/') != std::string::npos) {
+    if (executable(program)) return program;
+    return Status::NotFound("cannot run '" + program +
+                            "': no executable file there: check the path");
+  }
+  const char* path = std::getenv("PATH");
+  std::string_view directories = path != nullptr ? path : "/usr/bin:/bin";
+  while (!directories.empty()) {
+    const auto colon = directories.find(':');
+    std::string directory(directories.substr(0, colon));
+    if (directory.empty()) directory = ".";
+    const std::string candidate = directory + "/" + program;
+    if (executable(candidate)) return candidate;
+    if (colon == std::string_view::npos) break;
+    directories.remove_prefix(colon + 1);
+  }
+  return Status::NotFound("cannot run '" + program +
+                          "': not found in PATH: give its path, e.g. ./" + program);
+}
+
+// Output of one rank's stream, forwarded line by line so lines of different
+// ranks never interleave mid-line.
+struct OutputStream {
+  std::uint32_t rank = 0;
+  int source_fd = -1;
+  int target_fd = STDOUT_FILENO;
+  std::string pending;
+};
+
+void WriteAll(int fd, std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t written = ::write(fd, text.data(), text.size());
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      return;  // our own output is gone; nothing sensible is left to do
+    }
+    text.remove_prefix(static_cast<std::size_t>(written));
+  }
+}
+
+class LocalJob {
+ public:
+  explicit LocalJob(const LocalJobRequest& request) : request_(request) {}
+
+  Result<int> Run() {
+    SRAY_RETURN_IF_ERROR(BlockSignals());
+    ScrubOuterJobEnvironment();
+    auto program = ResolveProgram(request_.command.empty() ? "" : request_.command.front());
+    if (!program.ok()) return program.status();
+    program_ = *program;
+    auto options = jobsetup::ResolveOptions(
+        {.admin_config = request_.admin_config, .option_list = request_.option_list});
+    if (!options.ok()) return options.status();
+    options_ = std::move(options).value();
+
+    Status prepared = PrepareNodesAndServer();
+    if (prepared.ok()) prepared = SpawnRanks();
+    if (!prepared.ok()) {
+      TerminateAll(SIGKILL);
+      ReapAll();
+      CleanUp();
+      return prepared;
+    }
+    EventLoop();
+    CleanUp();
+    return exit_status_;
+  }
+
+ private:
+  struct Rank {
+    pid_t pid = -1;
+    bool running = false;
+  };
+
+  Status BlockSignals() {
+    sigset_t signals;
+    sigemptyset(&signals);
+    for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGQUIT}) sigaddset(&signals, signal);
+    // Before any thread exists, so every thread inherits the mask and the
+    // signals arrive only through the signalfd below.
+    if (pthread_sigmask(SIG_BLOCK, &signals, &original_mask_) != 0) {
+      return Status::Internal("cannot block signals");
+    }
+    signal_fd_ = signalfd(-1, &signals, SFD_CLOEXEC);
+    if (signal_fd_ < 0) return Status::FromErrno(errno, "cannot create a signalfd");
+    return Status::Ok();
+  }
+
+  Status PrepareNodesAndServer() {
+    job_id_ = "local" + std::to_string(getpid());
+    cpus_per_node_ = request_.cpus_per_node != 0
+                         ? request_.cpus_per_node
+                         : static_cast<std::uint32_t>(sysconf(_SC_NPROCESSORS_ONLN));
+    const std::string host = HostName();
+    for (std::uint32_t node = 0; node < request_.nodes; ++node) {
+      auto setup = jobsetup::PrepareNode({.job_id = job_id_,
+                                          .step_id = "0",
+                                          .node_id = node,
+                                          .num_nodes = request_.nodes,
+                                          .node_cpus = cpus_per_node_,
+                                          .head_host = host,
+                                          .uid = getuid(),
+                                          .options = options_,
+                                          .session_directory_per_node = true});
+      if (!setup.ok())
+        return setup.status().WithContext("cannot prepare emulated node " + std::to_string(node));
+      nodes_.push_back(std::move(setup).value());
+    }
+    pmix_directory_ = std::filesystem::path(options_.Get("tmpdir")) /
+                      ("sray-" + std::to_string(getuid()) + "-" + job_id_ + ".pmix");
+    if (::mkdir(pmix_directory_.c_str(), 0700) != 0) {
+      return Status::FromErrno(errno, "cannot create " + pmix_directory_.string());
+    }
+    auto server = EmbeddedPmixServer::Start(pmix_directory_);
+    if (!server.ok()) return server.status();
+    server_ = std::move(server).value();
+    server_->OnAbort([this](const AbortRequest& abort) {
+      {
+        std::lock_guard lock(abort_mutex_);
+        if (!abort_) abort_ = abort;
+      }
+      const std::uint64_t one = 1;
+      // A full pipe already holds a wake-up; nothing is lost by dropping this.
+      if (::write(abort_pipe_[1], &one, sizeof(one)) < 0) return;
+    });
+    if (::pipe2(abort_pipe_, O_CLOEXEC | O_NONBLOCK) != 0)
+      return Status::FromErrno(errno, "cannot create a pipe");
+
+    EmulatedJobLayout layout;
+    layout.namespace_name = "sray." + job_id_;
+    layout.job_id = job_id_;
+    layout.num_nodes = request_.nodes;
+    layout.tasks_per_node = request_.tasks_per_node;
+    for (std::uint32_t node = 0; node < request_.nodes; ++node) {
+      layout.node_names.push_back(host + "-node" + std::to_string(node));
+    }
+    layout_ = layout;
+    return server_->RegisterJob(layout, getuid(), getgid());
+  }
+
+  Result<std::vector<std::string>> EnvironmentOf(std::uint32_t rank) {
+    std::map<std::string, std::string> variables;
+    for (char** entry = environ; *entry != nullptr; ++entry) {
+      std::string_view text(*entry);
+      const auto equals = text.find('=');
+      if (equals == std::string_view::npos) continue;
+      variables[std::string(text.substr(0, equals))] = std::string(text.substr(equals + 1));
+    }
+    const jobsetup::NodeSetup& node = nodes_[layout_.NodeOf(rank)];
+    for (const auto& [name, value] : jobsetup::ToEnvironmentVariables(node.environment))
+      variables[name] = value;
+    auto client = server_->ClientEnvironment(rank);
+    if (!client.ok()) return client.status();
+    for (const auto& entry : *client) {
+      const auto equals = entry.find('=');
+      if (equals != std::string::npos)
+        variables[entry.substr(0, equals)] = entry.substr(equals + 1);
+    }
+    std::vector<std::string> flattened;
+    for (const auto& [name, value] : variables) flattened.push_back(name + "=" + value);
+    return flattened;
+  }
+
+  Status SpawnRanks() {
+    ranks_.resize(layout_.size());
+    for (std::uint32_t rank = 0; rank < layout_.size(); ++rank) {
+      auto environment = EnvironmentOf(rank);
+      if (!environment.ok()) return environment.status();
+      int out[2] = {-1, -1};
+      int err[2] = {-1, -1};
+      if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+        return Status::FromErrno(errno, "cannot create output pipes");
+      }
+      std::vector<char*> argv;
+      for (const auto& argument : request_.command)
+        argv.push_back(const_cast<char*>(argument.c_str()));
+      argv.push_back(nullptr);
+      std::vector<char*> envp;
+      for (const auto& entry : *environment) envp.push_back(const_cast<char*>(entry.c_str()));
+      envp.push_back(nullptr);
+
+      const pid_t pid = ::fork();
+      if (pid < 0) return Status::FromErrno(errno, "cannot start rank " + std::to_string(rank));
+      if (pid == 0) {
+        // Only async-signal-safe calls from here to exec.
+        ::setpgid(0, 0);  // its own group, so ending it reaches its children
+        ::dup2(out[1], STDOUT_FILENO);
+        ::dup2(err[1], STDERR_FILENO);
+        ::pthread_sigmask(SIG_SETMASK, &original_mask_, nullptr);
+        ::execve(program_.c_str(), argv.data(), envp.data());
+        const char message[] = "sray: exec of the program failed\n";
+        const ssize_t ignored = ::write(STDERR_FILENO, message, sizeof(message) - 1);
+        ::_exit(ignored >= 0 ? 127 : 126);
+      }
+      ::setpgid(pid, pid);  // also here, so the group exists before we signal it
+      ::close(out[1]);
+      ::close(err[1]);
+      ranks_[rank] = {.pid = pid, .running = true};
+      streams_.push_back(
+          {.rank = rank, .source_fd = out[0], .target_fd = STDOUT_FILENO, .pending = {}});
+      streams_.push_back(
+          {.rank = rank, .source_fd = err[0], .target_fd = STDERR_FILENO, .pending = {}});
+    }
+    return Status::Ok();
+  }
+
+  void Forward(OutputStream& stream, bool at_end) {
+    std::size_t start = 0;
+    for (;;) {
+      const auto newline = stream.pending.find('\n', start);
+      if (newline == std::string::npos) break;
+      Emit(stream, std::string_view(stream.pending).substr(start, newline + 1 - start));
+      start = newline + 1;
+    }
+    stream.pending.erase(0, start);
+    if (at_end && !stream.pending.empty()) {
+      stream.pending += '\n';
+      Emit(stream, stream.pending);
+      stream.pending.clear();
+    }
+  }
+
+  void Emit(const OutputStream& stream, std::string_view line) {
+    if (!request_.label) {
+      WriteAll(stream.target_fd, line);
+      return;
+    }
+    std::string labelled = std::to_string(stream.rank) + ": ";
+    labelled.append(line);
+    WriteAll(stream.target_fd, labelled);
+  }
+
+  bool AnyRunning() const {
+    for (const auto& rank : ranks_) {
+      if (rank.running) return true;
+    }
+    return false;
+  }
+
+  void TerminateAll(int signal) {
+    for (const auto& rank : ranks_) {
+      if (rank.running && rank.pid > 0) ::kill(-rank.pid, signal);
+    }
+  }
+
+  void BeginTermination(const std::string& reason) {
+    if (terminating_) return;
+    terminating_ = true;
+    if (!reason.empty()) WriteAll(STDERR_FILENO, "sray: " + reason + "\n");
+    TerminateAll(SIGTERM);
+    kill_deadline_ = std::chrono::steady_clock::now() + kTerminationGrace;
+  }
+
+  void RecordExit(std::uint32_t rank, int wait_status) {
+    ranks_[rank].running = false;
+    int code = 0;
+    std::string how;
+    if (WIFEXITED(wait_status)) {
+      code = WEXITSTATUS(wait_status);
+      how = "exited with status " + std::to_string(code);
+    } else if (WIFSIGNALED(wait_status)) {
+      code = 128 + WTERMSIG(wait_status);
+      how = std::string("was killed by signal ") + strsignal(WTERMSIG(wait_status));
+    }
+    if (code == 0) return;
+    if (exit_status_ == 0) exit_status_ = code;
+    if (!terminating_ && !failure_deadline_) {
+      WriteAll(STDERR_FILENO, "sray: rank " + std::to_string(rank) + " (node " +
+                                  std::to_string(layout_.NodeOf(rank)) + ") " + how +
+                                  ": the other ranks are ended in " +
+                                  std::to_string(kFailureGrace.count()) +
+                                  " s unless they exit first\n");
+      failure_deadline_ = std::chrono::steady_clock::now() + kFailureGrace;
+    }
+  }
+
+  void Reap() {
+    for (;;) {
+      int wait_status = 0;
+      const pid_t pid = ::waitpid(-1, &wait_status, WNOHANG);
+      if (pid <= 0) return;
+      for (std::uint32_t rank = 0; rank < ranks_.size(); ++rank) {
+        if (ranks_[rank].pid == pid) RecordExit(rank, wait_status);
+      }
+    }
+  }
+
+  void ReapAll() {
+    while (AnyRunning()) {
+      int wait_status = 0;
+      const pid_t pid = ::waitpid(-1, &wait_status, 0);
+      if (pid < 0) break;
+      for (auto& rank : ranks_) {
+        if (rank.pid == pid) rank.running = false;
+      }
+    }
+  }
+
+  void HandleSignal() {
+    signalfd_siginfo info{};
+    while (::read(signal_fd_, &info, sizeof(info)) == sizeof(info)) {
+      const int signal = static_cast<int>(info.ssi_signo);
+      if (signal == SIGCHLD) {
+        Reap();
+        continue;
+      }
+      if (exit_status_ == 0) exit_status_ = 128 + signal;
+      if (terminating_) {
+        TerminateAll(SIGKILL);  // a second interrupt: no more grace
+      } else {
+        BeginTermination(std::string("interrupted by ") + strsignal(signal) +
+                         ": ending every rank");
+      }
+    }
+  }
+
+  void HandleAbort() {
+    std::uint64_t ignored = 0;
+    while (::read(abort_pipe_[0], &ignored, sizeof(ignored)) > 0) {
+    }
+    std::optional<AbortRequest> abort;
+    {
+      std::lock_guard lock(abort_mutex_);
+      abort = abort_;
+    }
+    if (!abort) return;
+    if (exit_status_ == 0) exit_status_ = abort->status;
+    BeginTermination("rank " + std::to_string(abort->rank) + " aborted the job" +
+                     (abort->message.empty() ? std::string() : ": " + abort->message));
+  }
+
+  void EventLoop() {
+    ::fcntl(signal_fd_, F_SETFL, O_NONBLOCK);
+    for (;;) {
+      std::vector<pollfd> descriptors;
+      descriptors.push_back({.fd = signal_fd_, .events = POLLIN, .revents = 0});
+      descriptors.push_back({.fd = abort_pipe_[0], .events = POLLIN, .revents = 0});
+      for (const auto& stream : streams_) {
+        if (stream.source_fd >= 0)
+          descriptors.push_back({.fd = stream.source_fd, .events = POLLIN, .revents = 0});
+      }
+      const bool output_open = descriptors.size() > 2;
+      if (!AnyRunning() && !output_open) return;
+      if (!AnyRunning() && output_open && !drain_deadline_) {
+        // Every rank has exited; whatever still holds a pipe is a leftover.
+        EndLeftovers();
+        drain_deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      }
+      if (drain_deadline_ && std::chrono::steady_clock::now() > *drain_deadline_) return;
+      if (failure_deadline_ && !terminating_ &&
+          std::chrono::steady_clock::now() > *failure_deadline_) {
+        BeginTermination("ending the ranks still running after a rank failed");
+      }
+      if (terminating_ && AnyRunning() && std::chrono::steady_clock::now() > kill_deadline_) {
+        TerminateAll(SIGKILL);
+      }
+      (void)::poll(descriptors.data(), descriptors.size(), 100);
+      if (descriptors[0].revents != 0) HandleSignal();
+      if (descriptors[1].revents != 0) HandleAbort();
+      for (std::size_t i = 2; i < descriptors.size(); ++i) {
+        if (descriptors[i].revents == 0) continue;
+        for (auto& stream : streams_) {
+          if (stream.source_fd != descriptors[i].fd) continue;
+          char buffer[65536];
+          const ssize_t got = ::read(stream.source_fd, buffer, sizeof(buffer));
+          if (got > 0) {
+            stream.pending.append(buffer, static_cast<std::size_t>(got));
+            Forward(stream, false);
+          } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+            Forward(stream, true);
+            ::close(stream.source_fd);
+            stream.source_fd = -1;
+          }
+        }
+      }
+    }
+  }
+
+  void EndLeftovers() {
+    for (const auto& node : nodes_) {
+      (void)jobsetup::EndStepProcesses({.uid = getuid(),
+                                        .session_directory = node.session_directory,
+                                        .node_id = node.environment.node_id},
+                                       std::chrono::milliseconds(1000));
+    }
+  }
+
+  void CleanUp() {
+    EndLeftovers();
+    for (auto& stream : streams_) {
+      if (stream.source_fd >= 0) {
+        Forward(stream, true);
+        ::close(stream.source_fd);
+        stream.source_fd = -1;
+      }
+    }
+    server_.reset();
+    for (const auto& node : nodes_) {
+      if (Status removed = jobsetup::TeardownNode(node); !removed.ok()) {
+        WriteAll(STDERR_FILENO, "sray: " + removed.message() + "\n");
+      }
+    }
+    if (!pmix_directory_.empty()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(pmix_directory_, ignored);
+    }
+  }
+
+  const LocalJobRequest& request_;
+  std::string program_;
+  jobsetup::ResolvedOptions options_;
+  std::string job_id_;
+  std::uint32_t cpus_per_node_ = 0;
+  EmulatedJobLayout layout_;
+  std::vector<jobsetup::NodeSetup> nodes_;
+  std::filesystem::path pmix_directory_;
+  std::unique_ptr<EmbeddedPmixServer> server_;
+  std::vector<Rank> ranks_;
+  std::vector<OutputStream> streams_;
+  sigset_t original_mask_{};
+  int signal_fd_ = -1;
+  int abort_pipe_[2] = {-1, -1};
+  std::mutex abort_mutex_;
+  std::optional<AbortRequest> abort_;
+  bool terminating_ = false;
+  std::chrono::steady_clock::time_point kill_deadline_{};
+  std::optional<std::chrono::steady_clock::time_point> drain_deadline_;
+  std::optional<std::chrono::steady_clock::time_point> failure_deadline_;
+  int exit_status_ = 0;
+};
+
+}  // namespace
+
+Result<int> RunLocalJob(const LocalJobRequest& request) {
+  if (request.nodes == 0 || request.tasks_per_node == 0) {
+    return Status::InvalidArgument("-N and --tasks-per-node must be at least 1");
+  }
+  LocalJob job(request);
+  return job.Run();
+}
+
+}  // namespace sray::launcher

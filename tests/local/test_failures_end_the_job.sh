@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# `sray run` returns the first non-zero exit status, reports a killed rank to
+# the others within 10 s, ends everything on PMIx_Abort and on Ctrl-C, and
+# leaves no process, session directory or PMIx file behind.
+source "$(dirname "$0")/lib.sh"
+
+# Exit status of the first failing rank.
+status=0
+"$SRAY" run -N3 bash -c 'echo "job $SRAY_JOB_ID"; [ "$SRAY_NODE_ID" = 1 ] && exit 3; exit 0' >"$WORK/exit.out" 2>"$WORK/exit.err" || status=$?
+[ "$status" -eq 3 ] || fail "expected exit status 3, got $status"
+expect_lines "$WORK/exit.err" '^sray: rank 1 \(node 1\) exited with status 3' 1
+expect_nothing_left "$(awk '{print $2; exit}' "$WORK/exit.out")"
+
+# kill -9 of one rank: the others name it within 10 s and exit non-zero.
+for tls in default tcp,self; do
+  env_prefix=()
+  [ "$tls" = default ] || env_prefix=(env "UCX_TLS=$tls")
+  out=$WORK/death.$tls.out
+  "${env_prefix[@]}" "$SRAY" run -N3 --tasks-per-node 2 bash -c 'echo "job $SRAY_JOB_ID"; exec "$0" peer-death' "$CHECK" >"$out" 2>&1 &
+  launcher=$!
+  victim=""
+  for _ in $(seq 300); do
+    victim=$(awk '$1 == "rank" && $2 == "5:" && $3 == "victim" {print $5}' "$out")
+    [ -n "$victim" ] && break
+    sleep 0.1
+  done
+  [ -n "$victim" ] || { cat "$out" >&2; fail "the victim never started"; }
+  kill -9 "$victim"
+  killed_at=$(date +%s%N)
+  seen=0
+  for _ in $(seq 100); do
+    seen=$(grep -c 'peer failure seen: rank 5 (node 2, .*) is unreachable' "$out" || true)
+    [ "$seen" -ge 5 ] && break
+    sleep 0.1
+  done
+  [ "$seen" -ge 5 ] || { cat "$out" >&2; fail "only $seen of 5 survivors saw rank 5 die within 10 s"; }
+  echo "UCX_TLS=$tls: survivors saw the failure within $((($(date +%s%N) - killed_at) / 1000000)) ms"
+  status=0
+  wait "$launcher" || status=$?
+  [ "$status" -eq 137 ] || fail "expected exit status 137 (rank 5 killed), got $status"
+  expect_nothing_left "$(awk '$1 == "job" {print $2; exit}' "$out")"
+done
+
+# PMIx_Abort from one rank ends all of them with its status.
+status=0
+"$SRAY" run -N2 --tasks-per-node 2 "$CHECK" abort >"$WORK/abort.out" 2>"$WORK/abort.err" || status=$?
+[ "$status" -eq 5 ] || fail "expected exit status 5 from PMIx_Abort, got $status"
+expect_lines "$WORK/abort.err" '^sray: rank 1 aborted the job: transport_check asked for it$' 1
+
+# Ctrl-C ends every rank, including processes that left the rank's group.
+"$SRAY" run -N2 -l bash -c 'echo "job $SRAY_JOB_ID"; setsid sleep 300 & sleep 300' >"$WORK/int.out" 2>&1 &
+launcher=$!
+for _ in $(seq 100); do
+  [ "$(grep -c ' job ' "$WORK/int.out" || true)" -ge 2 ] && break
+  sleep 0.1
+done
+kill -INT "$launcher"
+status=0
+wait "$launcher" || status=$?
+[ "$status" -eq 130 ] || fail "expected exit status 130 after SIGINT, got $status"
+expect_lines "$WORK/int.out" '^sray: interrupted by Interrupt: ending every rank$' 1
+expect_nothing_left "$(awk '$2 == "job" {print $3; exit}' "$WORK/int.out")"
+echo PASS

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# `sray run -N3` gives the same roles and variables as srun --ray-cluster:
+# one head, two workers, a private session directory per emulated node.
+source "$(dirname "$0")/lib.sh"
+
+"$SRAY" run -N3 "$ROLES" >"$WORK/roles.out"
+expect_lines "$WORK/roles.out" '^node 0 of 3 on .*: head ' 1
+expect_lines "$WORK/roles.out" '^node [12] of 3 on .*: worker ' 2
+
+"$SRAY" run -N3 --tasks-per-node 2 --cpus-per-node 8 -l --ray-cluster=log_level=debug bash -c \
+  'echo "role=$SRAY_ROLE node=$SRAY_NODE_ID nodes=$SRAY_NUM_NODES cpus=$SRAY_NODE_CPUS level=$SRAY_LOG_LEVEL"; stat -c "session %a %F" "$SRAY_SESSION_DIR"; echo "dir=$SRAY_SESSION_DIR job=$SRAY_JOB_ID"' \
+  >"$WORK/env.out"
+expect_lines "$WORK/env.out" '^[01]: role=head node=0 nodes=3 cpus=8 level=debug$' 2
+expect_lines "$WORK/env.out" '^[2-5]: role=worker node=[12] nodes=3 cpus=8 level=debug$' 4
+expect_lines "$WORK/env.out" '^[0-5]: session 700 directory$' 6
+[ "$(grep -o 'dir=[^ ]*' "$WORK/env.out" | sort -u | wc -l)" -eq 3 ] || fail "expected one session directory per emulated node"
+job=$(grep -o 'job=[^ ]*' "$WORK/env.out" | head -1 | cut -d= -f2)
+expect_nothing_left "$job"
+
+# Options the program must pass through untouched.
+"$SRAY" run -N1 bash -c 'echo "args: $*"' prog -N 5 --label >"$WORK/args.out"
+expect_lines "$WORK/args.out" '^args: -N 5 --label$' 1
+
+# Bad input fails before anything starts, with a message naming the problem.
+if "$SRAY" run -N2 --ray-cluster=colour=red touch "$WORK/started" 2>"$WORK/err"; then fail "accepted a bad option"; fi
+expect_lines "$WORK/err" "^sray: --ray-cluster: unknown key 'colour': accepted keys are config, log_level, tmpdir$" 1
+if "$SRAY" run -N2 no-such-program-sray 2>"$WORK/err"; then fail "ran a missing program"; fi
+expect_lines "$WORK/err" "^sray: cannot run 'no-such-program-sray': not found in PATH" 1
+if "$SRAY" run -N0 true 2>"$WORK/err"; then fail "accepted -N0"; fi
+[ ! -e "$WORK/started" ] || fail "a rank started despite bad input"
+echo PASS
