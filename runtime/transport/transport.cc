@@ -2,6 +2,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -24,6 +25,8 @@ constexpr unsigned kActiveMessageId = 7;
 constexpr std::chrono::microseconds kSpinWithoutProgress{50};
 // The progress thread wakes at least this often to notice shutdown.
 constexpr int kPollTimeoutMilliseconds = 200;
+// How often ranks with calls in flight are probed for liveness.
+constexpr std::chrono::milliseconds kLivenessInterval{250};
 
 // True while this thread runs inside a UCX callback, where UCX forbids
 // progressing the worker: a blocking call there would deadlock.
@@ -569,6 +572,7 @@ class Transport::Impl {
       while (ucp_worker_progress(worker) != 0) {
       }
       CloseQueuedEndpoints();
+      ProbeAwaitedPeers();
       const ucs_status_t armed = ucp_worker_arm(worker);
       if (armed == UCS_ERR_BUSY) continue;
       pollfd descriptor{.fd = event_fd_, .events = POLLIN, .revents = 0};
@@ -576,22 +580,55 @@ class Transport::Impl {
     }
   }
 
+  // Fails the calls to peers whose process is gone, when the liveness probe
+  // can tell (same node) and UCX has not noticed yet.
+  void ProbeAwaitedPeers() {
+    if (!options_.peer_alive) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_liveness_probe_ < kLivenessInterval) return;
+    last_liveness_probe_ = now;
+    std::vector<std::uint32_t> awaited;
+    {
+      std::lock_guard lock(calls_mutex_);
+      for (const auto& [id, call] : pending_calls_) awaited.push_back(call->rank);
+    }
+    std::sort(awaited.begin(), awaited.end());
+    awaited.erase(std::unique(awaited.begin(), awaited.end()), awaited.end());
+    for (const std::uint32_t rank : awaited) {
+      if (options_.peer_alive(rank)) continue;
+      const Status failure = PeerFailure(rank, "its process is gone");
+      {
+        std::lock_guard lock(endpoints_mutex_);
+        auto found = endpoints_.find(rank);
+        if (found != endpoints_.end() && found->second.failure.ok())
+          found->second.failure = failure;
+      }
+      FailCallsTo(rank, failure);
+    }
+  }
+
   // ---- callbacks (never throw) ---------------------------------------------
+
+  // One wording for every way a peer is found dead, so callers and tests
+  // can rely on it.
+  Status PeerFailure(std::uint32_t rank, std::string_view cause) const {
+    return Status::Unavailable(Describe(rank) + " is unreachable (" + std::string(cause) +
+                               "): the process died or its node failed");
+  }
 
   static void OnEndpointError(void* arg, ucp_ep_h endpoint, ucs_status_t status) noexcept {
     CallbackScope scope;
     auto* context = static_cast<ErrorHandlerContext*>(arg);
     Impl* impl = context->impl;
-    const Status failure =
-        Status::Unavailable(impl->Describe(context->rank) + " is unreachable (" +
-                            ucs_status_string(status) + "): the process died or its node failed");
+    const Status failure = impl->PeerFailure(context->rank, ucs_status_string(status));
     {
       std::lock_guard lock(impl->endpoints_mutex_);
       auto found = impl->endpoints_.find(context->rank);
       if (found != impl->endpoints_.end() && found->second.handle == endpoint) {
+        // The handle stays open until shutdown: another thread may be about
+        // to send on it (operations on a failed endpoint just fail), and
+        // closing it now would free it under that thread's feet.
         found->second.failure = failure;
-        found->second.handle = nullptr;
-        impl->closing_.push_back(endpoint);
       }
     }
     impl->FailCallsTo(context->rank, failure);
@@ -601,8 +638,9 @@ class Transport::Impl {
     CallbackScope scope;
     auto* context = static_cast<SendContext*>(user_data);
     if (context->call) {
-      const Status sent =
-          FromUcs(status, "cannot send to " + context->impl->Describe(context->call->rank));
+      const Status sent = status == UCS_OK ? Status::Ok()
+                                           : context->impl->PeerFailure(context->call->rank,
+                                                                        ucs_status_string(status));
       context->call->MarkSent(sent);
       if (!sent.ok()) context->impl->FailCall(context->call->id, sent);
     }
@@ -753,6 +791,7 @@ class Transport::Impl {
   std::thread progress_thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> next_request_id_{1};
+  std::chrono::steady_clock::time_point last_liveness_probe_{};  // progress thread only
 
   std::shared_mutex handlers_mutex_;
   std::unordered_map<std::uint32_t, RequestHandler> request_handlers_;

@@ -46,12 +46,18 @@ using OneWayHandler =
     std::function<void(std::uint32_t source_rank, std::span<const std::byte> payload)>;
 // Describes a rank for error messages, e.g. "rank 2 (node 1, n2)".
 using RankDescriber = std::function<std::string(std::uint32_t rank)>;
+// False once `rank`'s process is known to be gone; true when unknown. UCX
+// notices dead peers over the network at once, but its shared-memory
+// keepalive can take many seconds; a probe of the local process table
+// closes that gap for peers on the same node.
+using LivenessProbe = std::function<bool(std::uint32_t rank)>;
 
 struct TransportOptions {
   std::uint32_t rank = 0;
   JobToken token{};
   AddressResolver resolve_address;
   RankDescriber describe_rank;
+  LivenessProbe peer_alive;
   std::chrono::milliseconds default_timeout{std::chrono::seconds(60)};
   // How often UCX probes idle connections (UCX_KEEPALIVE_INTERVAL wins).
   std::string keepalive_interval = "1s";

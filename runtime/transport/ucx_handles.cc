@@ -1,5 +1,6 @@
 #include "transport/ucx_handles.h"
 
+#include <cstdlib>
 #include <cstring>
 
 #include "transport/ucx_status.h"
@@ -7,14 +8,31 @@
 namespace sray::transport {
 
 Result<std::shared_ptr<UcxContext>> UcxContext::Create(const std::string& keepalive_interval) {
+  // Endpoints ask for peer-failure detection; without these UCX 1.13 drops
+  // the shared-memory transports ("no peer failure handler") and processes
+  // on one node would talk over TCP loopback. They are transport settings,
+  // which ucp_config_modify rejects, so they go through the environment
+  // (never overriding the user's), before UCX reads it.
+  const bool user_chose = std::getenv("UCX_POSIX_ERROR_HANDLING") != nullptr ||
+                          std::getenv("UCX_SYSV_ERROR_HANDLING") != nullptr;
+  setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
+  setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
+  // UCX reads transport settings only when it opens the transports, after
+  // ucp_init has already warned that they look unused; the warning would be
+  // wrong, so it is silenced unless the user asked for it.
+  if (!user_chose) setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 0);
   ucp_config_t* config = nullptr;
   SRAY_RETURN_IF_ERROR(
       FromUcs(ucp_config_read(nullptr, nullptr, &config), "cannot read UCX configuration")
           .WithRemedy("check the UCX_* variables in the environment"));
-  // A user's explicit UCX_KEEPALIVE_INTERVAL wins over ours.
-  if (!keepalive_interval.empty() && std::getenv("UCX_KEEPALIVE_INTERVAL") == nullptr) {
-    (void)ucp_config_modify(config, "KEEPALIVE_INTERVAL", keepalive_interval.c_str());
-  }
+  // Our defaults; a user's explicit UCX_* variable always wins.
+  auto set_default = [config](const char* name, const std::string& value) {
+    const std::string variable = std::string("UCX_") + name;
+    if (std::getenv(variable.c_str()) == nullptr)
+      (void)ucp_config_modify(config, name, value.c_str());
+  };
+  if (!keepalive_interval.empty()) set_default("KEEPALIVE_INTERVAL", keepalive_interval);
+
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;

@@ -1,9 +1,12 @@
 #include "wire/bootstrap.h"
 
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 namespace sray::wire {
 namespace {
@@ -25,14 +28,33 @@ Result<transport::JobToken> NewJobSecret() {
 Result<PeerLocation> LocationWith(PmixClient& pmix, std::uint32_t rank) {
   auto bytes = pmix.Get(rank, kLocationKey, false);
   if (!bytes.ok()) return bytes.status();
-  const std::string text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
-  const auto space = text.find(' ');
-  if (space == std::string::npos)
-    return Status::Internal("malformed location of rank " + std::to_string(rank));
+  std::istringstream text(std::string(reinterpret_cast<const char*>(bytes->data()), bytes->size()));
   PeerLocation location;
-  location.node_id = static_cast<std::uint32_t>(std::stoul(text.substr(0, space)));
-  location.hostname = text.substr(space + 1);
+  text >> location.node_id >> location.pid >> location.start_time;
+  std::getline(text >> std::ws, location.hostname);
+  if (!text && !text.eof()) {
+    return Status::Internal("malformed location published by rank " + std::to_string(rank));
+  }
   return location;
+}
+
+// Field 22 of /proc/PID/stat, the start time in clock ticks since boot; 0
+// when the process does not exist or is a zombie (it no longer runs).
+std::uint64_t StartTimeOf(std::int64_t pid) {
+  std::ifstream stat_file("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat_file, line)) return 0;
+  const auto close = line.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(line.substr(close + 2));
+  std::string state;
+  fields >> state;
+  if (state == "Z" || state == "X") return 0;
+  std::string skipped;
+  for (int field = 4; field < 22; ++field) fields >> skipped;
+  std::uint64_t start_time = 0;
+  fields >> start_time;
+  return start_time;
 }
 
 std::string DescribeWith(PmixClient& pmix, std::uint32_t rank) {
@@ -75,7 +97,9 @@ Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
   // data never reaches a server's own clients. Processes on the same node
   // still prefer the full address.
   SRAY_RETURN_IF_ERROR(client.Put(Scope::kGlobal, kNetworkAddressKey, *network_address));
-  const std::string own_location = std::to_string(layout.node_id) + " " + layout.hostname;
+  const std::string own_location = std::to_string(layout.node_id) + " " + std::to_string(getpid()) +
+                                   " " + std::to_string(StartTimeOf(getpid())) + " " +
+                                   layout.hostname;
   SRAY_RETURN_IF_ERROR(
       client.Put(Scope::kGlobal, kLocationKey,
                  std::as_bytes(std::span(own_location.data(), own_location.size()))));
@@ -113,6 +137,12 @@ Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
   };
   transport_options.describe_rank = [resolver_pmix](std::uint32_t rank) {
     return DescribeWith(*resolver_pmix, rank);
+  };
+  transport_options.peer_alive = [resolver_pmix, my_node](std::uint32_t rank) {
+    auto location = LocationWith(*resolver_pmix, rank);
+    // Only a process on this node can be looked up here.
+    if (!location.ok() || location->node_id != my_node || location->pid <= 0) return true;
+    return StartTimeOf(location->pid) == location->start_time;
   };
   auto transport = transport::Transport::Create(std::move(transport_options), *worker);
   if (!transport.ok()) return transport.status();

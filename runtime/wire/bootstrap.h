@@ -29,13 +29,18 @@ namespace sray::wire {
 inline constexpr const char* kFullAddressKey = "sray.ucx.address.full";
 inline constexpr const char* kNetworkAddressKey = "sray.ucx.address.network";
 inline constexpr const char* kJobSecretKey = "sray.job.secret";
-// "<node id> <hostname>": Slurm's PMIx answers PMIX_NODEID and PMIX_HOSTNAME
-// only for a process itself, so each process publishes its own location.
+// "<node id> <pid> <start time> <hostname>": Slurm's PMIx answers PMIX_NODEID
+// and PMIX_HOSTNAME only for a process itself, so each process publishes its
+// own location.
 inline constexpr const char* kLocationKey = "sray.location";
 
 struct PeerLocation {
   std::uint32_t node_id = 0;
   std::string hostname;
+  // Identify the process on its node (the start time guards against reuse
+  // of the pid), so peers on the same node can tell whether it still runs.
+  std::int64_t pid = 0;
+  std::uint64_t start_time = 0;
 };
 
 struct WiredJob {
