@@ -216,6 +216,8 @@ class LocalJob {
     const jobsetup::NodeSetup& node = nodes_[layout_.NodeOf(rank)];
     for (const auto& [name, value] : jobsetup::ToEnvironmentVariables(node.environment))
       variables[name] = value;
+    for (const auto& [name, value] : jobsetup::TransportEnvironmentDefaults())
+      variables.try_emplace(name, value);
     auto client = server_->ClientEnvironment(rank);
     if (!client.ok()) return client.status();
     for (const auto& entry : *client) {

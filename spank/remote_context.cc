@@ -139,6 +139,13 @@ Status ExportTaskEnvironment(spank_t handle) {
     SRAY_RETURN_IF_ERROR(FromSpank(spank_setenv(handle, name.c_str(), value.c_str(), 1),
                                    "cannot export " + name + " to the task"));
   }
+  for (const auto& [name, value] : jobsetup::TransportEnvironmentDefaults()) {
+    // Never overwrite: the user's own UCX settings win.
+    const spank_err_t set = spank_setenv(handle, name.c_str(), value.c_str(), 0);
+    if (set != ESPANK_SUCCESS && set != ESPANK_ENV_EXISTS) {
+      return FromSpank(set, "cannot export " + name + " to the task");
+    }
+  }
   return Status::Ok();
 }
 

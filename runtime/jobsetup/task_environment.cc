@@ -63,6 +63,12 @@ EnvironmentVariables ToEnvironmentVariables(const TaskEnvironment& environment) 
   return variables;
 }
 
+EnvironmentVariables TransportEnvironmentDefaults() {
+  return {{"UCX_POSIX_ERROR_HANDLING", "y"},
+          {"UCX_SYSV_ERROR_HANDLING", "y"},
+          {"UCX_WARN_UNUSED_ENV_VARS", "n"}};
+}
+
 Result<TaskEnvironment> ReadTaskEnvironment(const std::function<const char*(const char*)>& lookup) {
   TaskEnvironment environment;
   auto role = Required(lookup, kRoleVariable);

@@ -42,6 +42,14 @@ using EnvironmentVariables = std::vector<std::pair<std::string, std::string>>;
 
 EnvironmentVariables ToEnvironmentVariables(const TaskEnvironment& environment);
 
+// UCX settings every task needs and a user may override: front ends export
+// them only where the task's environment does not set them already.
+// Shared memory needs peer-failure support switched on, or UCX 1.13 drops it
+// for endpoints that detect dead peers; UCX reads these transport settings
+// after it has warned that they look unused, so that warning is switched off
+// (UCX reads that switch when it is loaded, hence here and not in code).
+EnvironmentVariables TransportEnvironmentDefaults();
+
 // `lookup` returns the value of a variable or nullptr (getenv's contract).
 // Fails with a message naming the missing or malformed variable.
 Result<TaskEnvironment> ReadTaskEnvironment(const std::function<const char*(const char*)>& lookup);

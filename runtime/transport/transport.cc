@@ -25,6 +25,17 @@ constexpr unsigned kActiveMessageId = 7;
 constexpr std::chrono::microseconds kSpinWithoutProgress{50};
 // The progress thread wakes at least this often to notice shutdown.
 constexpr int kPollTimeoutMilliseconds = 200;
+// After activity the progress thread keeps polling this long before it
+// sleeps, so a request that follows a reply closely is served without a
+// wake-up (several microseconds each way). It does not poll while a caller
+// thread is already polling the worker itself.
+constexpr std::chrono::microseconds kBusyPollAfterActivity{100};
+// How long the progress thread naps while a caller polls the worker.
+constexpr std::chrono::microseconds kYieldToSpinningCaller{200};
+// Rendezvous receive buffers are recycled: a fresh large allocation costs
+// page faults on every byte, which would halve large-message bandwidth.
+constexpr std::size_t kPooledBufferMinimum = 64 * 1024;
+constexpr std::size_t kPooledBuffersKept = 8;
 // How often ranks with calls in flight are probed for liveness.
 constexpr std::chrono::milliseconds kLivenessInterval{250};
 
@@ -336,12 +347,40 @@ class Transport::Impl {
     std::shared_ptr<Completion> completion;
   };
 
+  // A receive buffer that is not zero-filled on allocation.
+  struct Buffer {
+    std::unique_ptr<std::byte[]> data;
+    std::size_t capacity = 0;
+  };
+
   struct IncomingRendezvous {
     Impl* impl;
     FrameHeader header;
     ucp_ep_h reply_endpoint;
-    Bytes payload;
+    Buffer buffer;
+    std::size_t length;
   };
+
+  Buffer AcquireBuffer(std::size_t length) {
+    if (length >= kPooledBufferMinimum) {
+      std::lock_guard lock(pool_mutex_);
+      for (auto it = buffer_pool_.begin(); it != buffer_pool_.end(); ++it) {
+        if (it->capacity >= length) {
+          Buffer reused = std::move(*it);
+          buffer_pool_.erase(it);
+          return reused;
+        }
+      }
+    }
+    return {std::make_unique_for_overwrite<std::byte[]>(std::max<std::size_t>(length, 1)), length};
+  }
+
+  void ReleaseBuffer(Buffer buffer) {
+    if (buffer.capacity < kPooledBufferMinimum) return;
+    std::lock_guard lock(pool_mutex_);
+    if (buffer_pool_.size() >= kPooledBuffersKept) buffer_pool_.erase(buffer_pool_.begin());
+    buffer_pool_.push_back(std::move(buffer));
+  }
 
   struct EndpointState {
     ucp_ep_h handle = nullptr;
@@ -368,12 +407,17 @@ class Transport::Impl {
   bool WaitFor(Completion& completion, std::chrono::milliseconds limit) {
     const auto deadline = std::chrono::steady_clock::now() + limit;
     auto spin_until = std::chrono::steady_clock::now() + kSpinWithoutProgress;
+    spinning_waiters_.fetch_add(1);
     while (!completion.done.load(std::memory_order_acquire)) {
       const auto now = std::chrono::steady_clock::now();
-      if (now >= deadline) return false;
+      if (now >= deadline) {
+        spinning_waiters_.fetch_sub(1);
+        return false;
+      }
       if (now >= spin_until) break;
       if (ucp_worker_progress(worker_->handle()) != 0) spin_until = now + kSpinWithoutProgress;
     }
+    spinning_waiters_.fetch_sub(1);
     std::unique_lock lock(completion.mutex);
     return completion.changed.wait_until(lock, deadline, [&] { return completion.done.load(); });
   }
@@ -568,15 +612,29 @@ class Transport::Impl {
 
   void ProgressLoop() {
     const ucp_worker_h worker = worker_->handle();
+    auto last_activity = std::chrono::steady_clock::now();
     while (!stopping_.load()) {
-      while (ucp_worker_progress(worker) != 0) {
-      }
+      bool progressed = false;
+      while (ucp_worker_progress(worker) != 0) progressed = true;
+      const auto now = std::chrono::steady_clock::now();
+      if (progressed) last_activity = now;
       CloseQueuedEndpoints();
       ProbeAwaitedPeers();
+      if (spinning_waiters_.load() > 0) {
+        // A caller is polling the worker itself. Stay off the CPU and off the
+        // event fd (which would wake this thread for every message); the
+        // caller stops spinning within kSpinWithoutProgress when idle.
+        std::this_thread::sleep_for(kYieldToSpinningCaller);
+        last_activity = std::chrono::steady_clock::now();
+        continue;
+      }
+      if (now - last_activity < kBusyPollAfterActivity) continue;
       const ucs_status_t armed = ucp_worker_arm(worker);
       if (armed == UCS_ERR_BUSY) continue;
       pollfd descriptor{.fd = event_fd_, .events = POLLIN, .revents = 0};
-      (void)poll(&descriptor, 1, kPollTimeoutMilliseconds);
+      if (poll(&descriptor, 1, kPollTimeoutMilliseconds) > 0) {
+        last_activity = std::chrono::steady_clock::now();
+      }
     }
   }
 
@@ -661,8 +719,10 @@ class Transport::Impl {
     CallbackScope scope;
     auto* incoming = static_cast<IncomingRendezvous*>(user_data);
     if (status == UCS_OK) {
-      incoming->impl->Dispatch(incoming->header, incoming->reply_endpoint, incoming->payload);
+      incoming->impl->Dispatch(incoming->header, incoming->reply_endpoint,
+                               std::span(incoming->buffer.data.get(), incoming->length));
     }
+    incoming->impl->ReleaseBuffer(std::move(incoming->buffer));
     delete incoming;
     ucp_request_free(request);
   }
@@ -687,17 +747,21 @@ class Transport::Impl {
     }
     if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
       try {
-        auto* incoming = new IncomingRendezvous{impl, *decoded, reply_endpoint, Bytes(length)};
+        auto* incoming =
+            new IncomingRendezvous{impl, *decoded, reply_endpoint, impl->AcquireBuffer(length), length};
         ucp_request_param_t receive{};
         receive.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
         receive.cb.recv_am = &Impl::OnRendezvousData;
         receive.user_data = incoming;
         const ucs_status_ptr_t request = ucp_am_recv_data_nbx(
-            impl->worker_->handle(), data, incoming->payload.data(), length, &receive);
+            impl->worker_->handle(), data, incoming->buffer.data.get(), length, &receive);
         if (request == nullptr) {
-          impl->Dispatch(incoming->header, reply_endpoint, incoming->payload);
+          impl->Dispatch(incoming->header, reply_endpoint,
+                         std::span(incoming->buffer.data.get(), length));
+          impl->ReleaseBuffer(std::move(incoming->buffer));
           delete incoming;
         } else if (UCS_PTR_IS_ERR(request)) {
+          impl->ReleaseBuffer(std::move(incoming->buffer));
           delete incoming;
         }
       } catch (const std::bad_alloc&) {
@@ -792,6 +856,9 @@ class Transport::Impl {
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> next_request_id_{1};
   std::chrono::steady_clock::time_point last_liveness_probe_{};  // progress thread only
+  std::atomic<int> spinning_waiters_{0};
+  std::mutex pool_mutex_;
+  std::vector<Buffer> buffer_pool_;
 
   std::shared_mutex handlers_mutex_;
   std::unordered_map<std::uint32_t, RequestHandler> request_handlers_;

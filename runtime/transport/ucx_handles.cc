@@ -13,14 +13,11 @@ Result<std::shared_ptr<UcxContext>> UcxContext::Create(const std::string& keepal
   // on one node would talk over TCP loopback. They are transport settings,
   // which ucp_config_modify rejects, so they go through the environment
   // (never overriding the user's), before UCX reads it.
-  const bool user_chose = std::getenv("UCX_POSIX_ERROR_HANDLING") != nullptr ||
-                          std::getenv("UCX_SYSV_ERROR_HANDLING") != nullptr;
+  // Both front ends already export them to every task (with UCX's
+  // unused-variable warning off, which UCX reads when it is loaded); this
+  // covers processes started some other way.
   setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
   setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
-  // UCX reads transport settings only when it opens the transports, after
-  // ucp_init has already warned that they look unused; the warning would be
-  // wrong, so it is silenced unless the user asked for it.
-  if (!user_chose) setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 0);
   ucp_config_t* config = nullptr;
   SRAY_RETURN_IF_ERROR(
       FromUcs(ucp_config_read(nullptr, nullptr, &config), "cannot read UCX configuration")

@@ -21,4 +21,7 @@ for tls in default tcp,self; do
   expect_lines "$WORK/intruder.out" '^rank 1: rank 0 rejected [1-9][0-9]* frame\(s\)$' 1
   echo "ok: UCX_TLS=$tls"
 done
+# PMIx fences are barriers: nobody leaves before the late rank arrives.
+as_user srun -N3 --ray-cluster "$CHECK" fence >"$WORK/fence.out"
+expect_lines "$WORK/fence.out" '^rank [0-2] left fence [12] after rank 1 arrived$' 6
 echo PASS

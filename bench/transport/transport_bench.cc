@@ -1,0 +1,194 @@
+// Transport benchmark, run on two ranks by bench/transport/run:
+//   sray run -N1 --tasks-per-node 2 transport_bench
+// Rank 0 measures against rank 1 and prints one line per metric:
+//   metric <name> <value> <unit>
+// Sizes go from 8 B to 64 MiB. Latency is half the round trip of a request
+// and an equally large response (what ucx_perftest ucp_am_lat reports);
+// bandwidth streams requests with a window of outstanding calls and empty
+// replies (ucp_am_bw); pull bandwidth reads registered memory (ucp_get).
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <cstdint>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "wire/bootstrap.h"
+
+namespace {
+
+using sray::Result;
+using sray::transport::Bytes;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::uint32_t kEcho = 1;
+constexpr std::uint32_t kSink = 2;
+constexpr std::size_t kWindow = 32;
+
+const std::vector<std::size_t> kSizes = {8,           64,          512,         4096,
+                                         32768,       262144,      1U << 20,    4U << 20,
+                                         16U << 20,   64U << 20};
+
+std::size_t IterationsFor(std::size_t size, std::size_t budget_bytes) {
+  const std::size_t iterations = budget_bytes / size;
+  return std::max<std::size_t>(20, std::min<std::size_t>(20000, iterations));
+}
+
+std::string SizeName(std::size_t size) {
+  if (size >= (1U << 20)) return std::to_string(size >> 20) + "MiB";
+  if (size >= 1024) return std::to_string(size >> 10) + "KiB";
+  return std::to_string(size) + "B";
+}
+
+void Report(const std::string& name, double value, const std::string& unit) {
+  std::cout << "metric " << name << " " << value << " " << unit << std::endl;
+}
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+int Fail(const std::string& what) {
+  std::cerr << "transport_bench: " << what << std::endl;
+  return 1;
+}
+
+int MeasureLatency(sray::transport::Transport& transport) {
+  for (const std::size_t size : kSizes) {
+    Bytes payload(size, std::byte{7});
+    const std::size_t iterations = IterationsFor(size, 512U << 20);
+    for (std::size_t i = 0; i < iterations / 10 + 1; ++i) {
+      if (!transport.Call(1, kEcho, payload).ok()) return Fail("warm-up call failed");
+    }
+    const auto started = Clock::now();
+    for (std::size_t i = 0; i < iterations; ++i) {
+      auto reply = transport.Call(1, kEcho, payload);
+      if (!reply.ok() || reply->size() != size) return Fail("echo failed");
+    }
+    Report("latency_" + SizeName(size), Seconds(started) / static_cast<double>(iterations) / 2 * 1e6, "us");
+  }
+  return 0;
+}
+
+// Streams `iterations` requests of `size` with kWindow in flight.
+double StreamSeconds(sray::transport::Transport& transport, const Bytes& payload,
+                     std::size_t iterations) {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::size_t in_flight = 0;
+  std::size_t completed = 0;
+  bool failed = false;
+  const auto started = Clock::now();
+  for (std::size_t i = 0; i < iterations; ++i) {
+    {
+      std::unique_lock lock(mutex);
+      changed.wait(lock, [&] { return in_flight < kWindow; });
+      ++in_flight;
+    }
+    transport.CallAsync(1, kSink, payload, [&](Result<Bytes> reply) {
+      std::lock_guard lock(mutex);
+      failed = failed || !reply.ok();
+      --in_flight;
+      ++completed;
+      changed.notify_all();
+    });
+  }
+  std::unique_lock lock(mutex);
+  changed.wait(lock, [&] { return completed == iterations; });
+  return failed ? -1.0 : Seconds(started);
+}
+
+int MeasureBandwidth(sray::transport::Transport& transport) {
+  for (const std::size_t size : kSizes) {
+    Bytes payload(size, std::byte{3});
+    const std::size_t iterations = IterationsFor(size, 2048U << 20);
+    if (StreamSeconds(transport, payload, iterations / 10 + 1) < 0) return Fail("stream failed");
+    const double seconds = StreamSeconds(transport, payload, iterations);
+    if (seconds < 0) return Fail("stream failed");
+    Report("bandwidth_" + SizeName(size), static_cast<double>(size * iterations) / seconds / 1e6, "MB/s");
+  }
+  return 0;
+}
+
+int MeasureRoundTrips(sray::transport::Transport& transport) {
+  Bytes payload(8, std::byte{1});
+  constexpr std::size_t kCalls = 50000;
+  for (std::size_t i = 0; i < 1000; ++i) (void)transport.Call(1, kSink, payload);
+  auto started = Clock::now();
+  for (std::size_t i = 0; i < kCalls; ++i) {
+    if (!transport.Call(1, kSink, payload).ok()) return Fail("call failed");
+  }
+  Report("rpc_sync", static_cast<double>(kCalls) / Seconds(started), "calls/s");
+  const double seconds = StreamSeconds(transport, payload, kCalls * 4);
+  if (seconds < 0) return Fail("async calls failed");
+  Report("rpc_async", static_cast<double>(kCalls * 4) / seconds, "calls/s");
+  return 0;
+}
+
+int MeasurePull(sray::wire::WiredJob& job, const Bytes& address, const Bytes& key) {
+  std::uint64_t remote = 0;
+  std::memcpy(&remote, address.data(), sizeof(remote));
+  for (const std::size_t size : kSizes) {
+    if (size < 4096) continue;
+    std::vector<std::byte> local(size);
+    const std::size_t iterations = IterationsFor(size, 2048U << 20) / 4 + 1;
+    (void)job.transport->Pull(1, remote, key, local.data(), size);
+    const auto started = Clock::now();
+    for (std::size_t i = 0; i < iterations; ++i) {
+      auto pulled = job.transport->Pull(1, remote, key, local.data(), size);
+      if (!pulled.ok()) return Fail(pulled.message());
+    }
+    Report("pull_" + SizeName(size), static_cast<double>(size * iterations) / Seconds(started) / 1e6, "MB/s");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main() {
+  auto wired = sray::wire::WireUp();
+  if (!wired.ok()) return Fail(wired.status().message());
+  auto& job = **wired;
+  job.transport->RegisterRequestHandler(kEcho, [](std::uint32_t, std::span<const std::byte> payload) {
+    return Result<Bytes>(Bytes(payload.begin(), payload.end()));
+  });
+  job.transport->RegisterRequestHandler(kSink, [](std::uint32_t, std::span<const std::byte>) {
+    return Result<Bytes>(Bytes{});
+  });
+  const auto& layout = job.pmix->layout();
+  if (layout.size != 2) return Fail("run with exactly two ranks");
+
+  // Rank 1 offers 64 MiB of registered memory for the pull measurement.
+  std::vector<std::byte> exposed;
+  std::unique_ptr<sray::transport::RegisteredMemory> region;
+  if (layout.rank == 1) {
+    exposed.assign(64U << 20, std::byte{9});
+    auto mapped = job.transport->Register(exposed.data(), exposed.size());
+    if (!mapped.ok()) return Fail(mapped.status().message());
+    region = std::move(mapped).value();
+    std::uint64_t address = reinterpret_cast<std::uintptr_t>(exposed.data());
+    Bytes address_bytes(sizeof(address));
+    std::memcpy(address_bytes.data(), &address, sizeof(address));
+    if (!job.pmix->Put(sray::wire::Scope::kGlobal, "bench.address", address_bytes).ok() ||
+        !job.pmix->Put(sray::wire::Scope::kGlobal, "bench.key", region->packed_key()).ok()) {
+      return Fail("cannot publish the region");
+    }
+  }
+  if (!job.pmix->Commit().ok() || !job.pmix->Fence().ok()) return Fail("fence failed");
+
+  int result = 0;
+  if (layout.rank == 0) {
+    auto address = job.pmix->Get(1, "bench.address", false);
+    auto key = job.pmix->Get(1, "bench.key", false);
+    if (!address.ok() || !key.ok()) return Fail("region not published");
+    result = MeasureLatency(*job.transport);
+    if (result == 0) result = MeasureBandwidth(*job.transport);
+    if (result == 0) result = MeasureRoundTrips(*job.transport);
+    if (result == 0) result = MeasurePull(job, *address, *key);
+  }
+  if (!job.pmix->Fence().ok()) return Fail("final fence failed");
+  return result;
+}
