@@ -22,7 +22,7 @@ namespace {
 constexpr unsigned kActiveMessageId = 7;
 // A waiting caller polls the worker itself for this long without progress
 // before it sleeps and leaves the work to the progress thread.
-constexpr std::chrono::microseconds kSpinWithoutProgress{50};
+constexpr std::chrono::microseconds kSpinWithoutProgress{500};
 // The progress thread wakes at least this often to notice shutdown.
 constexpr int kPollTimeoutMilliseconds = 200;
 // After activity the progress thread keeps polling this long before it
