@@ -9,10 +9,10 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <cstdint>
 #include <cstring>
 #include <iostream>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -28,9 +28,8 @@ constexpr std::uint32_t kEcho = 1;
 constexpr std::uint32_t kSink = 2;
 constexpr std::size_t kWindow = 32;
 
-const std::vector<std::size_t> kSizes = {8,           64,          512,         4096,
-                                         32768,       262144,      1U << 20,    4U << 20,
-                                         16U << 20,   64U << 20};
+const std::vector<std::size_t> kSizes = {8,      64,       512,      4096,      32768,
+                                         262144, 1U << 20, 4U << 20, 16U << 20, 64U << 20};
 
 std::size_t IterationsFor(std::size_t size, std::size_t budget_bytes) {
   const std::size_t iterations = budget_bytes / size;
@@ -68,7 +67,8 @@ int MeasureLatency(sray::transport::Transport& transport) {
       auto reply = transport.Call(1, kEcho, payload);
       if (!reply.ok() || reply->size() != size) return Fail("echo failed");
     }
-    Report("latency_" + SizeName(size), Seconds(started) / static_cast<double>(iterations) / 2 * 1e6, "us");
+    Report("latency_" + SizeName(size),
+           Seconds(started) / static_cast<double>(iterations) / 2 * 1e6, "us");
   }
   return 0;
 }
@@ -108,7 +108,8 @@ int MeasureBandwidth(sray::transport::Transport& transport) {
     if (StreamSeconds(transport, payload, iterations / 10 + 1) < 0) return Fail("stream failed");
     const double seconds = StreamSeconds(transport, payload, iterations);
     if (seconds < 0) return Fail("stream failed");
-    Report("bandwidth_" + SizeName(size), static_cast<double>(size * iterations) / seconds / 1e6, "MB/s");
+    Report("bandwidth_" + SizeName(size), static_cast<double>(size * iterations) / seconds / 1e6,
+           "MB/s");
   }
   return 0;
 }
@@ -141,7 +142,8 @@ int MeasurePull(sray::wire::WiredJob& job, const Bytes& address, const Bytes& ke
       auto pulled = job.transport->Pull(1, remote, key, local.data(), size);
       if (!pulled.ok()) return Fail(pulled.message());
     }
-    Report("pull_" + SizeName(size), static_cast<double>(size * iterations) / Seconds(started) / 1e6, "MB/s");
+    Report("pull_" + SizeName(size),
+           static_cast<double>(size * iterations) / Seconds(started) / 1e6, "MB/s");
   }
   return 0;
 }
@@ -152,12 +154,12 @@ int main() {
   auto wired = sray::wire::WireUp();
   if (!wired.ok()) return Fail(wired.status().message());
   auto& job = **wired;
-  job.transport->RegisterRequestHandler(kEcho, [](std::uint32_t, std::span<const std::byte> payload) {
-    return Result<Bytes>(Bytes(payload.begin(), payload.end()));
-  });
-  job.transport->RegisterRequestHandler(kSink, [](std::uint32_t, std::span<const std::byte>) {
-    return Result<Bytes>(Bytes{});
-  });
+  job.transport->RegisterRequestHandler(
+      kEcho, [](std::uint32_t, std::span<const std::byte> payload) {
+        return Result<Bytes>(Bytes(payload.begin(), payload.end()));
+      });
+  job.transport->RegisterRequestHandler(
+      kSink, [](std::uint32_t, std::span<const std::byte>) { return Result<Bytes>(Bytes{}); });
   const auto& layout = job.pmix->layout();
   if (layout.size != 2) return Fail("run with exactly two ranks");
 

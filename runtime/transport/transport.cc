@@ -747,8 +747,8 @@ class Transport::Impl {
     }
     if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
       try {
-        auto* incoming =
-            new IncomingRendezvous{impl, *decoded, reply_endpoint, impl->AcquireBuffer(length), length};
+        auto* incoming = new IncomingRendezvous{impl, *decoded, reply_endpoint,
+                                                impl->AcquireBuffer(length), length};
         ucp_request_param_t receive{};
         receive.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
         receive.cb.recv_am = &Impl::OnRendezvousData;

@@ -283,7 +283,8 @@ int main(int argc, char** argv) {
                               std::chrono::steady_clock::now() - started)
                               .count();
       std::cout << "rank " << layout.rank << " left fence " << fence << " after "
-                << (waited >= 1000 * fence ? "rank 1 arrived" : "only " + std::to_string(waited) + " ms")
+                << (waited >= 1000 * fence ? "rank 1 arrived"
+                                           : "only " + std::to_string(waited) + " ms")
                 << (s.ok() ? "" : ": " + s.message()) << std::endl;
     }
     result = 0;
