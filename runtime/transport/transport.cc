@@ -254,16 +254,11 @@ class Transport::Impl {
                                            .method = method,
                                            .request_id = 0,
                                            .token = options_.token});
-    auto completion = std::make_shared<Completion>();
-    auto* context = new OperationContext{completion};
-    ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    param.cb.send = &Impl::OnOperationComplete;
-    param.user_data = context;
-    const ucs_status_ptr_t request =
-        ucp_am_send_nbx(*endpoint, kActiveMessageId, header.data(), header.size(), payload.data(),
-                        payload.size(), &param);
-    return FinishOperation(request, context, completion, rank, "send to");
+    return RunOperation(
+        rank, "send to", options_.default_timeout, [&](const ucp_request_param_t& param) {
+          return ucp_am_send_nbx(*endpoint, kActiveMessageId, header.data(), header.size(),
+                                 payload.data(), payload.size(), &param);
+        });
   }
 
   Result<std::unique_ptr<RegisteredMemory>> Register(void* address, std::size_t length) {
@@ -278,16 +273,11 @@ class Transport::Impl {
     if (!endpoint.ok()) return endpoint.status();
     auto key = RemoteKey::Unpack(*endpoint, packed_key);
     if (!key.ok()) return key.status();
-    auto completion = std::make_shared<Completion>();
-    auto* context = new OperationContext{completion};
-    ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    param.cb.send = &Impl::OnOperationComplete;
-    param.user_data = context;
-    const ucs_status_ptr_t request =
-        ucp_get_nbx(*endpoint, local, length, remote_address, (*key)->handle(), &param);
-    return FinishOperation(request, context, completion, rank, "pull from",
-                           timeout.value_or(options_.default_timeout));
+    return RunOperation(rank, "pull from", timeout.value_or(options_.default_timeout),
+                        [&](const ucp_request_param_t& param) {
+                          return ucp_get_nbx(*endpoint, local, length, remote_address,
+                                             (*key)->handle(), &param);
+                        });
   }
 
   [[nodiscard]] TransportStatistics statistics() const {
@@ -422,10 +412,24 @@ class Transport::Impl {
     return completion.changed.wait_until(lock, deadline, [&] { return completion.done.load(); });
   }
 
+  // Starts one UCX operation through `start` (given the request parameters)
+  // and waits for it, within `limit`.
+  template <typename Start>
+  Status RunOperation(std::uint32_t rank, std::string_view verb, std::chrono::milliseconds limit,
+                      Start&& start) {
+    auto completion = std::make_shared<Completion>();
+    auto* context = new OperationContext{completion};
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.send = &Impl::OnOperationComplete;
+    param.user_data = context;
+    const ucs_status_ptr_t request = start(param);
+    return FinishOperation(request, context, completion, rank, verb, limit);
+  }
+
   Status FinishOperation(ucs_status_ptr_t request, OperationContext* context,
                          const std::shared_ptr<Completion>& completion, std::uint32_t rank,
-                         std::string_view verb,
-                         std::chrono::milliseconds limit = std::chrono::milliseconds::max()) {
+                         std::string_view verb, std::chrono::milliseconds limit) {
     if (request == nullptr) {
       delete context;
       return Status::Ok();
@@ -434,7 +438,6 @@ class Transport::Impl {
       delete context;
       return FromUcs(UCS_PTR_STATUS(request), "cannot " + std::string(verb) + " " + Describe(rank));
     }
-    if (limit == std::chrono::milliseconds::max()) limit = options_.default_timeout;
     if (!WaitFor(*completion, limit)) {
       // Cancelling makes UCX call the callback, which frees the request and
       // the context; until then UCX may still touch the caller's buffer.

@@ -1,6 +1,7 @@
 # Helpers for the tests of `sray run` (label `local`): no Slurm, the current
 # user, binaries from the build tree. Sourced by tests/local/test_*.sh.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 : "${SRAY_BUILD_DIR:?run through ctest, which sets SRAY_BUILD_DIR}"
 SRAY=$SRAY_BUILD_DIR/launcher/sray
 CHECK=$SRAY_BUILD_DIR/tests/transport_check
@@ -8,20 +9,7 @@ ROLES=$SRAY_BUILD_DIR/examples/roles
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
 
-expect_lines() {
-  local file=$1 pattern=$2 want=${3:-} got
-  got=$(grep -cE -- "$pattern" "$file" || true)
-  if [ -z "$want" ]; then
-    [ "$got" -ge 1 ] || { cat "$file" >&2; fail "no line of $file matches /$pattern/"; }
-  else
-    [ "$got" -eq "$want" ] || { cat "$file" >&2; fail "$got lines of $file match /$pattern/, expected $want"; }
-  fi
-}
 
 # Nothing of job $1 (a local job id, e.g. local1234) may remain in /tmp.
 expect_nothing_left() {

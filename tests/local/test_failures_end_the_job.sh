@@ -18,21 +18,10 @@ for tls in default tcp,self; do
   out=$WORK/death.$tls.out
   "${env_prefix[@]}" "$SRAY" run -N3 --tasks-per-node 2 bash -c 'echo "job $SRAY_JOB_ID"; exec "$0" peer-death' "$CHECK" >"$out" 2>&1 &
   launcher=$!
-  victim=""
-  for _ in $(seq 300); do
-    victim=$(awk '$1 == "rank" && $2 == "5:" && $3 == "victim" {print $5}' "$out")
-    [ -n "$victim" ] && break
-    sleep 0.1
-  done
-  [ -n "$victim" ] || { cat "$out" >&2; fail "the victim never started"; }
+  victim=$(wait_for_victim "$out")
   kill -9 "$victim"
   killed_at=$(date +%s%N)
-  seen=0
-  for _ in $(seq 100); do
-    seen=$(grep -c 'peer failure seen: rank 5 (node 2, .*) is unreachable' "$out" || true)
-    [ "$seen" -ge 5 ] && break
-    sleep 0.1
-  done
+  seen=$(count_within_10s "$out" 'peer failure seen: rank 5 \(node 2, .*\) is unreachable' 5)
   [ "$seen" -ge 5 ] || { cat "$out" >&2; fail "only $seen of 5 survivors saw rank 5 die within 10 s"; }
   echo "UCX_TLS=$tls: survivors saw the failure within $((($(date +%s%N) - killed_at) / 1000000)) ms"
   status=0

@@ -2,6 +2,7 @@
 # (scripts/cluster). Sourced by each tests/slurm/test_*.sh; tests run as root
 # and submit jobs as the unprivileged test user.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 
 SRAY_SOURCE_DIR=${SRAY_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 CLUSTER=$SRAY_SOURCE_DIR/scripts/cluster
@@ -33,21 +34,7 @@ as_user() {
     HOME="$SRAY_TEST_HOME" USER="$SRAY_TEST_USER" LANG=C.UTF-8 SLURM_CONF="$SLURM_CONF" "$@")
 }
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
 
-# expect_line FILE REGEX [COUNT]: FILE has COUNT lines (default: at least one) matching REGEX.
-expect_lines() {
-  local file=$1 pattern=$2 want=${3:-} got
-  got=$(grep -cE -- "$pattern" "$file" || true)
-  if [ -z "$want" ]; then
-    [ "$got" -ge 1 ] || { cat "$file" >&2; fail "no line of $file matches /$pattern/"; }
-  else
-    [ "$got" -eq "$want" ] || { cat "$file" >&2; fail "$got lines of $file match /$pattern/, expected $want"; }
-  fi
-}
 
 # The node's view of a path (each emulated node has a private /tmp).
 on_node() { echo "$("$CLUSTER" node-root "$1")$2"; }

@@ -11,21 +11,10 @@ for tls in default tcp,self; do
   as_user "${env_prefix[@]}" srun -N3 --ntasks-per-node=2 --ray-cluster bash -c \
     "echo \"\$\$ task rank \$SLURM_PROCID job \$SLURM_JOB_ID\"; exec $CHECK peer-death" >"$out" 2>&1 &
   srun_pid=$!
-  victim=""
-  for _ in $(seq 300); do
-    victim=$(awk '$1 == "rank" && $2 == "5:" && $3 == "victim" {print $5}' "$out")
-    [ -n "$victim" ] && break
-    sleep 0.1
-  done
-  [ -n "$victim" ] || { cat "$out" >&2; fail "the victim never started"; }
+  victim=$(wait_for_victim "$out")
   killed_at=$(date +%s%N)
   kill -9 "$victim"
-  seen=0
-  for _ in $(seq 100); do
-    seen=$(grep -c 'peer failure seen: rank 5 (node 2, n3) is unreachable' "$out" || true)
-    [ "$seen" -ge 5 ] && break
-    sleep 0.1
-  done
+  seen=$(count_within_10s "$out" 'peer failure seen: rank 5 \(node 2, n3\) is unreachable' 5)
   elapsed_ms=$((($(date +%s%N) - killed_at) / 1000000))
   [ "$seen" -ge 5 ] || { cat "$out" >&2; fail "only $seen of 5 survivors saw rank 5 die within 10 s"; }
   echo "UCX_TLS=$tls: all survivors saw the failure within $elapsed_ms ms"

@@ -1,0 +1,42 @@
+# Assertions shared by the shell tests (tests/local, tests/slurm, tests/install).
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+# expect_lines FILE REGEX [COUNT]: FILE has COUNT lines (default: at least one)
+# matching the extended regular expression REGEX.
+expect_lines() {
+  local file=$1 pattern=$2 want=${3:-} got
+  got=$(grep -cE -- "$pattern" "$file" || true)
+  if [ -z "$want" ]; then
+    [ "$got" -ge 1 ] || { cat "$file" >&2; fail "no line of $file matches /$pattern/"; }
+  else
+    [ "$got" -eq "$want" ] || { cat "$file" >&2; fail "$got lines of $file match /$pattern/, expected $want"; }
+  fi
+}
+
+# wait_for_victim FILE: prints the pid that `transport_check peer-death` reports
+# for its victim in FILE, waiting up to 30 s; fails when none appears.
+wait_for_victim() {
+  local file=$1 victim=""
+  for _ in $(seq 300); do
+    victim=$(awk '$1 == "rank" && $3 == "victim" {print $5; exit}' "$file")
+    [ -n "$victim" ] && break
+    sleep 0.1
+  done
+  [ -n "$victim" ] || { cat "$file" >&2; fail "the victim never started"; }
+  echo "$victim"
+}
+
+# count_within_10s FILE REGEX WANT: waits up to 10 s for WANT matching lines.
+count_within_10s() {
+  local file=$1 pattern=$2 want=$3 seen=0
+  for _ in $(seq 100); do
+    seen=$(grep -cE -- "$pattern" "$file" || true)
+    [ "$seen" -ge "$want" ] && break
+    sleep 0.1
+  done
+  echo "$seen"
+}
