@@ -22,8 +22,6 @@
 #include "jobsetup/resolved_options.h"
 #include "jobsetup/step_processes.h"
 
-extern char** environ;
-
 namespace sray::launcher {
 namespace {
 
@@ -226,6 +224,7 @@ class LocalJob {
         variables[entry.substr(0, equals)] = entry.substr(equals + 1);
     }
     std::vector<std::string> flattened;
+    flattened.reserve(variables.size());
     for (const auto& [name, value] : variables) flattened.push_back(name + "=" + value);
     return flattened;
   }
@@ -275,10 +274,11 @@ class LocalJob {
 
   void Forward(OutputStream& stream, bool at_end) {
     std::size_t start = 0;
+    const std::string_view pending = stream.pending;
     for (;;) {
-      const auto newline = stream.pending.find('\n', start);
-      if (newline == std::string::npos) break;
-      Emit(stream, std::string_view(stream.pending).substr(start, newline + 1 - start));
+      const auto newline = pending.find('\n', start);
+      if (newline == std::string_view::npos) break;
+      Emit(stream, pending.substr(start, newline + 1 - start));
       start = newline + 1;
     }
     stream.pending.erase(0, start);
@@ -299,7 +299,7 @@ class LocalJob {
     WriteAll(stream.target_fd, labelled);
   }
 
-  bool AnyRunning() const {
+  [[nodiscard]] bool AnyRunning() const {
     for (const auto& rank : ranks_) {
       if (rank.running) return true;
     }

@@ -86,7 +86,7 @@ class [[nodiscard]] Result {
     return ok() ? kOk : std::get<Status>(storage_);
   }
   T& value() & { return std::get<T>(storage_); }
-  const T& value() const& { return std::get<T>(storage_); }
+  [[nodiscard]] const T& value() const& { return std::get<T>(storage_); }
   [[nodiscard]] T&& value() && { return std::get<T>(std::move(storage_)); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }

@@ -34,7 +34,7 @@ constexpr std::chrono::microseconds kBusyPollAfterActivity{100};
 constexpr std::chrono::microseconds kYieldToSpinningCaller{200};
 // Rendezvous receive buffers are recycled: a fresh large allocation costs
 // page faults on every byte, which would halve large-message bandwidth.
-constexpr std::size_t kPooledBufferMinimum = 64 * 1024;
+constexpr std::size_t kPooledBufferMinimum = std::size_t{64} * 1024;
 constexpr std::size_t kPooledBuffersKept = 8;
 // How often ranks with calls in flight are probed for liveness.
 constexpr std::chrono::milliseconds kLivenessInterval{250};
