@@ -35,7 +35,8 @@ constexpr std::chrono::microseconds kYieldToSpinningCaller{200};
 // Rendezvous receive buffers are recycled: a fresh large allocation costs
 // page faults on every byte, which would halve large-message bandwidth.
 constexpr std::size_t kPooledBufferMinimum = std::size_t{64} * 1024;
-constexpr std::size_t kPooledBuffersKept = 8;
+// Enough for a window of large messages in flight; older buffers go first.
+constexpr std::size_t kPooledBytesKept = std::size_t{256} << 20;
 // How often ranks with calls in flight are probed for liveness.
 constexpr std::chrono::milliseconds kLivenessInterval{250};
 
@@ -358,6 +359,7 @@ class Transport::Impl {
         if (it->capacity >= length) {
           Buffer reused = std::move(*it);
           buffer_pool_.erase(it);
+          pooled_bytes_ -= reused.capacity;
           return reused;
         }
       }
@@ -368,8 +370,12 @@ class Transport::Impl {
   void ReleaseBuffer(Buffer buffer) {
     if (buffer.capacity < kPooledBufferMinimum) return;
     std::lock_guard lock(pool_mutex_);
-    if (buffer_pool_.size() >= kPooledBuffersKept) buffer_pool_.erase(buffer_pool_.begin());
+    pooled_bytes_ += buffer.capacity;
     buffer_pool_.push_back(std::move(buffer));
+    while (pooled_bytes_ > kPooledBytesKept && !buffer_pool_.empty()) {
+      pooled_bytes_ -= buffer_pool_.front().capacity;
+      buffer_pool_.erase(buffer_pool_.begin());
+    }
   }
 
   struct EndpointState {
@@ -862,6 +868,7 @@ class Transport::Impl {
   std::atomic<int> spinning_waiters_{0};
   std::mutex pool_mutex_;
   std::vector<Buffer> buffer_pool_;
+  std::size_t pooled_bytes_ = 0;  // guarded by pool_mutex_
 
   std::shared_mutex handlers_mutex_;
   std::unordered_map<std::uint32_t, RequestHandler> request_handlers_;
