@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <set>
 #include <csignal>
 #include <fstream>
 #include <string>
@@ -60,10 +61,18 @@ std::vector<pid_t> FindStepProcesses(const StepProcessSelector& selector) {
 
 Result<std::size_t> EndStepProcesses(const StepProcessSelector& selector,
                                      std::chrono::milliseconds grace) {
-  std::vector<pid_t> remaining = FindStepProcesses(selector);
-  const std::size_t found = remaining.size();
-  for (const pid_t pid : remaining) ::kill(pid, SIGTERM);
-
+  // A process caught between fork and exec shows an empty environment for a
+  // moment, so one scan can miss a child its task started just before exiting
+  // (seen as a step whose output pipe stayed open until Slurm gave up after
+  // 60 s). Three scans 20 ms apart close that window.
+  std::set<pid_t> seen;
+  for (int scan = 0; scan < 3; ++scan) {
+    for (const pid_t pid : FindStepProcesses(selector)) {
+      if (seen.insert(pid).second) ::kill(pid, SIGTERM);
+    }
+    if (scan < 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::vector<pid_t> remaining(seen.begin(), seen.end());
   const auto deadline = std::chrono::steady_clock::now() + grace;
   while (!remaining.empty() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -78,7 +87,7 @@ Result<std::size_t> EndStepProcesses(const StepProcessSelector& selector,
     for (const pid_t pid : late) ::kill(pid, SIGKILL);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return found;
+  return seen.size();
 }
 
 }  // namespace sray::jobsetup

@@ -19,12 +19,18 @@ job=$(awk '$1 == "job" {print $2; exit}' "$WORK/pids.out")
 expect_no_session_directories "$job"
 expect_processes_gone "$WORK/pids.out"
 
-# The same holds when the step fails.
-if as_user srun -N3 --ray-cluster bash -c 'sleep 602 & echo "$! background"; echo "job $SLURM_JOB_ID"; exit 3' \
+# The same holds when the step fails, and for children started just before
+# the task exits (they may still be between fork and exec when it ends).
+if as_user srun -N3 --ray-cluster bash -c 'echo "job $SLURM_JOB_ID"; for i in 1 2 3 4 5 6 7 8; do sleep 602 & echo "$! background"; done; exit 3' \
   >"$WORK/failed.out"; then
   fail "a failing step reported success"
 fi
 job=$(awk '$1 == "job" {print $2; exit}' "$WORK/failed.out")
 expect_no_session_directories "$job"
 expect_processes_gone "$WORK/failed.out"
+# They must be ended when the last task exits, not found only after Slurm
+# gave up waiting for the output they held open.
+if grep -q "\[$job.0\] error: eio_handle_mainloop: Abandoning IO" "$SRAY_CLUSTER_DIR"/log/slurmd-*.log; then
+  fail "leftovers of step $job.0 kept its output open until Slurm abandoned it"
+fi
 echo PASS
