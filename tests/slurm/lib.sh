@@ -40,21 +40,34 @@ as_user() {
 on_node() { echo "$("$CLUSTER" node-root "$1")$2"; }
 
 # Fails unless no session directory of the given job is left on any node.
+# srun returns when the tasks have ended; slurmstepd's own cleanup (where the
+# plugin removes the directory) finishes moments later, so wait up to 10 s.
 expect_no_session_directories() {
-  local job=$1 node left
-  for node in $(sinfo -h -N -o %N); do
-    left=$(ls -d "$(on_node "$node" /tmp)"/sray-*-"$job".* 2>/dev/null || true)
-    [ -z "$left" ] || fail "session directory left behind on $node: $left"
+  local job=$1 node left=""
+  for _ in $(seq 100); do
+    left=""
+    for node in $(sinfo -h -N -o %N); do
+      left+=$(ls -d "$(on_node "$node" /tmp)"/sray-*-"$job".* 2>/dev/null || true)
+    done
+    [ -z "$left" ] && return 0
+    sleep 0.1
   done
+  fail "session directory left behind 10 s after the step: $left"
 }
 
 # Fails unless every pid listed in FILE (one per line, first field) is gone.
 expect_processes_gone() {
-  local file=$1 pid
-  for pid in $(awk '{print $1}' "$file"); do
-    [[ $pid =~ ^[0-9]+$ ]] || continue
-    if [ -d "/proc/$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]; then
-      fail "process $pid of the step is still alive: $(tr '\0' ' ' <"/proc/$pid/cmdline")"
-    fi
+  local file=$1 pid alive
+  for _ in $(seq 100); do
+    alive=""
+    for pid in $(awk '{print $1}' "$file"); do
+      [[ $pid =~ ^[0-9]+$ ]] || continue
+      if [ -d "/proc/$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]; then
+        alive+=" $pid"
+      fi
+    done
+    [ -z "$alive" ] && return 0
+    sleep 0.1
   done
+  fail "processes of the step still alive 10 s after it:$alive"
 }
