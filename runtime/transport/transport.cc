@@ -68,7 +68,7 @@ Bytes EncodeError(const Status& status) {
 
 Status DecodeError(std::span<const std::byte> bytes) {
   if (bytes.empty()) return Status::Internal("the peer sent an empty error response");
-  const std::string message(reinterpret_cast<const char*>(bytes.data() + 1), bytes.size() - 1);
+  const std::string message(TextOf(bytes.subspan(1)));
   switch (static_cast<StatusCode>(bytes[0])) {
     case StatusCode::kInvalidArgument: return Status::InvalidArgument(message);
     case StatusCode::kNotFound: return Status::NotFound(message);

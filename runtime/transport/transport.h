@@ -6,8 +6,9 @@
 // Design:
 // - One UCX worker per process in UCS_THREAD_MODE_MULTI. A progress thread
 //   sleeps on the worker's event fd (arm + poll) instead of spinning a core;
-//   a thread waiting for its own reply progresses the worker itself for a
-//   short while first, which keeps small-message latency near UCX's own.
+//   a thread waiting for its own reply progresses the worker itself for up
+//   to 500 us first, and after activity the progress thread polls for 100 us
+//   before it sleeps (docs/ARCHITECTURE.md has the measured costs).
 // - Endpoints are created lazily on first use, from the address the
 //   resolver returns (PMIx in a job), with peer error handling: when a peer
 //   dies every pending and future call to it fails with an error naming it.
@@ -30,12 +31,11 @@
 #include <vector>
 
 #include "common/status.h"
+#include "transport/bytes.h"
 #include "transport/frame.h"
 #include "transport/ucx_handles.h"
 
 namespace sray::transport {
-
-using Bytes = std::vector<std::byte>;
 
 // Returns the UCX worker address of `rank`, for the first connection to it.
 using AddressResolver = std::function<Result<Bytes>(std::uint32_t rank)>;

@@ -22,8 +22,8 @@ namespace sray::transport {
 
 class UcxContext {
  public:
-  // `transports` overrides UCX_TLS when not empty; `keepalive` sets how soon
-  // a silent dead peer is noticed on transports without connection state.
+  // `keepalive_interval` sets how soon a silent dead peer is noticed on
+  // transports without connection state (an explicit UCX_KEEPALIVE_INTERVAL wins).
   static Result<std::shared_ptr<UcxContext>> Create(const std::string& keepalive_interval);
   ~UcxContext();
   UcxContext(const UcxContext&) = delete;

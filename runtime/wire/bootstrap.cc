@@ -28,7 +28,7 @@ Result<transport::JobToken> NewJobSecret() {
 Result<PeerLocation> LocationWith(PmixClient& pmix, std::uint32_t rank) {
   auto bytes = pmix.Get(rank, kLocationKey, false);
   if (!bytes.ok()) return bytes.status();
-  std::istringstream text(std::string(reinterpret_cast<const char*>(bytes->data()), bytes->size()));
+  std::istringstream text{std::string(transport::TextOf(*bytes))};
   PeerLocation location;
   text >> location.node_id >> location.pid >> location.start_time;
   std::getline(text >> std::ws, location.hostname);
@@ -100,9 +100,7 @@ Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
   const std::string own_location = std::to_string(layout.node_id) + " " + std::to_string(getpid()) +
                                    " " + std::to_string(StartTimeOf(getpid())) + " " +
                                    layout.hostname;
-  SRAY_RETURN_IF_ERROR(
-      client.Put(Scope::kGlobal, kLocationKey,
-                 std::as_bytes(std::span(own_location.data(), own_location.size()))));
+  SRAY_RETURN_IF_ERROR(client.Put(Scope::kGlobal, kLocationKey, transport::BytesOf(own_location)));
   transport::JobToken secret{};
   if (layout.rank == 0) {
     // Rank 0 makes the secret; PMIx hands it only to processes of this job.

@@ -17,6 +17,13 @@ expect_lines "$WORK/env.out" '^[0-5]: session 700 directory$' 6
 job=$(grep -o 'job=[^ ]*' "$WORK/env.out" | head -1 | cut -d= -f2)
 expect_nothing_left "$job"
 
+# UCX defaults that keep shared memory usable with peer-failure detection,
+# exported unless the user chose otherwise.
+"$SRAY" run -N1 bash -c 'echo "ucx $UCX_POSIX_ERROR_HANDLING $UCX_SYSV_ERROR_HANDLING"' >"$WORK/ucx.out"
+expect_lines "$WORK/ucx.out" '^ucx y y$' 1
+UCX_POSIX_ERROR_HANDLING=n "$SRAY" run -N1 bash -c 'echo "ucx $UCX_POSIX_ERROR_HANDLING $UCX_SYSV_ERROR_HANDLING"' >"$WORK/ucx.out"
+expect_lines "$WORK/ucx.out" '^ucx n y$' 1
+
 # Options the program must pass through untouched.
 "$SRAY" run -N1 bash -c 'echo "args: $*"' prog -N 5 --label >"$WORK/args.out"
 expect_lines "$WORK/args.out" '^args: -N 5 --label$' 1

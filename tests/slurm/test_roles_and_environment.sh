@@ -41,6 +41,12 @@ expect_lines "$WORK/user.out" '^warning$' 2
 as_user srun -N2 --ray-cluster="config=$WORK/user.toml,log_level=debug" printenv SRAY_LOG_LEVEL >"$WORK/cli.out"
 expect_lines "$WORK/cli.out" '^debug$' 2
 
+# UCX defaults reach the tasks unless the user set them.
+as_user srun -N2 --ray-cluster bash -c 'echo "ucx $UCX_POSIX_ERROR_HANDLING $UCX_SYSV_ERROR_HANDLING"' >"$WORK/ucx.out"
+expect_lines "$WORK/ucx.out" '^ucx y y$' 2
+as_user env UCX_SYSV_ERROR_HANDLING=n srun -N2 --ray-cluster bash -c 'echo "ucx $UCX_POSIX_ERROR_HANDLING $UCX_SYSV_ERROR_HANDLING"' >"$WORK/ucx.out"
+expect_lines "$WORK/ucx.out" '^ucx y n$' 2
+
 # Without --ray-cluster the plugin stays out of the way.
 as_user srun -N1 bash -c 'echo "role=${SRAY_ROLE:-none}"' >"$WORK/plain.out"
 expect_lines "$WORK/plain.out" '^role=none$' 1

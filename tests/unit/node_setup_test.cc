@@ -98,16 +98,22 @@ TEST(NodeSetup, MissingTmpdirFailsWithAClearMessage) {
   EXPECT_NE(setup.status().message().find("/nonexistent-sray-tmp"), std::string::npos);
 }
 
+// The head of a 2-node step with 2 CPUs per node.
+TaskEnvironment SampleHead() {
+  return {.role = "head",
+          .node_id = 0,
+          .num_nodes = 2,
+          .head_host = "n1",
+          .session_dir = "/tmp/s",
+          .job_id = "9",
+          .step_id = "1",
+          .node_cpus = 2,
+          .option_variables = {}};
+}
+
 TEST(TaskEnvironment, ReadsBackWhatWasWritten) {
-  TaskEnvironment written{.role = "head",
-                          .node_id = 0,
-                          .num_nodes = 2,
-                          .head_host = "n1",
-                          .session_dir = "/tmp/s",
-                          .job_id = "9",
-                          .step_id = "1",
-                          .node_cpus = 2,
-                          .option_variables = {{"SRAY_LOG_LEVEL", "debug"}}};
+  TaskEnvironment written = SampleHead();
+  written.option_variables = {{"SRAY_LOG_LEVEL", "debug"}};
   std::map<std::string, std::string> storage;
   auto read = ReadTaskEnvironment(LookupIn(ToEnvironmentVariables(written), storage));
   ASSERT_TRUE(read.ok()) << read.status().message();
@@ -126,15 +132,7 @@ TEST(TaskEnvironment, OutsideAStepTheErrorSaysHowToLaunch) {
 }
 
 TEST(TaskEnvironment, RejectsInconsistentValues) {
-  TaskEnvironment base{.role = "head",
-                       .node_id = 0,
-                       .num_nodes = 2,
-                       .head_host = "n1",
-                       .session_dir = "/tmp/s",
-                       .job_id = "9",
-                       .step_id = "1",
-                       .node_cpus = 2,
-                       .option_variables = {}};
+  const TaskEnvironment base = SampleHead();
   auto with = [&](const char* name, const char* value) {
     std::map<std::string, std::string> storage;
     auto lookup = LookupIn(ToEnvironmentVariables(base), storage);

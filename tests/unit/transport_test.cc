@@ -20,14 +20,11 @@ constexpr std::uint32_t kSum = 3;
 constexpr std::uint32_t kNote = 4;
 constexpr std::uint32_t kNested = 5;
 
-Bytes Text(const std::string& text) {
-  Bytes bytes(text.size());
-  std::memcpy(bytes.data(), text.data(), text.size());
-  return bytes;
+Bytes Text(std::string_view text) {
+  return BytesOf(text);
 }
-
 std::string AsText(const Bytes& bytes) {
-  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+  return std::string(TextOf(bytes));
 }
 
 JobToken TokenOf(std::uint8_t seed) {
@@ -160,11 +157,10 @@ TEST_F(TransportPair, OneWayMessagesReachTheirHandler) {
   auto server = Make(0, TokenOf(1));
   auto client = Make(1, TokenOf(1));
   std::promise<std::string> received;
-  server->RegisterOneWayHandler(kNote, [&](std::uint32_t source,
-                                           std::span<const std::byte> payload) {
-    received.set_value(std::to_string(source) + ":" +
-                       std::string(reinterpret_cast<const char*>(payload.data()), payload.size()));
-  });
+  server->RegisterOneWayHandler(
+      kNote, [&](std::uint32_t source, std::span<const std::byte> payload) {
+        received.set_value(std::to_string(source) + ":" + std::string(TextOf(payload)));
+      });
   ASSERT_TRUE(client->Send(0, kNote, Text("note")).ok());
   auto future = received.get_future();
   ASSERT_EQ(future.wait_for(std::chrono::seconds(10)), std::future_status::ready);

@@ -38,15 +38,8 @@ constexpr std::uint32_t kEcho = 1;
 constexpr std::uint32_t kChecksum = 2;
 constexpr std::uint32_t kStatistics = 3;
 
-Bytes ToBytes(const std::string& text) {
-  Bytes bytes(text.size());
-  std::memcpy(bytes.data(), text.data(), text.size());
-  return bytes;
-}
-
-std::string ToString(const Bytes& bytes) {
-  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
-}
+using sray::transport::BytesOf;
+using sray::transport::TextOf;
 
 // Fletcher-style checksum over 64-bit words: fast and order-sensitive.
 std::uint64_t Checksum(std::span<const std::byte> data) {
@@ -97,8 +90,8 @@ void RegisterHandlers(sray::wire::WiredJob& job) {
       kEcho, [&transport](std::uint32_t source, std::span<const std::byte> payload) {
         std::string reply = "echo from " + std::to_string(transport.rank()) + " to " +
                             std::to_string(source) + ": ";
-        reply.append(reinterpret_cast<const char*>(payload.data()), payload.size());
-        return Result<Bytes>(ToBytes(reply));
+        reply.append(TextOf(payload));
+        return Result<Bytes>(BytesOf(reply));
       });
   transport.RegisterRequestHandler(kChecksum,
                                    [](std::uint32_t, std::span<const std::byte> payload) {
@@ -114,12 +107,12 @@ int AllToAll(sray::wire::WiredJob& job) {
   const auto& layout = job.pmix->layout();
   for (std::uint32_t peer = 0; peer < layout.size; ++peer) {
     const std::string message = "hello " + std::to_string(layout.rank);
-    auto reply = job.transport->Call(peer, kEcho, ToBytes(message));
+    auto reply = job.transport->Call(peer, kEcho, BytesOf(message));
     if (!reply.ok()) return Fail(layout.rank, reply.status().message());
     const std::string expected =
         "echo from " + std::to_string(peer) + " to " + std::to_string(layout.rank) + ": " + message;
-    if (ToString(*reply) != expected)
-      return Fail(layout.rank, "wrong reply '" + ToString(*reply) + "'");
+    if (TextOf(*reply) != expected)
+      return Fail(layout.rank, "wrong reply '" + std::string(TextOf(*reply)) + "'");
   }
   std::cout << "rank " << layout.rank << " (node " << layout.node_id << " of " << layout.num_nodes
             << ", local rank " << layout.local_rank << " of " << layout.local_size
@@ -190,13 +183,13 @@ int PeerDeath(sray::wire::WiredJob& job) {
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
   while (std::chrono::steady_clock::now() < deadline) {
-    auto reply = job.transport->Call(victim, kEcho, ToBytes("ping"), std::chrono::seconds(30));
+    auto reply = job.transport->Call(victim, kEcho, BytesOf("ping"), std::chrono::seconds(30));
     if (!reply.ok()) {
       std::cout << "rank " << layout.rank << ": peer failure seen: " << reply.status().message()
                 << std::endl;
       // A second call must fail at once, without a new connection attempt.
       const auto again_started = std::chrono::steady_clock::now();
-      auto again = job.transport->Call(victim, kEcho, ToBytes("ping"), std::chrono::seconds(30));
+      auto again = job.transport->Call(victim, kEcho, BytesOf("ping"), std::chrono::seconds(30));
       const auto again_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                 std::chrono::steady_clock::now() - again_started)
                                 .count();
@@ -230,8 +223,8 @@ int Intruder(sray::wire::WiredJob& job) {
     };
     auto intruder = sray::transport::Transport::Create(std::move(options));
     if (!intruder.ok()) return Fail(1, intruder.status().message());
-    auto reply = (*intruder)->Call(0, kEcho, ToBytes("let me in"), std::chrono::seconds(3));
-    if (reply.ok()) return Fail(1, "the intruder was served: " + ToString(*reply));
+    auto reply = (*intruder)->Call(0, kEcho, BytesOf("let me in"), std::chrono::seconds(3));
+    if (reply.ok()) return Fail(1, "the intruder was served: " + std::string(TextOf(*reply)));
     std::cout << "rank 1: intruder refused: " << reply.status().message() << std::endl;
     auto rejected = job.transport->Call(0, kStatistics, {});
     if (!rejected.ok()) return Fail(1, rejected.status().message());
