@@ -1,6 +1,8 @@
 #include "wire/pmix_client.h"
 
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 
 #include "wire/pmix_status.h"
 
@@ -119,7 +121,37 @@ Status PmixClient::Commit() {
   return FromPmix(PMIx_Commit(), "cannot commit published values");
 }
 
-Status PmixClient::Fence() {
+namespace {
+
+// Shared by a fence's waiter and its completion callback; whichever lets go
+// last frees it, so a callback arriving after a timeout is still safe.
+struct FenceWait {
+  std::mutex mutex;
+  std::condition_variable finished;
+  bool done = false;
+  pmix_status_t status = PMIX_ERROR;
+  int holders = 2;
+
+  // Returns true when the caller was the last holder and must delete.
+  bool Release() {
+    std::lock_guard lock(mutex);
+    return --holders == 0;
+  }
+  static void Done(pmix_status_t status, void* cbdata) {
+    auto* wait = static_cast<FenceWait*>(cbdata);
+    {
+      std::lock_guard lock(wait->mutex);
+      wait->done = true;
+      wait->status = status;
+    }
+    wait->finished.notify_all();
+    if (wait->Release()) delete wait;
+  }
+};
+
+}  // namespace
+
+Status PmixClient::Fence(std::chrono::seconds timeout) {
   // Always with data collection: under Slurm 22.05's PMIx plugin a fence
   // without it (PMIX_COLLECT_DATA=false or no info) returned at once on rank
   // 0 while rank 1 was still 2 s away (transport_check fence), so it was no
@@ -129,8 +161,31 @@ Status PmixClient::Fence() {
   bool collect_data = true;
   PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &collect_data, PMIX_BOOL);
   const pmix_proc_t wildcard = ProcOf(self_, PMIX_RANK_WILDCARD);
-  const pmix_status_t status = PMIx_Fence(&wildcard, 1, &info, 1);
+  auto* wait = new FenceWait();
+  const pmix_status_t started = PMIx_Fence_nb(&wildcard, 1, &info, 1, &FenceWait::Done, wait);
   PMIX_INFO_DESTRUCT(&info);
+  if (started != PMIX_SUCCESS) {
+    delete wait;  // the callback will not run
+    if (started == PMIX_OPERATION_SUCCEEDED) return Status::Ok();
+    return FromPmix(started, "the job-wide PMIx fence failed");
+  }
+  // A fence that never completes must become an error, not a silent hang
+  // (seen once under srun: one rank stayed in the wire-up fence while the
+  // others had left it).
+  bool done = false;
+  pmix_status_t status = PMIX_ERROR;
+  {
+    std::unique_lock lock(wait->mutex);
+    done = wait->finished.wait_for(lock, timeout, [wait] { return wait->done; });
+    status = wait->status;
+  }
+  if (wait->Release()) delete wait;
+  if (!done) {
+    return Status::Unavailable("the job-wide PMIx fence did not complete within " +
+                               std::to_string(timeout.count()) +
+                               " s: a process of the job is missing or hung, or the launcher's "
+                               "PMIx server lost the collective; rerun the step");
+  }
   return FromPmix(status, "the job-wide PMIx fence failed")
       .WithRemedy("another process of the job probably died before reaching it");
 }

@@ -9,6 +9,7 @@
 
 #include <pmix.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -54,8 +55,10 @@ class PmixClient {
   Status Put(Scope scope, const std::string& key, std::span<const std::byte> value);
   Status Commit();
   // Blocks until every process of the job has reached the fence, and
-  // exchanges every committed value on the way.
-  Status Fence();
+  // exchanges every committed value on the way; fails after `timeout`.
+  Status Fence(std::chrono::seconds timeout = kDefaultFenceTimeout);
+
+  static constexpr std::chrono::seconds kDefaultFenceTimeout{120};
   // Reads `key` as published by `rank`. `optional`: answer from what is
   // already here instead of asking the server (for probing a local key).
   Result<std::vector<std::byte>> Get(std::uint32_t rank, const std::string& key, bool optional);

@@ -9,6 +9,7 @@
 //   transport_check intruder         a transport without the job secret gets nothing served
 //   transport_check abort            rank 1 calls PMIx_Abort(5); everyone else waits
 //   transport_check fence            fences are barriers (rank 1 arrives late)
+//   transport_check fence-timeout    a fence rank 1 never joins fails after 2 s
 //
 // Prints "rank R: ..." lines; exits 0 on success.
 
@@ -255,6 +256,20 @@ int main(int argc, char** argv) {
     result = AllToAll(**job);
   } else if (mode == "bulk" && argc > 2) {
     result = Bulk(**job, std::stoull(argv[2]));
+  } else if (mode == "fence-timeout") {
+    // Rank 1 never reaches the fence: the others get an error, not a hang.
+    auto& job_ref = **job;
+    const auto rank = job_ref.pmix->layout().rank;
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(4));
+      std::cout.flush();
+      _exit(0);
+    }
+    auto fenced = job_ref.pmix->Fence(std::chrono::seconds(2));
+    std::cout << "rank " << rank << ": " << (fenced.ok() ? "fence passed" : fenced.message())
+              << std::endl;
+    std::cout.flush();
+    _exit(fenced.ok() ? 1 : 0);
   } else if (mode == "abort") {
     auto& job_ref = **job;
     if (job_ref.pmix->layout().rank == 1) {
