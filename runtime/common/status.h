@@ -24,6 +24,8 @@ enum class StatusCode {
   kIoError,
   kUnavailable,
   kInternal,
+  kResourceExhausted,
+  kDeadlineExceeded,
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -51,6 +53,12 @@ class [[nodiscard]] Status {
   }
   static Status Internal(std::string message) {
     return {StatusCode::kInternal, std::move(message)};
+  }
+  static Status ResourceExhausted(std::string message) {
+    return {StatusCode::kResourceExhausted, std::move(message)};
+  }
+  static Status DeadlineExceeded(std::string message) {
+    return {StatusCode::kDeadlineExceeded, std::move(message)};
   }
   // Maps an errno value to the closest code and appends strerror to `what`.
   static Status FromErrno(int error_number, std::string_view what);

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <filesystem>
+#include <sstream>
+
+#include "sched/resources.h"
 
 namespace sray::jobsetup {
 namespace {
@@ -10,7 +13,7 @@ namespace {
 constexpr std::array<std::string_view, 4> kLogLevels = {"error", "warning", "info", "debug"};
 
 // Kept sorted by key: AcceptedKeys() and the docs list them in this order.
-const std::array<OptionSpec, 3> kSchema = {{
+const std::array<OptionSpec, 5> kSchema = {{
     {.key = "config",
      .kind = OptionKind::kAbsolutePath,
      .environment_variable = "SRAY_USER_CONFIG",
@@ -24,6 +27,19 @@ const std::array<OptionSpec, 3> kSchema = {{
      .default_value = "info",
      .choices = kLogLevels,
      .help = "how much sray logs: error, warning, info or debug"},
+    {.key = "object_store_memory",
+     .kind = OptionKind::kByteSize,
+     .environment_variable = "SRAY_OBJECT_STORE_MEMORY",
+     .default_value = "",
+     .choices = {},
+     .help = "bytes of /dev/shm each node's object store may use (e.g. 512M); default 30% of "
+             "/dev/shm, shared among emulated nodes"},
+    {.key = "resources",
+     .kind = OptionKind::kResourceList,
+     .environment_variable = "SRAY_RESOURCES",
+     .default_value = "",
+     .choices = {},
+     .help = "resources each node offers besides its CPUs, e.g. GPU:2;ssd:1"},
     {.key = "tmpdir",
      .kind = OptionKind::kAbsolutePath,
      .environment_variable = "SRAY_TMPDIR",
@@ -100,6 +116,40 @@ Result<std::string> CanonicalValue(const OptionSpec& spec, std::string_view valu
                                        "': use one of " + Join(spec.choices));
       }
       return std::string(value);
+    }
+    case OptionKind::kByteSize: {
+      const std::string text(value);
+      std::size_t used = 0;
+      unsigned long long number = 0;
+      try {
+        number = std::stoull(text, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      std::string_view suffix = std::string_view(text).substr(used);
+      unsigned long long scale = 1;
+      if (suffix == "K" || suffix == "k") scale = 1ULL << 10;
+      else if (suffix == "M" || suffix == "m") scale = 1ULL << 20;
+      else if (suffix == "G" || suffix == "g") scale = 1ULL << 30;
+      else if (suffix == "T" || suffix == "t") scale = 1ULL << 40;
+      else if (!suffix.empty()) used = 0;
+      if (used == 0 || text.front() == '-' || number == 0) {
+        return Status::InvalidArgument(where + " needs a positive size like 512M or 2G, got '" +
+                                       text + "'");
+      }
+      return std::to_string(number * scale);
+    }
+    case OptionKind::kResourceList: {
+      auto parsed = sched::ParseResourceList(value);
+      if (!parsed.ok()) return Status::InvalidArgument(where + ": " + parsed.status().message());
+      std::string canonical;
+      for (const auto& [name, amount] : *parsed) {
+        if (!canonical.empty()) canonical += ";";
+        std::ostringstream text;
+        text << name << ":" << amount;
+        canonical += text.str();
+      }
+      return canonical;
     }
   }
   return Status::Internal(where + " has an unhandled kind");

@@ -19,6 +19,8 @@ namespace sray::jobsetup {
 enum class OptionKind {
   kAbsolutePath,  // a normalised absolute path
   kChoice,        // one of OptionSpec::choices
+  kByteSize,      // bytes, with an optional K, M, G or T suffix (powers of 1024)
+  kResourceList,  // NAME:AMOUNT;NAME:AMOUNT, e.g. GPU:2;ssd:1
 };
 
 struct OptionSpec {

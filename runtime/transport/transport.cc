@@ -103,6 +103,14 @@ struct Completion {
 
 }  // namespace
 
+struct Responder::State {
+  Transport::Impl* impl = nullptr;
+  ucp_ep_h reply_endpoint = nullptr;
+  FrameHeader header{};
+  std::atomic<bool> answered{false};
+  ~State();
+};
+
 class Transport::Impl {
   struct PendingCall;
 
@@ -156,6 +164,11 @@ class Transport::Impl {
   void RegisterRequestHandler(std::uint32_t method, RequestHandler handler) {
     std::unique_lock lock(handlers_mutex_);
     request_handlers_[method] = std::move(handler);
+  }
+
+  void RegisterDeferredRequestHandler(std::uint32_t method, DeferredRequestHandler handler) {
+    std::unique_lock lock(handlers_mutex_);
+    deferred_handlers_[method] = std::move(handler);
   }
 
   void RegisterOneWayHandler(std::uint32_t method, OneWayHandler handler) {
@@ -821,6 +834,18 @@ class Transport::Impl {
                          Describe(options_.rank));
     {
       std::shared_lock lock(handlers_mutex_);
+      auto deferred = deferred_handlers_.find(header.method);
+      if (deferred != deferred_handlers_.end()) {
+        auto handler = deferred->second;
+        lock.unlock();
+        requests_served_.fetch_add(1);
+        auto state = std::make_shared<Responder::State>();
+        state->impl = this;
+        state->reply_endpoint = reply_endpoint;
+        state->header = header;
+        handler(header.source_rank, payload, Responder(std::move(state)));
+        return;
+      }
       auto found = request_handlers_.find(header.method);
       if (found != request_handlers_.end()) {
         lock.unlock();
@@ -828,7 +853,14 @@ class Transport::Impl {
       }
     }
     requests_served_.fetch_add(1);
-    if (reply_endpoint == nullptr) return;
+    SendReply(reply_endpoint, header, std::move(result));
+  }
+
+ public:
+  // Any thread: UCX runs in multi-thread mode, and the reply endpoint stays
+  // open until shutdown (failed endpoints are kept, see DropEndpoint).
+  void SendReply(ucp_ep_h reply_endpoint, const FrameHeader& header, Result<Bytes> result) {
+    if (reply_endpoint == nullptr || stopping_.load()) return;
     auto reply = std::make_unique<std::pair<std::array<std::byte, kFrameHeaderSize>, Bytes>>();
     reply->first =
         EncodeFrameHeader({.kind = result.ok() ? FrameKind::kResponse : FrameKind::kErrorResponse,
@@ -847,8 +879,12 @@ class Transport::Impl {
                         context->reply->first.size(), context->reply->second.data(),
                         context->reply->second.size(), &param);
     if (request == nullptr || UCS_PTR_IS_ERR(request)) delete context;
+    // A reply sent from outside the progress thread needs the worker woken
+    // so that the progress thread drives it.
+    ucp_worker_signal(worker_->handle());
   }
 
+ private:
   void ServeOneWay(const FrameHeader& header, std::span<const std::byte> payload) {
     std::shared_lock lock(handlers_mutex_);
     auto found = one_way_handlers_.find(header.method);
@@ -873,6 +909,7 @@ class Transport::Impl {
   std::shared_mutex handlers_mutex_;
   std::unordered_map<std::uint32_t, RequestHandler> request_handlers_;
   std::unordered_map<std::uint32_t, OneWayHandler> one_way_handlers_;
+  std::unordered_map<std::uint32_t, DeferredRequestHandler> deferred_handlers_;
 
   std::mutex calls_mutex_;
   std::unordered_map<std::uint64_t, std::shared_ptr<PendingCall>> pending_calls_;
@@ -916,6 +953,22 @@ void Transport::RegisterRequestHandler(std::uint32_t method, RequestHandler hand
 }
 void Transport::RegisterOneWayHandler(std::uint32_t method, OneWayHandler handler) {
   impl_->RegisterOneWayHandler(method, std::move(handler));
+}
+void Transport::RegisterDeferredRequestHandler(std::uint32_t method,
+                                               DeferredRequestHandler handler) {
+  impl_->RegisterDeferredRequestHandler(method, std::move(handler));
+}
+
+Responder::State::~State() {
+  if (!answered.exchange(true)) {
+    impl->SendReply(reply_endpoint, header,
+                    Status::Internal("the request was dropped without an answer"));
+  }
+}
+
+void Responder::Reply(Result<Bytes> result) const {
+  if (state_->answered.exchange(true)) return;
+  state_->impl->SendReply(state_->reply_endpoint, state_->header, std::move(result));
 }
 Result<Bytes> Transport::Call(std::uint32_t rank, std::uint32_t method,
                               std::span<const std::byte> payload,

@@ -44,6 +44,23 @@ using RequestHandler =
     std::function<Result<Bytes>(std::uint32_t source_rank, std::span<const std::byte> payload)>;
 using OneWayHandler =
     std::function<void(std::uint32_t source_rank, std::span<const std::byte> payload)>;
+
+class Transport;
+// Answers one request later, from any thread, for handlers whose work needs
+// blocking calls of their own. Copies share one answer: the first Reply
+// wins. If every copy is dropped unanswered the caller gets an error at once
+// rather than waiting for its timeout. Must not outlive its Transport.
+class Responder {
+ public:
+  void Reply(Result<Bytes> result) const;
+  struct State;
+  explicit Responder(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+ private:
+  std::shared_ptr<State> state_;
+};
+using DeferredRequestHandler = std::function<void(
+    std::uint32_t source_rank, std::span<const std::byte> payload, Responder responder)>;
 // Describes a rank for error messages, e.g. "rank 2 (node 1, n2)".
 using RankDescriber = std::function<std::string(std::uint32_t rank)>;
 // False once `rank`'s process is known to be gone; true when unknown. UCX
@@ -87,6 +104,7 @@ class Transport {
   // Register before peers send the method; a later registration replaces.
   void RegisterRequestHandler(std::uint32_t method, RequestHandler handler);
   void RegisterOneWayHandler(std::uint32_t method, OneWayHandler handler);
+  void RegisterDeferredRequestHandler(std::uint32_t method, DeferredRequestHandler handler);
 
   // Sends a request and waits for its response (or the timeout, or the
   // peer's death). `payload` is not copied and must stay valid meanwhile.

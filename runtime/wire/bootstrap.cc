@@ -1,5 +1,6 @@
 #include "wire/bootstrap.h"
 
+#include <signal.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -120,23 +121,34 @@ Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
     std::memcpy(secret.data(), shared->data(), secret.size());
   }
 
+  job->secret = secret;
   PmixClient* resolver_pmix = job->pmix.get();
   const std::uint32_t my_node = layout.node_id;
   transport::TransportOptions transport_options;
   transport_options.rank = layout.rank;
   transport_options.token = secret;
   transport_options.keepalive_interval = options.keepalive_interval;
-  transport_options.resolve_address = [resolver_pmix, my_node](std::uint32_t rank) {
+  auto book = options.address_book;
+  transport_options.resolve_address = [resolver_pmix, my_node, book](std::uint32_t rank) {
+    if (book) {
+      if (auto entry = book->Find(rank)) return Result<transport::Bytes>(entry->address);
+    }
     auto location = LocationWith(*resolver_pmix, rank);
     if (!location.ok()) return Result<transport::Bytes>(location.status());
     // Same node: the full address, so UCX may use shared memory.
     const bool same_node = location->node_id == my_node;
     return resolver_pmix->Get(rank, same_node ? kFullAddressKey : kNetworkAddressKey, false);
   };
-  transport_options.describe_rank = [resolver_pmix](std::uint32_t rank) {
+  transport_options.describe_rank = [resolver_pmix, book](std::uint32_t rank) {
+    if (book) {
+      if (auto entry = book->Find(rank)) return entry->description;
+    }
     return DescribeWith(*resolver_pmix, rank);
   };
-  transport_options.peer_alive = [resolver_pmix, my_node](std::uint32_t rank) {
+  transport_options.peer_alive = [resolver_pmix, my_node, book](std::uint32_t rank) {
+    if (book) {
+      if (auto entry = book->Find(rank)) return entry->pid <= 0 || ::kill(entry->pid, 0) == 0;
+    }
     auto location = LocationWith(*resolver_pmix, rank);
     // Only a process on this node can be looked up here.
     if (!location.ok() || location->node_id != my_node || location->pid <= 0) return true;

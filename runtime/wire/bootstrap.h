@@ -21,6 +21,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "transport/address_book.h"
 #include "transport/transport.h"
 #include "wire/pmix_client.h"
 
@@ -46,6 +47,9 @@ struct PeerLocation {
 struct WiredJob {
   std::unique_ptr<PmixClient> pmix;
   std::unique_ptr<transport::Transport> transport;
+  // The job secret every frame proves; processes the job starts itself
+  // (workers) receive it from their parent.
+  transport::JobToken secret{};
 
   // "rank 3 (node 1, n2)", for messages.
   [[nodiscard]] std::string Describe(std::uint32_t rank) const;
@@ -54,6 +58,8 @@ struct WiredJob {
 
 struct WireUpOptions {
   std::string keepalive_interval = "1s";
+  // Peers outside PMIx (workers this process starts); may be null.
+  std::shared_ptr<transport::AddressBook> address_book;
 };
 
 Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options = {});

@@ -4,6 +4,7 @@
 // API boundary converts a failed Status into one of these, keeping the original
 // message (which already says what failed, why, and what to do).
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -24,6 +25,74 @@ class LaunchError : public Error {
 
 // Bad options or configuration.
 class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Bytes that do not decode as the expected type.
+class SerializationError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Where a remote failure happened.
+struct RemoteOrigin {
+  std::string function;  // the task's registered name
+  std::uint32_t node_id = 0;
+  std::int64_t pid = 0;
+};
+
+// The task threw: the remote exception's type and message, and where.
+class TaskError : public Error {
+ public:
+  TaskError(const std::string& what, std::string remote_type, std::string remote_message,
+            RemoteOrigin origin)
+      : Error(what),
+        remote_type_(std::move(remote_type)),
+        remote_message_(std::move(remote_message)),
+        origin_(std::move(origin)) {}
+  [[nodiscard]] const std::string& remote_type() const { return remote_type_; }
+  [[nodiscard]] const std::string& remote_message() const { return remote_message_; }
+  [[nodiscard]] const RemoteOrigin& origin() const { return origin_; }
+
+ private:
+  std::string remote_type_;
+  std::string remote_message_;
+  RemoteOrigin origin_;
+};
+
+// The worker running the task died, and no retry was left.
+class WorkerDiedError : public Error {
+ public:
+  WorkerDiedError(const std::string& what, RemoteOrigin origin)
+      : Error(what), origin_(std::move(origin)) {}
+  [[nodiscard]] const RemoteOrigin& origin() const { return origin_; }
+
+ private:
+  RemoteOrigin origin_;
+};
+
+// An object's value is gone (its node or process failed) and cannot be
+// recomputed.
+class ObjectLostError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Get or Wait ran past its timeout; the objects are still being computed.
+class GetTimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+
+// No node of the job could ever satisfy the task's resource request.
+class InfeasibleResourcesError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The object store could not hold the object, even after spilling.
+class ObjectStoreFullError : public Error {
  public:
   using Error::Error;
 };

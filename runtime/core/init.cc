@@ -1,0 +1,324 @@
+// sray::Init and sray::Shutdown: what each process of a step becomes.
+//
+// - A process started by a node manager is a worker (worker_main.cc).
+// - Otherwise it was launched by srun or sray run and wires up through PMIx.
+//   Every node runs a node manager; on node 0 it lives in the driver (global
+//   rank 0), whose main goes on once every node has registered. On other
+//   nodes the launched process is only the node manager: it serves until the
+//   driver shuts the job down, or exits when the driver is gone.
+
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "core/node_manager.h"
+#include "core/owner.h"
+#include "core/process_runtime.h"
+#include "core/protocol.h"
+#include "core/worker_main.h"
+#include "jobsetup/task_environment.h"
+#include "sched/resources.h"
+#include "sray/api.h"
+#include "wire/bootstrap.h"
+
+namespace sray {
+namespace {
+
+using core::NodeDescription;
+
+constexpr auto kRegistrationTimeout = std::chrono::seconds(120);
+constexpr double kDefaultStoreFraction = 0.3;
+
+struct DriverState {
+  std::unique_ptr<wire::WiredJob> job;
+  std::unique_ptr<core::NodeManager> node_manager;
+  std::unique_ptr<core::Owner> owner;
+  std::vector<std::uint32_t> node_manager_ranks;
+};
+
+std::mutex driver_mutex;
+std::unique_ptr<DriverState> driver;  // guarded by driver_mutex
+
+[[noreturn]] void ThrowLaunch(const std::string& what, const Status& status) {
+  throw LaunchError("sray: " + what + ": " + status.message());
+}
+
+std::string ExecutablePath() {
+  std::error_code error;
+  auto path = std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? std::string("/proc/self/exe") : path.string();
+}
+
+std::vector<std::string> ArgumentsOf(int argc, char** argv) {
+  std::vector<std::string> arguments;
+  for (int index = 0; index < argc; ++index) arguments.emplace_back(argv[index]);
+  if (arguments.empty()) arguments.push_back(ExecutablePath());
+  return arguments;
+}
+
+std::uint32_t GpusFromSlurm() {
+  for (const char* name : {"SLURM_STEP_GPUS", "SLURM_JOB_GPUS"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') continue;
+    std::uint32_t count = 1;
+    for (const char* cursor = value; *cursor != '\0'; ++cursor) count += *cursor == ',' ? 1 : 0;
+    return count;
+  }
+  return 0;
+}
+
+Result<std::uint64_t> StoreCapacity(std::uint32_t nodes_on_this_host) {
+  if (const char* configured = std::getenv("SRAY_OBJECT_STORE_MEMORY")) {
+    return static_cast<std::uint64_t>(std::stoull(configured));
+  }
+  struct statvfs filesystem {};
+  if (::statvfs("/dev/shm", &filesystem) != 0) {
+    return Status::FromErrno(errno, "cannot inspect /dev/shm for the object store");
+  }
+  const double total =
+      static_cast<double>(filesystem.f_blocks) * static_cast<double>(filesystem.f_frsize);
+  return static_cast<std::uint64_t>(total * kDefaultStoreFraction /
+                                    std::max<std::uint32_t>(1, nodes_on_this_host));
+}
+
+core::NodeManagerConfig NodeConfig(const wire::WiredJob& job,
+                                   const jobsetup::TaskEnvironment& environment, int argc,
+                                   char** argv) {
+  const auto layout = job.pmix->layout();
+  core::NodeManagerConfig config;
+  config.node_id = environment.node_id;
+  config.rank = layout.rank;
+  config.hostname = layout.hostname;
+  config.total["CPU"] = environment.node_cpus;
+  config.gpu_devices = GpusFromSlurm();
+  if (const char* listed = std::getenv("SRAY_RESOURCES")) {
+    auto custom = sched::ParseResourceList(listed);
+    if (!custom.ok()) ThrowLaunch("bad resources option", custom.status());
+    for (const auto& [name, amount] : *custom) config.total[name] = amount;
+  }
+  if (config.total.contains("GPU")) {
+    config.gpu_devices = static_cast<std::uint32_t>(config.total["GPU"]);
+  } else if (config.gpu_devices > 0) {
+    config.total["GPU"] = config.gpu_devices;
+  }
+  // Emulated nodes share this host's /dev/shm: divide the default among them.
+  std::set<std::uint32_t> nodes_here;
+  for (std::uint32_t rank = 0; rank < layout.size; ++rank) {
+    auto location = job.LocationOf(rank);
+    if (location.ok() && location->hostname == layout.hostname) nodes_here.insert(location->node_id);
+  }
+  auto capacity = StoreCapacity(static_cast<std::uint32_t>(nodes_here.size()));
+  if (!capacity.ok()) ThrowLaunch("cannot size the object store", capacity.status());
+  const std::string prefix = "sray." + environment.job_id + "." + environment.step_id + ".n" +
+                             std::to_string(environment.node_id);
+  config.store = object::StoreConfig{.shared_memory_directory = "/dev/shm",
+                                     .name_prefix = prefix,
+                                     .spill_directory = std::filesystem::path(environment.session_dir) / "spill",
+                                     .capacity = *capacity,
+                                     .node_id = environment.node_id};
+  const auto cpus = static_cast<std::uint32_t>(environment.node_cpus);
+  config.max_workers = std::max<std::uint32_t>(4, 2 * cpus);
+  config.executable = ExecutablePath();
+  config.arguments = ArgumentsOf(argc, argv);
+  config.secret = job.secret;
+  return config;
+}
+
+// Sends `payload` to the head until it has a handler for it (the head may
+// still be starting), for up to the registration timeout.
+Result<transport::Bytes> CallHead(transport::Transport& transport, std::uint32_t method,
+                                  const transport::Bytes& payload) {
+  const auto deadline = std::chrono::steady_clock::now() + kRegistrationTimeout;
+  while (true) {
+    auto reply = transport.Call(0, method, payload, std::chrono::seconds(10));
+    if (reply.ok() || reply.status().code() != StatusCode::kNotFound ||
+        std::chrono::steady_clock::now() > deadline) {
+      return reply;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+[[noreturn]] void ServeNode(std::unique_ptr<wire::WiredJob> job,
+                            std::unique_ptr<core::NodeManager> manager) {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool shutdown = false;
+  transport::Transport& transport = *job->transport;
+  core::NodeManager* raw = manager.get();
+  transport.RegisterOneWayHandler(core::kClusterView, [raw](std::uint32_t, auto payload) {
+    auto view = core::Decode<core::ClusterView>(payload, "cluster view");
+    if (view.ok()) raw->ApplyClusterView(std::move(view).value());
+  });
+  transport.RegisterRequestHandler(
+      core::kShutdownNode, [&](std::uint32_t, auto) -> Result<transport::Bytes> {
+        {
+          std::lock_guard lock(mutex);
+          shutdown = true;
+        }
+        changed.notify_all();
+        return transport::Bytes{};
+      });
+  auto registered = CallHead(transport, core::kRegisterNode, core::Encode(manager->Description()));
+  int exit_code = 0;
+  if (!registered.ok()) {
+    std::cerr << "sray: node " << manager->Description().node_id
+              << ": cannot register with the head (rank 0): " << registered.status().message()
+              << "\n";
+    exit_code = 1;
+  } else {
+    std::unique_lock lock(mutex);
+    while (!shutdown) {
+      if (changed.wait_for(lock, std::chrono::seconds(1), [&] { return shutdown; })) break;
+      lock.unlock();
+      auto alive = transport.Call(0, core::kHeartbeat, {}, std::chrono::seconds(30));
+      lock.lock();
+      if (!alive.ok() && !shutdown) {
+        std::cerr << "sray: node " << manager->Description().node_id
+                  << ": lost the driver (rank 0): " << alive.status().message()
+                  << ": ending this node's workers and objects\n";
+        exit_code = 1;
+        break;
+      }
+    }
+  }
+  manager.reset();
+  job.reset();
+  std::exit(exit_code);
+}
+
+void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::NodeManager> manager,
+                 std::uint32_t num_nodes) {
+  transport::Transport& transport = *job->transport;
+  struct Registry {
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::map<std::uint32_t, NodeDescription> nodes;
+  };
+  auto registry = std::make_shared<Registry>();
+  registry->nodes[0] = manager->Description();
+  transport.RegisterRequestHandler(
+      core::kRegisterNode, [registry](std::uint32_t, auto payload) -> Result<transport::Bytes> {
+        auto description = core::Decode<NodeDescription>(payload, "node registration");
+        if (!description.ok()) return description.status();
+        {
+          std::lock_guard lock(registry->mutex);
+          registry->nodes[description->node_id] = *description;
+        }
+        registry->changed.notify_all();
+        return transport::Bytes{};
+      });
+  transport.RegisterRequestHandler(core::kHeartbeat, [](std::uint32_t, auto) -> Result<transport::Bytes> {
+    return transport::Bytes{};
+  });
+  core::ClusterView view;
+  {
+    std::unique_lock lock(registry->mutex);
+    const bool all = registry->changed.wait_for(lock, kRegistrationTimeout, [&] {
+      return registry->nodes.size() == num_nodes;
+    });
+    if (!all) {
+      std::string missing;
+      for (std::uint32_t node = 0; node < num_nodes; ++node) {
+        if (!registry->nodes.contains(node)) missing += (missing.empty() ? "" : ", ") + std::to_string(node);
+      }
+      throw LaunchError("sray: nodes " + missing + " did not register with the head within " +
+                        std::to_string(kRegistrationTimeout.count()) +
+                        " s: check their output for errors; every process of the step must call "
+                        "sray::Init");
+    }
+    for (const auto& [node_id, description] : registry->nodes) view.nodes.push_back(description);
+  }
+  const auto encoded = core::Encode(view);
+  for (const auto& node : view.nodes) {
+    if (node.node_id == 0) continue;
+    const Status sent = transport.Send(node.rank, core::kClusterView, encoded);
+    if (!sent.ok()) ThrowLaunch("cannot reach node " + std::to_string(node.node_id), sent);
+  }
+  auto state = std::make_unique<DriverState>();
+  for (const auto& node : view.nodes) state->node_manager_ranks.push_back(node.rank);
+  manager->ApplyClusterView(std::move(view));
+  core::NodeManager* raw = manager.get();
+  state->owner = std::make_unique<core::Owner>(
+      core::OwnerIdentity{.rank = job->pmix->layout().rank, .node_id = 0}, manager->store_access(),
+      [raw](core::TaskSpec spec) { raw->Submit(std::move(spec)); });
+  manager->SetLocalOwner(state->owner.get());
+  state->node_manager = std::move(manager);
+  state->job = std::move(job);
+  core::SetProcessRuntime(state->owner.get());
+  std::lock_guard lock(driver_mutex);
+  driver = std::move(state);
+}
+
+}  // namespace
+
+void Init(int argc, char** argv) {
+  if (core::IsWorkerProcess()) core::RunWorker();
+  {
+    std::lock_guard lock(driver_mutex);
+    if (driver) return;
+  }
+  auto environment =
+      jobsetup::ReadTaskEnvironment([](const char* name) { return std::getenv(name); });
+  if (!environment.ok()) ThrowLaunch("this process was not started by sray", environment.status());
+
+  auto book = std::make_shared<transport::AddressBook>();
+  auto job = wire::WireUp({.keepalive_interval = "1s", .address_book = book});
+  if (!job.ok()) ThrowLaunch("wire-up failed", job.status());
+  const auto layout = (*job)->pmix->layout();
+  if (layout.local_rank != 0) {
+    throw LaunchError(
+        "sray: rank " + std::to_string(layout.rank) + " is the " +
+        std::to_string(layout.local_rank + 1) +
+        "th process on its node, but a sray program runs one process per node (its node manager "
+        "starts the workers): launch with --ntasks-per-node=1 (srun) or --tasks-per-node 1 "
+        "(sray run)");
+  }
+  auto config = NodeConfig(**job, *environment, argc, argv);
+  auto manager = core::NodeManager::Create(std::move(config), *(*job)->transport, book);
+  if (!manager.ok()) ThrowLaunch("cannot start the node manager", manager.status());
+  if (layout.rank != 0) ServeNode(std::move(job).value(), std::move(manager).value());
+  StartDriver(std::move(job).value(), std::move(manager).value(), environment->num_nodes);
+  static const bool registered_exit = [] {
+    std::atexit([] { Shutdown(); });
+    return true;
+  }();
+  (void)registered_exit;
+}
+
+void Shutdown() {
+  std::unique_ptr<DriverState> state;
+  {
+    std::lock_guard lock(driver_mutex);
+    state = std::move(driver);
+  }
+  if (!state) return;
+  core::SetProcessRuntime(nullptr);
+  transport::Transport& transport = *state->job->transport;
+  for (std::size_t node = 1; node < state->node_manager_ranks.size(); ++node) {
+    (void)transport.Call(state->node_manager_ranks[node], core::kShutdownNode, {},
+                         std::chrono::seconds(10));
+  }
+  state->node_manager->SetLocalOwner(nullptr);
+  state->node_manager.reset();
+  state->owner.reset();
+  state->job.reset();
+}
+
+bool IsInitialized() {
+  std::lock_guard lock(driver_mutex);
+  return driver != nullptr || core::IsWorkerProcess();
+}
+
+}  // namespace sray

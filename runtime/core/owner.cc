@@ -1,0 +1,419 @@
+#include "core/owner.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "object/mapped_file.h"
+#include "sched/resources.h"
+#include "sray/errors.h"
+
+namespace sray::core {
+namespace {
+
+class InlineValue final : public internal::ObjectValue {
+ public:
+  explicit InlineValue(std::string bytes) : bytes_(std::move(bytes)) {}
+  [[nodiscard]] std::string_view bytes() const override { return bytes_; }
+
+ private:
+  std::string bytes_;
+};
+
+// Reads straight from the node's shared memory: the zero-copy same-node Get.
+class MappedValue final : public internal::ObjectValue {
+ public:
+  explicit MappedValue(std::unique_ptr<object::MappedFile> file) : file_(std::move(file)) {}
+  [[nodiscard]] std::string_view bytes() const override { return file_->view(); }
+
+ private:
+  std::unique_ptr<object::MappedFile> file_;
+};
+
+std::string TaskLabel(const TaskSpec& spec) {
+  return spec.name.empty() ? spec.function : spec.name;
+}
+
+TaskOutcome FailureFor(const TaskSpec& spec, OutcomeKind kind, std::string message) {
+  TaskOutcome outcome;
+  outcome.task_id = spec.task_id;
+  outcome.return_id = spec.return_id;
+  outcome.owner_rank = spec.owner_rank;
+  outcome.owner_node = spec.owner_node;
+  outcome.kind = static_cast<std::uint8_t>(kind);
+  outcome.error_message = std::move(message);
+  outcome.function = TaskLabel(spec);
+  return outcome;
+}
+
+}  // namespace
+
+Owner::Owner(OwnerIdentity identity, StoreAccess& store, std::function<void(TaskSpec)> submit)
+    : identity_(identity), store_(store), submit_(std::move(submit)) {}
+
+Owner::~Owner() = default;
+
+internal::ObjectId Owner::SubmitTask(const std::string& function,
+                                     std::vector<internal::TaskArgument> arguments,
+                                     const internal::TaskOptions& options) {
+  auto resources = sched::NormalizeRequest(options.resources);
+  if (!resources.ok()) {
+    throw ConfigError("sray: task " + function + ": bad resource request: " +
+                      resources.status().message());
+  }
+  std::vector<TaskSpec> to_send;
+  std::vector<TaskOutcome> to_fail;
+  internal::ObjectId id;
+  {
+    std::lock_guard lock(mutex_);
+    id = internal::ObjectId{identity_.rank, next_index_++};
+    const std::uint64_t task_id = next_task_++;
+    PendingTask task;
+    task.spec.task_id = task_id;
+    task.spec.return_id = id;
+    task.spec.function = function;
+    task.spec.name = options.name;
+    task.spec.resources = std::move(resources).value();
+    task.spec.owner_rank = identity_.rank;
+    task.spec.owner_node = identity_.node_id;
+    task.max_retries = std::max(0, options.max_retries);
+    task.retry_exceptions = options.retry_exceptions;
+    task.spec.arguments.reserve(arguments.size());
+    for (auto& argument : arguments) {
+      ArgumentSpec spec;
+      if (argument.reference) {
+        spec.by_reference = true;
+        spec.id = argument.reference->id();
+        auto found = objects_.find(spec.id);
+        if (found != objects_.end()) found->second.task_uses++;
+        task.argument_handles.push_back(std::move(argument.reference));
+      } else {
+        spec.value = std::move(argument.value);
+      }
+      task.spec.arguments.push_back(std::move(spec));
+    }
+    ObjectEntry entry;
+    entry.failure.function = TaskLabel(task.spec);
+    objects_.emplace(id, std::move(entry));
+    auto [inserted, unused] = tasks_.emplace(task_id, std::move(task));
+    ResolveArgumentsLocked(inserted->second, to_send, to_fail);
+  }
+  for (auto& spec : to_send) submit_(std::move(spec));
+  for (auto& failure : to_fail) OnTaskOutcome(std::move(failure));
+  return id;
+}
+
+void Owner::ResolveArgumentsLocked(PendingTask& task, std::vector<TaskSpec>& to_send,
+                                   std::vector<TaskOutcome>& to_fail) {
+  task.unresolved = 0;
+  for (auto& argument : task.spec.arguments) {
+    // Resolved references carry a node and size, or became inline values.
+    if (!argument.by_reference || argument.size != 0 || argument.node != 0) continue;
+    auto found = objects_.find(argument.id);
+    if (found == objects_.end()) {
+      to_fail.push_back(FailureFor(task.spec, OutcomeKind::kSystemError,
+                                   "argument object " + argument.id.ToString() +
+                                       " is not owned by this process: pass ObjectRefs only "
+                                       "from the process that created them"));
+      return;
+    }
+    const ObjectEntry& entry = found->second;
+    switch (entry.state) {
+      case State::kPending: {
+        auto& waiters = waiting_[argument.id];
+        if (std::find(waiters.begin(), waiters.end(), task.spec.task_id) == waiters.end()) {
+          waiters.push_back(task.spec.task_id);
+        }
+        task.unresolved++;
+        break;
+      }
+      case State::kFailed: {
+        TaskOutcome failure = entry.failure;
+        failure.task_id = task.spec.task_id;
+        failure.return_id = task.spec.return_id;
+        failure.owner_rank = task.spec.owner_rank;
+        failure.owner_node = task.spec.owner_node;
+        to_fail.push_back(std::move(failure));
+        return;
+      }
+      case State::kReady:
+        if (entry.in_store) {
+          argument.node = entry.node;
+          argument.size = entry.size;
+          // node 0 with size 0 would read as unresolved; an empty stored
+          // object does not exist (empty values travel inline).
+        } else {
+          argument.by_reference = false;
+          argument.value = entry.inline_value;
+        }
+        break;
+    }
+  }
+  if (task.unresolved == 0 && !task.sent) {
+    task.sent = true;
+    to_send.push_back(task.spec);
+  }
+}
+
+void Owner::ReleaseIfUnusedLocked(
+    const internal::ObjectId& id,
+    std::vector<std::pair<internal::ObjectId, std::uint32_t>>& to_free) {
+  auto found = objects_.find(id);
+  if (found == objects_.end()) return;
+  const ObjectEntry& entry = found->second;
+  if (entry.referenced || entry.task_uses > 0 || entry.state == State::kPending) return;
+  if (entry.in_store) to_free.emplace_back(id, entry.node);
+  objects_.erase(found);
+}
+
+void Owner::OnTaskOutcome(TaskOutcome outcome) {
+  std::vector<TaskSpec> to_send;
+  std::vector<TaskOutcome> to_fail;
+  std::vector<std::pair<internal::ObjectId, std::uint32_t>> to_free;
+  std::vector<std::shared_ptr<internal::ObjectHandle>> released;
+  const auto kind = static_cast<OutcomeKind>(outcome.kind);
+  {
+    std::lock_guard lock(mutex_);
+    auto found = tasks_.find(outcome.task_id);
+    if (found == tasks_.end() || found->second.spec.return_id != outcome.return_id) {
+      // A late duplicate (the task was retried elsewhere): drop its value.
+      if (kind == OutcomeKind::kStoredValue) to_free.emplace_back(outcome.return_id, outcome.node);
+    } else {
+      PendingTask& task = found->second;
+      const bool retry =
+          task.spec.attempt < task.max_retries &&
+          (kind == OutcomeKind::kWorkerDied ||
+           (kind == OutcomeKind::kTaskThrew && task.retry_exceptions));
+      if (retry) {
+        task.spec.attempt++;
+        task.spec.hops = 0;
+        task.spec.visible_devices.clear();
+        to_send.push_back(task.spec);
+      } else {
+        ObjectEntry& entry = objects_[outcome.return_id];
+        switch (kind) {
+          case OutcomeKind::kInlineValue:
+            entry.state = State::kReady;
+            entry.inline_value = std::move(outcome.value);
+            break;
+          case OutcomeKind::kStoredValue:
+            entry.state = State::kReady;
+            entry.in_store = true;
+            entry.node = outcome.node;
+            entry.size = outcome.size;
+            break;
+          default:
+            entry.state = State::kFailed;
+            if (outcome.function.empty()) outcome.function = TaskLabel(task.spec);
+            outcome.error_message += kind == OutcomeKind::kWorkerDied
+                                         ? " (attempts: " + std::to_string(task.spec.attempt + 1) +
+                                               ", max_retries=" + std::to_string(task.max_retries) +
+                                               ")"
+                                         : "";
+            entry.failure = outcome;
+            break;
+        }
+        for (const auto& argument : task.spec.arguments) {
+          auto used = objects_.find(argument.id);
+          if (used != objects_.end() && used->second.task_uses > 0) {
+            used->second.task_uses--;
+            ReleaseIfUnusedLocked(argument.id, to_free);
+          }
+        }
+        released = std::move(task.argument_handles);
+        tasks_.erase(found);
+        ReleaseIfUnusedLocked(outcome.return_id, to_free);
+        auto waiters = waiting_.find(outcome.return_id);
+        if (waiters != waiting_.end()) {
+          const std::vector<std::uint64_t> dependents = std::move(waiters->second);
+          waiting_.erase(waiters);
+          for (const auto dependent : dependents) {
+            auto task_entry = tasks_.find(dependent);
+            if (task_entry != tasks_.end()) {
+              ResolveArgumentsLocked(task_entry->second, to_send, to_fail);
+            }
+          }
+        }
+        changed_.notify_all();
+      }
+    }
+  }
+  for (const auto& [id, node] : to_free) store_.Free(id, node);
+  for (auto& spec : to_send) submit_(std::move(spec));
+  for (auto& failure : to_fail) OnTaskOutcome(std::move(failure));
+  released.clear();  // may call RemoveReference, which takes mutex_
+}
+
+void Owner::FailAll(const std::string& reason) {
+  std::vector<TaskOutcome> failures;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [task_id, task] : tasks_) {
+      failures.push_back(FailureFor(task.spec, OutcomeKind::kSystemError, reason));
+    }
+  }
+  for (auto& failure : failures) OnTaskOutcome(std::move(failure));
+}
+
+internal::ObjectId Owner::Put(std::string value) {
+  internal::ObjectId id;
+  {
+    std::lock_guard lock(mutex_);
+    id = internal::ObjectId{identity_.rank, next_index_++};
+  }
+  ObjectEntry entry;
+  entry.state = State::kReady;
+  if (value.size() <= kInlineObjectLimit) {
+    entry.inline_value = std::move(value);
+  } else {
+    auto path = store_.Create(id, value.size());
+    if (!path.ok()) {
+      const std::string message = "sray: Put of " + std::to_string(value.size()) +
+                                  " bytes failed: " + path.status().message();
+      if (path.status().code() == StatusCode::kResourceExhausted) throw ObjectStoreFullError(message);
+      throw Error(message);
+    }
+    auto file = object::MappedFile::Create(*path, value.size());
+    if (!file.ok()) {
+      store_.Free(id, identity_.node_id);
+      throw ObjectStoreFullError("sray: Put of " + std::to_string(value.size()) +
+                                 " bytes failed: " + file.status().message() +
+                                 ": free space in /dev/shm or lower object_store_memory");
+    }
+    std::memcpy((*file)->data(), value.data(), value.size());
+    file->reset();
+    store_.Seal(id, value.size());
+    entry.in_store = true;
+    entry.node = identity_.node_id;
+    entry.size = value.size();
+  }
+  std::lock_guard lock(mutex_);
+  objects_.emplace(id, std::move(entry));
+  return id;
+}
+
+std::vector<std::shared_ptr<const internal::ObjectValue>> Owner::Get(
+    const std::vector<internal::ObjectId>& ids, internal::Timeout timeout) {
+  const auto deadline =
+      timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
+  std::vector<std::shared_ptr<const internal::ObjectValue>> values;
+  values.reserve(ids.size());
+  for (const auto& id : ids) {
+    std::unique_lock lock(mutex_);
+    auto ready = [&] {
+      auto found = objects_.find(id);
+      return found == objects_.end() || found->second.state != State::kPending;
+    };
+    if (!changed_.wait_until(lock, deadline, ready)) {
+      const auto& entry = objects_.at(id);
+      throw GetTimeoutError("sray: Get timed out after " + std::to_string(timeout->count()) +
+                            " ms: object " + id.ToString() + " (result of task " +
+                            entry.failure.function +
+                            ") is not ready yet: wait longer, or check with Wait first");
+    }
+    auto found = objects_.find(id);
+    if (found == objects_.end()) {
+      throw ObjectLostError("sray: object " + id.ToString() +
+                            " is unknown to this process: its references were all dropped, or "
+                            "it belongs to another process");
+    }
+    const ObjectEntry& entry = found->second;
+    if (entry.state == State::kFailed) {
+      const TaskOutcome failure = entry.failure;
+      lock.unlock();
+      ThrowFailure(failure);
+    }
+    if (!entry.in_store) {
+      values.push_back(std::make_shared<InlineValue>(entry.inline_value));
+      continue;
+    }
+    const std::uint32_t node = entry.node;
+    const std::uint64_t size = entry.size;
+    lock.unlock();
+    values.push_back(ReadStored(id, node, size));
+  }
+  return values;
+}
+
+std::shared_ptr<const internal::ObjectValue> Owner::ReadStored(const internal::ObjectId& id,
+                                                               std::uint32_t node,
+                                                               std::uint64_t size) {
+  Status last = Status::Ok();
+  // The store may spill the object between MakeLocal and the open; ask again.
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto path = store_.MakeLocal(id, node, size);
+    if (!path.ok()) {
+      last = path.status();
+      break;
+    }
+    auto file = object::MappedFile::OpenReadOnly(*path);
+    if (file.ok()) return std::make_shared<MappedValue>(std::move(file).value());
+    last = file.status();
+  }
+  const std::string message = "sray: cannot read object " + id.ToString() + " of node " +
+                              std::to_string(node) + ": " + last.message();
+  if (last.code() == StatusCode::kResourceExhausted) throw ObjectStoreFullError(message);
+  if (last.code() == StatusCode::kNotFound) throw ObjectLostError(message);
+  throw Error(message);
+}
+
+std::vector<bool> Owner::Wait(const std::vector<internal::ObjectId>& ids, std::size_t num_ready,
+                              internal::Timeout timeout) {
+  const auto deadline =
+      timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
+  const std::size_t wanted = std::min(num_ready, ids.size());
+  std::vector<bool> ready(ids.size(), false);
+  std::unique_lock lock(mutex_);
+  while (true) {
+    std::size_t count = 0;
+    for (std::size_t index = 0; index < ids.size(); ++index) {
+      auto found = objects_.find(ids[index]);
+      ready[index] = found == objects_.end() || found->second.state != State::kPending;
+      if (ready[index]) ++count;
+    }
+    if (count >= wanted) return ready;
+    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      for (std::size_t index = 0; index < ids.size(); ++index) {
+        auto found = objects_.find(ids[index]);
+        ready[index] = found == objects_.end() || found->second.state != State::kPending;
+      }
+      return ready;
+    }
+  }
+}
+
+void Owner::RemoveReference(const internal::ObjectId& id) noexcept {
+  std::vector<std::pair<internal::ObjectId, std::uint32_t>> to_free;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = objects_.find(id);
+    if (found == objects_.end()) return;
+    found->second.referenced = false;
+    ReleaseIfUnusedLocked(id, to_free);
+  }
+  for (const auto& [object, node] : to_free) store_.Free(object, node);
+}
+
+void Owner::ThrowFailure(const TaskOutcome& failure) const {
+  const RemoteOrigin origin{.function = failure.function,
+                            .node_id = failure.node,
+                            .pid = failure.pid};
+  switch (static_cast<OutcomeKind>(failure.kind)) {
+    case OutcomeKind::kTaskThrew:
+      throw TaskError("sray: task " + failure.function + " failed on node " +
+                          std::to_string(failure.node) + " (pid " + std::to_string(failure.pid) +
+                          "): " + failure.error_type + ": " + failure.error_message,
+                      failure.error_type, failure.error_message, origin);
+    case OutcomeKind::kWorkerDied:
+      throw WorkerDiedError("sray: task " + failure.function + ": " + failure.error_message,
+                            origin);
+    case OutcomeKind::kInfeasible:
+      throw InfeasibleResourcesError("sray: task " + failure.function + ": " +
+                                     failure.error_message);
+    case OutcomeKind::kStoreFull:
+      throw ObjectStoreFullError("sray: task " + failure.function + ": " + failure.error_message);
+    default:
+      throw Error("sray: task " + failure.function + ": " + failure.error_message);
+  }
+}
+
+}  // namespace sray::core

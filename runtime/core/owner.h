@@ -1,0 +1,101 @@
+#pragma once
+
+// The owner side of Ray's ownership model, in every process that submits
+// tasks or puts objects (the driver, and workers running nested tasks). It
+// creates object ids, keeps each owned object's state and value location,
+// resolves a task's ObjectRef arguments before sending it (so values never
+// pass through the caller), retries tasks whose worker died, and frees an
+// object in its store when the last reference is dropped.
+//
+// Thread-safety: every member may be called from any thread; OnTaskOutcome
+// may run inside a transport handler and does not block.
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "core/protocol.h"
+#include "core/store_access.h"
+#include "sray/internal/runtime.h"
+
+namespace sray::core {
+
+// Objects up to this size travel inside messages; larger ones go to the store.
+inline constexpr std::size_t kInlineObjectLimit = 100 * 1024;
+
+struct OwnerIdentity {
+  std::uint32_t rank = 0;
+  std::uint32_t node_id = 0;
+};
+
+class Owner final : public internal::Runtime {
+ public:
+  // `submit` hands a ready task to the node manager; it must not block (it
+  // is called from transport handlers too).
+  Owner(OwnerIdentity identity, StoreAccess& store, std::function<void(TaskSpec)> submit);
+  ~Owner() override;
+
+  internal::ObjectId SubmitTask(const std::string& function,
+                                std::vector<internal::TaskArgument> arguments,
+                                const internal::TaskOptions& options) override;
+  internal::ObjectId Put(std::string value) override;
+  std::vector<std::shared_ptr<const internal::ObjectValue>> Get(
+      const std::vector<internal::ObjectId>& ids, internal::Timeout timeout) override;
+  std::vector<bool> Wait(const std::vector<internal::ObjectId>& ids, std::size_t num_ready,
+                         internal::Timeout timeout) override;
+  void RemoveReference(const internal::ObjectId& id) noexcept override;
+
+  void OnTaskOutcome(TaskOutcome outcome);
+  // Fails every unfinished task with `reason` (the node manager is gone).
+  void FailAll(const std::string& reason);
+
+ private:
+  enum class State { kPending, kReady, kFailed };
+  struct ObjectEntry {
+    State state = State::kPending;
+    bool referenced = true;   // the caller's handle is alive
+    int task_uses = 0;        // unfinished tasks that take it as an argument
+    std::string inline_value;
+    bool in_store = false;
+    std::uint32_t node = 0;
+    std::uint64_t size = 0;
+    TaskOutcome failure;
+  };
+  struct PendingTask {
+    TaskSpec spec;
+    std::vector<std::shared_ptr<internal::ObjectHandle>> argument_handles;
+    int max_retries = 0;
+    bool retry_exceptions = false;
+    std::size_t unresolved = 0;
+    bool sent = false;
+  };
+
+  // Each returns the work to do once mutex_ is released.
+  void ResolveArgumentsLocked(PendingTask& task, std::vector<TaskSpec>& to_send,
+                              std::vector<TaskOutcome>& to_fail);
+  void ReleaseIfUnusedLocked(const internal::ObjectId& id,
+                             std::vector<std::pair<internal::ObjectId, std::uint32_t>>& to_free);
+  [[noreturn]] void ThrowFailure(const TaskOutcome& failure) const;
+  std::shared_ptr<const internal::ObjectValue> ReadStored(const internal::ObjectId& id,
+                                                          std::uint32_t node, std::uint64_t size);
+
+  const OwnerIdentity identity_;
+  StoreAccess& store_;
+  const std::function<void(TaskSpec)> submit_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::uint64_t next_index_ = 1;
+  std::uint64_t next_task_ = 1;
+  std::unordered_map<internal::ObjectId, ObjectEntry, internal::ObjectIdHash> objects_;
+  std::unordered_map<std::uint64_t, PendingTask> tasks_;
+  // Argument object -> tasks waiting for it.
+  std::unordered_map<internal::ObjectId, std::vector<std::uint64_t>, internal::ObjectIdHash>
+      waiting_;
+};
+
+}  // namespace sray::core

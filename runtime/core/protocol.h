@@ -1,0 +1,181 @@
+#pragma once
+
+// The messages between driver, node managers and workers, encoded with
+// msgpack. Only processes holding the job secret can send them (the
+// transport checks every frame), but a malformed one still yields an error,
+// never a crash: Decode returns a Status.
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <msgpack.hpp>
+
+#include "common/status.h"
+#include "sray/internal/object_id.h"
+#include "transport/bytes.h"
+
+namespace sray::core {
+
+using internal::ObjectId;
+using ResourceMap = std::map<std::string, double>;
+
+enum Method : std::uint32_t {
+  kRegisterNode = 100,    // node manager -> head, request: NodeDescription
+  kClusterView = 101,     // head -> node managers, one-way: ClusterView
+  kResourceUpdate = 102,  // node manager -> node managers, one-way: ResourceUpdate
+  kShutdownNode = 103,    // head -> node manager, request
+  kHeartbeat = 104,       // node manager -> head, request
+  kSubmitTask = 110,      // owner -> its node manager, or forwarded, one-way: TaskSpec
+  kExecuteTask = 111,     // node manager -> worker, one-way: TaskSpec
+  kTaskDone = 112,        // worker -> node manager, one-way: TaskOutcome
+  kTaskOutcome = 113,     // node manager -> owner or owner's node manager, one-way
+  kRegisterWorker = 120,  // worker -> node manager, request: WorkerRegistration
+  kCreateObject = 130,    // process -> its node manager, request: ObjectRequest -> ObjectPath
+  kSealObject = 131,      // process -> its node manager, one-way: ObjectRequest
+  kMakeLocal = 132,       // process -> its node manager, request: ObjectRequest -> ObjectPath
+  kFreeObject = 134,      // owner -> holder node manager, one-way: FreeObject
+  kPinForPull = 135,      // node manager -> holder node manager, request -> PullSource
+  kUnpinForPull = 136,    // node manager -> holder node manager, one-way: ObjectRequest
+  kStoreUsage = 137,      // any -> node manager, request -> StoreUsage
+};
+
+struct NodeDescription {
+  std::uint32_t node_id = 0;
+  std::uint32_t rank = 0;  // transport rank of the node's manager
+  std::string hostname;
+  ResourceMap total;
+  std::uint64_t store_capacity = 0;
+  MSGPACK_DEFINE(node_id, rank, hostname, total, store_capacity)
+};
+
+struct ClusterView {
+  std::vector<NodeDescription> nodes;  // indexed by node id
+  MSGPACK_DEFINE(nodes)
+};
+
+struct ResourceUpdate {
+  std::uint32_t node_id = 0;
+  ResourceMap available;
+  std::uint32_t queued = 0;
+  MSGPACK_DEFINE(node_id, available, queued)
+};
+
+struct ArgumentSpec {
+  bool by_reference = false;
+  std::string value;  // the serialized value when not by reference
+  ObjectId id;
+  std::uint32_t node = 0;  // node whose store holds the object
+  std::uint64_t size = 0;
+  MSGPACK_DEFINE(by_reference, value, id, node, size)
+};
+
+struct TaskSpec {
+  std::uint64_t task_id = 0;  // unique per owner
+  ObjectId return_id;
+  std::string function;
+  std::string name;
+  std::vector<ArgumentSpec> arguments;
+  ResourceMap resources;
+  std::uint32_t owner_rank = 0;
+  std::uint32_t owner_node = 0;
+  std::int32_t attempt = 0;
+  std::uint32_t hops = 0;           // node managers it was forwarded through
+  std::string visible_devices;      // CUDA_VISIBLE_DEVICES chosen at dispatch
+  MSGPACK_DEFINE(task_id, return_id, function, name, arguments, resources, owner_rank, owner_node,
+                 attempt, hops, visible_devices)
+};
+
+enum class OutcomeKind : std::uint8_t {
+  kInlineValue = 0,
+  kStoredValue = 1,   // in the store of `node`, `size` bytes
+  kTaskThrew = 2,
+  kWorkerDied = 3,
+  kInfeasible = 4,
+  kStoreFull = 5,
+  kSystemError = 6,
+};
+
+struct TaskOutcome {
+  std::uint64_t task_id = 0;
+  ObjectId return_id;
+  std::uint32_t owner_rank = 0;
+  std::uint32_t owner_node = 0;
+  std::uint8_t kind = 0;
+  std::string value;
+  std::uint32_t node = 0;
+  std::uint64_t size = 0;
+  std::string error_type;
+  std::string error_message;
+  std::string function;
+  std::int64_t pid = 0;
+  MSGPACK_DEFINE(task_id, return_id, owner_rank, owner_node, kind, value, node, size, error_type,
+                 error_message, function, pid)
+};
+
+struct WorkerRegistration {
+  std::uint32_t rank = 0;
+  std::int64_t pid = 0;
+  std::string address;
+  MSGPACK_DEFINE(rank, pid, address)
+};
+
+struct ObjectRequest {
+  ObjectId id;
+  std::uint64_t size = 0;
+  std::uint32_t node = 0;  // holder, for kMakeLocal
+  std::uint32_t owner_rank = 0;
+  MSGPACK_DEFINE(id, size, node, owner_rank)
+};
+
+struct ObjectPath {
+  std::string path;
+  std::uint64_t size = 0;
+  MSGPACK_DEFINE(path, size)
+};
+
+struct PullSource {
+  std::uint64_t address = 0;
+  std::string key;
+  std::uint64_t size = 0;
+  MSGPACK_DEFINE(address, key, size)
+};
+
+struct FreeObject {
+  ObjectId id;
+  std::uint32_t node = 0;  // whose store to free it from
+  MSGPACK_DEFINE(id, node)
+};
+
+struct StoreUsage {
+  std::uint64_t capacity = 0;
+  std::uint64_t in_memory = 0;
+  std::uint64_t spilled = 0;
+  std::uint64_t objects = 0;
+  MSGPACK_DEFINE(capacity, in_memory, spilled, objects)
+};
+
+template <typename Message>
+transport::Bytes Encode(const Message& message) {
+  msgpack::sbuffer buffer;
+  msgpack::pack(buffer, message);
+  transport::Bytes bytes(buffer.size());
+  if (buffer.size() != 0) std::memcpy(bytes.data(), buffer.data(), buffer.size());
+  return bytes;
+}
+
+template <typename Message>
+Result<Message> Decode(std::span<const std::byte> bytes, const char* what) {
+  try {
+    const msgpack::object_handle handle =
+        msgpack::unpack(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    return handle.get().as<Message>();
+  } catch (const std::exception& error) {
+    return Status::InvalidArgument(std::string("malformed ") + what + " message: " + error.what());
+  }
+}
+
+}  // namespace sray::core

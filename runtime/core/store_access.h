@@ -1,0 +1,33 @@
+#pragma once
+
+// How a process reaches its node's object store: directly when the node
+// manager lives in the same process (the driver on node 0, and node
+// managers), by RPC to the node manager from a worker.
+//
+// Thread-safety: implementations may be called from any thread except a
+// transport handler (the RPC form blocks).
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "core/protocol.h"
+
+namespace sray::core {
+
+class StoreAccess {
+ public:
+  virtual ~StoreAccess() = default;
+  // Reserves room for a new object of this node (spilling others when
+  // needed) and returns the path to create; ResourceExhausted when full.
+  virtual Result<std::string> Create(const ObjectId& id, std::uint64_t size) = 0;
+  virtual void Seal(const ObjectId& id, std::uint64_t size) = 0;
+  // Makes the object readable on this node, pulling it from `holder_node`
+  // or restoring it from disk as needed, and returns its path.
+  virtual Result<std::string> MakeLocal(const ObjectId& id, std::uint32_t holder_node,
+                                        std::uint64_t size) = 0;
+  // The owner frees the object on the node that holds its primary copy.
+  virtual void Free(const ObjectId& id, std::uint32_t holder_node) = 0;
+};
+
+}  // namespace sray::core

@@ -1,0 +1,119 @@
+#include "core/task_execution.h"
+
+#include <cxxabi.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string_view>
+#include <typeinfo>
+
+#include "core/owner.h"
+#include "object/mapped_file.h"
+#include "sray/internal/function_registry.h"
+
+namespace sray::core {
+namespace {
+
+std::string Demangle(const char* name) {
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> readable(
+      abi::__cxa_demangle(name, nullptr, nullptr, &status), &std::free);
+  return status == 0 && readable ? std::string(readable.get()) : std::string(name);
+}
+
+Result<std::unique_ptr<object::MappedFile>> MapArgument(const ArgumentSpec& argument,
+                                                        StoreAccess& store) {
+  Status last = Status::Ok();
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto path = store.MakeLocal(argument.id, argument.node, argument.size);
+    if (!path.ok()) return path.status();
+    auto file = object::MappedFile::OpenReadOnly(*path);
+    if (file.ok()) return file;
+    last = file.status();
+  }
+  return last;
+}
+
+}  // namespace
+
+TaskOutcome ExecuteTask(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id) {
+  TaskOutcome outcome;
+  outcome.task_id = spec.task_id;
+  outcome.return_id = spec.return_id;
+  outcome.owner_rank = spec.owner_rank;
+  outcome.owner_node = spec.owner_node;
+  outcome.function = spec.name.empty() ? spec.function : spec.name;
+  outcome.node = node_id;
+  outcome.pid = ::getpid();
+  auto fail = [&](OutcomeKind kind, std::string type, std::string message) {
+    outcome.kind = static_cast<std::uint8_t>(kind);
+    outcome.error_type = std::move(type);
+    outcome.error_message = std::move(message);
+    return outcome;
+  };
+
+  const internal::Invoker* invoker = internal::FindInvoker(spec.function);
+  if (invoker == nullptr) {
+    return fail(OutcomeKind::kSystemError, "",
+                "function '" + spec.function +
+                    "' is not registered in the worker's executable: add SRAY_REMOTE(" +
+                    spec.function + ") next to its definition");
+  }
+  std::vector<std::unique_ptr<object::MappedFile>> mapped;
+  std::vector<std::string_view> arguments;
+  arguments.reserve(spec.arguments.size());
+  for (const auto& argument : spec.arguments) {
+    if (!argument.by_reference) {
+      arguments.emplace_back(argument.value);
+      continue;
+    }
+    auto file = MapArgument(argument, store);
+    if (!file.ok()) {
+      return fail(OutcomeKind::kSystemError, "",
+                  "cannot read argument object " + argument.id.ToString() + " from node " +
+                      std::to_string(argument.node) + ": " + file.status().message());
+    }
+    arguments.push_back((*file)->view());
+    mapped.push_back(std::move(file).value());
+  }
+  if (!spec.visible_devices.empty()) ::setenv("CUDA_VISIBLE_DEVICES", spec.visible_devices.c_str(), 1);
+
+  std::string result;
+  try {
+    result = (*invoker)(arguments);
+  } catch (const std::exception& error) {
+    return fail(OutcomeKind::kTaskThrew, Demangle(typeid(error).name()), error.what());
+  } catch (...) {
+    return fail(OutcomeKind::kTaskThrew, "unknown", "a non-std::exception was thrown");
+  }
+  mapped.clear();
+
+  if (result.size() <= kInlineObjectLimit) {
+    outcome.kind = static_cast<std::uint8_t>(OutcomeKind::kInlineValue);
+    outcome.value = std::move(result);
+    return outcome;
+  }
+  auto path = store.Create(spec.return_id, result.size());
+  if (!path.ok()) {
+    return fail(path.status().code() == StatusCode::kResourceExhausted ? OutcomeKind::kStoreFull
+                                                                       : OutcomeKind::kSystemError,
+                "", "cannot store its result of " + std::to_string(result.size()) +
+                        " bytes: " + path.status().message());
+  }
+  auto file = object::MappedFile::Create(*path, result.size());
+  if (!file.ok()) {
+    store.Free(spec.return_id, node_id);
+    return fail(OutcomeKind::kStoreFull, "",
+                "cannot store its result: " + file.status().message());
+  }
+  std::memcpy((*file)->data(), result.data(), result.size());
+  file->reset();
+  store.Seal(spec.return_id, result.size());
+  outcome.kind = static_cast<std::uint8_t>(OutcomeKind::kStoredValue);
+  outcome.size = result.size();
+  return outcome;
+}
+
+}  // namespace sray::core

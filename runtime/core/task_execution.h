@@ -1,0 +1,17 @@
+#pragma once
+
+// Runs one task in a worker: reads its arguments (inline, or mapped from the
+// node's store), calls the registered function, and stores its result
+// (inline when small, in the store otherwise). Every failure becomes an
+// outcome for the owner; nothing escapes.
+
+#include <cstdint>
+
+#include "core/protocol.h"
+#include "core/store_access.h"
+
+namespace sray::core {
+
+TaskOutcome ExecuteTask(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id);
+
+}  // namespace sray::core

@@ -1,0 +1,180 @@
+#include "core/worker_main.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <iostream>
+#include <mutex>
+
+#include "core/owner.h"
+#include "core/process_runtime.h"
+#include "core/protocol.h"
+#include "core/serial_executor.h"
+#include "core/task_execution.h"
+#include "jobsetup/task_environment.h"
+#include "transport/transport.h"
+#include "transport/ucx_handles.h"
+
+namespace sray::core {
+namespace {
+
+[[noreturn]] void Die(const std::string& message) {
+  std::cerr << "sray: worker " << ::getpid() << ": " << message << "\n";
+  std::_Exit(1);
+}
+
+std::string TakeVariable(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr) Die(std::string("missing ") + name + ": workers are started by sray");
+  std::string text(value);
+  ::unsetenv(name);
+  return text;
+}
+
+transport::Bytes FromHex(const std::string& text) {
+  transport::Bytes bytes(text.size() / 2);
+  for (std::size_t index = 0; index < bytes.size(); ++index) {
+    bytes[index] = static_cast<std::byte>(std::stoul(text.substr(index * 2, 2), nullptr, 16));
+  }
+  return bytes;
+}
+
+// The worker's way to its node's store: RPCs to the node manager. Free is
+// posted, because owners free objects from transport handlers too.
+class RemoteStoreAccess final : public StoreAccess {
+ public:
+  RemoteStoreAccess(transport::Transport& transport, std::uint32_t manager,
+                    SerialExecutor& outbox)
+      : transport_(transport), manager_(manager), outbox_(outbox) {}
+
+  Result<std::string> Create(const ObjectId& id, std::uint64_t size) override {
+    return PathFrom(kCreateObject, ObjectRequest{.id = id, .size = size, .node = 0, .owner_rank = 0});
+  }
+  void Seal(const ObjectId& id, std::uint64_t size) override {
+    (void)transport_.Send(manager_, kSealObject,
+                          Encode(ObjectRequest{.id = id, .size = size, .node = 0, .owner_rank = 0}));
+  }
+  Result<std::string> MakeLocal(const ObjectId& id, std::uint32_t holder,
+                                std::uint64_t size) override {
+    return PathFrom(kMakeLocal, ObjectRequest{.id = id, .size = size, .node = holder, .owner_rank = 0});
+  }
+  void Free(const ObjectId& id, std::uint32_t holder) override {
+    outbox_.Post([this, id, holder] {
+      (void)transport_.Send(manager_, kFreeObject, Encode(FreeObject{.id = id, .node = holder}));
+    });
+  }
+
+ private:
+  Result<std::string> PathFrom(std::uint32_t method, const ObjectRequest& request) {
+    auto reply = transport_.Call(manager_, method, Encode(request), std::chrono::minutes(10));
+    if (!reply.ok()) return reply.status();
+    auto path = Decode<ObjectPath>(*reply, "object path");
+    if (!path.ok()) return path.status();
+    return path->path;
+  }
+
+  transport::Transport& transport_;
+  std::uint32_t manager_;
+  SerialExecutor& outbox_;
+};
+
+}  // namespace
+
+bool IsWorkerProcess() {
+  return std::getenv("SRAY_WORKER_RANK") != nullptr;
+}
+
+void RunWorker() {
+  const pid_t parent = static_cast<pid_t>(std::stol(TakeVariable("SRAY_WORKER_PARENT")));
+  // Die with the node manager, whatever way it ends.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) std::_Exit(1);
+
+  const auto rank = static_cast<std::uint32_t>(std::stoul(TakeVariable("SRAY_WORKER_RANK")));
+  const auto manager = static_cast<std::uint32_t>(std::stoul(TakeVariable("SRAY_WORKER_MANAGER_RANK")));
+  const transport::Bytes manager_address = FromHex(TakeVariable("SRAY_WORKER_MANAGER_ADDRESS"));
+  const transport::Bytes secret = FromHex(TakeVariable("SRAY_WORKER_SECRET"));
+  auto environment =
+      jobsetup::ReadTaskEnvironment([](const char* name) { return std::getenv(name); });
+  if (!environment.ok()) Die(environment.status().message());
+  const std::uint32_t node_id = environment->node_id;
+
+  auto context = transport::UcxContext::Create("1s");
+  if (!context.ok()) Die(context.status().message());
+  auto worker = transport::UcxWorker::Create(*context);
+  if (!worker.ok()) Die(worker.status().message());
+  auto own_address = (*worker)->Address(false);
+  if (!own_address.ok()) Die(own_address.status().message());
+
+  transport::TransportOptions options;
+  options.rank = rank;
+  if (secret.size() != options.token.size()) Die("malformed job secret");
+  std::memcpy(options.token.data(), secret.data(), secret.size());
+  options.resolve_address = [manager, manager_address](std::uint32_t peer) -> Result<transport::Bytes> {
+    if (peer == manager) return manager_address;
+    return Status::NotFound("a worker talks only to its node manager");
+  };
+  options.describe_rank = [node_id](std::uint32_t) {
+    return "the node manager of node " + std::to_string(node_id);
+  };
+  options.peer_alive = [parent](std::uint32_t) { return ::getppid() == parent; };
+  auto created = transport::Transport::Create(std::move(options), *worker);
+  if (!created.ok()) Die(created.status().message());
+  std::unique_ptr<transport::Transport> transport = std::move(created).value();
+
+  SerialExecutor outbox;
+  RemoteStoreAccess store(*transport, manager, outbox);
+  transport::Transport* raw_transport = transport.get();
+  auto owner = std::make_unique<Owner>(OwnerIdentity{.rank = rank, .node_id = node_id}, store,
+                                       [raw_transport, manager, &outbox](TaskSpec spec) {
+                                         outbox.Post([raw_transport, manager, spec = std::move(spec)] {
+                                           (void)raw_transport->Send(manager, kSubmitTask, Encode(spec));
+                                         });
+                                       });
+  SetProcessRuntime(owner.get());
+
+  std::mutex mutex;
+  std::condition_variable arrived;
+  std::deque<TaskSpec> tasks;
+  transport->RegisterOneWayHandler(kExecuteTask, [&](std::uint32_t, auto payload) {
+    auto spec = Decode<TaskSpec>(payload, "task");
+    if (!spec.ok()) return;
+    {
+      std::lock_guard lock(mutex);
+      tasks.push_back(std::move(spec).value());
+    }
+    arrived.notify_one();
+  });
+  Owner* raw_owner = owner.get();
+  transport->RegisterOneWayHandler(kTaskOutcome, [raw_owner](std::uint32_t, auto payload) {
+    auto outcome = Decode<TaskOutcome>(payload, "task outcome");
+    if (outcome.ok()) raw_owner->OnTaskOutcome(std::move(outcome).value());
+  });
+
+  const std::string address_text(reinterpret_cast<const char*>(own_address->data()),
+                                 own_address->size());
+  auto registered = transport->Call(
+      manager, kRegisterWorker,
+      Encode(WorkerRegistration{.rank = rank, .pid = ::getpid(), .address = address_text}));
+  if (!registered.ok()) Die("cannot register with the node manager: " + registered.status().message());
+
+  while (true) {
+    TaskSpec spec;
+    {
+      std::unique_lock lock(mutex);
+      arrived.wait(lock, [&] { return !tasks.empty(); });
+      spec = std::move(tasks.front());
+      tasks.pop_front();
+    }
+    const TaskOutcome outcome = ExecuteTask(spec, store, node_id);
+    const Status sent = transport->Send(manager, kTaskDone, Encode(outcome));
+    if (!sent.ok()) Die("lost the node manager: " + sent.message());
+  }
+}
+
+}  // namespace sray::core

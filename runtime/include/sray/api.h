@@ -1,0 +1,91 @@
+#pragma once
+
+// sray's public C++ API, after Ray's: remote tasks returning ObjectRefs, Get,
+// Wait and Put over a shared-memory object store, across the nodes of a
+// Slurm step (`srun --ray-cluster`) or of `sray run`.
+//
+//   int main(int argc, char** argv) {
+//     sray::Init(argc, argv);           // workers never return from here
+//     auto ref = sray::Task(square).Remote(7);
+//     int value = sray::Get(ref);
+//   }
+//
+// Thread-safety: after Init, every function may be called from any thread.
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+#include "sray/errors.h"
+#include "sray/internal/function_registry.h"
+#include "sray/internal/runtime.h"
+#include "sray/internal/serialization.h"
+#include "sray/node.h"
+#include "sray/object_ref.h"
+#include "sray/task.h"
+
+namespace sray {
+
+// Joins the job. On the driver (global rank 0) it returns once every node is
+// up; in every other process it runs the node manager or a worker and never
+// returns (the process exits when the driver shuts the job down). Throws
+// LaunchError when the process was not started by srun --ray-cluster or
+// sray run.
+void Init(int argc, char** argv);
+// Ends the job: workers stop, objects and spill files are removed. Runs at
+// exit when the driver does not call it. Idempotent.
+void Shutdown();
+[[nodiscard]] bool IsInitialized();
+
+template <typename T>
+ObjectRef<T> Put(const T& value) {
+  const internal::ObjectId id = internal::CurrentRuntime().Put(internal::Serialize(value));
+  return ObjectRef<T>(std::make_shared<internal::ObjectHandle>(id));
+}
+
+// Waits for the value; throws TaskError, WorkerDiedError, ObjectLostError,
+// InfeasibleResourcesError, ObjectStoreFullError, or GetTimeoutError.
+template <typename T>
+T Get(const ObjectRef<T>& ref, internal::Timeout timeout = std::nullopt) {
+  const auto values = internal::CurrentRuntime().Get({ref.id()}, timeout);
+  return internal::Deserialize<T>(values.front()->bytes(), "an object");
+}
+
+template <typename T>
+std::vector<T> Get(const std::vector<ObjectRef<T>>& refs, internal::Timeout timeout = std::nullopt) {
+  std::vector<internal::ObjectId> ids;
+  ids.reserve(refs.size());
+  for (const auto& ref : refs) ids.push_back(ref.id());
+  const auto values = internal::CurrentRuntime().Get(ids, timeout);
+  std::vector<T> results;
+  results.reserve(values.size());
+  for (const auto& value : values) {
+    results.push_back(internal::Deserialize<T>(value->bytes(), "an object"));
+  }
+  return results;
+}
+
+template <typename T>
+struct WaitResult {
+  std::vector<ObjectRef<T>> ready;
+  std::vector<ObjectRef<T>> unready;
+};
+
+// Returns once `num_objects` of `refs` are ready or the timeout passed, in
+// the order of `refs`.
+template <typename T>
+WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, std::size_t num_objects,
+                   internal::Timeout timeout = std::nullopt) {
+  std::vector<internal::ObjectId> ids;
+  ids.reserve(refs.size());
+  for (const auto& ref : refs) ids.push_back(ref.id());
+  const std::vector<bool> ready = internal::CurrentRuntime().Wait(ids, num_objects, timeout);
+  WaitResult<T> result;
+  for (std::size_t index = 0; index < refs.size(); ++index) {
+    (ready[index] ? result.ready : result.unready).push_back(refs[index]);
+  }
+  return result;
+}
+
+}  // namespace sray

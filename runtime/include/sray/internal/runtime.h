@@ -1,0 +1,78 @@
+#pragma once
+
+// The seam between the public API templates and the runtime behind them, as
+// in Ray's C++ API: the templates turn typed calls into serialized bytes and
+// object ids; a Runtime moves them. libsray implements it for driver and
+// worker processes.
+//
+// Thread-safety: every member may be called from any thread.
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sray/internal/object_id.h"
+
+namespace sray::internal {
+
+// A value Get returned: bytes that stay valid as long as this lives (a copy
+// of a small object, or a read-only mapping of the node's shared memory).
+class ObjectValue {
+ public:
+  virtual ~ObjectValue() = default;
+  [[nodiscard]] virtual std::string_view bytes() const = 0;
+};
+
+// One counted reference to an object; ObjectRef copies share one. The last
+// one dropped tells the owner, which frees the object once no task needs it.
+class ObjectHandle {
+ public:
+  explicit ObjectHandle(ObjectId id) : id_(id) {}
+  ~ObjectHandle();
+  ObjectHandle(const ObjectHandle&) = delete;
+  ObjectHandle& operator=(const ObjectHandle&) = delete;
+  [[nodiscard]] const ObjectId& id() const { return id_; }
+
+ private:
+  ObjectId id_;
+};
+
+struct TaskArgument {
+  std::string value;                        // used when reference is null
+  std::shared_ptr<ObjectHandle> reference;  // an ObjectRef passed by the caller
+};
+
+struct TaskOptions {
+  std::map<std::string, double> resources;  // empty: {"CPU": 1}
+  int max_retries = 3;                      // after a worker died; 0 disables
+  bool retry_exceptions = false;            // also retry when the task throws
+  std::string name;                         // for messages; default: the function
+};
+
+using Timeout = std::optional<std::chrono::milliseconds>;
+
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+  // The returned id carries one reference, which the caller's handle owns.
+  virtual ObjectId SubmitTask(const std::string& function, std::vector<TaskArgument> arguments,
+                              const TaskOptions& options) = 0;
+  virtual ObjectId Put(std::string value) = 0;
+  // Throws the typed errors of sray/errors.h.
+  virtual std::vector<std::shared_ptr<const ObjectValue>> Get(const std::vector<ObjectId>& ids,
+                                                              Timeout timeout) = 0;
+  // Which of `ids` are ready: returns once `num_ready` are, or at the timeout.
+  virtual std::vector<bool> Wait(const std::vector<ObjectId>& ids, std::size_t num_ready,
+                                 Timeout timeout) = 0;
+  virtual void RemoveReference(const ObjectId& id) noexcept = 0;
+};
+
+// Throws sray::LaunchError before sray::Init.
+Runtime& CurrentRuntime();
+
+}  // namespace sray::internal

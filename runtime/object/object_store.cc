@@ -1,0 +1,228 @@
+#include "object/object_store.h"
+
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
+#include <vector>
+
+namespace sray::object {
+namespace {
+
+std::string Mebibytes(std::uint64_t bytes) {
+  return std::to_string(bytes / (1024 * 1024)) + " MiB";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(StoreConfig config) {
+  struct statvfs filesystem {};
+  if (::statvfs(config.shared_memory_directory.c_str(), &filesystem) != 0) {
+    return Status::FromErrno(errno, "cannot inspect " + config.shared_memory_directory.string());
+  }
+  const std::uint64_t available =
+      static_cast<std::uint64_t>(filesystem.f_bavail) * filesystem.f_frsize;
+  if (config.capacity > available) {
+    return Status::ResourceExhausted(
+        "object store of node " + std::to_string(config.node_id) + ": " +
+        config.shared_memory_directory.string() + " has " + Mebibytes(available) +
+        " free but the store needs " + Mebibytes(config.capacity) +
+        ": set object_store_memory lower (e.g. --ray-cluster=object_store_memory=" +
+        std::to_string(available / 2 / (1024 * 1024)) + "M) or give the node more " +
+        config.shared_memory_directory.string());
+  }
+  std::error_code error;
+  std::filesystem::create_directories(config.spill_directory, error);
+  if (error) {
+    return Status::IoError("cannot create the spill directory " +
+                           config.spill_directory.string() + ": " + error.message());
+  }
+  return std::unique_ptr<ObjectStore>(new ObjectStore(std::move(config)));
+}
+
+ObjectStore::~ObjectStore() {
+  std::lock_guard lock(mutex_);
+  for (const auto& [id, entry] : entries_) {
+    ::unlink(PathOf(id).c_str());
+    ::unlink(SpillPathOf(id).c_str());
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(config_.spill_directory, ignored);
+}
+
+std::filesystem::path ObjectStore::PathOf(const ObjectId& id) const {
+  return config_.shared_memory_directory / (config_.name_prefix + "." + id.ToString());
+}
+
+std::filesystem::path ObjectStore::SpillPathOf(const ObjectId& id) const {
+  return config_.spill_directory / id.ToString();
+}
+
+Result<std::filesystem::path> ObjectStore::Create(const ObjectId& id, std::uint64_t size,
+                                                  bool primary) {
+  std::lock_guard lock(mutex_);
+  if (entries_.contains(id)) {
+    return Status::AlreadyExists("object " + id.ToString() + " already exists in the store of node " +
+                                 std::to_string(config_.node_id));
+  }
+  SRAY_RETURN_IF_ERROR(MakeRoom(size, id));
+  entries_[id] = Entry{.size = size, .where = Where::kCreating, .primary = primary, .pins = 0,
+                       .last_use = ++clock_};
+  in_memory_ += size;
+  return PathOf(id);
+}
+
+void ObjectStore::Seal(const ObjectId& id) {
+  std::lock_guard lock(mutex_);
+  auto found = entries_.find(id);
+  if (found != entries_.end() && found->second.where == Where::kCreating) {
+    found->second.where = Where::kMemory;
+  }
+}
+
+void ObjectStore::Abort(const ObjectId& id) {
+  std::lock_guard lock(mutex_);
+  auto found = entries_.find(id);
+  if (found == entries_.end() || found->second.where != Where::kCreating) return;
+  in_memory_ -= found->second.size;
+  ::unlink(PathOf(id).c_str());
+  entries_.erase(found);
+}
+
+Status ObjectStore::MakeRoom(std::uint64_t size, const ObjectId& for_id) {
+  if (size > config_.capacity) {
+    return Status::ResourceExhausted(
+        "object " + for_id.ToString() + " of " + std::to_string(size) +
+        " bytes is larger than the whole object store of node " + std::to_string(config_.node_id) +
+        " (" + std::to_string(config_.capacity) +
+        " bytes): raise object_store_memory or split the object");
+  }
+  while (in_memory_ + size > config_.capacity) {
+    // Least recently used, unpinned, sealed.
+    ObjectId victim;
+    Entry* chosen = nullptr;
+    for (auto& [id, entry] : entries_) {
+      if (entry.where != Where::kMemory || entry.pins > 0) continue;
+      if (chosen == nullptr || entry.last_use < chosen->last_use) {
+        chosen = &entry;
+        victim = id;
+      }
+    }
+    if (chosen == nullptr) {
+      return Status::ResourceExhausted(
+          "object " + for_id.ToString() + " of " + std::to_string(size) +
+          " bytes does not fit the object store of node " + std::to_string(config_.node_id) +
+          ": " + std::to_string(in_memory_) + " of " + std::to_string(config_.capacity) +
+          " bytes are held by objects in use that cannot be spilled: drop references you no "
+          "longer need, or raise object_store_memory");
+    }
+    if (!chosen->primary) {
+      // A copy of an object whose primary lives on another node.
+      ::unlink(PathOf(victim).c_str());
+      in_memory_ -= chosen->size;
+      entries_.erase(victim);
+      continue;
+    }
+    SRAY_RETURN_IF_ERROR(SpillLocked(victim, *chosen));
+  }
+  return Status::Ok();
+}
+
+Status ObjectStore::SpillLocked(const ObjectId& id, Entry& entry) {
+  std::error_code error;
+  std::filesystem::copy_file(PathOf(id), SpillPathOf(id),
+                             std::filesystem::copy_options::overwrite_existing, error);
+  if (error) {
+    ::unlink(SpillPathOf(id).c_str());
+    return Status::ResourceExhausted(
+        "cannot spill object " + id.ToString() + " (" + std::to_string(entry.size) +
+        " bytes) to " + config_.spill_directory.string() + ": " + error.message() +
+        ": the object store of node " + std::to_string(config_.node_id) + " is full (" +
+        std::to_string(in_memory_) + " of " + std::to_string(config_.capacity) +
+        " bytes) and its disk cannot take more: free space under tmpdir or drop references");
+  }
+  ::unlink(PathOf(id).c_str());
+  entry.where = Where::kDisk;
+  in_memory_ -= entry.size;
+  spilled_ += entry.size;
+  return Status::Ok();
+}
+
+Result<std::filesystem::path> ObjectStore::Locate(const ObjectId& id) {
+  std::lock_guard lock(mutex_);
+  auto found = entries_.find(id);
+  if (found == entries_.end() || found->second.where == Where::kCreating) {
+    return Status::NotFound("object " + id.ToString() + " is not in the store of node " +
+                            std::to_string(config_.node_id));
+  }
+  Entry& entry = found->second;
+  entry.last_use = ++clock_;
+  if (entry.where == Where::kMemory) return PathOf(id);
+  // Restore: pin it so that making room does not pick it, then copy back.
+  entry.pins++;
+  const Status room = MakeRoom(entry.size, id);
+  entry.pins--;
+  SRAY_RETURN_IF_ERROR(room);
+  std::error_code error;
+  std::filesystem::copy_file(SpillPathOf(id), PathOf(id),
+                             std::filesystem::copy_options::overwrite_existing, error);
+  if (error) {
+    ::unlink(PathOf(id).c_str());
+    return Status::IoError("cannot restore spilled object " + id.ToString() + " from " +
+                           SpillPathOf(id).string() + ": " + error.message());
+  }
+  ::unlink(SpillPathOf(id).c_str());
+  entry.where = Where::kMemory;
+  spilled_ -= entry.size;
+  in_memory_ += entry.size;
+  return PathOf(id);
+}
+
+bool ObjectStore::Contains(const ObjectId& id) const {
+  std::lock_guard lock(mutex_);
+  auto found = entries_.find(id);
+  return found != entries_.end() && found->second.where != Where::kCreating;
+}
+
+std::uint64_t ObjectStore::SizeOf(const ObjectId& id) const {
+  std::lock_guard lock(mutex_);
+  auto found = entries_.find(id);
+  return found == entries_.end() ? 0 : found->second.size;
+}
+
+void ObjectStore::Pin(const ObjectId& id) {
+  std::lock_guard lock(mutex_);
+  auto found = entries_.find(id);
+  if (found != entries_.end()) found->second.pins++;
+}
+
+void ObjectStore::Unpin(const ObjectId& id) {
+  std::lock_guard lock(mutex_);
+  auto found = entries_.find(id);
+  if (found != entries_.end() && found->second.pins > 0) found->second.pins--;
+}
+
+void ObjectStore::Free(const ObjectId& id) {
+  std::lock_guard lock(mutex_);
+  auto found = entries_.find(id);
+  if (found == entries_.end()) return;
+  if (found->second.where == Where::kDisk) {
+    ::unlink(SpillPathOf(id).c_str());
+    spilled_ -= found->second.size;
+  } else {
+    ::unlink(PathOf(id).c_str());
+    in_memory_ -= found->second.size;
+  }
+  entries_.erase(found);
+}
+
+StoreUsageSnapshot ObjectStore::Usage() const {
+  std::lock_guard lock(mutex_);
+  return {.capacity = config_.capacity,
+          .in_memory = in_memory_,
+          .spilled = spilled_,
+          .objects = entries_.size()};
+}
+
+}  // namespace sray::object

@@ -1,0 +1,97 @@
+#pragma once
+
+// One node's object store: immutable objects, one file each in /dev/shm
+// under a name unique to job, step and node, so processes on the node map
+// them directly (zero-copy Get). The store accounts their bytes against its
+// capacity; when a new object does not fit it spills the least recently used
+// unpinned objects to the session directory on node-local disk (copies fetched
+// from other nodes are dropped instead: their primary lives on) and restores
+// them on demand. When even that cannot make room, creation fails with an
+// error naming the sizes. Nothing is lost silently.
+//
+// Thread-safety: every member may be called from any thread.
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "common/status.h"
+#include "sray/internal/object_id.h"
+
+namespace sray::object {
+
+using internal::ObjectId;
+
+struct StoreConfig {
+  std::filesystem::path shared_memory_directory = "/dev/shm";
+  // "sray.<job>.<step>.n<node>": unique per job, step and node.
+  std::string name_prefix;
+  std::filesystem::path spill_directory;
+  std::uint64_t capacity = 0;
+  std::uint32_t node_id = 0;
+};
+
+struct StoreUsageSnapshot {
+  std::uint64_t capacity = 0;
+  std::uint64_t in_memory = 0;
+  std::uint64_t spilled = 0;
+  std::uint64_t objects = 0;
+};
+
+class ObjectStore {
+ public:
+  // Checks that the shared-memory directory can hold `capacity` bytes.
+  static Result<std::unique_ptr<ObjectStore>> Open(StoreConfig config);
+  // Removes every object and spill file of this store.
+  ~ObjectStore();
+  ObjectStore(const ObjectStore&) = delete;
+  ObjectStore& operator=(const ObjectStore&) = delete;
+
+  // Makes room for a new object and returns the path its creator writes;
+  // Seal makes it readable and spillable. `primary` is false for copies
+  // pulled from another node.
+  Result<std::filesystem::path> Create(const ObjectId& id, std::uint64_t size, bool primary);
+  void Seal(const ObjectId& id);
+  // Removes an object that was created but never sealed (its writer failed).
+  void Abort(const ObjectId& id);
+  // The path of the object in shared memory, restoring it from disk when it
+  // was spilled. NotFound when the store does not have it.
+  Result<std::filesystem::path> Locate(const ObjectId& id);
+  [[nodiscard]] bool Contains(const ObjectId& id) const;
+  [[nodiscard]] std::uint64_t SizeOf(const ObjectId& id) const;
+  // Pinned objects are neither spilled nor dropped (a pull or a task reads them).
+  void Pin(const ObjectId& id);
+  void Unpin(const ObjectId& id);
+  void Free(const ObjectId& id);
+  [[nodiscard]] StoreUsageSnapshot Usage() const;
+  [[nodiscard]] std::filesystem::path PathOf(const ObjectId& id) const;
+
+ private:
+  enum class Where { kCreating, kMemory, kDisk };
+  struct Entry {
+    std::uint64_t size = 0;
+    Where where = Where::kCreating;
+    bool primary = true;
+    int pins = 0;
+    std::uint64_t last_use = 0;
+  };
+
+  explicit ObjectStore(StoreConfig config) : config_(std::move(config)) {}
+  [[nodiscard]] std::filesystem::path SpillPathOf(const ObjectId& id) const;
+  // Frees memory until `size` more bytes fit. Caller holds mutex_.
+  Status MakeRoom(std::uint64_t size, const ObjectId& for_id);
+  Status SpillLocked(const ObjectId& id, Entry& entry);
+
+  const StoreConfig config_;
+  mutable std::mutex mutex_;
+  std::unordered_map<ObjectId, Entry, internal::ObjectIdHash> entries_;
+  std::uint64_t in_memory_ = 0;
+  std::uint64_t spilled_ = 0;
+  std::uint64_t clock_ = 0;
+};
+
+}  // namespace sray::object

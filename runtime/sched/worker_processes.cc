@@ -1,0 +1,160 @@
+#include "sched/worker_processes.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+namespace sray::sched {
+namespace {
+
+int OpenPidfd(pid_t pid) {
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+}
+
+std::vector<char*> PointersTo(std::vector<std::string>& strings) {
+  std::vector<char*> pointers;
+  pointers.reserve(strings.size() + 1);
+  for (auto& text : strings) pointers.push_back(text.data());
+  pointers.push_back(nullptr);
+  return pointers;
+}
+
+}  // namespace
+
+std::string DescribeWaitStatus(int wait_status) {
+  if (WIFEXITED(wait_status)) return "exit status " + std::to_string(WEXITSTATUS(wait_status));
+  if (WIFSIGNALED(wait_status)) {
+    const int signal_number = WTERMSIG(wait_status);
+    return "signal " + std::to_string(signal_number) + " (" + ::strsignal(signal_number) + ")";
+  }
+  return "wait status " + std::to_string(wait_status);
+}
+
+Result<std::unique_ptr<WorkerProcesses>> WorkerProcesses::Create(ExitHandler on_exit) {
+  const int wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd < 0) return Status::FromErrno(errno, "cannot create an eventfd");
+  return std::unique_ptr<WorkerProcesses>(new WorkerProcesses(std::move(on_exit), wake_fd));
+}
+
+WorkerProcesses::WorkerProcesses(ExitHandler on_exit, int wake_fd)
+    : on_exit_(std::move(on_exit)), wake_fd_(wake_fd) {
+  watcher_ = std::thread([this] { Watch(); });
+}
+
+WorkerProcesses::~WorkerProcesses() {
+  StopAll();
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto written = ::write(wake_fd_, &one, sizeof(one));
+  watcher_.join();
+  ::close(wake_fd_);
+}
+
+Result<pid_t> WorkerProcesses::Spawn(const std::string& executable,
+                                     const std::vector<std::string>& arguments,
+                                     const std::vector<std::string>& environment) {
+  auto argument_copy = arguments;
+  auto environment_copy = environment;
+  auto argv = PointersTo(argument_copy);
+  auto envp = PointersTo(environment_copy);
+  pid_t pid = 0;
+  const int error = ::posix_spawn(&pid, executable.c_str(), nullptr, nullptr, argv.data(), envp.data());
+  if (error != 0) return Status::FromErrno(error, "cannot start a worker from " + executable);
+  const int pidfd = OpenPidfd(pid);
+  if (pidfd < 0) {
+    const int open_error = errno;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return Status::FromErrno(open_error, "cannot watch worker " + std::to_string(pid));
+  }
+  {
+    std::lock_guard lock(mutex_);
+    pidfds_[pid] = pidfd;
+  }
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto written = ::write(wake_fd_, &one, sizeof(one));
+  return pid;
+}
+
+void WorkerProcesses::Kill(pid_t pid, int signal_number) {
+  std::lock_guard lock(mutex_);
+  auto found = pidfds_.find(pid);
+  // Signal through the pidfd: a reaped pid might already belong to someone else.
+  if (found != pidfds_.end()) ::syscall(SYS_pidfd_send_signal, found->second, signal_number, nullptr, 0);
+}
+
+void WorkerProcesses::StopAll() {
+  std::vector<pid_t> running;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [pid, fd] : pidfds_) running.push_back(pid);
+  }
+  for (const pid_t pid : running) Kill(pid, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (std::chrono::steady_clock::now() < deadline) {
+    {
+      std::lock_guard lock(mutex_);
+      if (pidfds_.empty()) return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (const pid_t pid : running) Kill(pid, SIGKILL);
+  const auto kill_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (std::chrono::steady_clock::now() < kill_deadline) {
+    {
+      std::lock_guard lock(mutex_);
+      if (pidfds_.empty()) return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+void WorkerProcesses::Watch() {
+  while (true) {
+    std::vector<pollfd> watched;
+    std::vector<pid_t> pids;
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_ && pidfds_.empty()) return;
+      watched.push_back({.fd = wake_fd_, .events = POLLIN, .revents = 0});
+      for (const auto& [pid, fd] : pidfds_) {
+        watched.push_back({.fd = fd, .events = POLLIN, .revents = 0});
+        pids.push_back(pid);
+      }
+    }
+    const int ready = ::poll(watched.data(), watched.size(), stopping_ ? 50 : -1);
+    if (ready < 0 && errno != EINTR) return;
+    if (watched[0].revents & POLLIN) {
+      std::uint64_t count = 0;
+      [[maybe_unused]] auto got = ::read(wake_fd_, &count, sizeof(count));
+    }
+    for (std::size_t index = 1; index < watched.size(); ++index) {
+      if ((watched[index].revents & (POLLIN | POLLHUP)) == 0) continue;
+      const pid_t pid = pids[index - 1];
+      int wait_status = 0;
+      if (::waitpid(pid, &wait_status, WNOHANG) != pid) continue;
+      {
+        std::lock_guard lock(mutex_);
+        auto found = pidfds_.find(pid);
+        if (found != pidfds_.end()) {
+          ::close(found->second);
+          pidfds_.erase(found);
+        }
+      }
+      on_exit_(pid, wait_status);
+    }
+  }
+}
+
+}  // namespace sray::sched
