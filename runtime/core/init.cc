@@ -316,6 +316,30 @@ void Shutdown() {
   state->job.reset();
 }
 
+std::vector<NodeStoreUsage> StoreUsage() {
+  std::lock_guard lock(driver_mutex);
+  if (!driver) throw LaunchError("sray: StoreUsage is for the driver, after sray::Init");
+  std::vector<NodeStoreUsage> usage;
+  const auto local = driver->node_manager->StoreUsage();
+  usage.push_back({.node_id = 0,
+                   .capacity = local.capacity,
+                   .in_memory = local.in_memory,
+                   .spilled = local.spilled,
+                   .objects = local.objects});
+  for (std::uint32_t node = 1; node < driver->node_manager_ranks.size(); ++node) {
+    auto reply = driver->job->transport->Call(driver->node_manager_ranks[node], core::kStoreUsage, {});
+    if (!reply.ok()) throw Error("sray: cannot ask node " + std::to_string(node) + " for its store usage: " + reply.status().message());
+    auto remote = core::Decode<core::StoreUsage>(*reply, "store usage");
+    if (!remote.ok()) throw Error("sray: " + remote.status().message());
+    usage.push_back({.node_id = node,
+                     .capacity = remote->capacity,
+                     .in_memory = remote->in_memory,
+                     .spilled = remote->spilled,
+                     .objects = remote->objects});
+  }
+  return usage;
+}
+
 bool IsInitialized() {
   std::lock_guard lock(driver_mutex);
   return driver != nullptr || core::IsWorkerProcess();

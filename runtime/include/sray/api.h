@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -37,6 +38,16 @@ void Init(int argc, char** argv);
 // exit when the driver does not call it. Idempotent.
 void Shutdown();
 [[nodiscard]] bool IsInitialized();
+
+// What each node's object store holds now, like `ray memory` (driver only).
+struct NodeStoreUsage {
+  std::uint32_t node_id = 0;
+  std::uint64_t capacity = 0;   // bytes of shared memory it may use
+  std::uint64_t in_memory = 0;  // bytes of objects in shared memory
+  std::uint64_t spilled = 0;    // bytes of objects spilled to disk
+  std::uint64_t objects = 0;
+};
+std::vector<NodeStoreUsage> StoreUsage();
 
 template <typename T>
 ObjectRef<T> Put(const T& value) {

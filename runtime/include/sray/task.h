@@ -69,7 +69,8 @@ class TaskCaller<Result (*)(Parameters...)> {
                     "sray: an ObjectRef<T> argument needs a parameter of type T");
       return internal::TaskArgument{.value = {}, .reference = argument.handle()};
     } else {
-      const std::decay_t<Parameter> converted = std::forward<Argument>(argument);
+      // Converted as the function will see it (an int literal for a double).
+      const auto converted = static_cast<std::decay_t<Parameter>>(std::forward<Argument>(argument));
       return internal::TaskArgument{.value = internal::Serialize(converted), .reference = {}};
     }
   }

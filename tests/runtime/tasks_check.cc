@@ -1,0 +1,329 @@
+// Job-wide checks of remote tasks and the object store, run by the local
+// (`sray run -N3`) and slurm (`srun -N3 --ray-cluster`) tests. Each mode
+// prints "ok: <what>" lines that the scripts count, or "FAIL: ..." and
+// exits 1.
+//
+//   tasks_check basic | objects | refcount | spill | worker-death |
+//               exception | infeasible | gpu
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <numeric>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sray/api.h>
+
+namespace {
+
+[[noreturn]] void Fail(const std::string& what) {
+  std::cout << "FAIL: " << what << std::endl;
+  std::exit(1);
+}
+
+void Expect(bool condition, const std::string& what) {
+  if (!condition) Fail(what);
+  std::cout << "ok: " << what << std::endl;
+}
+
+std::int64_t square(std::int64_t value) {
+  return value * value;
+}
+
+std::int64_t add(std::int64_t left, std::int64_t right) {
+  return left + right;
+}
+
+std::int64_t sleep_then(std::int64_t milliseconds) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds));
+  return milliseconds;
+}
+
+// Holds the CPU for a while and says where it ran, so concurrent tasks
+// spread over the nodes.
+std::uint32_t node_after_work(std::int64_t milliseconds) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds));
+  return sray::CurrentNode().node_id;
+}
+
+// Checksum of a big argument plus the node that computed it.
+std::vector<std::uint64_t> checksum_on_node(std::vector<std::uint64_t> values,
+                                            std::int64_t milliseconds) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds));
+  const std::uint64_t sum = std::accumulate(values.begin(), values.end(), std::uint64_t{0});
+  return {sum, sray::CurrentNode().node_id};
+}
+
+// A big result made where the task runs, for the driver to pull.
+std::vector<std::uint64_t> make_block(std::uint64_t seed, std::uint64_t count) {
+  std::vector<std::uint64_t> block(count);
+  for (std::uint64_t index = 0; index < count; ++index) block[index] = seed * 1000003 + index;
+  block.push_back(sray::CurrentNode().node_id);
+  return block;
+}
+
+// Kills its own worker with SIGKILL on the first attempt (a marker file in
+// the session directory remembers it), and answers on the retry.
+std::int64_t die_once(std::string marker, std::int64_t value) {
+  if (!std::filesystem::exists(marker)) {
+    std::ofstream(marker) << getpid();
+    ::kill(::getpid(), SIGKILL);
+  }
+  return value * 2;
+}
+
+std::int64_t always_die(std::int64_t) {
+  ::kill(::getpid(), SIGKILL);
+  return 0;
+}
+
+std::int64_t throws_invalid_argument(std::int64_t chunk) {
+  throw std::invalid_argument("bad chunk " + std::to_string(chunk));
+}
+
+std::string visible_devices(std::int64_t) {
+  const char* devices = std::getenv("CUDA_VISIBLE_DEVICES");
+  return devices == nullptr ? "<unset>" : devices;
+}
+
+SRAY_REMOTE(square, add, sleep_then, node_after_work, checksum_on_node, make_block, die_once,
+            always_die, throws_invalid_argument, visible_devices);
+
+std::uint64_t InMemory() {
+  std::uint64_t total = 0;
+  for (const auto& node : sray::StoreUsage()) total += node.in_memory + node.spilled;
+  return total;
+}
+
+void Basic() {
+  std::vector<sray::ObjectRef<std::int64_t>> refs;
+  for (std::int64_t value = 0; value < 200; ++value) refs.push_back(sray::Task(square).Remote(value));
+  const auto squares = sray::Get(refs);
+  std::int64_t sum = 0;
+  for (const auto value : squares) sum += value;
+  Expect(sum == 2646700, "200 remote squares sum to 2646700");
+
+  // A task's result passed straight into another task.
+  auto chained = sray::Task(add).Remote(sray::Task(square).Remote(3), sray::Task(square).Remote(4));
+  Expect(sray::Get(chained) == 25, "results chain from task to task without Get");
+  Expect(sray::Get(sray::Task(add).Remote(sray::Put<std::int64_t>(40), 2)) == 42,
+         "Put values are task arguments");
+
+  auto slow = sray::Task(sleep_then).Remote(1500);
+  auto fast = sray::Task(sleep_then).Remote(1);
+  const auto waited = sray::Wait(std::vector{slow, fast}, 1, std::chrono::milliseconds(1000));
+  Expect(waited.ready.size() == 1 && waited.unready.size() == 1 &&
+             waited.ready.front().id() == fast.id(),
+         "Wait returns the finished task and leaves the slow one");
+  bool timed_out = false;
+  try {
+    (void)sray::Get(slow, std::chrono::milliseconds(10));
+  } catch (const sray::GetTimeoutError&) {
+    timed_out = true;
+  }
+  Expect(timed_out, "Get with a timeout throws GetTimeoutError");
+  Expect(sray::Get(slow) == 1500, "the slow task still finishes");
+}
+
+void Objects() {
+  // 4 MiB argument from the driver's node, read by tasks on every node.
+  std::vector<std::uint64_t> values(512 * 1024);
+  std::iota(values.begin(), values.end(), 1);
+  const std::uint64_t expected = std::accumulate(values.begin(), values.end(), std::uint64_t{0});
+  auto shared = sray::Put(values);
+  std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> refs;
+  for (int task = 0; task < 12; ++task) refs.push_back(sray::Task(checksum_on_node).Remote(shared, 300));
+  std::set<std::uint64_t> nodes;
+  bool sums_right = true;
+  for (const auto& result : sray::Get(refs)) {
+    sums_right = sums_right && result[0] == expected;
+    nodes.insert(result[1]);
+  }
+  Expect(sums_right, "a 4 MiB Put argument arrives intact in every task");
+  Expect(nodes.size() >= 2, "tasks ran on " + std::to_string(nodes.size()) +
+                                " nodes, so objects crossed nodes");
+
+  // 2 MiB results made on whichever node, pulled by the driver.
+  std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> blocks;
+  for (std::uint64_t seed = 0; seed < 12; ++seed) {
+    blocks.push_back(sray::Task(make_block).Remote(seed, 256 * 1024));
+  }
+  std::set<std::uint64_t> made_on;
+  bool blocks_right = true;
+  for (std::uint64_t seed = 0; seed < blocks.size(); ++seed) {
+    const auto block = sray::Get(blocks[seed]);
+    made_on.insert(block.back());
+    for (std::uint64_t index = 0; index + 1 < block.size(); index += 4099) {
+      blocks_right = blocks_right && block[index] == seed * 1000003 + index;
+    }
+  }
+  Expect(blocks_right, "2 MiB task results read back intact");
+  // A remote node's result fed to another task: the executing node pulls it.
+  auto resum = sray::Task(checksum_on_node).Remote(blocks[0], 0);
+  const auto block0 = sray::Get(blocks[0]);
+  Expect(sray::Get(resum)[0] ==
+             std::accumulate(block0.begin(), block0.end(), std::uint64_t{0}),
+         "a task result is an argument of a task on any node");
+  std::cout << "info: results were made on " << made_on.size() << " nodes" << std::endl;
+}
+
+void Refcount() {
+  const std::uint64_t before = InMemory();
+  {
+    std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> refs;
+    for (int index = 0; index < 10; ++index) {
+      refs.push_back(sray::Put(std::vector<std::uint64_t>(256 * 1024, (std::uint64_t{1} << 40) + static_cast<std::uint64_t>(index))));
+      refs.push_back(sray::Task(make_block).Remote(std::uint64_t(index), 256 * 1024));
+    }
+    (void)sray::Get(refs);
+    const std::uint64_t held = InMemory();
+    // The ten Puts alone take 10 x 2.25 MiB (9 bytes a word in msgpack).
+    Expect(held >= before + 10 * 2 * 1024 * 1024,
+           "objects of 1-2 MiB are held in the stores (" + std::to_string(held >> 20) + " MiB)");
+  }
+  // Frees travel as messages: give them a moment.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (InMemory() != before && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  Expect(InMemory() == before, "store usage returns to " + std::to_string(before) +
+                                   " bytes after the references are dropped");
+}
+
+void Spill() {
+  // 2 GiB through stores of 512 MiB: 16 objects of 16 Mi words each above
+  // 2^32 (msgpack stores them in 9 bytes: 144 MiB per object, 2.25 GiB).
+  constexpr std::size_t kObjects = 16;
+  constexpr std::size_t kWords = 16 * 1024 * 1024;
+  constexpr std::uint64_t kBase = std::uint64_t{1} << 40;
+  std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> refs;
+  for (std::size_t object = 0; object < kObjects; ++object) {
+    std::vector<std::uint64_t> values(kWords);
+    for (std::size_t index = 0; index < kWords; ++index) values[index] = kBase + object * kWords + index;
+    refs.push_back(sray::Put(values));
+  }
+  std::uint64_t spilled = 0;
+  for (const auto& node : sray::StoreUsage()) spilled += node.spilled;
+  Expect(spilled > 0, "objects beyond the store's capacity were spilled (" +
+                          std::to_string(spilled >> 20) + " MiB)");
+  bool intact = true;
+  for (std::size_t object = 0; object < kObjects; ++object) {
+    const auto values = sray::Get(refs[object]);
+    intact = intact && values.size() == kWords && values.front() == kBase + object * kWords &&
+             values.back() == kBase + object * kWords + kWords - 1 &&
+             values[kWords / 2] == kBase + object * kWords + kWords / 2;
+  }
+  Expect(intact, "all 2 GiB come back intact from memory and disk");
+  bool full = false;
+  try {
+    (void)sray::Put(std::vector<char>(600u << 20));
+  } catch (const sray::ObjectStoreFullError& error) {
+    full = true;
+    std::cout << "info: " << error.what() << std::endl;
+  }
+  Expect(full, "an object larger than the store fails with ObjectStoreFullError");
+  refs.clear();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (InMemory() != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  Expect(InMemory() == 0, "memory and spill files are freed when the references go");
+}
+
+void WorkerDeath() {
+  const std::string marker = sray::CurrentNode().session_dir + "/die_once.marker";
+  Expect(sray::Get(sray::Task(die_once).Remote(marker, 21)) == 42,
+         "a task whose worker was killed with SIGKILL is retried and answers");
+  bool died = false;
+  try {
+    (void)sray::Get(sray::Task(always_die).SetMaxRetries(1).Remote(1));
+  } catch (const sray::WorkerDiedError& error) {
+    died = true;
+    std::cout << "info: " << error.what() << std::endl;
+  }
+  Expect(died, "retries run out with WorkerDiedError");
+  Expect(sray::Get(sray::Task(square).Remote(9)) == 81, "the pool recovers for later tasks");
+}
+
+void Exception() {
+  try {
+    (void)sray::Get(sray::Task(throws_invalid_argument).Remote(7));
+    Fail("the exception did not reach Get");
+  } catch (const sray::TaskError& error) {
+    std::cout << "info: " << error.what() << std::endl;
+    Expect(error.remote_type() == "std::invalid_argument", "the remote exception type is kept");
+    Expect(error.remote_message() == "bad chunk 7", "the remote message is kept");
+    Expect(error.origin().function == "throws_invalid_argument" && error.origin().pid > 0,
+           "the error names the function and the pid");
+  }
+  // A failed result passed on fails its consumer the same way.
+  try {
+    (void)sray::Get(sray::Task(add).Remote(sray::Task(throws_invalid_argument).Remote(1), 1));
+    Fail("the dependency's failure did not propagate");
+  } catch (const sray::TaskError& error) {
+    Expect(error.remote_message() == "bad chunk 1", "a failed argument fails the task using it");
+  }
+}
+
+void Infeasible() {
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    (void)sray::Get(sray::Task(square).SetResources({{"CPU", 1000}}).Remote(1));
+    Fail("an impossible request was accepted");
+  } catch (const sray::InfeasibleResourcesError& error) {
+    std::cout << "info: " << error.what() << std::endl;
+    const std::string text = error.what();
+    Expect(text.find("{CPU: 1000}") != std::string::npos && text.find("largest") != std::string::npos,
+           "the infeasible error names the request and the largest node");
+  }
+  Expect(std::chrono::steady_clock::now() - started < std::chrono::seconds(5),
+         "an infeasible request fails at once");
+  try {
+    (void)sray::Get(sray::Task(square).SetResources({{"GPU", 1}}).Remote(1));
+    Fail("a GPU request was accepted on nodes without GPUs");
+  } catch (const sray::InfeasibleResourcesError&) {
+    Expect(true, "a GPU request without GPUs is infeasible");
+  }
+}
+
+// Run with --ray-cluster=resources=GPU:1: two half-GPU tasks share device 0.
+void Gpu() {
+  auto half = sray::Task(visible_devices).SetResources({{"CPU", 1}, {"GPU", 0.5}});
+  auto first = half.Remote(1);
+  auto second = half.Remote(2);
+  Expect(sray::Get(first) == "0" && sray::Get(second) == "0",
+         "half-GPU tasks see CUDA_VISIBLE_DEVICES=0");
+  auto nodes = sray::Task(node_after_work).SetResources({{"CPU", 2}});
+  Expect(sray::Get(nodes.Remote(1)) < sray::CurrentNode().num_nodes, "a 2-CPU task runs");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sray::Init(argc, argv);
+  const std::string mode = argc > 1 ? argv[1] : "basic";
+  try {
+    if (mode == "basic") Basic();
+    else if (mode == "objects") Objects();
+    else if (mode == "refcount") Refcount();
+    else if (mode == "spill") Spill();
+    else if (mode == "worker-death") WorkerDeath();
+    else if (mode == "exception") Exception();
+    else if (mode == "infeasible") Infeasible();
+    else if (mode == "gpu") Gpu();
+    else Fail("unknown mode " + mode);
+  } catch (const std::exception& error) {
+    Fail(std::string("unexpected exception: ") + error.what());
+  }
+  sray::Shutdown();
+  return 0;
+}
