@@ -102,3 +102,25 @@ TEST(OptionSchema, EveryKeyIsFoundAndExported) {
 
 }  // namespace
 }  // namespace sray::jobsetup
+
+namespace sray::jobsetup {
+namespace {
+
+TEST(Options, ObjectStoreMemoryTakesSizesWithSuffixes) {
+  auto parsed = ParseOptionList("object_store_memory=512M", "--ray-cluster");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(parsed->front().value, "536870912");
+  auto bad = ParseOptionList("object_store_memory=lots", "--ray-cluster");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("like 512M or 2G"), std::string::npos);
+}
+
+TEST(Options, ResourcesAreCheckedAndCanonical) {
+  auto parsed = ParseOptionList("resources= ssd:1 ;GPU:2", "--ray-cluster");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(parsed->front().value, "GPU:2;ssd:1");
+  EXPECT_FALSE(ParseOptionList("resources=GPU", "--ray-cluster").ok());
+}
+
+}  // namespace
+}  // namespace sray::jobsetup

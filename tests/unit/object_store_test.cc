@@ -1,0 +1,118 @@
+#include "object/object_store.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "object/mapped_file.h"
+
+namespace sray::object {
+namespace {
+
+class ObjectStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    directory_ = std::filesystem::temp_directory_path() /
+                 ("sray-store-test-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(directory_ / "shm");
+  }
+  void TearDown() override { std::filesystem::remove_all(directory_); }
+
+  std::unique_ptr<ObjectStore> Open(std::uint64_t capacity) {
+    auto store = ObjectStore::Open({.shared_memory_directory = directory_ / "shm",
+                                    .name_prefix = "sray.test.1.n0",
+                                    .spill_directory = directory_ / "spill",
+                                    .capacity = capacity,
+                                    .node_id = 0});
+    EXPECT_TRUE(store.ok()) << store.status().message();
+    return std::move(store).value();
+  }
+
+  static void Write(ObjectStore& store, const ObjectId& id, char fill, std::size_t size) {
+    auto path = store.Create(id, size, true);
+    ASSERT_TRUE(path.ok()) << path.status().message();
+    auto file = MappedFile::Create(*path, size);
+    ASSERT_TRUE(file.ok()) << file.status().message();
+    std::memset((*file)->data(), fill, size);
+    store.Seal(id);
+  }
+
+  static char FirstByte(ObjectStore& store, const ObjectId& id) {
+    auto path = store.Locate(id);
+    EXPECT_TRUE(path.ok()) << path.status().message();
+    auto file = MappedFile::OpenReadOnly(*path);
+    EXPECT_TRUE(file.ok());
+    return (*file)->view().front();
+  }
+
+  std::filesystem::path directory_;
+};
+
+TEST_F(ObjectStoreTest, SpillsLeastRecentlyUsedWhenFullAndRestoresOnDemand) {
+  auto store = Open(3000);
+  Write(*store, {1, 1}, 'a', 1000);
+  Write(*store, {1, 2}, 'b', 1000);
+  Write(*store, {1, 3}, 'c', 1000);
+  (void)store->Locate({1, 1});  // now {1,2} is the coldest
+  Write(*store, {1, 4}, 'd', 1000);
+  EXPECT_EQ(store->Usage().spilled, 1000u);
+  EXPECT_FALSE(std::filesystem::exists(store->PathOf({1, 2})));
+  EXPECT_EQ(FirstByte(*store, {1, 2}), 'b');  // restored, something else spilled
+  EXPECT_EQ(store->Usage().in_memory, 3000u);
+  EXPECT_EQ(store->Usage().spilled, 1000u);
+}
+
+TEST_F(ObjectStoreTest, PinnedObjectsAreNotSpilledAndAFullStoreSaysWhy) {
+  auto store = Open(2000);
+  Write(*store, {1, 1}, 'a', 1000);
+  Write(*store, {1, 2}, 'b', 1000);
+  store->Pin({1, 1});
+  store->Pin({1, 2});
+  auto refused = store->Create({1, 3}, 1000, true);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("2000 of 2000 bytes"), std::string::npos)
+      << refused.status().message();
+  auto huge = store->Create({1, 4}, 5000, true);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("larger than the whole object store"), std::string::npos);
+}
+
+TEST_F(ObjectStoreTest, CopiesFromOtherNodesAreDroppedNotSpilled) {
+  auto store = Open(2000);
+  auto copy = store->Create({2, 1}, 1000, false);
+  ASSERT_TRUE(copy.ok());
+  ASSERT_TRUE(MappedFile::Create(*copy, 1000).ok());
+  store->Seal({2, 1});
+  Write(*store, {1, 1}, 'a', 1000);
+  Write(*store, {1, 2}, 'b', 1000);
+  EXPECT_FALSE(store->Contains({2, 1}));
+  EXPECT_EQ(store->Usage().spilled, 0u);
+}
+
+TEST_F(ObjectStoreTest, FreeAndDestructionRemoveEveryFile) {
+  auto store = Open(2000);
+  Write(*store, {1, 1}, 'a', 1000);
+  Write(*store, {1, 2}, 'b', 1000);
+  Write(*store, {1, 3}, 'c', 1000);  // spills one
+  store->Free({1, 3});
+  EXPECT_EQ(store->Usage().in_memory, 1000u);
+  store.reset();
+  EXPECT_TRUE(std::filesystem::is_empty(directory_ / "shm"));
+  EXPECT_FALSE(std::filesystem::exists(directory_ / "spill"));
+}
+
+TEST_F(ObjectStoreTest, RefusesACapacityLargerThanSharedMemory) {
+  auto store = ObjectStore::Open({.shared_memory_directory = directory_ / "shm",
+                                  .name_prefix = "p",
+                                  .spill_directory = directory_ / "spill",
+                                  .capacity = std::uint64_t{1} << 60,
+                                  .node_id = 3});
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find("object_store_memory"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sray::object
