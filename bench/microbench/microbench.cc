@@ -1,0 +1,102 @@
+// Ray's core microbenchmarks, by their names, for sray (the Dask peer and the
+// JSON with ratios are bench/microbench/run's job once it exists; this
+// program prints "name value unit" lines).
+//
+//   sray run -N3 ./sray_microbench
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <sray/api.h>
+
+namespace {
+
+std::int64_t noop(std::int64_t value) {
+  return value;
+}
+
+// One client among several: submits `count` tasks from inside a worker.
+std::int64_t submit_many(std::int64_t count) {
+  std::vector<sray::ObjectRef<std::int64_t>> refs;
+  refs.reserve(static_cast<std::size_t>(count));
+  for (std::int64_t index = 0; index < count; ++index) refs.push_back(sray::Task(noop).Remote(index));
+  std::int64_t sum = 0;
+  for (const auto value : sray::Get(refs)) sum += value;
+  return sum;
+}
+
+SRAY_REMOTE(noop, submit_many);
+
+using Clock = std::chrono::steady_clock;
+
+// Runs `batch` until `seconds` passed; returns operations per second.
+double Rate(const std::function<std::size_t()>& batch, double seconds = 2.0) {
+  (void)batch();  // warm-up: workers started, pages touched
+  std::size_t operations = 0;
+  const auto start = Clock::now();
+  while (std::chrono::duration<double>(Clock::now() - start).count() < seconds) operations += batch();
+  return static_cast<double>(operations) / std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void Report(const std::string& name, double value, const std::string& unit) {
+  std::cout << name << " " << value << " " << unit << std::endl;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sray::Init(argc, argv);
+  Report("single_client_tasks_sync", Rate([] {
+           for (std::int64_t index = 0; index < 100; ++index) (void)sray::Get(sray::Task(noop).Remote(index));
+           return std::size_t{100};
+         }),
+         "tasks/s");
+  Report("single_client_tasks_async", Rate([] {
+           std::vector<sray::ObjectRef<std::int64_t>> refs;
+           for (std::int64_t index = 0; index < 1000; ++index) refs.push_back(sray::Task(noop).Remote(index));
+           (void)sray::Get(refs);
+           return std::size_t{1000};
+         }),
+         "tasks/s");
+  const std::int64_t clients = 3;
+  Report("multi_client_tasks_async", Rate([] {
+           std::vector<sray::ObjectRef<std::int64_t>> refs;
+           for (std::int64_t client = 0; client < clients; ++client) {
+             refs.push_back(sray::Task(submit_many).SetResources({{"CPU", 0}}).Remote(500));
+           }
+           (void)sray::Get(refs);
+           return static_cast<std::size_t>(clients * 500);
+         }),
+         "tasks/s");
+  Report("single_client_put_calls", Rate([] {
+           for (std::int64_t index = 0; index < 1000; ++index) (void)sray::Put(index);
+           return std::size_t{1000};
+         }),
+         "puts/s");
+  auto stored = sray::Put(std::int64_t{7});
+  Report("single_client_get_calls", Rate([&] {
+           for (int index = 0; index < 1000; ++index) (void)sray::Get(stored);
+           return std::size_t{1000};
+         }),
+         "gets/s");
+  const std::vector<char> block(100u << 20, 'x');
+  const double puts = Rate([&] {
+    (void)sray::Put(block);
+    return std::size_t{1};
+  });
+  Report("single_client_put_gigabytes", puts * static_cast<double>(block.size()) / 1e9, "GB/s");
+  std::vector<sray::ObjectRef<std::int64_t>> thousand;
+  for (std::int64_t index = 0; index < 1000; ++index) thousand.push_back(sray::Task(noop).Remote(index));
+  (void)sray::Get(thousand);
+  Report("single_client_wait_1k_refs", Rate([&] {
+           (void)sray::Wait(thousand, thousand.size());
+           return std::size_t{1};
+         }),
+         "waits/s");
+  sray::Shutdown();
+  return 0;
+}
