@@ -324,14 +324,7 @@ std::string NodeManager::InfeasibleMessage(const TaskSpec& spec) const {
 
 TaskOutcome NodeManager::OutcomeFor(const TaskSpec& spec, OutcomeKind kind,
                                     std::string message) const {
-  TaskOutcome outcome;
-  outcome.task_id = spec.task_id;
-  outcome.return_id = spec.return_id;
-  outcome.owner_rank = spec.owner_rank;
-  outcome.owner_node = spec.owner_node;
-  outcome.kind = static_cast<std::uint8_t>(kind);
-  outcome.error_message = std::move(message);
-  outcome.function = spec.name.empty() ? spec.function : spec.name;
+  TaskOutcome outcome = FailedOutcome(spec, kind, std::move(message));
   outcome.node = config_.node_id;
   return outcome;
 }

@@ -33,17 +33,6 @@ std::string TaskLabel(const TaskSpec& spec) {
   return spec.name.empty() ? spec.function : spec.name;
 }
 
-TaskOutcome FailureFor(const TaskSpec& spec, OutcomeKind kind, std::string message) {
-  TaskOutcome outcome;
-  outcome.task_id = spec.task_id;
-  outcome.return_id = spec.return_id;
-  outcome.owner_rank = spec.owner_rank;
-  outcome.owner_node = spec.owner_node;
-  outcome.kind = static_cast<std::uint8_t>(kind);
-  outcome.error_message = std::move(message);
-  outcome.function = TaskLabel(spec);
-  return outcome;
-}
 
 }  // namespace
 
@@ -110,7 +99,7 @@ void Owner::ResolveArgumentsLocked(PendingTask& task, std::vector<TaskSpec>& to_
     if (!argument.by_reference || argument.size != 0 || argument.node != 0) continue;
     auto found = objects_.find(argument.id);
     if (found == objects_.end()) {
-      to_fail.push_back(FailureFor(task.spec, OutcomeKind::kSystemError,
+      to_fail.push_back(FailedOutcome(task.spec, OutcomeKind::kSystemError,
                                    "argument object " + argument.id.ToString() +
                                        " is not owned by this process: pass ObjectRefs only "
                                        "from the process that created them"));
@@ -248,7 +237,7 @@ void Owner::FailAll(const std::string& reason) {
   {
     std::lock_guard lock(mutex_);
     for (const auto& [task_id, task] : tasks_) {
-      failures.push_back(FailureFor(task.spec, OutcomeKind::kSystemError, reason));
+      failures.push_back(FailedOutcome(task.spec, OutcomeKind::kSystemError, reason));
     }
   }
   for (auto& failure : failures) OnTaskOutcome(std::move(failure));

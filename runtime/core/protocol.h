@@ -116,6 +116,19 @@ struct TaskOutcome {
                  error_message, function, pid)
 };
 
+// An outcome for `spec` without a value: a failure of `kind`.
+inline TaskOutcome FailedOutcome(const TaskSpec& spec, OutcomeKind kind, std::string message) {
+  TaskOutcome outcome;
+  outcome.task_id = spec.task_id;
+  outcome.return_id = spec.return_id;
+  outcome.owner_rank = spec.owner_rank;
+  outcome.owner_node = spec.owner_node;
+  outcome.kind = static_cast<std::uint8_t>(kind);
+  outcome.error_message = std::move(message);
+  outcome.function = spec.name.empty() ? spec.function : spec.name;
+  return outcome;
+}
+
 struct WorkerRegistration {
   std::uint32_t rank = 0;
   std::int64_t pid = 0;

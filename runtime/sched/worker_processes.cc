@@ -100,40 +100,40 @@ void WorkerProcesses::StopAll() {
     std::lock_guard lock(mutex_);
     for (const auto& [pid, fd] : pidfds_) running.push_back(pid);
   }
+  // The watcher reaps them; wait until it has, or the grace period ends.
+  auto all_reaped_within = [this](std::chrono::seconds grace) {
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    while (std::chrono::steady_clock::now() < deadline) {
+      {
+        std::lock_guard lock(mutex_);
+        if (pidfds_.empty()) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  };
   for (const pid_t pid : running) Kill(pid, SIGTERM);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  while (std::chrono::steady_clock::now() < deadline) {
-    {
-      std::lock_guard lock(mutex_);
-      if (pidfds_.empty()) return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  if (all_reaped_within(std::chrono::seconds(3))) return;
   for (const pid_t pid : running) Kill(pid, SIGKILL);
-  const auto kill_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  while (std::chrono::steady_clock::now() < kill_deadline) {
-    {
-      std::lock_guard lock(mutex_);
-      if (pidfds_.empty()) return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  (void)all_reaped_within(std::chrono::seconds(3));
 }
 
 void WorkerProcesses::Watch() {
   while (true) {
     std::vector<pollfd> watched;
     std::vector<pid_t> pids;
+    bool stopping = false;
     {
       std::lock_guard lock(mutex_);
-      if (stopping_ && pidfds_.empty()) return;
+      stopping = stopping_;
+      if (stopping && pidfds_.empty()) return;
       watched.push_back({.fd = wake_fd_, .events = POLLIN, .revents = 0});
       for (const auto& [pid, fd] : pidfds_) {
         watched.push_back({.fd = fd, .events = POLLIN, .revents = 0});
         pids.push_back(pid);
       }
     }
-    const int ready = ::poll(watched.data(), watched.size(), stopping_ ? 50 : -1);
+    const int ready = ::poll(watched.data(), watched.size(), stopping ? 50 : -1);
     if (ready < 0 && errno != EINTR) return;
     if (watched[0].revents & POLLIN) {
       std::uint64_t count = 0;
