@@ -4,7 +4,7 @@
 // exits 1.
 //
 //   tasks_check basic | objects | refcount | spill | worker-death |
-//               exception | infeasible | gpu
+//               exception | infeasible | gpu | nested
 
 #include <signal.h>
 #include <unistd.h>
@@ -95,6 +95,16 @@ std::string visible_devices(std::int64_t) {
   return devices == nullptr ? "<unset>" : devices;
 }
 
+// A task that is itself a client: submits tasks from its worker and waits.
+std::int64_t nested_sum_of_squares(std::int64_t count) {
+  std::vector<sray::ObjectRef<std::int64_t>> refs;
+  for (std::int64_t value = 0; value < count; ++value) refs.push_back(sray::Task(square).Remote(value));
+  std::int64_t sum = 0;
+  for (const auto value : sray::Get(refs)) sum += value;
+  return sum;
+}
+
+SRAY_REMOTE(nested_sum_of_squares);
 SRAY_REMOTE(square, add, sleep_then, node_after_work, checksum_on_node, make_block, die_once,
             always_die, throws_invalid_argument, visible_devices);
 
@@ -320,6 +330,10 @@ int main(int argc, char** argv) {
     else if (mode == "exception") Exception();
     else if (mode == "infeasible") Infeasible();
     else if (mode == "gpu") Gpu();
+    else if (mode == "nested") {
+      Expect(sray::Get(sray::Task(nested_sum_of_squares).Remote(50)) == 40425,
+             "a task submits 50 tasks of its own and gathers them");
+    }
     else Fail("unknown mode " + mode);
   } catch (const std::exception& error) {
     Fail(std::string("unexpected exception: ") + error.what());
