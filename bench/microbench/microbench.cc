@@ -4,6 +4,7 @@
 //
 //   sray run -N3 ./sray_microbench
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -42,6 +43,13 @@ double Rate(const std::function<std::size_t()>& batch, double seconds = 2.0) {
   return static_cast<double>(operations) / std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// Metrics to run: all, or those named on the command line.
+std::vector<std::string> selected;
+
+bool Wanted(const std::string& name) {
+  return selected.empty() || std::find(selected.begin(), selected.end(), name) != selected.end();
+}
+
 void Report(const std::string& name, double value, const std::string& unit) {
   std::cout << name << " " << value << " " << unit << std::endl;
 }
@@ -50,12 +58,13 @@ void Report(const std::string& name, double value, const std::string& unit) {
 
 int main(int argc, char** argv) {
   sray::Init(argc, argv);
-  Report("single_client_tasks_sync", Rate([] {
+  for (int index = 1; index < argc; ++index) selected.emplace_back(argv[index]);
+  if (Wanted("single_client_tasks_sync")) Report("single_client_tasks_sync", Rate([] {
            for (std::int64_t index = 0; index < 100; ++index) (void)sray::Get(sray::Task(noop).Remote(index));
            return std::size_t{100};
          }),
          "tasks/s");
-  Report("single_client_tasks_async", Rate([] {
+  if (Wanted("single_client_tasks_async")) Report("single_client_tasks_async", Rate([] {
            std::vector<sray::ObjectRef<std::int64_t>> refs;
            for (std::int64_t index = 0; index < 1000; ++index) refs.push_back(sray::Task(noop).Remote(index));
            (void)sray::Get(refs);
@@ -63,7 +72,7 @@ int main(int argc, char** argv) {
          }),
          "tasks/s");
   const std::int64_t clients = 3;
-  Report("multi_client_tasks_async", Rate([] {
+  if (Wanted("multi_client_tasks_async")) Report("multi_client_tasks_async", Rate([] {
            std::vector<sray::ObjectRef<std::int64_t>> refs;
            for (std::int64_t client = 0; client < clients; ++client) {
              refs.push_back(sray::Task(submit_many).SetResources({{"CPU", 0}}).Remote(500));
@@ -72,27 +81,29 @@ int main(int argc, char** argv) {
            return static_cast<std::size_t>(clients * 500);
          }),
          "tasks/s");
-  Report("single_client_put_calls", Rate([] {
+  if (Wanted("single_client_put_calls")) Report("single_client_put_calls", Rate([] {
            for (std::int64_t index = 0; index < 1000; ++index) (void)sray::Put(index);
            return std::size_t{1000};
          }),
          "puts/s");
   auto stored = sray::Put(std::int64_t{7});
-  Report("single_client_get_calls", Rate([&] {
+  if (Wanted("single_client_get_calls")) Report("single_client_get_calls", Rate([&] {
            for (int index = 0; index < 1000; ++index) (void)sray::Get(stored);
            return std::size_t{1000};
          }),
          "gets/s");
   const std::vector<char> block(100u << 20, 'x');
-  const double puts = Rate([&] {
-    (void)sray::Put(block);
-    return std::size_t{1};
-  });
-  Report("single_client_put_gigabytes", puts * static_cast<double>(block.size()) / 1e9, "GB/s");
+  if (Wanted("single_client_put_gigabytes")) {
+    const double puts = Rate([&] {
+      (void)sray::Put(block);
+      return std::size_t{1};
+    });
+    Report("single_client_put_gigabytes", puts * static_cast<double>(block.size()) / 1e9, "GB/s");
+  }
   std::vector<sray::ObjectRef<std::int64_t>> thousand;
   for (std::int64_t index = 0; index < 1000; ++index) thousand.push_back(sray::Task(noop).Remote(index));
   (void)sray::Get(thousand);
-  Report("single_client_wait_1k_refs", Rate([&] {
+  if (Wanted("single_client_wait_1k_refs")) Report("single_client_wait_1k_refs", Rate([&] {
            (void)sray::Wait(thousand, thousand.size());
            return std::size_t{1};
          }),

@@ -55,11 +55,8 @@ class NodeManager::LocalStoreAccess final : public StoreAccess {
       manager_.FreeLocal(id);
       return;
     }
-    NodeManager* manager = &manager_;
-    manager_.loop_->Post([manager, id, holder] {
-      const auto message = Encode(FreeObject{.id = id, .node = holder});
-      (void)manager->transport_.Send(manager->RankOfNode(holder), kFreeObject, message);
-    });
+    manager_.transport_.Post(manager_.RankOfNode(holder), kFreeObject,
+                             Encode(FreeObject{.id = id, .node = holder}));
   }
 
  private:
@@ -146,6 +143,7 @@ void NodeManager::ApplyClusterView(ClusterView view) {
     nodes_ = std::move(view.nodes);
     node_available_.clear();
     for (const auto& node : nodes_) node_available_.push_back(node.total);
+    node_queued_.assign(nodes_.size(), 0);
     Dispatch();
   });
 }
@@ -199,6 +197,7 @@ void NodeManager::RegisterHandlers() {
       manager.loop_->Post([&manager, update = std::move(update).value()]() mutable {
         if (update.node_id < manager.node_available_.size()) {
           manager.node_available_[update.node_id] = std::move(update.available);
+          manager.node_queued_[update.node_id] = update.queued;
           manager.Dispatch();
         }
       });
@@ -264,10 +263,7 @@ void NodeManager::RegisterHandlers() {
         manager.FreeLocal(request->id);
         return;
       }
-      manager.loop_->Post([&manager, request = *request] {
-        (void)manager.transport_.Send(manager.RankOfNode(request.node), kFreeObject,
-                                      Encode(request));
-      });
+      manager.transport_.Post(manager.RankOfNode(request->node), kFreeObject, Encode(*request));
     });
   });
   transport_.RegisterDeferredRequestHandler(
@@ -339,85 +335,122 @@ void NodeManager::Schedule(TaskSpec spec) {
       Route(OutcomeFor(spec, OutcomeKind::kInfeasible, InfeasibleMessage(spec)));
       return;
     }
-    if (!Forward(spec, false)) Forward(spec, true);
+    if (!Forward(spec, ForwardTo::kFreeOrShortQueue)) Forward(spec, ForwardTo::kAnyFeasible);
     return;
   }
-  queue_.push_back(std::move(spec));
+  queues_[spec.resources].push_back(std::move(spec));
+  ++queued_;
   Dispatch();
 }
 
-bool NodeManager::Forward(TaskSpec& spec, bool by_total) {
+bool NodeManager::Forward(TaskSpec& spec, ForwardTo where) {
+  // Prefer a node with the resources free now, then the shortest queue.
   std::optional<std::uint32_t> best;
-  double best_cpus = -1;
+  bool best_free = false;
+  std::uint32_t best_queued = 0;
   for (std::uint32_t node = 0; node < nodes_.size(); ++node) {
-    if (node == config_.node_id) continue;
-    const auto& resources = by_total ? nodes_[node].total : node_available_[node];
-    if (!sched::Fits(spec.resources, resources)) continue;
-    const double cpus = resources.contains("CPU") ? resources.at("CPU") : 0.0;
-    if (cpus > best_cpus) {
-      best_cpus = cpus;
+    if (node == config_.node_id || !sched::Fits(spec.resources, nodes_[node].total)) continue;
+    const bool free = sched::Fits(spec.resources, node_available_[node]);
+    const double cpus = nodes_[node].total.contains("CPU") ? nodes_[node].total.at("CPU") : 1.0;
+    const auto queue_limit = static_cast<std::uint32_t>(kQueuedPerRemoteCpu * std::max(1.0, cpus));
+    const bool acceptable = where == ForwardTo::kAnyFeasible || free ||
+                            (where == ForwardTo::kFreeOrShortQueue && node_queued_[node] < queue_limit);
+    if (!acceptable) continue;
+    if (!best || (free && !best_free) || (free == best_free && node_queued_[node] < best_queued)) {
       best = node;
+      best_free = free;
+      best_queued = node_queued_[node];
     }
   }
   if (!best) return false;
   // Assume it is taken until the node's next update says otherwise.
-  if (!by_total) sched::Subtract(node_available_[*best], spec.resources);
-  spec.hops++;
-  const auto message = Encode(spec);
-  const Status sent = transport_.Send(nodes_[*best].rank, kSubmitTask, message);
-  if (!sent.ok()) {
-    Route(OutcomeFor(spec, OutcomeKind::kSystemError,
-                     "cannot hand the task to node " + std::to_string(*best) + ": " +
-                         sent.message()));
+  if (best_free) {
+    sched::Subtract(node_available_[*best], spec.resources);
+  } else {
+    node_queued_[*best]++;
   }
+  spec.hops++;
+  // A node that died takes the job with it (the launcher ends the step).
+  transport_.Post(nodes_[*best].rank, kSubmitTask, Encode(spec));
   return true;
 }
 
+namespace {
+
+// How many tasks of `shape` fit into `available` at once.
+std::size_t TimesItFits(const sched::ResourceMap& shape, const sched::ResourceMap& available,
+                        std::size_t at_most) {
+  std::size_t times = at_most;
+  for (const auto& [name, amount] : shape) {
+    if (amount <= 0) continue;
+    const auto found = available.find(name);
+    const double have = found == available.end() ? 0.0 : found->second;
+    times = std::min(times, static_cast<std::size_t>(std::max(0.0, (have + 1e-9) / amount)));
+  }
+  return times;
+}
+
+}  // namespace
+
 void NodeManager::Dispatch() {
   if (stopping_.load() || nodes_.empty()) return;
-  std::uint32_t waiting_for_worker = 0;
-  for (auto task = queue_.begin(); task != queue_.end();) {
-    if (!sched::Fits(task->resources, available_)) {
-      // Another node has room now: spill the task there rather than wait.
-      if (task->hops < 2 && Forward(*task, false)) {
-        task = queue_.erase(task);
-      } else {
-        ++task;
+  std::size_t waiting_for_worker = 0;
+  for (auto shape = queues_.begin(); shape != queues_.end();) {
+    auto& tasks = shape->second;
+    // 1. Idle workers here, with fresh grants of resources.
+    while (!tasks.empty() && !idle_.empty() && sched::Fits(shape->first, available_)) {
+      const double gpus = shape->first.contains("GPU") ? shape->first.at("GPU") : 0.0;
+      auto devices = gpus_.Acquire(gpus);
+      if (!devices) break;
+      const std::uint32_t worker = idle_.back();
+      idle_.pop_back();
+      sched::Subtract(available_, shape->first);
+      dirty_ = true;
+      WorkerState& state = workers_[worker];
+      state.devices = *devices;
+      state.granted = shape->first;
+      TaskSpec task = std::move(tasks.front());
+      tasks.pop_front();
+      --queued_;
+      task.visible_devices = gpus > 0 ? sched::DeviceList(*devices) : std::string();
+      SendToWorker(worker, state, std::move(task));
+    }
+    if (!tasks.empty() && sched::Fits(shape->first, available_)) {
+      waiting_for_worker += TimesItFits(shape->first, available_, tasks.size());
+    }
+    // 2. Other nodes with room or a short queue. Only tasks submitted here
+    // move for load, so a task is not passed around.
+    while (!tasks.empty() && tasks.front().hops == 0 && !sched::Fits(shape->first, available_) &&
+           Forward(tasks.front(), ForwardTo::kFreeOrShortQueue)) {
+      tasks.pop_front();
+      --queued_;
+    }
+    // 3. Behind a task of the same shape on a busy worker here.
+    for (auto& [rank, state] : workers_) {
+      if (tasks.empty()) break;
+      if (state.assigned.empty() || state.granted != shape->first) continue;
+      while (!tasks.empty() && state.assigned.size() <= kTasksPipelinedPerWorker) {
+        TaskSpec task = std::move(tasks.front());
+        tasks.pop_front();
+        --queued_;
+        task.visible_devices = state.assigned.front().visible_devices;
+        SendToWorker(rank, state, std::move(task));
       }
-      continue;
     }
-    if (idle_.empty()) {
-      ++waiting_for_worker;
-      ++task;
-      continue;
-    }
-    const double gpus = task->resources.contains("GPU") ? task->resources.at("GPU") : 0.0;
-    auto devices = gpus_.Acquire(gpus);
-    if (!devices) {
-      ++task;
-      continue;
-    }
-    const std::uint32_t worker = idle_.back();
-    idle_.pop_back();
-    sched::Subtract(available_, task->resources);
-    dirty_ = true;
-    task->visible_devices = gpus > 0 ? sched::DeviceList(*devices) : std::string();
-    const auto message = Encode(*task);
-    WorkerState& state = workers_[worker];
-    state.devices = *devices;
-    state.running = std::move(*task);
-    task = queue_.erase(task);
-    const Status sent = transport_.Send(worker, kExecuteTask, message);
-    if (!sent.ok()) {
-      // The worker is going away; its exit hands the task back for a retry.
-      processes_->Kill(state.pid, SIGKILL);
-    }
+    shape = tasks.empty() ? queues_.erase(shape) : std::next(shape);
   }
-  const std::uint32_t workers = static_cast<std::uint32_t>(workers_.size());
+  const auto workers = workers_.size();
   while (waiting_for_worker > starting_ && workers + starting_ < config_.max_workers &&
          deaths_before_start_ < 3) {
     StartWorker();
   }
+}
+
+void NodeManager::SendToWorker(std::uint32_t worker, WorkerState& state, TaskSpec task) {
+  // If the worker is dying, its exit (seen through its pidfd) hands the
+  // assigned tasks back.
+  transport_.Post(worker, kExecuteTask, Encode(task));
+  state.assigned.push_back(std::move(task));
 }
 
 void NodeManager::StartWorker() {
@@ -446,7 +479,7 @@ void NodeManager::StartWorker() {
                                               pid.status().message());
     return;
   }
-  workers_[rank] = WorkerState{.pid = *pid, .registered = false, .running = {}, .devices = {}};
+  workers_[rank] = WorkerState{.pid = *pid, .registered = false, .assigned = {}, .granted = {}, .devices = {}};
   worker_by_pid_[*pid] = rank;
   ++starting_;
 }
@@ -464,18 +497,29 @@ void NodeManager::OnWorkerRegistered(std::uint32_t rank) {
 
 void NodeManager::OnTaskDone(std::uint32_t worker_rank, TaskOutcome outcome) {
   auto found = workers_.find(worker_rank);
-  if (found == workers_.end() || !found->second.running) return;
+  if (found == workers_.end() || found->second.assigned.empty()) return;
   WorkerState& state = found->second;
-  const TaskSpec& spec = *state.running;
-  sched::Add(available_, spec.resources);
-  const double gpus = spec.resources.contains("GPU") ? spec.resources.at("GPU") : 0.0;
-  gpus_.Release(state.devices, gpus);
-  state.devices.clear();
-  state.running.reset();
-  dirty_ = true;
-  idle_.push_back(worker_rank);
+  // Usually the front one; a worker waiting in Get runs later ones first.
+  auto done = std::find_if(state.assigned.begin(), state.assigned.end(), [&](const TaskSpec& task) {
+    return task.task_id == outcome.task_id && task.return_id == outcome.return_id;
+  });
+  if (done == state.assigned.end()) return;
+  state.assigned.erase(done);
+  if (state.assigned.empty()) {
+    ReleaseGrant(state);
+    idle_.push_back(worker_rank);
+  }
   Route(std::move(outcome));
   Dispatch();
+}
+
+void NodeManager::ReleaseGrant(WorkerState& state) {
+  sched::Add(available_, state.granted);
+  const double gpus = state.granted.contains("GPU") ? state.granted.at("GPU") : 0.0;
+  gpus_.Release(state.devices, gpus);
+  state.devices.clear();
+  state.granted.clear();
+  dirty_ = true;
 }
 
 void NodeManager::OnWorkerExited(pid_t pid, int wait_status) {
@@ -502,26 +546,33 @@ void NodeManager::OnWorkerExited(pid_t pid, int wait_status) {
       return;
     }
   }
-  if (state.running) {
-    const TaskSpec& spec = *state.running;
-    sched::Add(available_, spec.resources);
-    const double gpus = spec.resources.contains("GPU") ? spec.resources.at("GPU") : 0.0;
-    gpus_.Release(state.devices, gpus);
-    dirty_ = true;
+  if (!state.assigned.empty()) {
+    ReleaseGrant(state);
+    const TaskSpec& spec = state.assigned.front();
     TaskOutcome outcome = OutcomeFor(
         spec, OutcomeKind::kWorkerDied,
         "its worker (pid " + std::to_string(pid) + ") on node " + std::to_string(config_.node_id) +
             " died with " + how + " while running it");
     outcome.pid = pid;
     Route(std::move(outcome));
+    // Tasks waiting behind it never started: they go back to the queue.
+    for (std::size_t index = state.assigned.size(); index-- > 1;) {
+      auto& waiting = state.assigned[index];
+      waiting.visible_devices.clear();
+      queues_[waiting.resources].push_front(std::move(waiting));
+      ++queued_;
+    }
   }
   Dispatch();
 }
 
 void NodeManager::FailQueued(OutcomeKind kind, const std::string& message) {
-  std::deque<TaskSpec> failed;
-  failed.swap(queue_);
-  for (const auto& spec : failed) Route(OutcomeFor(spec, kind, message));
+  std::map<sched::ResourceMap, std::deque<TaskSpec>> failed;
+  failed.swap(queues_);
+  queued_ = 0;
+  for (const auto& [shape, tasks] : failed) {
+    for (const auto& spec : tasks) Route(OutcomeFor(spec, kind, message));
+  }
 }
 
 void NodeManager::Route(TaskOutcome outcome) {
@@ -532,17 +583,13 @@ void NodeManager::Route(TaskOutcome outcome) {
   }
   const std::uint32_t destination =
       outcome.owner_node == config_.node_id ? outcome.owner_rank : RankOfNode(outcome.owner_node);
-  const auto message = Encode(outcome);
-  // A failed send means the owner is gone, and with it everyone who could
-  // use the result; a stored value is then freed.
-  const Status sent = transport_.Send(destination, kTaskOutcome, message);
-  if (!sent.ok() && static_cast<OutcomeKind>(outcome.kind) == OutcomeKind::kStoredValue &&
-      outcome.node == config_.node_id) {
-    store_->Free(outcome.return_id);
-  }
+  // If the owner is gone, so is everyone who could use the result; a stored
+  // value then stays until the step ends and the store is removed.
+  transport_.Post(destination, kTaskOutcome, Encode(outcome));
 }
 
 std::chrono::milliseconds NodeManager::BroadcastIfDirty() {
+  if (queued_ != last_broadcast_queued_) dirty_ = true;
   if (!dirty_ || nodes_.empty() || stopping_.load()) return std::chrono::milliseconds(0);
   const auto now = std::chrono::steady_clock::now();
   constexpr auto kPeriod = std::chrono::milliseconds(2);
@@ -552,11 +599,12 @@ std::chrono::milliseconds NodeManager::BroadcastIfDirty() {
   }
   dirty_ = false;
   last_broadcast_ = now;
+  last_broadcast_queued_ = queued_;
   const auto message = Encode(ResourceUpdate{.node_id = config_.node_id,
                                              .available = available_,
-                                             .queued = static_cast<std::uint32_t>(queue_.size())});
+                                             .queued = static_cast<std::uint32_t>(queued_)});
   for (const auto& node : nodes_) {
-    if (node.node_id != config_.node_id) (void)transport_.Send(node.rank, kResourceUpdate, message);
+    if (node.node_id != config_.node_id) transport_.Post(node.rank, kResourceUpdate, message);
   }
   return std::chrono::milliseconds(0);
 }
@@ -585,7 +633,7 @@ Result<std::string> NodeManager::MakeLocal(const ObjectId& id, std::uint32_t hol
   }
   auto source = Decode<PullSource>(*reply, "pull source");
   if (!source.ok()) return source.status();
-  auto unpin = [&] { (void)transport_.Send(holder_rank, kUnpinForPull, request); };
+  auto unpin = [&] { transport_.Post(holder_rank, kUnpinForPull, request); };
   auto path = store_->Create(id, source->size, false);
   if (!path.ok()) {
     unpin();
@@ -667,11 +715,9 @@ void NodeManager::FreeLocal(const ObjectId& id) {
     holders = std::move(found->second);
     copies_.erase(found);
   }
-  loop_->Post([this, id, holders = std::move(holders)] {
-    for (const auto node : holders) {
-      (void)transport_.Send(RankOfNode(node), kFreeObject, Encode(FreeObject{.id = id, .node = node}));
-    }
-  });
+  for (const auto node : holders) {
+    transport_.Post(RankOfNode(node), kFreeObject, Encode(FreeObject{.id = id, .node = node}));
+  }
 }
 
 }  // namespace sray::core

@@ -40,6 +40,13 @@ namespace sray::core {
 
 struct HandlerGuard;
 
+// Tasks a busy worker may hold beyond the one it runs: hides the round trip
+// to the node manager between tasks.
+inline constexpr std::size_t kTasksPipelinedPerWorker = 4;
+// A node takes tasks from busy neighbours while its queue is shorter than
+// this many per CPU.
+inline constexpr double kQueuedPerRemoteCpu = 4;
+
 // Transport ranks of workers a node manager starts: above every PMIx rank.
 inline constexpr std::uint32_t kFirstWorkerRank = 0x40000000;
 inline constexpr std::uint32_t kWorkersPerNodeLimit = 0x10000;
@@ -86,7 +93,11 @@ class NodeManager {
   struct WorkerState {
     pid_t pid = 0;
     bool registered = false;
-    std::optional<TaskSpec> running;
+    // Tasks handed to the worker: the front one runs, the rest wait in the
+    // worker (pipelined, as on a Ray worker lease). They share one grant of
+    // resources, because the worker runs them one after another.
+    std::deque<TaskSpec> assigned;
+    sched::ResourceMap granted;
     std::vector<std::uint32_t> devices;
   };
 
@@ -98,7 +109,13 @@ class NodeManager {
   // Event loop only.
   void Schedule(TaskSpec spec);
   void Dispatch();
-  bool Forward(TaskSpec& spec, bool by_total);
+  void SendToWorker(std::uint32_t worker, WorkerState& state, TaskSpec task);
+  void ReleaseGrant(WorkerState& state);
+  enum class ForwardTo {
+    kFreeOrShortQueue,  // resources free now, or a queue shorter than the limit
+    kAnyFeasible,       // any node whose totals fit (this one's do not)
+  };
+  bool Forward(TaskSpec& spec, ForwardTo where);
   void StartWorker();
   void OnWorkerRegistered(std::uint32_t rank);
   void OnTaskDone(std::uint32_t worker_rank, TaskOutcome outcome);
@@ -131,9 +148,14 @@ class NodeManager {
   // Event-loop state.
   std::vector<NodeDescription> nodes_;
   std::vector<sched::ResourceMap> node_available_;
+  std::vector<std::uint32_t> node_queued_;
+  std::size_t last_broadcast_queued_ = 0;
   sched::ResourceMap available_;
   sched::GpuDevices gpus_;
-  std::deque<TaskSpec> queue_;
+  // Waiting tasks by resource shape (Ray's scheduling classes): FIFO within a
+  // shape, and a shape that does not fit is skipped as a whole.
+  std::map<sched::ResourceMap, std::deque<TaskSpec>> queues_;
+  std::size_t queued_ = 0;
   std::map<std::uint32_t, WorkerState> workers_;
   std::map<pid_t, std::uint32_t> worker_by_pid_;
   std::vector<std::uint32_t> idle_;

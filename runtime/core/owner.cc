@@ -41,6 +41,32 @@ Owner::Owner(OwnerIdentity identity, StoreAccess& store, std::function<void(Task
 
 Owner::~Owner() = default;
 
+void Owner::SetHelper(std::function<bool()> run_one_queued_task) {
+  helper_ = std::move(run_one_queued_task);
+}
+
+void Owner::WakeWaiters() {
+  { std::lock_guard lock(mutex_); }
+  changed_.notify_all();
+}
+
+template <typename Done>
+bool Owner::WaitHelping(std::unique_lock<std::mutex>& lock,
+                        std::chrono::steady_clock::time_point deadline, Done done) {
+  while (!done()) {
+    if (helper_) {
+      lock.unlock();
+      const bool ran = helper_();
+      lock.lock();
+      if (ran) continue;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+    // A task arriving for the helper wakes this too (WakeWaiters).
+    changed_.wait_until(lock, deadline);
+  }
+  return true;
+}
+
 internal::ObjectId Owner::SubmitTask(const std::string& function,
                                      std::vector<internal::TaskArgument> arguments,
                                      const internal::TaskOptions& options) {
@@ -292,7 +318,7 @@ std::vector<std::shared_ptr<const internal::ObjectValue>> Owner::Get(
       auto found = objects_.find(id);
       return found == objects_.end() || found->second.state != State::kPending;
     };
-    if (!changed_.wait_until(lock, deadline, ready)) {
+    if (!WaitHelping(lock, deadline, ready)) {
       const auto& entry = objects_.at(id);
       throw GetTimeoutError("sray: Get timed out after " + std::to_string(timeout->count()) +
                             " ms: object " + id.ToString() + " (result of task " +
@@ -360,7 +386,16 @@ std::vector<bool> Owner::Wait(const std::vector<internal::ObjectId>& ids, std::s
       if (ready[index]) ++count;
     }
     if (count >= wanted) return ready;
-    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
+    std::size_t seen = count;
+    auto more_ready = [&] {
+      std::size_t now_ready = 0;
+      for (const auto& id : ids) {
+        auto found = objects_.find(id);
+        if (found == objects_.end() || found->second.state != State::kPending) ++now_ready;
+      }
+      return now_ready > seen;
+    };
+    if (!WaitHelping(lock, deadline, more_ready)) {
       for (std::size_t index = 0; index < ids.size(); ++index) {
         auto found = objects_.find(ids[index]);
         ready[index] = found == objects_.end() || found->second.state != State::kPending;

@@ -10,6 +10,7 @@
 // Thread-safety: every member may be called from any thread; OnTaskOutcome
 // may run inside a transport handler and does not block.
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -50,6 +51,13 @@ class Owner final : public internal::Runtime {
   void RemoveReference(const internal::ObjectId& id) noexcept override;
 
   void OnTaskOutcome(TaskOutcome outcome);
+  // In a worker: runs one task queued at this worker, if any, and says
+  // whether it did. Get and Wait call it while they wait, so tasks the node
+  // manager queued behind a task that now waits for others cannot deadlock
+  // it. Set before tasks run; called without the owner's lock.
+  void SetHelper(std::function<bool()> run_one_queued_task);
+  // Wakes waiting Get and Wait calls so they look for queued tasks again.
+  void WakeWaiters();
   // Fails every unfinished task with `reason` (the node manager is gone).
   void FailAll(const std::string& reason);
 
@@ -86,6 +94,12 @@ class Owner final : public internal::Runtime {
   const OwnerIdentity identity_;
   StoreAccess& store_;
   const std::function<void(TaskSpec)> submit_;
+  std::function<bool()> helper_;
+  // Blocks on changed_ until `done`, the deadline, or a wake-up; runs
+  // queued tasks through the helper meanwhile. Returns done().
+  template <typename Done>
+  bool WaitHelping(std::unique_lock<std::mutex>& lock, std::chrono::steady_clock::time_point deadline,
+                   Done done);
 
   std::mutex mutex_;
   std::condition_variable changed_;

@@ -14,7 +14,6 @@
 #include "core/owner.h"
 #include "core/process_runtime.h"
 #include "core/protocol.h"
-#include "core/serial_executor.h"
 #include "core/task_execution.h"
 #include "jobsetup/task_environment.h"
 #include "transport/transport.h"
@@ -44,29 +43,27 @@ transport::Bytes FromHex(const std::string& text) {
   return bytes;
 }
 
-// The worker's way to its node's store: RPCs to the node manager. Free is
-// posted, because owners free objects from transport handlers too.
+// The worker's way to its node's store: RPCs to the node manager. Seal and
+// Free are posted (owners free objects from transport handlers too, and a
+// Seal must reach the manager before the outcome posted after it).
 class RemoteStoreAccess final : public StoreAccess {
  public:
-  RemoteStoreAccess(transport::Transport& transport, std::uint32_t manager,
-                    SerialExecutor& outbox)
-      : transport_(transport), manager_(manager), outbox_(outbox) {}
+  RemoteStoreAccess(transport::Transport& transport, std::uint32_t manager)
+      : transport_(transport), manager_(manager) {}
 
   Result<std::string> Create(const ObjectId& id, std::uint64_t size) override {
     return PathFrom(kCreateObject, ObjectRequest{.id = id, .size = size, .node = 0, .owner_rank = 0});
   }
   void Seal(const ObjectId& id, std::uint64_t size) override {
-    (void)transport_.Send(manager_, kSealObject,
-                          Encode(ObjectRequest{.id = id, .size = size, .node = 0, .owner_rank = 0}));
+    transport_.Post(manager_, kSealObject,
+                    Encode(ObjectRequest{.id = id, .size = size, .node = 0, .owner_rank = 0}));
   }
   Result<std::string> MakeLocal(const ObjectId& id, std::uint32_t holder,
                                 std::uint64_t size) override {
     return PathFrom(kMakeLocal, ObjectRequest{.id = id, .size = size, .node = holder, .owner_rank = 0});
   }
   void Free(const ObjectId& id, std::uint32_t holder) override {
-    outbox_.Post([this, id, holder] {
-      (void)transport_.Send(manager_, kFreeObject, Encode(FreeObject{.id = id, .node = holder}));
-    });
+    transport_.Post(manager_, kFreeObject, Encode(FreeObject{.id = id, .node = holder}));
   }
 
  private:
@@ -80,7 +77,6 @@ class RemoteStoreAccess final : public StoreAccess {
 
   transport::Transport& transport_;
   std::uint32_t manager_;
-  SerialExecutor& outbox_;
 };
 
 }  // namespace
@@ -127,20 +123,19 @@ void RunWorker() {
   if (!created.ok()) Die(created.status().message());
   std::unique_ptr<transport::Transport> transport = std::move(created).value();
 
-  SerialExecutor outbox;
-  RemoteStoreAccess store(*transport, manager, outbox);
+  RemoteStoreAccess store(*transport, manager);
   transport::Transport* raw_transport = transport.get();
-  auto owner = std::make_unique<Owner>(OwnerIdentity{.rank = rank, .node_id = node_id}, store,
-                                       [raw_transport, manager, &outbox](TaskSpec spec) {
-                                         outbox.Post([raw_transport, manager, spec = std::move(spec)] {
-                                           (void)raw_transport->Send(manager, kSubmitTask, Encode(spec));
-                                         });
-                                       });
+  auto owner = std::make_unique<Owner>(
+      OwnerIdentity{.rank = rank, .node_id = node_id}, store,
+      [raw_transport, manager](const TaskSpec& spec) {
+        raw_transport->Post(manager, kSubmitTask, Encode(spec));
+      });
   SetProcessRuntime(owner.get());
 
   std::mutex mutex;
   std::condition_variable arrived;
   std::deque<TaskSpec> tasks;
+  Owner* raw_owner = owner.get();
   transport->RegisterOneWayHandler(kExecuteTask, [&](std::uint32_t, auto payload) {
     auto spec = Decode<TaskSpec>(payload, "task");
     if (!spec.ok()) return;
@@ -149,8 +144,24 @@ void RunWorker() {
       tasks.push_back(std::move(spec).value());
     }
     arrived.notify_one();
+    raw_owner->WakeWaiters();  // a task waiting in Get may run it meanwhile
   });
-  Owner* raw_owner = owner.get();
+  auto run = [&](const TaskSpec& spec) {
+    const TaskOutcome outcome = ExecuteTask(spec, store, node_id);
+    // If the manager is gone, PR_SET_PDEATHSIG ends this process.
+    transport->Post(manager, kTaskDone, Encode(outcome));
+  };
+  owner->SetHelper([&] {
+    TaskSpec spec;
+    {
+      std::lock_guard lock(mutex);
+      if (tasks.empty()) return false;
+      spec = std::move(tasks.front());
+      tasks.pop_front();
+    }
+    run(spec);
+    return true;
+  });
   transport->RegisterOneWayHandler(kTaskOutcome, [raw_owner](std::uint32_t, auto payload) {
     auto outcome = Decode<TaskOutcome>(payload, "task outcome");
     if (outcome.ok()) raw_owner->OnTaskOutcome(std::move(outcome).value());
@@ -171,9 +182,7 @@ void RunWorker() {
       spec = std::move(tasks.front());
       tasks.pop_front();
     }
-    const TaskOutcome outcome = ExecuteTask(spec, store, node_id);
-    const Status sent = transport->Send(manager, kTaskDone, Encode(outcome));
-    if (!sent.ok()) Die("lost the node manager: " + sent.message());
+    run(spec);
   }
 }
 

@@ -22,14 +22,14 @@ namespace {
 constexpr unsigned kActiveMessageId = 7;
 // A waiting caller polls the worker itself for this long without progress
 // before it sleeps and leaves the work to the progress thread.
-constexpr std::chrono::microseconds kSpinWithoutProgress{500};
+constexpr std::chrono::microseconds kSpinWithoutProgress{50};
 // The progress thread wakes at least this often to notice shutdown.
 constexpr int kPollTimeoutMilliseconds = 200;
 // After activity the progress thread keeps polling this long before it
 // sleeps, so a request that follows a reply closely is served without a
 // wake-up (several microseconds each way). It does not poll while a caller
 // thread is already polling the worker itself.
-constexpr std::chrono::microseconds kBusyPollAfterActivity{100};
+constexpr std::chrono::microseconds kBusyPollAfterActivity{20};
 // How long the progress thread naps while a caller polls the worker.
 constexpr std::chrono::microseconds kYieldToSpinningCaller{200};
 // Rendezvous receive buffers are recycled: a fresh large allocation costs
@@ -273,6 +273,17 @@ class Transport::Impl {
           return ucp_am_send_nbx(*endpoint, kActiveMessageId, header.data(), header.size(),
                                  payload.data(), payload.size(), &param);
         });
+  }
+
+  void Post(std::uint32_t rank, std::uint32_t method, Bytes payload) {
+    if (stopping_.load()) return;
+    {
+      std::lock_guard lock(outbox_mutex_);
+      outbox_.push_back({rank, method, std::move(payload)});
+    }
+    // Wake the progress thread only when it sleeps (or is about to): it
+    // checks the outbox after announcing that, so no post is missed.
+    if (progress_thread_sleeping_.load()) ucp_worker_signal(worker_->handle());
   }
 
   Result<std::unique_ptr<RegisteredMemory>> Register(void* address, std::size_t length) {
@@ -636,7 +647,7 @@ class Transport::Impl {
     const ucp_worker_h worker = worker_->handle();
     auto last_activity = std::chrono::steady_clock::now();
     while (!stopping_.load()) {
-      bool progressed = false;
+      bool progressed = SendPosted();
       while (ucp_worker_progress(worker) != 0) progressed = true;
       const auto now = std::chrono::steady_clock::now();
       if (progressed) last_activity = now;
@@ -651,13 +662,64 @@ class Transport::Impl {
         continue;
       }
       if (now - last_activity < kBusyPollAfterActivity) continue;
+      progress_thread_sleeping_.store(true);
+      if (OutboxHasMessages()) {
+        progress_thread_sleeping_.store(false);
+        continue;
+      }
       const ucs_status_t armed = ucp_worker_arm(worker);
-      if (armed == UCS_ERR_BUSY) continue;
+      if (armed == UCS_ERR_BUSY) {
+        progress_thread_sleeping_.store(false);
+        continue;
+      }
       pollfd descriptor{.fd = event_fd_, .events = POLLIN, .revents = 0};
       if (poll(&descriptor, 1, kPollTimeoutMilliseconds) > 0) {
         last_activity = std::chrono::steady_clock::now();
       }
+      progress_thread_sleeping_.store(false);
     }
+  }
+
+  struct PostedMessage {
+    std::uint32_t rank;
+    std::uint32_t method;
+    Bytes payload;
+  };
+
+  bool OutboxHasMessages() {
+    std::lock_guard lock(outbox_mutex_);
+    return !outbox_.empty();
+  }
+
+  // Progress thread: hands posted messages to UCX. True if there were any.
+  bool SendPosted() {
+    std::vector<PostedMessage> batch;
+    {
+      std::lock_guard lock(outbox_mutex_);
+      if (outbox_.empty()) return false;
+      batch.swap(outbox_);
+    }
+    for (auto& message : batch) {
+      auto endpoint = EndpointFor(message.rank);
+      if (!endpoint.ok()) continue;  // the peer is gone or unknown: dropped
+      auto frame = std::make_unique<std::pair<std::array<std::byte, kFrameHeaderSize>, Bytes>>();
+      frame->first = EncodeFrameHeader({.kind = FrameKind::kOneWay,
+                                        .source_rank = options_.rank,
+                                        .method = message.method,
+                                        .request_id = 0,
+                                        .token = options_.token});
+      frame->second = std::move(message.payload);
+      auto* context = new SendContext{this, nullptr, std::move(frame)};
+      ucp_request_param_t param{};
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+      param.cb.send = &Impl::OnSendComplete;
+      param.user_data = context;
+      const ucs_status_ptr_t request = ucp_am_send_nbx(
+          *endpoint, kActiveMessageId, context->reply->first.data(), context->reply->first.size(),
+          context->reply->second.data(), context->reply->second.size(), &param);
+      if (request == nullptr || UCS_PTR_IS_ERR(request)) delete context;
+    }
+    return true;
   }
 
   // Fails the calls to peers whose process is gone, when the liveness probe
@@ -902,6 +964,9 @@ class Transport::Impl {
   std::atomic<std::uint64_t> next_request_id_{1};
   std::chrono::steady_clock::time_point last_liveness_probe_{};  // progress thread only
   std::atomic<int> spinning_waiters_{0};
+  std::atomic<bool> progress_thread_sleeping_{false};
+  std::mutex outbox_mutex_;
+  std::vector<PostedMessage> outbox_;  // guarded by outbox_mutex_
   std::mutex pool_mutex_;
   std::vector<Buffer> buffer_pool_;
   std::size_t pooled_bytes_ = 0;  // guarded by pool_mutex_
@@ -953,6 +1018,9 @@ void Transport::RegisterRequestHandler(std::uint32_t method, RequestHandler hand
 }
 void Transport::RegisterOneWayHandler(std::uint32_t method, OneWayHandler handler) {
   impl_->RegisterOneWayHandler(method, std::move(handler));
+}
+void Transport::Post(std::uint32_t rank, std::uint32_t method, Bytes payload) {
+  impl_->Post(rank, method, std::move(payload));
 }
 void Transport::RegisterDeferredRequestHandler(std::uint32_t method,
                                                DeferredRequestHandler handler) {

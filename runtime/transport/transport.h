@@ -116,6 +116,12 @@ class Transport {
                  std::function<void(Result<Bytes>)> done);
   // Sends a one-way message; returns once the payload may be reused.
   Status Send(std::uint32_t rank, std::uint32_t method, std::span<const std::byte> payload);
+  // Queues a one-way message for the progress thread to send and returns at
+  // once: no waiting, no contention for the UCX worker, allowed inside
+  // handlers. Messages posted to one peer arrive in order. A send that fails
+  // later (dead peer) is dropped; peer failure reaches callers by the usual
+  // ways (pending calls fail, the liveness probe).
+  void Post(std::uint32_t rank, std::uint32_t method, Bytes payload);
 
   // Registers local memory so peers can Pull from it.
   Result<std::unique_ptr<RegisteredMemory>> Register(void* address, std::size_t length);
