@@ -31,7 +31,7 @@ constexpr int kPollTimeoutMilliseconds = 200;
 // thread is already polling the worker itself.
 constexpr std::chrono::microseconds kBusyPollAfterActivity{20};
 // How long the progress thread naps while a caller polls the worker.
-constexpr std::chrono::microseconds kYieldToSpinningCaller{200};
+constexpr std::chrono::microseconds kYieldToSpinningCaller{20};
 // Rendezvous receive buffers are recycled: a fresh large allocation costs
 // page faults on every byte, which would halve large-message bandwidth.
 constexpr std::size_t kPooledBufferMinimum = std::size_t{64} * 1024;
