@@ -269,41 +269,98 @@ void Owner::FailAll(const std::string& reason) {
   for (auto& failure : failures) OnTaskOutcome(std::move(failure));
 }
 
-internal::ObjectId Owner::Put(std::string value) {
+namespace {
+
+// Small objects: built in memory, kept inline in the owner.
+class InlineBuilder final : public internal::ObjectBuilder {
+ public:
+  InlineBuilder(Owner& owner, std::size_t size) : owner_(owner), bytes_(size, '\0') {}
+  char* data() override { return bytes_.data(); }
+  internal::ObjectId Seal() override { return owner_.AddReadyObject(std::move(bytes_), false, 0); }
+
+ private:
+  Owner& owner_;
+  std::string bytes_;
+};
+
+// Large objects: built in a shared-memory file of this node's store.
+class StoreBuilder final : public internal::ObjectBuilder {
+ public:
+  StoreBuilder(Owner& owner, StoreAccess& store, internal::ObjectId id, std::uint32_t node,
+               std::unique_ptr<object::MappedFile> file)
+      : owner_(owner), store_(store), id_(id), node_(node), file_(std::move(file)) {}
+  ~StoreBuilder() override {
+    if (file_) store_.Free(id_, node_);  // never sealed
+  }
+  char* data() override { return reinterpret_cast<char*>(file_->data()); }
+  internal::ObjectId Seal() override {
+    const std::uint64_t size = file_->size();
+    file_.reset();
+    store_.Seal(id_, size);
+    return owner_.AddSealedStoreObject(id_, size);
+  }
+
+ private:
+  Owner& owner_;
+  StoreAccess& store_;
+  internal::ObjectId id_;
+  std::uint32_t node_;
+  std::unique_ptr<object::MappedFile> file_;
+};
+
+}  // namespace
+
+internal::ObjectId Owner::AddReadyObject(std::string inline_value, bool /*in_store*/,
+                                         std::uint64_t /*size*/) {
+  ObjectEntry entry;
+  entry.state = State::kReady;
+  entry.inline_value = std::move(inline_value);
+  std::lock_guard lock(mutex_);
+  const internal::ObjectId id{identity_.rank, next_index_++};
+  objects_.emplace(id, std::move(entry));
+  return id;
+}
+
+internal::ObjectId Owner::AddSealedStoreObject(const internal::ObjectId& id, std::uint64_t size) {
+  ObjectEntry entry;
+  entry.state = State::kReady;
+  entry.in_store = true;
+  entry.node = identity_.node_id;
+  entry.size = size;
+  std::lock_guard lock(mutex_);
+  objects_.emplace(id, std::move(entry));
+  return id;
+}
+
+std::unique_ptr<internal::ObjectBuilder> Owner::CreateObject(std::size_t size) {
+  if (size <= kInlineObjectLimit) return std::make_unique<InlineBuilder>(*this, size);
   internal::ObjectId id;
   {
     std::lock_guard lock(mutex_);
     id = internal::ObjectId{identity_.rank, next_index_++};
   }
-  ObjectEntry entry;
-  entry.state = State::kReady;
-  if (value.size() <= kInlineObjectLimit) {
-    entry.inline_value = std::move(value);
-  } else {
-    auto path = store_.Create(id, value.size());
-    if (!path.ok()) {
-      const std::string message = "sray: Put of " + std::to_string(value.size()) +
-                                  " bytes failed: " + path.status().message();
-      if (path.status().code() == StatusCode::kResourceExhausted) throw ObjectStoreFullError(message);
-      throw Error(message);
-    }
-    auto file = object::MappedFile::Create(*path, value.size());
-    if (!file.ok()) {
-      store_.Free(id, identity_.node_id);
-      throw ObjectStoreFullError("sray: Put of " + std::to_string(value.size()) +
-                                 " bytes failed: " + file.status().message() +
-                                 ": free space in /dev/shm or lower object_store_memory");
-    }
-    std::memcpy((*file)->data(), value.data(), value.size());
-    file->reset();
-    store_.Seal(id, value.size());
-    entry.in_store = true;
-    entry.node = identity_.node_id;
-    entry.size = value.size();
+  auto path = store_.Create(id, size);
+  if (!path.ok()) {
+    const std::string message =
+        "sray: Put of " + std::to_string(size) + " bytes failed: " + path.status().message();
+    if (path.status().code() == StatusCode::kResourceExhausted) throw ObjectStoreFullError(message);
+    throw Error(message);
   }
-  std::lock_guard lock(mutex_);
-  objects_.emplace(id, std::move(entry));
-  return id;
+  auto file = object::MappedFile::Create(*path, size);
+  if (!file.ok()) {
+    store_.Free(id, identity_.node_id);
+    throw ObjectStoreFullError("sray: Put of " + std::to_string(size) +
+                               " bytes failed: " + file.status().message() +
+                               ": free space in /dev/shm or lower object_store_memory");
+  }
+  return std::make_unique<StoreBuilder>(*this, store_, id, identity_.node_id,
+                                        std::move(file).value());
+}
+
+internal::ObjectId Owner::Put(std::string value) {
+  auto builder = CreateObject(value.size());
+  if (!value.empty()) std::memcpy(builder->data(), value.data(), value.size());
+  return builder->Seal();
 }
 
 std::vector<std::shared_ptr<const internal::ObjectValue>> Owner::Get(

@@ -44,6 +44,7 @@ class Owner final : public internal::Runtime {
                                 std::vector<internal::TaskArgument> arguments,
                                 const internal::TaskOptions& options) override;
   internal::ObjectId Put(std::string value) override;
+  std::unique_ptr<internal::ObjectBuilder> CreateObject(std::size_t size) override;
   std::vector<std::shared_ptr<const internal::ObjectValue>> Get(
       const std::vector<internal::ObjectId>& ids, internal::Timeout timeout) override;
   std::vector<bool> Wait(const std::vector<internal::ObjectId>& ids, std::size_t num_ready,
@@ -51,6 +52,9 @@ class Owner final : public internal::Runtime {
   void RemoveReference(const internal::ObjectId& id) noexcept override;
 
   void OnTaskOutcome(TaskOutcome outcome);
+  // A new object, owned here, whose bytes are already in place.
+  internal::ObjectId AddReadyObject(std::string inline_value, bool in_store, std::uint64_t size);
+  internal::ObjectId AddSealedStoreObject(const internal::ObjectId& id, std::uint64_t size);
   // In a worker: runs one task queued at this worker, if any, and says
   // whether it did. Get and Wait call it while they wait, so tasks the node
   // manager queued behind a task that now waits for others cannot deadlock

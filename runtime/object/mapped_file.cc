@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 
 namespace sray::object {
 namespace {
@@ -33,8 +34,17 @@ class FileDescriptor {
 
 Result<std::unique_ptr<MappedFile>> MappedFile::Create(const std::filesystem::path& path,
                                                        std::size_t size) {
-  FileDescriptor file(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  FileDescriptor file(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (file.get() < 0) return Status::FromErrno(errno, "cannot create " + path.string());
+  struct stat status {};
+  if (::fstat(file.get(), &status) != 0 || status.st_uid != ::geteuid() || !S_ISREG(status.st_mode)) {
+    return Status::PermissionDenied(path.string() +
+                                    " exists and is not this user's object file: remove it");
+  }
+  if (static_cast<std::uint64_t>(status.st_size) != size &&
+      ::ftruncate(file.get(), static_cast<off_t>(size)) != 0) {
+    return Status::FromErrno(errno, "cannot size " + path.string());
+  }
   // posix_fallocate reserves the tmpfs pages now, so a full /dev/shm is an
   // error here rather than a SIGBUS when the object is written.
   if (size > 0) {
@@ -45,7 +55,10 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Create(const std::filesystem::pa
                                           path.string());
     }
   }
-  void* data = ::mmap(nullptr, MappedLength(size), PROT_READ | PROT_WRITE, MAP_SHARED, file.get(), 0);
+  // Populated: the writer touches every page anyway, and one call maps them
+  // faster than a fault per page.
+  void* data = ::mmap(nullptr, MappedLength(size), PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_POPULATE, file.get(), 0);
   if (data == MAP_FAILED) {
     const int error = errno;
     ::unlink(path.c_str());

@@ -17,7 +17,9 @@ namespace sray::object {
 
 class MappedFile {
  public:
-  // Creates the file exclusively with `size` bytes, mapped read-write.
+  // Creates the file with `size` bytes, mapped read-write. The file may
+  // exist already (a recycled object file of this store, renamed to this
+  // name); it must then belong to this user.
   static Result<std::unique_ptr<MappedFile>> Create(const std::filesystem::path& path,
                                                     std::size_t size);
   // Maps an existing file read-only.

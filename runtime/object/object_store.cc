@@ -43,6 +43,7 @@ Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(StoreConfig config) {
 
 ObjectStore::~ObjectStore() {
   std::lock_guard lock(mutex_);
+  for (const auto& [size, path] : recycled_) ::unlink(path.c_str());
   for (const auto& [id, entry] : entries_) {
     ::unlink(PathOf(id).c_str());
     ::unlink(SpillPathOf(id).c_str());
@@ -66,7 +67,7 @@ Result<std::filesystem::path> ObjectStore::Create(const ObjectId& id, std::uint6
     return Status::AlreadyExists("object " + id.ToString() + " already exists in the store of node " +
                                  std::to_string(config_.node_id));
   }
-  SRAY_RETURN_IF_ERROR(MakeRoom(size, id));
+  if (!ReuseRecycledLocked(id, size)) SRAY_RETURN_IF_ERROR(MakeRoom(size, id));
   entries_[id] = Entry{.size = size, .where = Where::kCreating, .primary = primary, .pins = 0,
                        .last_use = ++clock_};
   in_memory_ += size;
@@ -98,7 +99,8 @@ Status ObjectStore::MakeRoom(std::uint64_t size, const ObjectId& for_id) {
         " (" + std::to_string(config_.capacity) +
         " bytes): raise object_store_memory or split the object");
   }
-  while (in_memory_ + size > config_.capacity) {
+  while (in_memory_ + recycled_bytes_ + size > config_.capacity) {
+    if (DropOneRecycledLocked()) continue;
     // Least recently used, unpinned, sealed.
     ObjectId victim;
     Entry* chosen = nullptr;
@@ -211,16 +213,57 @@ void ObjectStore::Free(const ObjectId& id) {
     ::unlink(SpillPathOf(id).c_str());
     spilled_ -= found->second.size;
   } else {
-    ::unlink(PathOf(id).c_str());
     in_memory_ -= found->second.size;
+    if (found->second.where == Where::kMemory && found->second.size >= kRecycleMinimum) {
+      RecycleLocked(id, found->second.size);
+    } else {
+      ::unlink(PathOf(id).c_str());
+    }
   }
   entries_.erase(found);
+}
+
+void ObjectStore::RecycleLocked(const ObjectId& id, std::uint64_t size) {
+  const auto target = config_.shared_memory_directory /
+                      (config_.name_prefix + ".recycled." + std::to_string(next_recycled_++));
+  if (::rename(PathOf(id).c_str(), target.c_str()) != 0) {
+    ::unlink(PathOf(id).c_str());
+    return;
+  }
+  recycled_.emplace(size, target);
+  recycled_bytes_ += size;
+  // Keep at most a quarter of the store idle.
+  while (recycled_bytes_ > config_.capacity / 4 && DropOneRecycledLocked()) {
+  }
+}
+
+bool ObjectStore::ReuseRecycledLocked(const ObjectId& id, std::uint64_t size) {
+  if (size < kRecycleMinimum) return false;
+  // The smallest file that holds it, unless it is more than twice as big.
+  auto found = recycled_.lower_bound(size);
+  if (found == recycled_.end() || found->first > 2 * size) return false;
+  const std::uint64_t old_size = found->first;
+  if (in_memory_ + recycled_bytes_ - old_size + size > config_.capacity) return false;
+  if (::rename(found->second.c_str(), PathOf(id).c_str()) != 0) return false;
+  recycled_bytes_ -= old_size;
+  recycled_.erase(found);
+  return true;
+}
+
+bool ObjectStore::DropOneRecycledLocked() {
+  if (recycled_.empty()) return false;
+  auto largest = std::prev(recycled_.end());
+  ::unlink(largest->second.c_str());
+  recycled_bytes_ -= largest->first;
+  recycled_.erase(largest);
+  return true;
 }
 
 StoreUsageSnapshot ObjectStore::Usage() const {
   std::lock_guard lock(mutex_);
   return {.capacity = config_.capacity,
           .in_memory = in_memory_,
+          .recycled = recycled_bytes_,
           .spilled = spilled_,
           .objects = entries_.size()};
 }

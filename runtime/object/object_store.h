@@ -37,7 +37,8 @@ struct StoreConfig {
 
 struct StoreUsageSnapshot {
   std::uint64_t capacity = 0;
-  std::uint64_t in_memory = 0;
+  std::uint64_t in_memory = 0;   // objects in shared memory
+  std::uint64_t recycled = 0;    // freed object files kept for reuse
   std::uint64_t spilled = 0;
   std::uint64_t objects = 0;
 };
@@ -86,8 +87,20 @@ class ObjectStore {
   Status MakeRoom(std::uint64_t size, const ObjectId& for_id);
   Status SpillLocked(const ObjectId& id, Entry& entry);
 
+  // Freed files of at least this size are kept and reused: a fresh tmpfs
+  // page costs more than copying into it (allocation, zeroing, freeing).
+  static constexpr std::uint64_t kRecycleMinimum = std::uint64_t{1} << 20;
+  // Takes a recycled file of about `size` bytes for `id`, if there is one.
+  bool ReuseRecycledLocked(const ObjectId& id, std::uint64_t size);
+  void RecycleLocked(const ObjectId& id, std::uint64_t size);
+  bool DropOneRecycledLocked();
+
   const StoreConfig config_;
   mutable std::mutex mutex_;
+  // Recycled files by size; names are <prefix>.recycled.<n>.
+  std::multimap<std::uint64_t, std::filesystem::path> recycled_;
+  std::uint64_t recycled_bytes_ = 0;
+  std::uint64_t next_recycled_ = 0;
   std::unordered_map<ObjectId, Entry, internal::ObjectIdHash> entries_;
   std::uint64_t in_memory_ = 0;
   std::uint64_t spilled_ = 0;

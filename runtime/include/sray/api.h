@@ -49,10 +49,15 @@ struct NodeStoreUsage {
 };
 std::vector<NodeStoreUsage> StoreUsage();
 
+// Stores a copy of `value` in the object store; throws ObjectStoreFullError
+// when even spilling cannot make room.
 template <typename T>
 ObjectRef<T> Put(const T& value) {
-  const internal::ObjectId id = internal::CurrentRuntime().Put(internal::Serialize(value));
-  return ObjectRef<T>(std::make_shared<internal::ObjectHandle>(id));
+  // Counting first lets the value be packed once, straight into its place.
+  auto builder = internal::CurrentRuntime().CreateObject(internal::SerializedSize(value));
+  internal::MemoryStream stream(builder->data());
+  msgpack::pack(stream, value);
+  return ObjectRef<T>(std::make_shared<internal::ObjectHandle>(builder->Seal()));
 }
 
 // Waits for the value; throws TaskError, WorkerDiedError, ObjectLostError,

@@ -42,6 +42,17 @@ class ObjectHandle {
   ObjectId id_;
 };
 
+// Room for one new object's bytes: in memory when small, in the node's
+// shared memory when large, so a value is serialized straight to where it
+// stays. Seal publishes it; a builder dropped unsealed leaves nothing.
+class ObjectBuilder {
+ public:
+  virtual ~ObjectBuilder() = default;
+  [[nodiscard]] virtual char* data() = 0;
+  // The returned id carries one reference, which the caller's handle owns.
+  virtual ObjectId Seal() = 0;
+};
+
 struct TaskArgument {
   std::string value;                        // used when reference is null
   std::shared_ptr<ObjectHandle> reference;  // an ObjectRef passed by the caller
@@ -63,6 +74,8 @@ class Runtime {
   virtual ObjectId SubmitTask(const std::string& function, std::vector<TaskArgument> arguments,
                               const TaskOptions& options) = 0;
   virtual ObjectId Put(std::string value) = 0;
+  // Throws ObjectStoreFullError when the node's store cannot hold `size`.
+  virtual std::unique_ptr<ObjectBuilder> CreateObject(std::size_t size) = 0;
   // Throws the typed errors of sray/errors.h.
   virtual std::vector<std::shared_ptr<const ObjectValue>> Get(const std::vector<ObjectId>& ids,
                                                               Timeout timeout) = 0;

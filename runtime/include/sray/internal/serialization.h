@@ -4,6 +4,7 @@
 // types take part with MSGPACK_DEFINE(fields...), as in msgpack-c.
 
 #include <cstddef>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -18,6 +19,37 @@ std::string Serialize(const T& value) {
   msgpack::sbuffer buffer;
   msgpack::pack(buffer, value);
   return std::string(buffer.data(), buffer.size());
+}
+
+// msgpack streams: one counts the bytes a value packs to, the other writes
+// them to memory already sized for it (the object store), so a large value
+// is copied once.
+class CountingStream {
+ public:
+  void write(const char* /*data*/, std::size_t size) { size_ += size; }
+  [[nodiscard]] std::size_t size() const { return size_; }
+
+ private:
+  std::size_t size_ = 0;
+};
+
+class MemoryStream {
+ public:
+  explicit MemoryStream(char* destination) : cursor_(destination) {}
+  void write(const char* data, std::size_t size) {
+    std::memcpy(cursor_, data, size);
+    cursor_ += size;
+  }
+
+ private:
+  char* cursor_;
+};
+
+template <typename T>
+std::size_t SerializedSize(const T& value) {
+  CountingStream counter;
+  msgpack::pack(counter, value);
+  return counter.size();
 }
 
 // Throws sray::SerializationError naming the expected type when the bytes do
