@@ -104,6 +104,24 @@ TEST_F(ObjectStoreTest, FreeAndDestructionRemoveEveryFile) {
   EXPECT_FALSE(std::filesystem::exists(directory_ / "spill"));
 }
 
+TEST_F(ObjectStoreTest, FreedLargeFilesAreRecycledAndGiveWayWhenRoomIsNeeded) {
+  constexpr std::uint64_t kMiB = 1 << 20;
+  auto store = Open(8 * kMiB);
+  Write(*store, {1, 1}, 'a', 2 * kMiB);
+  store->Free({1, 1});
+  EXPECT_EQ(store->Usage().in_memory, 0u);
+  EXPECT_EQ(store->Usage().recycled, 2 * kMiB);
+  Write(*store, {1, 2}, 'b', 2 * kMiB - 10);  // takes the recycled file
+  EXPECT_EQ(store->Usage().recycled, 0u);
+  EXPECT_EQ(FirstByte(*store, {1, 2}), 'b');
+  EXPECT_EQ(std::filesystem::file_size(store->PathOf({1, 2})), 2 * kMiB - 10);
+  store->Free({1, 2});
+  // A full store drops recycled files before it spills anything.
+  Write(*store, {1, 3}, 'c', 7 * kMiB);
+  EXPECT_EQ(store->Usage().recycled, 0u);
+  EXPECT_EQ(store->Usage().spilled, 0u);
+}
+
 TEST_F(ObjectStoreTest, RefusesACapacityLargerThanSharedMemory) {
   auto store = ObjectStore::Open({.shared_memory_directory = directory_ / "shm",
                                   .name_prefix = "p",
