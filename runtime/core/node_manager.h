@@ -45,7 +45,7 @@ struct HandlerGuard;
 inline constexpr std::size_t kTasksPipelinedPerWorker = 4;
 // A node takes tasks from busy neighbours while its queue is shorter than
 // this many per CPU.
-inline constexpr double kQueuedPerRemoteCpu = 4;
+inline constexpr double kQueuedPerRemoteCpu = 32;
 
 // Transport ranks of workers a node manager starts: above every PMIx rank.
 inline constexpr std::uint32_t kFirstWorkerRank = 0x40000000;

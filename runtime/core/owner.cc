@@ -58,7 +58,8 @@ bool Owner::WaitHelping(std::unique_lock<std::mutex>& lock,
       lock.unlock();
       const bool ran = helper_();
       lock.lock();
-      if (ran) continue;
+      // Whatever completed while the lock was released notified nobody.
+      if (ran || done()) continue;
     }
     if (std::chrono::steady_clock::now() >= deadline) return done();
     // A task arriving for the helper wakes this too (WakeWaiters).

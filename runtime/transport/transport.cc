@@ -668,7 +668,8 @@ class Transport::Impl {
         continue;
       }
       const ucs_status_t armed = ucp_worker_arm(worker);
-      if (armed == UCS_ERR_BUSY) {
+      // Arming may swallow a signal a poster just sent: look once more.
+      if (armed == UCS_ERR_BUSY || OutboxHasMessages()) {
         progress_thread_sleeping_.store(false);
         continue;
       }

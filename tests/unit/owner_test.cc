@@ -1,0 +1,98 @@
+#include "core/owner.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <vector>
+
+#include "sray/errors.h"
+#include "sray/internal/serialization.h"
+
+namespace sray::core {
+namespace {
+
+// Inline values never reach the store; these tests use only those.
+class NoStore final : public StoreAccess {
+ public:
+  Result<std::string> Create(const ObjectId&, std::uint64_t) override {
+    return Status::Internal("no store in this test");
+  }
+  void Seal(const ObjectId&, std::uint64_t) override {}
+  Result<std::string> MakeLocal(const ObjectId&, std::uint32_t, std::uint64_t) override {
+    return Status::Internal("no store in this test");
+  }
+  void Free(const ObjectId&, std::uint32_t) override {}
+};
+
+TaskOutcome ValueFor(const TaskSpec& spec, std::int64_t value) {
+  TaskOutcome outcome = FailedOutcome(spec, OutcomeKind::kInlineValue, "");
+  outcome.value = internal::Serialize(value);
+  return outcome;
+}
+
+class OwnerTest : public ::testing::Test {
+ protected:
+  NoStore store_;
+  std::vector<TaskSpec> submitted_;
+  Owner owner_{OwnerIdentity{.rank = 5, .node_id = 1}, store_,
+               [this](TaskSpec spec) { submitted_.push_back(std::move(spec)); }};
+};
+
+TEST_F(OwnerTest, GetSeesAResultThatArrivesWhileTheHelperRuns) {
+  const auto id = owner_.SubmitTask("f", {}, {});
+  ASSERT_EQ(submitted_.size(), 1u);
+  // The result lands while Get has released its lock to look for queued
+  // tasks: nobody waits on the condition variable at that moment.
+  bool delivered = false;
+  owner_.SetHelper([&] {
+    if (!delivered) {
+      delivered = true;
+      owner_.OnTaskOutcome(ValueFor(submitted_.front(), 42));
+    }
+    return false;
+  });
+  // Without the fix Get slept until its timeout (forever without one).
+  const auto started = std::chrono::steady_clock::now();
+  const auto values = owner_.Get({id}, std::chrono::seconds(60));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30))
+      << "Get missed the wake-up and waited for its timeout";
+  EXPECT_EQ(internal::Deserialize<std::int64_t>(values.front()->bytes(), "test"), 42);
+}
+
+TEST_F(OwnerTest, ArgumentsWaitForTheirProducerAndTravelInline) {
+  const auto first = owner_.SubmitTask("f", {}, {});
+  internal::TaskArgument argument;
+  argument.reference = std::make_shared<internal::ObjectHandle>(first);
+  (void)owner_.SubmitTask("g", {argument}, {});
+  ASSERT_EQ(submitted_.size(), 1u);  // g waits for f
+  owner_.OnTaskOutcome(ValueFor(submitted_.front(), 7));
+  ASSERT_EQ(submitted_.size(), 2u);
+  const auto& passed = submitted_.back().arguments.front();
+  EXPECT_FALSE(passed.by_reference);
+  EXPECT_EQ(internal::Deserialize<std::int64_t>(passed.value, "test"), 7);
+}
+
+TEST_F(OwnerTest, AWorkerDeathIsRetriedThenReportedWithTheAttempts) {
+  internal::TaskOptions options;
+  options.max_retries = 1;
+  const auto id = owner_.SubmitTask("f", {}, options);
+  owner_.OnTaskOutcome(FailedOutcome(submitted_.back(), OutcomeKind::kWorkerDied, "died"));
+  ASSERT_EQ(submitted_.size(), 2u);
+  EXPECT_EQ(submitted_.back().attempt, 1);
+  owner_.OnTaskOutcome(FailedOutcome(submitted_.back(), OutcomeKind::kWorkerDied, "died again"));
+  EXPECT_EQ(submitted_.size(), 2u);
+  EXPECT_THROW((void)owner_.Get({id}, std::chrono::milliseconds(100)), WorkerDiedError);
+}
+
+TEST_F(OwnerTest, GetTimesOutWithTheTaskName) {
+  const auto id = owner_.SubmitTask("slow_function", {}, {});
+  try {
+    (void)owner_.Get({id}, std::chrono::milliseconds(10));
+    FAIL() << "no timeout";
+  } catch (const GetTimeoutError& error) {
+    EXPECT_NE(std::string(error.what()).find("slow_function"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace sray::core
