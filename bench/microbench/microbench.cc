@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdint>
 #include <functional>
 #include <iostream>
@@ -35,7 +36,10 @@ SRAY_REMOTE(noop, submit_many);
 using Clock = std::chrono::steady_clock;
 
 // Runs `batch` until `seconds` passed; returns operations per second.
-double Rate(const std::function<std::size_t()>& batch, double seconds = 2.0) {
+// SRAY_BENCH_SECONDS overrides how long each metric runs (default 2 s).
+double Rate(const std::function<std::size_t()>& batch) {
+  const char* configured = std::getenv("SRAY_BENCH_SECONDS");
+  const double seconds = configured != nullptr ? std::atof(configured) : 2.0;
   (void)batch();  // warm-up: workers started, pages touched
   std::size_t operations = 0;
   const auto start = Clock::now();

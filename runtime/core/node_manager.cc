@@ -613,16 +613,16 @@ std::chrono::milliseconds NodeManager::BroadcastIfDirty() {
 
 Result<std::string> NodeManager::MakeLocal(const ObjectId& id, std::uint32_t holder,
                                            std::uint64_t size) {
-  if (holder == config_.node_id || store_->Contains(id)) {
+  if (holder == config_.node_id) {
     auto path = store_->Locate(id);
     if (!path.ok()) return path.status();
     return path->string();
   }
   std::lock_guard fetch(fetch_mutex_);
+  // A copy pulled earlier, unless it has been lost meanwhile.
   if (store_->Contains(id)) {
     auto path = store_->Locate(id);
-    if (!path.ok()) return path.status();
-    return path->string();
+    if (path.ok()) return path->string();
   }
   const std::uint32_t holder_rank = RankOfNode(holder);
   const auto request = Encode(ObjectRequest{.id = id, .size = size, .node = config_.node_id, .owner_rank = 0});

@@ -172,13 +172,49 @@ void Owner::ResolveArgumentsLocked(PendingTask& task, std::vector<TaskSpec>& to_
 
 void Owner::ReleaseIfUnusedLocked(
     const internal::ObjectId& id,
-    std::vector<std::pair<internal::ObjectId, std::uint32_t>>& to_free) {
+    std::vector<std::pair<internal::ObjectId, std::uint32_t>>& to_free,
+    std::vector<std::shared_ptr<internal::ObjectHandle>>& released) {
   auto found = objects_.find(id);
   if (found == objects_.end()) return;
   const ObjectEntry& entry = found->second;
   if (entry.referenced || entry.task_uses > 0 || entry.state == State::kPending) return;
   if (entry.in_store) to_free.emplace_back(id, entry.node);
   objects_.erase(found);
+  auto lineage = lineage_.find(id);
+  if (lineage != lineage_.end()) {
+    for (auto& handle : lineage->second.argument_handles) released.push_back(std::move(handle));
+    lineage_.erase(lineage);
+  }
+}
+
+bool Owner::Reconstruct(const internal::ObjectId& id, std::uint32_t lost_on_node) {
+  TaskSpec spec;
+  {
+    std::lock_guard lock(mutex_);
+    auto entry = objects_.find(id);
+    auto lineage = lineage_.find(id);
+    if (entry == objects_.end() || lineage == lineage_.end()) return false;
+    PendingTask& task = lineage->second;
+    if (task.spec.attempt >= task.max_retries) return false;
+    // Someone else already started it again.
+    if (entry->second.state == State::kPending) return true;
+    task.spec.attempt++;
+    task.spec.hops = 0;
+    task.spec.visible_devices.clear();
+    task.sent = true;
+    for (const auto& argument : task.spec.arguments) {
+      auto used = objects_.find(argument.id);
+      if (used != objects_.end()) used->second.task_uses++;
+    }
+    entry->second.state = State::kPending;
+    entry->second.in_store = false;
+    spec = task.spec;
+    tasks_.emplace(task.spec.task_id, std::move(task));
+    lineage_.erase(lineage);
+  }
+  store_.Free(id, lost_on_node);  // the stale record of the lost copy
+  submit_(std::move(spec));
+  return true;
 }
 
 void Owner::OnTaskOutcome(TaskOutcome outcome) {
@@ -232,12 +268,16 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
           auto used = objects_.find(argument.id);
           if (used != objects_.end() && used->second.task_uses > 0) {
             used->second.task_uses--;
-            ReleaseIfUnusedLocked(argument.id, to_free);
+            ReleaseIfUnusedLocked(argument.id, to_free, released);
           }
         }
-        released = std::move(task.argument_handles);
+        if (kind == OutcomeKind::kStoredValue) {
+          lineage_[outcome.return_id] = std::move(task);
+        } else {
+          for (auto& handle : task.argument_handles) released.push_back(std::move(handle));
+        }
         tasks_.erase(found);
-        ReleaseIfUnusedLocked(outcome.return_id, to_free);
+        ReleaseIfUnusedLocked(outcome.return_id, to_free, released);
         auto waiters = waiting_.find(outcome.return_id);
         if (waiters != waiting_.end()) {
           const std::vector<std::uint64_t> dependents = std::move(waiters->second);
@@ -371,6 +411,7 @@ std::vector<std::shared_ptr<const internal::ObjectValue>> Owner::Get(
   std::vector<std::shared_ptr<const internal::ObjectValue>> values;
   values.reserve(ids.size());
   for (const auto& id : ids) {
+   while (true) {
     std::unique_lock lock(mutex_);
     auto ready = [&] {
       auto found = objects_.find(id);
@@ -397,12 +438,28 @@ std::vector<std::shared_ptr<const internal::ObjectValue>> Owner::Get(
     }
     if (!entry.in_store) {
       values.push_back(std::make_shared<InlineValue>(entry.inline_value));
-      continue;
+      break;
     }
     const std::uint32_t node = entry.node;
     const std::uint64_t size = entry.size;
+    const std::string producer = entry.failure.function;
     lock.unlock();
-    values.push_back(ReadStored(id, node, size));
+    auto value = ReadStored(id, node, size);
+    if (value) {
+      values.push_back(std::move(value));
+      break;
+    }
+    if (!Reconstruct(id, node)) {
+      throw ObjectLostError("sray: object " + id.ToString() + " is lost: node " +
+                            std::to_string(node) + " no longer has it, and it cannot be " +
+                            "recomputed (" +
+                            (producer.empty()
+                                 ? std::string("it was Put, not computed by a task): keep a "
+                                               "copy of data you Put, or Put it again")
+                                 : "task " + producer +
+                                       " has no retries left): raise its SetMaxRetries"));
+    }
+   }
   }
   return values;
 }
@@ -422,10 +479,10 @@ std::shared_ptr<const internal::ObjectValue> Owner::ReadStored(const internal::O
     if (file.ok()) return std::make_shared<MappedValue>(std::move(file).value());
     last = file.status();
   }
+  if (last.code() == StatusCode::kNotFound) return nullptr;
   const std::string message = "sray: cannot read object " + id.ToString() + " of node " +
                               std::to_string(node) + ": " + last.message();
   if (last.code() == StatusCode::kResourceExhausted) throw ObjectStoreFullError(message);
-  if (last.code() == StatusCode::kNotFound) throw ObjectLostError(message);
   throw Error(message);
 }
 
@@ -465,14 +522,16 @@ std::vector<bool> Owner::Wait(const std::vector<internal::ObjectId>& ids, std::s
 
 void Owner::RemoveReference(const internal::ObjectId& id) noexcept {
   std::vector<std::pair<internal::ObjectId, std::uint32_t>> to_free;
+  std::vector<std::shared_ptr<internal::ObjectHandle>> released;
   {
     std::lock_guard lock(mutex_);
     auto found = objects_.find(id);
     if (found == objects_.end()) return;
     found->second.referenced = false;
-    ReleaseIfUnusedLocked(id, to_free);
+    ReleaseIfUnusedLocked(id, to_free, released);
   }
   for (const auto& [object, node] : to_free) store_.Free(object, node);
+  released.clear();  // may call RemoveReference again, without the lock
 }
 
 void Owner::ThrowFailure(const TaskOutcome& failure) const {

@@ -90,8 +90,13 @@ class Owner final : public internal::Runtime {
   void ResolveArgumentsLocked(PendingTask& task, std::vector<TaskSpec>& to_send,
                               std::vector<TaskOutcome>& to_fail);
   void ReleaseIfUnusedLocked(const internal::ObjectId& id,
-                             std::vector<std::pair<internal::ObjectId, std::uint32_t>>& to_free);
+                             std::vector<std::pair<internal::ObjectId, std::uint32_t>>& to_free,
+                             std::vector<std::shared_ptr<internal::ObjectHandle>>& released);
+  // Resubmits the task that produced a lost object, if its retries allow.
+  // False when the object cannot be recomputed.
+  bool Reconstruct(const internal::ObjectId& id, std::uint32_t lost_on_node);
   [[noreturn]] void ThrowFailure(const TaskOutcome& failure) const;
+  // Null when the object is lost (NotFound); throws for other failures.
   std::shared_ptr<const internal::ObjectValue> ReadStored(const internal::ObjectId& id,
                                                           std::uint32_t node, std::uint64_t size);
 
@@ -111,6 +116,10 @@ class Owner final : public internal::Runtime {
   std::uint64_t next_task_ = 1;
   std::unordered_map<internal::ObjectId, ObjectEntry, internal::ObjectIdHash> objects_;
   std::unordered_map<std::uint64_t, PendingTask> tasks_;
+  // Finished tasks whose result lives in a store, kept (with their
+  // arguments) while the result is referenced: lineage for recomputing it
+  // when its node loses it.
+  std::unordered_map<internal::ObjectId, PendingTask, internal::ObjectIdHash> lineage_;
   // Argument object -> tasks waiting for it.
   std::unordered_map<internal::ObjectId, std::vector<std::uint64_t>, internal::ObjectIdHash>
       waiting_;

@@ -63,9 +63,17 @@ std::filesystem::path ObjectStore::SpillPathOf(const ObjectId& id) const {
 Result<std::filesystem::path> ObjectStore::Create(const ObjectId& id, std::uint64_t size,
                                                   bool primary) {
   std::lock_guard lock(mutex_);
-  if (entries_.contains(id)) {
-    return Status::AlreadyExists("object " + id.ToString() + " already exists in the store of node " +
-                                 std::to_string(config_.node_id));
+  auto existing = entries_.find(id);
+  if (existing != entries_.end()) {
+    // Recomputed after its copy was lost: the old record goes.
+    if (existing->second.where == Where::kDisk) {
+      ::unlink(SpillPathOf(id).c_str());
+      spilled_ -= existing->second.size;
+    } else {
+      ::unlink(PathOf(id).c_str());
+      in_memory_ -= existing->second.size;
+    }
+    entries_.erase(existing);
   }
   if (!ReuseRecycledLocked(id, size)) SRAY_RETURN_IF_ERROR(MakeRoom(size, id));
   entries_[id] = Entry{.size = size, .where = Where::kCreating, .primary = primary, .pins = 0,
@@ -160,7 +168,18 @@ Result<std::filesystem::path> ObjectStore::Locate(const ObjectId& id) {
   }
   Entry& entry = found->second;
   entry.last_use = ++clock_;
-  if (entry.where == Where::kMemory) return PathOf(id);
+  if (entry.where == Where::kMemory) {
+    // Its file can vanish (removed by hand, a node's /dev/shm wiped): the
+    // object is then lost, and its owner may recompute it.
+    if (::access(PathOf(id).c_str(), F_OK) != 0) {
+      in_memory_ -= entry.size;
+      entries_.erase(found);
+      return Status::NotFound("object " + id.ToString() + " of node " +
+                              std::to_string(config_.node_id) + " is lost: its file " +
+                              PathOf(id).string() + " is gone");
+    }
+    return PathOf(id);
+  }
   // Restore: pin it so that making room does not pick it, then copy back.
   entry.pins++;
   const Status room = MakeRoom(entry.size, id);

@@ -76,6 +76,8 @@ Status DecodeError(std::span<const std::byte> bytes) {
     case StatusCode::kPermissionDenied: return Status::PermissionDenied(message);
     case StatusCode::kIoError: return Status::IoError(message);
     case StatusCode::kUnavailable: return Status::Unavailable(message);
+    case StatusCode::kResourceExhausted: return Status::ResourceExhausted(message);
+    case StatusCode::kDeadlineExceeded: return Status::DeadlineExceeded(message);
     default: return Status::Internal(message);
   }
 }

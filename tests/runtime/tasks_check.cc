@@ -4,7 +4,7 @@
 // exits 1.
 //
 //   tasks_check basic | objects | refcount | spill | worker-death |
-//               exception | infeasible | gpu | nested
+//               exception | infeasible | gpu | nested | lineage
 
 #include <signal.h>
 #include <unistd.h>
@@ -305,6 +305,40 @@ void Infeasible() {
   }
 }
 
+// Removes every object file of this step from /dev/shm, as a node failure
+// or an admin wiping /dev/shm would (the emulated nodes share it).
+std::size_t WipeObjectFiles() {
+  const auto node = sray::CurrentNode();
+  const std::string prefix = "sray." + node.job_id + "." + node.step_id + ".";
+  std::size_t removed = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && name.find(".recycled.") == std::string::npos) {
+      if (std::filesystem::remove(entry.path())) ++removed;
+    }
+  }
+  return removed;
+}
+
+void Lineage() {
+  auto block = sray::Task(make_block).Remote(std::uint64_t{7}, std::uint64_t{256 * 1024});
+  auto first = sray::Get(block);
+  auto put = sray::Put(std::vector<std::uint64_t>(256 * 1024, std::uint64_t{1} << 40));
+  Expect(WipeObjectFiles() >= 2, "the objects' files are removed from /dev/shm");
+  auto again = sray::Get(block);
+  again.pop_back();  // the node it was computed on may differ
+  first.pop_back();
+  Expect(again == first, "a lost task result is recomputed from its lineage");
+  try {
+    (void)sray::Get(put);
+    Fail("a lost Put value was returned");
+  } catch (const sray::ObjectLostError& error) {
+    std::cout << "info: " << error.what() << std::endl;
+    Expect(std::string(error.what()).find("Put") != std::string::npos,
+           "a lost Put value fails with ObjectLostError saying why");
+  }
+}
+
 // Run with --ray-cluster=resources=GPU:1: two half-GPU tasks share device 0.
 void Gpu() {
   auto half = sray::Task(visible_devices).SetResources({{"CPU", 1}, {"GPU", 0.5}});
@@ -330,6 +364,7 @@ int main(int argc, char** argv) {
     else if (mode == "exception") Exception();
     else if (mode == "infeasible") Infeasible();
     else if (mode == "gpu") Gpu();
+    else if (mode == "lineage") Lineage();
     else if (mode == "nested") {
       Expect(sray::Get(sray::Task(nested_sum_of_squares).Remote(50)) == 40425,
              "a task submits 50 tasks of its own and gathers them");

@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <vector>
 #include <cstring>
 #include <future>
 #include <numeric>
@@ -107,6 +110,54 @@ TEST_F(TransportPair, HandlerErrorsTravelBackWithTheirCode) {
   ASSERT_FALSE(reply.ok());
   EXPECT_EQ(reply.status().code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(reply.status().message(), "handler says no");
+}
+
+TEST_F(TransportPair, EveryStatusCodeSurvivesTheTrip) {
+  auto server = Make(0, TokenOf(1));
+  auto client = Make(1, TokenOf(1));
+  const std::vector<Status> sent = {Status::InvalidArgument("a"), Status::NotFound("b"),
+                                    Status::AlreadyExists("c"), Status::PermissionDenied("d"),
+                                    Status::IoError("e"), Status::Unavailable("f"),
+                                    Status::Internal("g"), Status::ResourceExhausted("h"),
+                                    Status::DeadlineExceeded("i")};
+  for (std::uint32_t index = 0; index < sent.size(); ++index) {
+    server->RegisterRequestHandler(100 + index, [status = sent[index]](std::uint32_t, auto)
+                                                    -> Result<Bytes> { return status; });
+    auto reply = client->Call(0, 100 + index, {});
+    ASSERT_FALSE(reply.ok());
+    EXPECT_EQ(reply.status().code(), sent[index].code()) << sent[index].message();
+    EXPECT_EQ(reply.status().message(), sent[index].message());
+  }
+}
+
+TEST_F(TransportPair, DeferredRepliesAndPostedMessagesArrive) {
+  auto server = Make(0, TokenOf(1));
+  auto client = Make(1, TokenOf(1));
+  std::vector<std::thread> answering;
+  server->RegisterDeferredRequestHandler(
+      kEcho, [&](std::uint32_t, std::span<const std::byte> payload, Responder responder) {
+        // Answered later from another thread, as a node manager does.
+        answering.emplace_back([responder, text = std::string(TextOf(payload))] {
+          responder.Reply(Text("later " + text));
+        });
+      });
+  auto reply = client->Call(0, kEcho, Text("hi"));
+  ASSERT_TRUE(reply.ok()) << reply.status().message();
+  EXPECT_EQ(TextOf(*reply), "later hi");
+  for (auto& thread : answering) thread.join();
+
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::string> received;
+  server->RegisterOneWayHandler(kNote, [&](std::uint32_t, std::span<const std::byte> payload) {
+    std::lock_guard lock(mutex);
+    received.emplace_back(TextOf(payload));
+    changed.notify_all();
+  });
+  for (int index = 0; index < 100; ++index) client->Post(0, kNote, Text(std::to_string(index)));
+  std::unique_lock lock(mutex);
+  ASSERT_TRUE(changed.wait_for(lock, std::chrono::seconds(10), [&] { return received.size() == 100; }));
+  for (std::size_t index = 0; index < 100; ++index) EXPECT_EQ(received[index], std::to_string(index));
 }
 
 TEST_F(TransportPair, UnknownMethodIsANotFoundError) {
