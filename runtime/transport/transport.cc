@@ -282,6 +282,7 @@ class Transport::Impl {
     {
       std::lock_guard lock(outbox_mutex_);
       outbox_.push_back({rank, method, std::move(payload)});
+      outbox_filled_.store(true);  // seq_cst: pairs with the sleeping flag
     }
     // Wake the progress thread only when it sleeps (or is about to): it
     // checks the outbox after announcing that, so no post is missed.
@@ -542,6 +543,7 @@ class Transport::Impl {
     auto [entry, inserted] = endpoints_.try_emplace(rank);
     if (!inserted) {
       closing_.push_back(handle);
+      endpoints_to_close_.store(true);
       error_contexts_.emplace_back(error_context);
       if (!entry->second.failure.ok()) return entry->second.failure;
       return entry->second.handle;
@@ -624,6 +626,7 @@ class Transport::Impl {
 
   // Force-closes endpoints queued by callbacks, which may not close them.
   void CloseQueuedEndpoints() {
+    if (!endpoints_to_close_.exchange(false)) return;
     std::vector<ucp_ep_h> handles;
     {
       std::lock_guard lock(endpoints_mutex_);
@@ -654,7 +657,7 @@ class Transport::Impl {
       const auto now = std::chrono::steady_clock::now();
       if (progressed) last_activity = now;
       CloseQueuedEndpoints();
-      ProbeAwaitedPeers();
+      ProbeAwaitedPeers(now);
       if (spinning_waiters_.load() > 0) {
         // A caller is polling the worker itself. Stay off the CPU and off the
         // event fd (which would wake this thread for every message); the
@@ -689,16 +692,15 @@ class Transport::Impl {
     Bytes payload;
   };
 
-  bool OutboxHasMessages() {
-    std::lock_guard lock(outbox_mutex_);
-    return !outbox_.empty();
-  }
+  bool OutboxHasMessages() { return outbox_filled_.load(); }
 
   // Progress thread: hands posted messages to UCX. True if there were any.
   bool SendPosted() {
+    if (!outbox_filled_.load(std::memory_order_acquire)) return false;
     std::vector<PostedMessage> batch;
     {
       std::lock_guard lock(outbox_mutex_);
+      outbox_filled_.store(false, std::memory_order_relaxed);
       if (outbox_.empty()) return false;
       batch.swap(outbox_);
     }
@@ -727,9 +729,8 @@ class Transport::Impl {
 
   // Fails the calls to peers whose process is gone, when the liveness probe
   // can tell (same node) and UCX has not noticed yet.
-  void ProbeAwaitedPeers() {
+  void ProbeAwaitedPeers(std::chrono::steady_clock::time_point now) {
     if (!options_.peer_alive) return;
-    const auto now = std::chrono::steady_clock::now();
     if (now - last_liveness_probe_ < kLivenessInterval) return;
     last_liveness_probe_ = now;
     std::vector<std::uint32_t> awaited;
@@ -970,6 +971,10 @@ class Transport::Impl {
   std::atomic<bool> progress_thread_sleeping_{false};
   std::mutex outbox_mutex_;
   std::vector<PostedMessage> outbox_;  // guarded by outbox_mutex_
+  // True while outbox_ may hold messages: lets the progress thread skip the
+  // lock when nothing was posted.
+  std::atomic<bool> outbox_filled_{false};
+  std::atomic<bool> endpoints_to_close_{false};
   std::mutex pool_mutex_;
   std::vector<Buffer> buffer_pool_;
   std::size_t pooled_bytes_ = 0;  // guarded by pool_mutex_
