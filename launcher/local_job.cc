@@ -1,5 +1,6 @@
 #include "local_job.h"
 
+#include <algorithm>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/signalfd.h>
@@ -332,7 +333,15 @@ class LocalJob {
       how = std::string("was killed by signal ") + strsignal(WTERMSIG(wait_status));
     }
     if (code == 0) return;
-    if (exit_status_ == 0) exit_status_ = code;
+    // A rank killed by a signal is the cause even when others, seeing it
+    // die, exited before the kernel reported its death (its teardown closes
+    // its connections before it becomes a zombie).
+    // Signals this launcher sent itself (ending the job) do not count.
+    const bool by_signal = WIFSIGNALED(wait_status) && !terminating_;
+    if (exit_status_ == 0 || (by_signal && !exit_by_signal_)) {
+      exit_status_ = code;
+      exit_by_signal_ = by_signal;
+    }
     if (!terminating_ && !failure_deadline_) {
       WriteAll(STDERR_FILENO, "sray: rank " + std::to_string(rank) + " (node " +
                                   std::to_string(layout_.NodeOf(rank)) + ") " + how +
@@ -344,14 +353,21 @@ class LocalJob {
   }
 
   void Reap() {
+    // Ranks that ended since the last look, in no particular order from the
+    // kernel. A rank killed by a signal is taken as the first failure among
+    // them: the others usually exited because they saw it die.
+    std::vector<std::pair<std::uint32_t, int>> ended;
     for (;;) {
       int wait_status = 0;
       const pid_t pid = ::waitpid(-1, &wait_status, WNOHANG);
-      if (pid <= 0) return;
+      if (pid <= 0) break;
       for (std::uint32_t rank = 0; rank < ranks_.size(); ++rank) {
-        if (ranks_[rank].pid == pid) RecordExit(rank, wait_status);
+        if (ranks_[rank].pid == pid) ended.emplace_back(rank, wait_status);
       }
     }
+    std::stable_partition(ended.begin(), ended.end(),
+                          [](const auto& exit) { return WIFSIGNALED(exit.second); });
+    for (const auto& [rank, wait_status] : ended) RecordExit(rank, wait_status);
   }
 
   void ReapAll() {
@@ -496,6 +512,7 @@ class LocalJob {
   std::optional<std::chrono::steady_clock::time_point> drain_deadline_;
   std::optional<std::chrono::steady_clock::time_point> failure_deadline_;
   int exit_status_ = 0;
+  bool exit_by_signal_ = false;
 };
 
 }  // namespace

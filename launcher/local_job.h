@@ -34,7 +34,8 @@ struct LocalJobRequest {
 };
 
 // Returns the job's exit status (the first non-zero one of any rank, 128 +
-// signal for a rank killed by a signal), or an error when it could not start.
+// signal for a rank killed by a signal, which wins over plain exit codes),
+// or an error when it could not start.
 Result<int> RunLocalJob(const LocalJobRequest& request);
 
 }  // namespace sray::launcher

@@ -181,6 +181,15 @@ void NodeManager::RegisterHandlers() {
       });
     });
   });
+  for (const std::uint32_t method : {kWorkerBlocked, kWorkerUnblocked}) {
+    transport_.RegisterOneWayHandler(method, [with, method](std::uint32_t source, auto) {
+      with([&](NodeManager& manager) {
+        manager.loop_->Post([&manager, source, method] {
+          manager.OnWorkerBlocked(source, method == kWorkerBlocked);
+        });
+      });
+    });
+  }
   transport_.RegisterOneWayHandler(kTaskOutcome, [with](std::uint32_t, auto payload) {
     auto outcome = Decode<TaskOutcome>(payload, "task outcome");
     if (!outcome.ok()) return;
@@ -428,7 +437,7 @@ void NodeManager::Dispatch() {
     // 3. Behind a task of the same shape on a busy worker here.
     for (auto& [rank, state] : workers_) {
       if (tasks.empty()) break;
-      if (state.assigned.empty() || state.granted != shape->first) continue;
+      if (state.assigned.empty() || state.granted != shape->first || state.lent_cpus > 0) continue;
       while (!tasks.empty() && state.assigned.size() <= kTasksPipelinedPerWorker) {
         TaskSpec task = std::move(tasks.front());
         tasks.pop_front();
@@ -513,8 +522,31 @@ void NodeManager::OnTaskDone(std::uint32_t worker_rank, TaskOutcome outcome) {
   Dispatch();
 }
 
+void NodeManager::OnWorkerBlocked(std::uint32_t worker_rank, bool blocked) {
+  auto found = workers_.find(worker_rank);
+  if (found == workers_.end()) return;
+  WorkerState& state = found->second;
+  if (blocked) {
+    // Ray's rule: a task waiting for others lends its CPUs (not its GPUs).
+    const auto cpus = state.granted.find("CPU");
+    if (state.assigned.empty() || cpus == state.granted.end() || state.lent_cpus > 0) return;
+    state.lent_cpus = cpus->second;
+    available_["CPU"] += state.lent_cpus;
+  } else {
+    if (state.lent_cpus <= 0) return;
+    // Taken back at once, even if others use them now: the node runs over
+    // its CPUs until they finish.
+    available_["CPU"] -= state.lent_cpus;
+    state.lent_cpus = 0;
+  }
+  dirty_ = true;
+  Dispatch();
+}
+
 void NodeManager::ReleaseGrant(WorkerState& state) {
   sched::Add(available_, state.granted);
+  available_["CPU"] -= state.lent_cpus;  // already given back while it waited
+  state.lent_cpus = 0;
   const double gpus = state.granted.contains("GPU") ? state.granted.at("GPU") : 0.0;
   gpus_.Release(state.devices, gpus);
   state.devices.clear();

@@ -99,6 +99,8 @@ class NodeManager {
     std::deque<TaskSpec> assigned;
     sched::ResourceMap granted;
     std::vector<std::uint32_t> devices;
+    // CPUs of the grant lent to other tasks while its task waits in Get.
+    double lent_cpus = 0;
   };
 
   NodeManager(NodeManagerConfig config, transport::Transport& transport,
@@ -111,6 +113,7 @@ class NodeManager {
   void Dispatch();
   void SendToWorker(std::uint32_t worker, WorkerState& state, TaskSpec task);
   void ReleaseGrant(WorkerState& state);
+  void OnWorkerBlocked(std::uint32_t worker_rank, bool blocked);
   enum class ForwardTo {
     kFreeOrShortQueue,  // resources free now, or a queue shorter than the limit
     kAnyFeasible,       // any node whose totals fit (this one's do not)

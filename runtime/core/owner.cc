@@ -50,9 +50,14 @@ void Owner::WakeWaiters() {
   changed_.notify_all();
 }
 
+void Owner::SetBlockingNotifier(std::function<void(bool blocked)> notify) {
+  blocking_notifier_ = std::move(notify);
+}
+
 template <typename Done>
 bool Owner::WaitHelping(std::unique_lock<std::mutex>& lock,
-                        std::chrono::steady_clock::time_point deadline, Done done) {
+                        std::chrono::steady_clock::time_point deadline, BlockedScope& blocked,
+                        Done done) {
   while (!done()) {
     if (helper_) {
       lock.unlock();
@@ -62,6 +67,7 @@ bool Owner::WaitHelping(std::unique_lock<std::mutex>& lock,
       if (ran || done()) continue;
     }
     if (std::chrono::steady_clock::now() >= deadline) return done();
+    blocked.Announce();
     // A task arriving for the helper wakes this too (WakeWaiters).
     changed_.wait_until(lock, deadline);
   }
@@ -410,6 +416,7 @@ std::vector<std::shared_ptr<const internal::ObjectValue>> Owner::Get(
       timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
   std::vector<std::shared_ptr<const internal::ObjectValue>> values;
   values.reserve(ids.size());
+  BlockedScope blocked(blocking_notifier_);
   for (const auto& id : ids) {
    while (true) {
     std::unique_lock lock(mutex_);
@@ -417,7 +424,7 @@ std::vector<std::shared_ptr<const internal::ObjectValue>> Owner::Get(
       auto found = objects_.find(id);
       return found == objects_.end() || found->second.state != State::kPending;
     };
-    if (!WaitHelping(lock, deadline, ready)) {
+    if (!WaitHelping(lock, deadline, blocked, ready)) {
       const auto& entry = objects_.at(id);
       throw GetTimeoutError("sray: Get timed out after " + std::to_string(timeout->count()) +
                             " ms: object " + id.ToString() + " (result of task " +
@@ -492,6 +499,7 @@ std::vector<bool> Owner::Wait(const std::vector<internal::ObjectId>& ids, std::s
       timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
   const std::size_t wanted = std::min(num_ready, ids.size());
   std::vector<bool> ready(ids.size(), false);
+  BlockedScope blocked(blocking_notifier_);
   std::unique_lock lock(mutex_);
   while (true) {
     std::size_t count = 0;
@@ -510,7 +518,7 @@ std::vector<bool> Owner::Wait(const std::vector<internal::ObjectId>& ids, std::s
       }
       return now_ready > seen;
     };
-    if (!WaitHelping(lock, deadline, more_ready)) {
+    if (!WaitHelping(lock, deadline, blocked, more_ready)) {
       for (std::size_t index = 0; index < ids.size(); ++index) {
         auto found = objects_.find(ids[index]);
         ready[index] = found == objects_.end() || found->second.state != State::kPending;

@@ -62,6 +62,10 @@ class Owner final : public internal::Runtime {
   void SetHelper(std::function<bool()> run_one_queued_task);
   // Wakes waiting Get and Wait calls so they look for queued tasks again.
   void WakeWaiters();
+  // In a worker: told when a Get or Wait starts to block and when it ends,
+  // so the node manager can lend the task's CPUs to others meanwhile (else
+  // tasks waiting for their children could hold every CPU). Non-blocking.
+  void SetBlockingNotifier(std::function<void(bool blocked)> notify);
   // Fails every unfinished task with `reason` (the node manager is gone).
   void FailAll(const std::string& reason);
 
@@ -104,11 +108,33 @@ class Owner final : public internal::Runtime {
   StoreAccess& store_;
   const std::function<void(TaskSpec)> submit_;
   std::function<bool()> helper_;
+  std::function<void(bool)> blocking_notifier_;
+  // Says "blocked" once, at the first real wait of one Get or Wait, and
+  // "running" when that call ends.
+  class BlockedScope {
+   public:
+    explicit BlockedScope(const std::function<void(bool)>& notify) : notify_(notify) {}
+    ~BlockedScope() {
+      if (announced_) notify_(false);
+    }
+    BlockedScope(const BlockedScope&) = delete;
+    BlockedScope& operator=(const BlockedScope&) = delete;
+    void Announce() {
+      if (!announced_ && notify_) {
+        announced_ = true;
+        notify_(true);
+      }
+    }
+
+   private:
+    const std::function<void(bool)>& notify_;
+    bool announced_ = false;
+  };
   // Blocks on changed_ until `done`, the deadline, or a wake-up; runs
   // queued tasks through the helper meanwhile. Returns done().
   template <typename Done>
   bool WaitHelping(std::unique_lock<std::mutex>& lock, std::chrono::steady_clock::time_point deadline,
-                   Done done);
+                   BlockedScope& blocked, Done done);
 
   std::mutex mutex_;
   std::condition_variable changed_;

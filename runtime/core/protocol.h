@@ -41,6 +41,8 @@ enum Method : std::uint32_t {
   kPinForPull = 135,      // node manager -> holder node manager, request -> PullSource
   kUnpinForPull = 136,    // node manager -> holder node manager, one-way: ObjectRequest
   kStoreUsage = 137,      // any -> node manager, request -> StoreUsage
+  kWorkerBlocked = 121,   // worker -> node manager, one-way: its task waits in Get
+  kWorkerUnblocked = 122, // worker -> node manager, one-way: it runs again
 };
 
 struct NodeDescription {

@@ -151,6 +151,9 @@ void RunWorker() {
     // If the manager is gone, PR_SET_PDEATHSIG ends this process.
     transport->Post(manager, kTaskDone, Encode(outcome));
   };
+  owner->SetBlockingNotifier([raw_transport, manager](bool blocked) {
+    raw_transport->Post(manager, blocked ? kWorkerBlocked : kWorkerUnblocked, {});
+  });
   owner->SetHelper([&] {
     TaskSpec spec;
     {

@@ -4,7 +4,8 @@
 // exits 1.
 //
 //   tasks_check basic | objects | refcount | spill | worker-death |
-//               exception | infeasible | gpu | nested | lineage
+//               exception | infeasible | gpu | nested | lineage |
+//               blocked
 
 #include <signal.h>
 #include <unistd.h>
@@ -105,6 +106,16 @@ std::int64_t nested_sum_of_squares(std::int64_t count) {
 }
 
 SRAY_REMOTE(nested_sum_of_squares);
+
+// Holds all of a node's CPUs while it waits for two tasks of its own.
+std::int64_t parent_waiting_for_children(std::int64_t value) {
+  // Until every parent holds its node, so the children find no free CPU.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  auto left = sray::Task(square).Remote(value);
+  auto right = sray::Task(square).Remote(value + 1);
+  return sray::Get(left) + sray::Get(right);
+}
+SRAY_REMOTE(parent_waiting_for_children);
 SRAY_REMOTE(square, add, sleep_then, node_after_work, checksum_on_node, make_block, die_once,
             always_die, throws_invalid_argument, visible_devices);
 
@@ -339,6 +350,25 @@ void Lineage() {
   }
 }
 
+// One parent per node, each asking every CPU of a node: their children can
+// only run on CPUs the waiting parents lend.
+void Blocked() {
+  const double cpus = std::stod(std::getenv("SRAY_NODE_CPUS"));
+  std::vector<sray::ObjectRef<std::int64_t>> parents;
+  for (std::uint32_t node = 0; node < sray::CurrentNode().num_nodes; ++node) {
+    parents.push_back(sray::Task(parent_waiting_for_children)
+                          .SetResources({{"CPU", cpus}})
+                          .Remote(static_cast<std::int64_t>(node)));
+  }
+  std::int64_t sum = 0;
+  for (const auto value : sray::Get(parents, std::chrono::seconds(60))) sum += value;
+  std::int64_t expected = 0;
+  for (std::int64_t node = 0; node < static_cast<std::int64_t>(parents.size()); ++node) {
+    expected += node * node + (node + 1) * (node + 1);
+  }
+  Expect(sum == expected, "tasks holding every CPU lend them while they wait for their children");
+}
+
 // Run with --ray-cluster=resources=GPU:1: two half-GPU tasks share device 0.
 void Gpu() {
   auto half = sray::Task(visible_devices).SetResources({{"CPU", 1}, {"GPU", 0.5}});
@@ -365,6 +395,7 @@ int main(int argc, char** argv) {
     else if (mode == "infeasible") Infeasible();
     else if (mode == "gpu") Gpu();
     else if (mode == "lineage") Lineage();
+    else if (mode == "blocked") Blocked();
     else if (mode == "nested") {
       Expect(sray::Get(sray::Task(nested_sum_of_squares).Remote(50)) == 40425,
              "a task submits 50 tasks of its own and gathers them");
