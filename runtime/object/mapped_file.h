@@ -28,6 +28,16 @@ class MappedFile {
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
 
+  // Writable mappings of large files are kept after use (with their file
+  // open), up to a few, and handed out again when the store gives this
+  // process the same file back (recycled under a new name): mapping and
+  // unmapping 100 MiB costs more than writing it. Kept mappings whose file
+  // was deleted are released at the next Create or destruction.
+  static constexpr std::size_t kKeptMappings = 4;
+  static constexpr std::size_t kKeepMinimum = std::size_t{1} << 20;
+  // Bounds the memory of deleted files a kept mapping can hold unseen.
+  static constexpr std::size_t kKeepMaximum = std::size_t{256} << 20;
+
   [[nodiscard]] std::byte* data() const { return data_; }
   [[nodiscard]] std::size_t size() const { return size_; }
   [[nodiscard]] std::string_view view() const {
@@ -35,9 +45,11 @@ class MappedFile {
   }
 
  private:
-  MappedFile(std::byte* data, std::size_t size) : data_(data), size_(size) {}
+  MappedFile(std::byte* data, std::size_t size, int kept_fd = -1)
+      : data_(data), size_(size), kept_fd_(kept_fd) {}
   std::byte* data_;
   std::size_t size_;
+  int kept_fd_;  // writable mappings: the file, open, so the mapping can be kept
 };
 
 }  // namespace sray::object

@@ -134,3 +134,35 @@ TEST_F(ObjectStoreTest, RefusesACapacityLargerThanSharedMemory) {
 
 }  // namespace
 }  // namespace sray::object
+
+namespace sray::object {
+namespace {
+
+TEST(MappedFile, AWritableMappingIsReusedWhenItsFileComesBackUnderANewName) {
+  const auto directory = std::filesystem::temp_directory_path() /
+                         ("sray-mapping-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(directory);
+  constexpr std::size_t kSize = 2 << 20;
+  std::byte* first_address = nullptr;
+  {
+    auto file = MappedFile::Create(directory / "a", kSize);
+    ASSERT_TRUE(file.ok()) << file.status().message();
+    first_address = (*file)->data();
+    std::memset((*file)->data(), 'a', kSize);
+  }
+  std::filesystem::rename(directory / "a", directory / "b");  // recycled by the store
+  {
+    auto file = MappedFile::Create(directory / "b", kSize);
+    ASSERT_TRUE(file.ok()) << file.status().message();
+    EXPECT_EQ((*file)->data(), first_address);
+    std::memset((*file)->data(), 'b', kSize);
+  }
+  auto reader = MappedFile::OpenReadOnly(directory / "b");
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ((*reader)->view().front(), 'b');
+  EXPECT_EQ((*reader)->view().back(), 'b');
+  std::filesystem::remove_all(directory);
+}
+
+}  // namespace
+}  // namespace sray::object
