@@ -62,6 +62,7 @@ std::string ExecutablePath() {
 
 std::vector<std::string> ArgumentsOf(int argc, char** argv) {
   std::vector<std::string> arguments;
+  arguments.reserve(static_cast<std::size_t>(std::max(argc, 1)));
   for (int index = 0; index < argc; ++index) arguments.emplace_back(argv[index]);
   if (arguments.empty()) arguments.push_back(ExecutablePath());
   return arguments;
@@ -290,11 +291,13 @@ void Init(int argc, char** argv) {
   if (!manager.ok()) ThrowLaunch("cannot start the node manager", manager.status());
   if (layout.rank != 0) ServeNode(std::move(job).value(), std::move(manager).value());
   StartDriver(std::move(job).value(), std::move(manager).value(), environment->num_nodes);
-  static const bool registered_exit = [] {
-    std::atexit([] { Shutdown(); });
-    return true;
-  }();
-  (void)registered_exit;
+  static std::once_flag shutdown_at_exit;
+  std::call_once(shutdown_at_exit, [] {
+    if (std::atexit([] { Shutdown(); }) != 0) {
+      std::cerr << "sray: cannot register Shutdown at exit: call sray::Shutdown() before main "
+                   "returns\n";
+    }
+  });
 }
 
 void Shutdown() {

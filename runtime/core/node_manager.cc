@@ -1,13 +1,12 @@
 #include "core/node_manager.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <shared_mutex>
 
-extern char** environ;
 
 namespace sray::core {
 namespace {

@@ -26,7 +26,7 @@
 namespace sray::core {
 
 // Objects up to this size travel inside messages; larger ones go to the store.
-inline constexpr std::size_t kInlineObjectLimit = 100 * 1024;
+inline constexpr std::size_t kInlineObjectLimit = std::size_t{100} * 1024;
 
 struct OwnerIdentity {
   std::uint32_t rank = 0;

@@ -1,10 +1,10 @@
 #include "core/worker_main.h"
 
-#include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>

@@ -126,7 +126,7 @@ Result<std::string> CanonicalValue(const OptionSpec& spec, std::string_view valu
       } catch (const std::exception&) {
         used = 0;
       }
-      std::string_view suffix = std::string_view(text).substr(used);
+      const std::string_view suffix = std::string_view{text}.substr(used);
       unsigned long long scale = 1;
       if (suffix == "K" || suffix == "k") scale = 1ULL << 10;
       else if (suffix == "M" || suffix == "m") scale = 1ULL << 20;

@@ -47,7 +47,7 @@ struct KeptMapping {
 class KeptMappings {
  public:
   static KeptMappings& Instance() {
-    static KeptMappings* instance = new KeptMappings();  // outlives static destructors
+    static auto* instance = new KeptMappings();  // outlives static destructors
     return *instance;
   }
 

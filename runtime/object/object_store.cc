@@ -11,7 +11,7 @@ namespace sray::object {
 namespace {
 
 std::string Mebibytes(std::uint64_t bytes) {
-  return std::to_string(bytes / (1024 * 1024)) + " MiB";
+  return std::to_string(bytes >> 20) + " MiB";
 }
 
 }  // namespace
@@ -29,7 +29,7 @@ Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(StoreConfig config) {
         config.shared_memory_directory.string() + " has " + Mebibytes(available) +
         " free but the store needs " + Mebibytes(config.capacity) +
         ": set object_store_memory lower (e.g. --ray-cluster=object_store_memory=" +
-        std::to_string(available / 2 / (1024 * 1024)) + "M) or give the node more " +
+        std::to_string((available / 2) >> 20) + "M) or give the node more " +
         config.shared_memory_directory.string());
   }
   std::error_code error;

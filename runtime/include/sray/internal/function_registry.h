@@ -52,9 +52,9 @@ template <typename Result, typename... Parameters>
 Invoker MakeInvoker(Result (*function)(Parameters...)) {
   return [function](const std::vector<std::string_view>& arguments) {
     if (arguments.size() != sizeof...(Parameters)) {
-      throw SerializationError("sray: task called with " + std::to_string(arguments.size()) +
+      throw SerializationError{"sray: task called with " + std::to_string(arguments.size()) +
                                " arguments but it takes " +
-                               std::to_string(sizeof...(Parameters)));
+                               std::to_string(sizeof...(Parameters))};
     }
     return InvokeWith(function, arguments, std::index_sequence_for<Parameters...>{});
   };

@@ -16,7 +16,7 @@ struct ObjectId {
   std::uint64_t index = 0;
 
   friend bool operator==(const ObjectId&, const ObjectId&) = default;
-  friend auto operator<=>(const ObjectId&, const ObjectId&) = default;
+  friend auto operator<=>(const ObjectId&, const ObjectId&) = default;  // NOLINT(modernize-use-nullptr): clang-tidy 14 misreads <=>
   [[nodiscard]] std::string ToString() const {
     return std::to_string(owner) + "." + std::to_string(index);
   }

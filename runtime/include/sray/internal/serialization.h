@@ -18,7 +18,7 @@ template <typename T>
 std::string Serialize(const T& value) {
   msgpack::sbuffer buffer;
   msgpack::pack(buffer, value);
-  return std::string(buffer.data(), buffer.size());
+  return {buffer.data(), buffer.size()};
 }
 
 // msgpack streams: one counts the bytes a value packs to, the other writes
