@@ -433,9 +433,11 @@ void NodeManager::Dispatch() {
       tasks.pop_front();
       --queued_;
     }
-    // 3. Behind a task of the same shape on a busy worker here.
+    // 3. Behind a task of the same shape on a busy worker here, only when
+    // the node has no room of its own for them: with room, a worker is
+    // starting for them, and a short task must not wait behind a long one.
     for (auto& [rank, state] : workers_) {
-      if (tasks.empty()) break;
+      if (tasks.empty() || sched::Fits(shape->first, available_)) break;
       if (state.assigned.empty() || state.granted != shape->first || state.lent_cpus > 0) continue;
       while (!tasks.empty() && state.assigned.size() <= kTasksPipelinedPerWorker) {
         TaskSpec task = std::move(tasks.front());

@@ -37,6 +37,7 @@ run_mode gpu 2 "resources=GPU:1"
 run_mode nested 1 ""
 run_mode lineage 3 ""
 run_mode blocked 1 ""
+run_mode short-after-long 1 ""
 
 # The seed's example: 100 chunks over three nodes.
 "$SRAY" run -N3 "$SRAY_BUILD_DIR/examples/parallel_data" >"$WORK/example.out" 2>&1 ||

@@ -396,6 +396,15 @@ int main(int argc, char** argv) {
     else if (mode == "gpu") Gpu();
     else if (mode == "lineage") Lineage();
     else if (mode == "blocked") Blocked();
+    else if (mode == "short-after-long") {
+      // In a fresh job, with CPUs free: a short task must not queue behind a
+      // long one on the first worker while more workers start.
+      auto slow = sray::Task(sleep_then).Remote(3000);
+      auto fast = sray::Task(sleep_then).Remote(1);
+      Expect(sray::Get(fast, std::chrono::milliseconds(2500)) == 1,
+             "a short task does not wait behind a long one while CPUs are free");
+      (void)sray::Get(slow);
+    }
     else if (mode == "nested") {
       Expect(sray::Get(sray::Task(nested_sum_of_squares).Remote(50)) == 40425,
              "a task submits 50 tasks of its own and gathers them");

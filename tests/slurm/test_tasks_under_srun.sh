@@ -31,6 +31,7 @@ run_mode infeasible 3 ""
 run_mode nested 1 ""
 run_mode lineage 3 ""
 run_mode blocked 1 ""
+run_mode short-after-long 1 ""
 
 as_user srun -N3 --ray-cluster "$EXAMPLES/parallel_data" >"$WORK/example.out" 2>&1 ||
   { cat "$WORK/example.out" >&2; fail "the parallel_data example failed under srun"; }
