@@ -40,3 +40,11 @@ count_within_10s() {
   done
   echo "$seen"
 }
+
+# Fails unless no shared-memory object of job $1 (object store files named
+# sray.<job>.<step>.n<node>...) is left in /dev/shm.
+expect_no_shared_memory_objects() {
+  local job=$1 objects
+  objects=$(ls /dev/shm | grep "^sray\.$job\." || true)
+  [ -z "$objects" ] || fail "shared-memory objects of job $job left: $objects"
+}

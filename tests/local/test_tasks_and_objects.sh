@@ -19,9 +19,7 @@ run_mode() {
   local job
   job=$(awk '$1 == "job" {print $2; exit}' "$out")
   expect_nothing_left "$job"
-  local objects
-  objects=$(ls /dev/shm | grep "^sray\.$job\." || true)
-  [ -z "$objects" ] || fail "shared-memory objects of $job left: $objects"
+  expect_no_shared_memory_objects "$job"
   echo "ok: $mode"
 }
 

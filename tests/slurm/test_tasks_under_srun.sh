@@ -15,9 +15,7 @@ run_mode() {
   local job
   job=$(awk '$1 == "job" {print $2; exit}' "$out")
   expect_no_session_directories "$job"
-  local objects
-  objects=$(ls /dev/shm | grep "^sray\.$job\." || true)
-  [ -z "$objects" ] || fail "shared-memory objects of job $job left: $objects"
+  expect_no_shared_memory_objects "$job"
   echo "ok: $mode"
 }
 
