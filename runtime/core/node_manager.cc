@@ -234,35 +234,43 @@ void NodeManager::RegisterHandlers() {
         if (!status.ok()) return status;
         return Empty();
       });
-  transport_.RegisterDeferredRequestHandler(
-      kCreateObject, [with](std::uint32_t, auto payload, transport::Responder responder) {
-        auto request = Decode<ObjectRequest>(payload, "object request");
-        if (!request.ok()) return responder.Reply(request.status());
-        with([&](NodeManager& manager) {
-          manager.blocking_->Post([&manager, request = *request, responder] {
-            auto path = manager.store_->Create(request.id, request.size, true);
-            if (!path.ok()) return responder.Reply(path.status());
-            responder.Reply(Encode(ObjectPath{.path = path->string(), .size = request.size}));
+  // Object requests that block (spills, restores, pulls) are answered from
+  // the blocking executor, never from the progress thread.
+  auto serve_blocking = [this, with](std::uint32_t method, auto answer) {
+    transport_.RegisterDeferredRequestHandler(
+        method, [with, answer](std::uint32_t, auto payload, transport::Responder responder) {
+          auto request = Decode<ObjectRequest>(payload, "object request");
+          if (!request.ok()) return responder.Reply(request.status());
+          with([&](NodeManager& manager) {
+            manager.blocking_->Post([&manager, request = *request, responder, answer] {
+              responder.Reply(answer(manager, request));
+            });
           });
         });
-      });
+  };
+  serve_blocking(kCreateObject, [](NodeManager& manager, const ObjectRequest& request)
+                                    -> Result<transport::Bytes> {
+    auto path = manager.store_->Create(request.id, request.size, true);
+    if (!path.ok()) return path.status();
+    return Encode(ObjectPath{.path = path->string(), .size = request.size});
+  });
+  serve_blocking(kMakeLocal, [](NodeManager& manager, const ObjectRequest& request)
+                                 -> Result<transport::Bytes> {
+    auto path = manager.MakeLocal(request.id, request.node, request.size);
+    if (!path.ok()) return path.status();
+    return Encode(ObjectPath{.path = *path, .size = request.size});
+  });
+  serve_blocking(kPinForPull, [](NodeManager& manager, const ObjectRequest& request)
+                                  -> Result<transport::Bytes> {
+    auto source = manager.PinForPull(request.id, request.node);
+    if (!source.ok()) return source.status();
+    return Encode(*source);
+  });
   transport_.RegisterOneWayHandler(kSealObject, [with](std::uint32_t, auto payload) {
     auto request = Decode<ObjectRequest>(payload, "object request");
     if (!request.ok()) return;
     with([&](NodeManager& manager) { manager.store_->Seal(request->id); });
   });
-  transport_.RegisterDeferredRequestHandler(
-      kMakeLocal, [with](std::uint32_t, auto payload, transport::Responder responder) {
-        auto request = Decode<ObjectRequest>(payload, "object request");
-        if (!request.ok()) return responder.Reply(request.status());
-        with([&](NodeManager& manager) {
-          manager.blocking_->Post([&manager, request = *request, responder] {
-            auto path = manager.MakeLocal(request.id, request.node, request.size);
-            if (!path.ok()) return responder.Reply(path.status());
-            responder.Reply(Encode(ObjectPath{.path = *path, .size = request.size}));
-          });
-        });
-      });
   transport_.RegisterOneWayHandler(kFreeObject, [with](std::uint32_t, auto payload) {
     auto request = Decode<FreeObject>(payload, "free");
     if (!request.ok()) return;
@@ -274,18 +282,6 @@ void NodeManager::RegisterHandlers() {
       manager.transport_.Post(manager.RankOfNode(request->node), kFreeObject, Encode(*request));
     });
   });
-  transport_.RegisterDeferredRequestHandler(
-      kPinForPull, [with](std::uint32_t, auto payload, transport::Responder responder) {
-        auto request = Decode<ObjectRequest>(payload, "pin");
-        if (!request.ok()) return responder.Reply(request.status());
-        with([&](NodeManager& manager) {
-          manager.blocking_->Post([&manager, request = *request, responder] {
-            auto source = manager.PinForPull(request.id, request.node);
-            if (!source.ok()) return responder.Reply(source.status());
-            responder.Reply(Encode(*source));
-          });
-        });
-      });
   transport_.RegisterOneWayHandler(kUnpinForPull, [with](std::uint32_t, auto payload) {
     auto request = Decode<ObjectRequest>(payload, "unpin");
     if (!request.ok()) return;

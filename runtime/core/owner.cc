@@ -323,7 +323,7 @@ class InlineBuilder final : public internal::ObjectBuilder {
  public:
   InlineBuilder(Owner& owner, std::size_t size) : owner_(owner), bytes_(size, '\0') {}
   char* data() override { return bytes_.data(); }
-  internal::ObjectId Seal() override { return owner_.AddReadyObject(std::move(bytes_), false, 0); }
+  internal::ObjectId Seal() override { return owner_.AddInlineObject(std::move(bytes_)); }
 
  private:
   Owner& owner_;
@@ -357,11 +357,10 @@ class StoreBuilder final : public internal::ObjectBuilder {
 
 }  // namespace
 
-internal::ObjectId Owner::AddReadyObject(std::string inline_value, bool /*in_store*/,
-                                         std::uint64_t /*size*/) {
+internal::ObjectId Owner::AddInlineObject(std::string value) {
   ObjectEntry entry;
   entry.state = State::kReady;
-  entry.inline_value = std::move(inline_value);
+  entry.inline_value = std::move(value);
   std::lock_guard lock(mutex_);
   const internal::ObjectId id{identity_.rank, next_index_++};
   objects_.emplace(id, std::move(entry));
@@ -402,12 +401,6 @@ std::unique_ptr<internal::ObjectBuilder> Owner::CreateObject(std::size_t size) {
   }
   return std::make_unique<StoreBuilder>(*this, store_, id, identity_.node_id,
                                         std::move(file).value());
-}
-
-internal::ObjectId Owner::Put(std::string value) {
-  auto builder = CreateObject(value.size());
-  if (!value.empty()) std::memcpy(builder->data(), value.data(), value.size());
-  return builder->Seal();
 }
 
 std::vector<std::shared_ptr<const internal::ObjectValue>> Owner::Get(

@@ -43,7 +43,6 @@ class Owner final : public internal::Runtime {
   internal::ObjectId SubmitTask(const std::string& function,
                                 std::vector<internal::TaskArgument> arguments,
                                 const internal::TaskOptions& options) override;
-  internal::ObjectId Put(std::string value) override;
   std::unique_ptr<internal::ObjectBuilder> CreateObject(std::size_t size) override;
   std::vector<std::shared_ptr<const internal::ObjectValue>> Get(
       const std::vector<internal::ObjectId>& ids, internal::Timeout timeout) override;
@@ -53,7 +52,7 @@ class Owner final : public internal::Runtime {
 
   void OnTaskOutcome(TaskOutcome outcome);
   // A new object, owned here, whose bytes are already in place.
-  internal::ObjectId AddReadyObject(std::string inline_value, bool in_store, std::uint64_t size);
+  internal::ObjectId AddInlineObject(std::string value);
   internal::ObjectId AddSealedStoreObject(const internal::ObjectId& id, std::uint64_t size);
   // In a worker: runs one task queued at this worker, if any, and says
   // whether it did. Get and Wait call it while they wait, so tasks the node

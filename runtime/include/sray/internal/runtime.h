@@ -73,7 +73,6 @@ class Runtime {
   // The returned id carries one reference, which the caller's handle owns.
   virtual ObjectId SubmitTask(const std::string& function, std::vector<TaskArgument> arguments,
                               const TaskOptions& options) = 0;
-  virtual ObjectId Put(std::string value) = 0;
   // Throws ObjectStoreFullError when the node's store cannot hold `size`.
   virtual std::unique_ptr<ObjectBuilder> CreateObject(std::size_t size) = 0;
   // Throws the typed errors of sray/errors.h.
