@@ -22,6 +22,9 @@
 #include <set>
 #include <thread>
 
+#include "core/actor_client.h"
+#include "core/actor_directory.h"
+#include "core/head_service.h"
 #include "core/node_manager.h"
 #include "core/owner.h"
 #include "core/process_runtime.h"
@@ -40,10 +43,16 @@ using core::NodeDescription;
 constexpr auto kRegistrationTimeout = std::chrono::seconds(120);
 constexpr double kDefaultStoreFraction = 0.3;
 
+// Torn down in Shutdown in the order that keeps every callback's target
+// alive: the node manager, then the transport (which fails calls still in
+// flight), then what their callbacks use.
 struct DriverState {
   std::unique_ptr<wire::WiredJob> job;
   std::unique_ptr<core::NodeManager> node_manager;
   std::unique_ptr<core::Owner> owner;
+  std::unique_ptr<core::ActorDirectory> directory;
+  std::unique_ptr<core::HeadService> head;
+  std::unique_ptr<core::ActorClient> actor_client;
   std::vector<std::uint32_t> node_manager_ranks;
 };
 
@@ -133,6 +142,12 @@ core::NodeManagerConfig NodeConfig(const wire::WiredJob& job,
   config.executable = ExecutablePath();
   config.arguments = ArgumentsOf(argc, argv);
   config.secret = job.secret;
+  config.head_rank = 0;
+  if (layout.rank != 0) {
+    auto head_address = job.pmix->Get(0, wire::kNetworkAddressKey, false);
+    if (!head_address.ok()) ThrowLaunch("cannot learn the head's address", head_address.status());
+    config.head_address = std::move(head_address).value();
+  }
   return config;
 }
 
@@ -200,7 +215,7 @@ Result<transport::Bytes> CallHead(transport::Transport& transport, std::uint32_t
 }
 
 void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::NodeManager> manager,
-                 std::uint32_t num_nodes) {
+                 std::uint32_t num_nodes, std::shared_ptr<transport::AddressBook> book) {
   transport::Transport& transport = *job->transport;
   struct Registry {
     std::mutex mutex;
@@ -249,12 +264,37 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
   }
   auto state = std::make_unique<DriverState>();
   for (const auto& node : view.nodes) state->node_manager_ranks.push_back(node.rank);
-  manager->ApplyClusterView(std::move(view));
   core::NodeManager* raw = manager.get();
+  const std::vector<std::uint32_t> ranks = state->node_manager_ranks;
+  transport::Transport* raw_transport = &transport;
+  core::ActorDirectory::Hooks hooks;
+  hooks.submit_to_node = [raw, raw_transport, ranks](std::uint32_t node, core::TaskSpec spec) {
+    if (node == 0) {
+      raw->Submit(std::move(spec));
+    } else {
+      raw_transport->Post(ranks.at(node), core::kSubmitTask, core::Encode(spec));
+    }
+  };
+  hooks.stop_worker = [raw, raw_transport, ranks](std::uint32_t node, core::ActorKill kill) {
+    if (node == 0) {
+      raw->StopActor(kill);
+    } else {
+      raw_transport->Post(ranks.at(node), core::kStopActorWorker, core::Encode(kill));
+    }
+  };
+  state->directory = std::make_unique<core::ActorDirectory>(view.nodes, job->pmix->layout().rank,
+                                                            std::move(hooks));
+  state->directory->RegisterHandlers(transport);
+  manager->SetLocalDirectory(state->directory.get());
+  manager->ApplyClusterView(std::move(view));
   state->owner = std::make_unique<core::Owner>(
       core::OwnerIdentity{.rank = job->pmix->layout().rank, .node_id = 0}, manager->store_access(),
       [raw](core::TaskSpec spec) { raw->Submit(std::move(spec)); });
   manager->SetLocalOwner(state->owner.get());
+  state->head = core::MakeLocalHead(*state->directory);
+  state->actor_client = std::make_unique<core::ActorClient>(*state->owner, *state->head, transport,
+                                                            std::move(book), core::HostName());
+  state->owner->SetActorClient(state->actor_client.get());
   state->node_manager = std::move(manager);
   state->job = std::move(job);
   core::SetProcessRuntime(state->owner.get());
@@ -290,7 +330,8 @@ void Init(int argc, char** argv) {
   auto manager = core::NodeManager::Create(std::move(config), *(*job)->transport, book);
   if (!manager.ok()) ThrowLaunch("cannot start the node manager", manager.status());
   if (layout.rank != 0) ServeNode(std::move(job).value(), std::move(manager).value());
-  StartDriver(std::move(job).value(), std::move(manager).value(), environment->num_nodes);
+  StartDriver(std::move(job).value(), std::move(manager).value(), environment->num_nodes,
+              std::move(book));
   static std::once_flag shutdown_at_exit;
   std::call_once(shutdown_at_exit, [] {
     if (std::atexit([] { Shutdown(); }) != 0) {
@@ -308,15 +349,21 @@ void Shutdown() {
   }
   if (!state) return;
   core::SetProcessRuntime(nullptr);
+  state->actor_client->Stop();
   transport::Transport& transport = *state->job->transport;
   for (std::size_t node = 1; node < state->node_manager_ranks.size(); ++node) {
     (void)transport.Call(state->node_manager_ranks[node], core::kShutdownNode, {},
                          std::chrono::seconds(10));
   }
   state->node_manager->SetLocalOwner(nullptr);
+  state->node_manager->SetLocalDirectory(nullptr);
   state->node_manager.reset();
-  state->owner.reset();
   state->job.reset();
+  state->owner->SetActorClient(nullptr);
+  state->actor_client.reset();
+  state->owner.reset();
+  state->head.reset();
+  state->directory.reset();
 }
 
 std::vector<NodeStoreUsage> StoreUsage() {

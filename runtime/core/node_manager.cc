@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <shared_mutex>
 
+#include "core/worker_main.h"
+
 
 namespace sray::core {
 namespace {
@@ -116,6 +118,10 @@ void NodeManager::SetLocalOwner(Owner* owner) {
   local_owner_.store(owner);
 }
 
+void NodeManager::SetLocalDirectory(ActorDirectory* directory) {
+  local_directory_.store(directory);
+}
+
 StoreAccess& NodeManager::store_access() {
   return *store_access_;
 }
@@ -154,6 +160,10 @@ std::uint32_t NodeManager::RankOfNode(std::uint32_t node) const {
 
 void NodeManager::Submit(TaskSpec spec) {
   loop_->Post([this, spec = std::move(spec)]() mutable { Schedule(std::move(spec)); });
+}
+
+void NodeManager::StopActor(ActorKill kill) {
+  loop_->Post([this, kill] { StopActorWorker(kill); });
 }
 
 void NodeManager::RegisterHandlers() {
@@ -196,6 +206,13 @@ void NodeManager::RegisterHandlers() {
       manager.loop_->Post([&manager, outcome = std::move(outcome).value()]() mutable {
         manager.Route(std::move(outcome));
       });
+    });
+  });
+  transport_.RegisterOneWayHandler(kStopActorWorker, [with](std::uint32_t, auto payload) {
+    auto kill = Decode<ActorKill>(payload, "actor stop");
+    if (!kill.ok()) return;
+    with([&](NodeManager& manager) {
+      manager.StopActor(*kill);
     });
   });
   transport_.RegisterOneWayHandler(kResourceUpdate, [with](std::uint32_t, auto payload) {
@@ -399,6 +416,7 @@ std::size_t TimesItFits(const sched::ResourceMap& shape, const sched::ResourceMa
 void NodeManager::Dispatch() {
   if (stopping_.load() || nodes_.empty()) return;
   std::size_t waiting_for_worker = 0;
+  std::size_t waiting_actors = 0;
   for (auto shape = queues_.begin(); shape != queues_.end();) {
     auto& tasks = shape->second;
     // 1. Idle workers here, with fresh grants of resources.
@@ -420,7 +438,11 @@ void NodeManager::Dispatch() {
       SendToWorker(worker, state, std::move(task));
     }
     if (!tasks.empty() && sched::Fits(shape->first, available_)) {
-      waiting_for_worker += TimesItFits(shape->first, available_, tasks.size());
+      const std::size_t fitting = TimesItFits(shape->first, available_, tasks.size());
+      waiting_for_worker += fitting;
+      for (std::size_t index = 0; index < fitting; ++index) {
+        if (tasks[index].kind == static_cast<std::uint8_t>(TaskKind::kActorCreation)) ++waiting_actors;
+      }
     }
     // 2. Other nodes with room or a short queue. Only tasks submitted here
     // move for load, so a task is not passed around.
@@ -435,7 +457,10 @@ void NodeManager::Dispatch() {
     for (auto& [rank, state] : workers_) {
       if (tasks.empty() || sched::Fits(shape->first, available_)) break;
       if (state.assigned.empty() || state.granted != shape->first || state.lent_cpus > 0) continue;
-      while (!tasks.empty() && state.assigned.size() <= kTasksPipelinedPerWorker) {
+      // A constructor needs a worker of its own, and so does the actor.
+      if (state.assigned.front().kind != static_cast<std::uint8_t>(TaskKind::kFunction)) continue;
+      while (!tasks.empty() && state.assigned.size() <= kTasksPipelinedPerWorker &&
+             tasks.front().kind == static_cast<std::uint8_t>(TaskKind::kFunction)) {
         TaskSpec task = std::move(tasks.front());
         tasks.pop_front();
         --queued_;
@@ -445,8 +470,11 @@ void NodeManager::Dispatch() {
     }
     shape = tasks.empty() ? queues_.erase(shape) : std::next(shape);
   }
-  const auto workers = workers_.size();
-  while (waiting_for_worker > starting_ && workers + starting_ < config_.max_workers &&
+  // Actors' workers do not count against the pool's cap: each actor needs
+  // a process of its own.
+  const auto task_workers = workers_.size() - actor_workers_;
+  while (waiting_for_worker > starting_ &&
+         task_workers + starting_ < config_.max_workers + waiting_actors &&
          deaths_before_start_ < 3) {
     StartWorker();
   }
@@ -478,6 +506,9 @@ void NodeManager::StartWorker() {
   environment.push_back("SRAY_WORKER_MANAGER_ADDRESS=" + Hex(*address));
   environment.push_back("SRAY_WORKER_SECRET=" + Hex(config_.secret));
   environment.push_back("SRAY_WORKER_PARENT=" + std::to_string(::getpid()));
+  environment.push_back("SRAY_WORKER_HEAD_RANK=" + std::to_string(config_.head_rank));
+  environment.push_back("SRAY_WORKER_HEAD_ADDRESS=" +
+                        Hex(config_.head_address.empty() ? *address : config_.head_address));
   auto pid = processes_->Spawn(config_.executable, config_.arguments, environment);
   if (!pid.ok()) {
     FailQueued(OutcomeKind::kSystemError, "cannot start a worker on node " +
@@ -510,7 +541,13 @@ void NodeManager::OnTaskDone(std::uint32_t worker_rank, TaskOutcome outcome) {
     return task.task_id == outcome.task_id && task.return_id == outcome.return_id;
   });
   if (done == state.assigned.end()) return;
+  const bool constructor = done->kind == static_cast<std::uint8_t>(TaskKind::kActorCreation);
   state.assigned.erase(done);
+  if (constructor) {
+    OnActorCreated(worker_rank, state, std::move(outcome));
+    Dispatch();
+    return;
+  }
   if (state.assigned.empty()) {
     ReleaseGrant(state);
     idle_.push_back(worker_rank);
@@ -563,6 +600,17 @@ void NodeManager::OnWorkerExited(pid_t pid, int wait_status) {
   workers_.erase(found);
   idle_.erase(std::remove(idle_.begin(), idle_.end(), rank), idle_.end());
   const std::string how = sched::DescribeWaitStatus(wait_status);
+  if (state.actor_id != 0) {
+    --actor_workers_;
+    ReleaseGrant(state);
+    ReportActorDeath(ActorDeath{.id = state.actor_id,
+                                .incarnation = state.incarnation,
+                                .node = config_.node_id,
+                                .pid = pid,
+                                .cause = "ended with " + how});
+    Dispatch();
+    return;
+  }
   if (!state.registered) {
     if (starting_ > 0) --starting_;
     ++deaths_before_start_;
@@ -595,6 +643,62 @@ void NodeManager::OnWorkerExited(pid_t pid, int wait_status) {
   Dispatch();
 }
 
+void NodeManager::OnActorCreated(std::uint32_t worker_rank, WorkerState& state, TaskOutcome outcome) {
+  const auto kind = static_cast<OutcomeKind>(outcome.kind);
+  const bool created = kind == OutcomeKind::kInlineValue || kind == OutcomeKind::kStoredValue;
+  if (created) {
+    // The worker is the actor's now, with the grant, until its process ends.
+    state.actor_id = outcome.actor_id;
+    state.incarnation = outcome.incarnation;
+    ++actor_workers_;
+    outcome.worker_rank = worker_rank;
+    if (auto entry = address_book_->Find(worker_rank)) {
+      outcome.worker_address.assign(reinterpret_cast<const char*>(entry->address.data()),
+                                    entry->address.size());
+    }
+    outcome.hostname = HostName();
+  } else {
+    ReleaseGrant(state);
+    idle_.push_back(worker_rank);
+  }
+  ReportActorCreated(std::move(outcome));
+}
+
+void NodeManager::StopActorWorker(const ActorKill& kill) {
+  for (auto& [rank, state] : workers_) {
+    const bool serves = state.actor_id == kill.id && state.incarnation == kill.incarnation;
+    const bool constructing = !state.assigned.empty() && state.assigned.front().actor_id == kill.id &&
+                              state.assigned.front().incarnation == kill.incarnation;
+    // Its exit (pidfd) frees the grant and reports the death.
+    if (serves || constructing) processes_->Kill(state.pid, SIGKILL);
+  }
+  for (auto& [shape, tasks] : queues_) {
+    const auto before = tasks.size();
+    std::erase_if(tasks, [&](const TaskSpec& task) {
+      return task.actor_id == kill.id && task.incarnation == kill.incarnation &&
+             task.kind == static_cast<std::uint8_t>(TaskKind::kActorCreation);
+    });
+    queued_ -= before - tasks.size();
+  }
+  Dispatch();
+}
+
+void NodeManager::ReportActorCreated(TaskOutcome outcome) {
+  if (ActorDirectory* directory = local_directory_.load()) {
+    directory->OnCreated(std::move(outcome));
+    return;
+  }
+  transport_.Post(config_.head_rank, kActorCreated, Encode(outcome));
+}
+
+void NodeManager::ReportActorDeath(const ActorDeath& death) {
+  if (ActorDirectory* directory = local_directory_.load()) {
+    directory->OnWorkerDied(death);
+    return;
+  }
+  transport_.Post(config_.head_rank, kActorWorkerDied, Encode(death));
+}
+
 void NodeManager::FailQueued(OutcomeKind kind, const std::string& message) {
   std::map<sched::ResourceMap, std::deque<TaskSpec>> failed;
   failed.swap(queues_);
@@ -605,6 +709,11 @@ void NodeManager::FailQueued(OutcomeKind kind, const std::string& message) {
 }
 
 void NodeManager::Route(TaskOutcome outcome) {
+  // Actor calls never pass through here: an actor's outcome is its constructor's.
+  if (outcome.actor_id != 0) {
+    ReportActorCreated(std::move(outcome));
+    return;
+  }
   Owner* owner = local_owner_.load();
   if (owner != nullptr && outcome.owner_rank == config_.rank) {
     owner->OnTaskOutcome(std::move(outcome));

@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/actor_directory.h"
 #include "core/owner.h"
 #include "core/protocol.h"
 #include "core/serial_executor.h"
@@ -63,6 +64,10 @@ struct NodeManagerConfig {
   std::string executable;
   std::vector<std::string> arguments;
   transport::JobToken secret{};
+  // The head (actor directory): workers reach it directly. An empty address
+  // means this process is the head.
+  std::uint32_t head_rank = 0;
+  transport::Bytes head_address;
 };
 
 class NodeManager {
@@ -78,10 +83,16 @@ class NodeManager {
   // The owner living in this process (the driver's), if any: outcomes for
   // it are delivered by call instead of by message.
   void SetLocalOwner(Owner* owner);
+  // The head's directory when it lives in this process (node 0): actor
+  // reports go to it by call instead of by message.
+  void SetLocalDirectory(ActorDirectory* directory);
   [[nodiscard]] NodeDescription Description() const;
   // Node ranks and totals of the whole job; scheduling starts with it.
   void ApplyClusterView(ClusterView view);
   void Submit(TaskSpec spec);
+  // Ends the process of the actor's incarnation (or drops its queued
+  // constructor), for the head.
+  void StopActor(ActorKill kill);
   StoreAccess& store_access();
   [[nodiscard]] object::StoreUsageSnapshot StoreUsage() const;
 
@@ -101,6 +112,10 @@ class NodeManager {
     std::vector<std::uint32_t> devices;
     // CPUs of the grant lent to other tasks while its task waits in Get.
     double lent_cpus = 0;
+    // The actor it serves once its constructor succeeded (0: none); the
+    // grant is then held until the process ends.
+    std::uint64_t actor_id = 0;
+    std::int32_t incarnation = 0;
   };
 
   NodeManager(NodeManagerConfig config, transport::Transport& transport,
@@ -123,6 +138,10 @@ class NodeManager {
   void OnWorkerRegistered(std::uint32_t rank);
   void OnTaskDone(std::uint32_t worker_rank, TaskOutcome outcome);
   void OnWorkerExited(pid_t pid, int wait_status);
+  void OnActorCreated(std::uint32_t worker_rank, WorkerState& state, TaskOutcome outcome);
+  void StopActorWorker(const ActorKill& kill);
+  void ReportActorCreated(TaskOutcome outcome);
+  void ReportActorDeath(const ActorDeath& death);
   void Route(TaskOutcome outcome);
   void FailQueued(OutcomeKind kind, const std::string& message);
   std::chrono::milliseconds BroadcastIfDirty();
@@ -142,6 +161,7 @@ class NodeManager {
   std::unique_ptr<object::ObjectStore> store_;
   std::unique_ptr<LocalStoreAccess> store_access_;
   std::atomic<Owner*> local_owner_{nullptr};
+  std::atomic<ActorDirectory*> local_directory_{nullptr};
   std::atomic<bool> stopping_{false};
 
   // Immutable after ApplyClusterView; read from any thread.
@@ -163,6 +183,7 @@ class NodeManager {
   std::map<pid_t, std::uint32_t> worker_by_pid_;
   std::vector<std::uint32_t> idle_;
   std::uint32_t starting_ = 0;
+  std::uint32_t actor_workers_ = 0;
   std::uint32_t next_worker_ = 0;
   std::uint32_t deaths_before_start_ = 0;
   bool ever_registered_ = false;

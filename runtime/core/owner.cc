@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/actor_client.h"
 #include "object/mapped_file.h"
 #include "sched/resources.h"
 #include "sray/errors.h"
@@ -82,6 +83,28 @@ internal::ObjectId Owner::SubmitTask(const std::string& function,
     throw ConfigError("sray: task " + function + ": bad resource request: " +
                       resources.status().message());
   }
+  TaskSpec spec;
+  spec.function = function;
+  spec.name = options.name;
+  spec.resources = std::move(resources).value();
+  return Submit(std::move(spec), std::move(arguments), options.max_retries, options.retry_exceptions);
+}
+
+internal::ObjectId Owner::SubmitActorTask(internal::ActorId actor, int max_task_retries,
+                                          const std::string& method,
+                                          std::vector<internal::TaskArgument> arguments,
+                                          const std::string& name) {
+  Actors();  // fails before anything is added when actors are unavailable
+  TaskSpec spec;
+  spec.function = method;
+  spec.name = name;
+  spec.kind = static_cast<std::uint8_t>(TaskKind::kActorMethod);
+  spec.actor_id = actor;
+  return Submit(std::move(spec), std::move(arguments), max_task_retries, false);
+}
+
+internal::ObjectId Owner::Submit(TaskSpec spec, std::vector<internal::TaskArgument> arguments,
+                                 int max_retries, bool retry_exceptions) {
   std::vector<TaskSpec> to_send;
   std::vector<TaskOutcome> to_fail;
   internal::ObjectId id;
@@ -90,28 +113,30 @@ internal::ObjectId Owner::SubmitTask(const std::string& function,
     id = internal::ObjectId{identity_.rank, next_index_++};
     const std::uint64_t task_id = next_task_++;
     PendingTask task;
+    task.spec = std::move(spec);
     task.spec.task_id = task_id;
     task.spec.return_id = id;
-    task.spec.function = function;
-    task.spec.name = options.name;
-    task.spec.resources = std::move(resources).value();
     task.spec.owner_rank = identity_.rank;
     task.spec.owner_node = identity_.node_id;
-    task.max_retries = std::max(0, options.max_retries);
-    task.retry_exceptions = options.retry_exceptions;
+    task.max_retries = std::max(0, max_retries);
+    task.retry_exceptions = retry_exceptions;
     task.spec.arguments.reserve(arguments.size());
     for (auto& argument : arguments) {
-      ArgumentSpec spec;
+      ArgumentSpec argument_spec;
       if (argument.reference) {
-        spec.by_reference = true;
-        spec.id = argument.reference->id();
-        auto found = objects_.find(spec.id);
+        argument_spec.by_reference = true;
+        argument_spec.id = argument.reference->id();
+        auto found = objects_.find(argument_spec.id);
         if (found != objects_.end()) found->second.task_uses++;
         task.argument_handles.push_back(std::move(argument.reference));
       } else {
-        spec.value = std::move(argument.value);
+        argument_spec.value = std::move(argument.value);
       }
-      task.spec.arguments.push_back(std::move(spec));
+      task.spec.arguments.push_back(std::move(argument_spec));
+    }
+    if (task.spec.kind == static_cast<std::uint8_t>(TaskKind::kActorMethod)) {
+      // Under the lock: the actor's queue then has submission order.
+      Actors().Enqueue(task.spec.actor_id, task_id);
     }
     ObjectEntry entry;
     entry.failure.function = TaskLabel(task.spec);
@@ -119,9 +144,58 @@ internal::ObjectId Owner::SubmitTask(const std::string& function,
     auto [inserted, unused] = tasks_.emplace(task_id, std::move(task));
     ResolveArgumentsLocked(inserted->second, to_send, to_fail);
   }
-  for (auto& spec : to_send) submit_(std::move(spec));
+  for (auto& ready : to_send) Dispatch(std::move(ready));
   for (auto& failure : to_fail) OnTaskOutcome(std::move(failure));
   return id;
+}
+
+void Owner::Dispatch(TaskSpec spec) {
+  if (spec.kind == static_cast<std::uint8_t>(TaskKind::kActorMethod)) {
+    Actors().Send(std::move(spec));
+  } else {
+    submit_(std::move(spec));
+  }
+}
+
+void Owner::SetActorClient(ActorClient* client) {
+  actor_client_.store(client);
+}
+
+ActorClient& Owner::Actors() {
+  ActorClient* client = actor_client_.load();
+  if (client == nullptr) {
+    throw Error("sray: actors are not available in this process: use them after sray::Init, "
+                "and not after sray::Shutdown");
+  }
+  return *client;
+}
+
+internal::ActorId Owner::CreateActor(const std::string& factory,
+                                     std::vector<internal::TaskArgument> arguments,
+                                     const internal::ActorOptions& options) {
+  return Actors().Create(factory, std::move(arguments), options);
+}
+
+std::optional<internal::NamedActor> Owner::FindNamedActor(const std::string& name) {
+  return Actors().FindNamed(name);
+}
+
+void Owner::KillActor(internal::ActorId actor, bool no_restart) {
+  Actors().Kill(actor, no_restart);
+}
+
+std::uint64_t Owner::CreatePlacementGroup(const std::string& name,
+                                          const std::vector<std::map<std::string, double>>& bundles,
+                                          std::uint8_t strategy) {
+  return Actors().CreatePlacementGroup(name, bundles, strategy);
+}
+
+internal::PlacementGroupState Owner::WaitPlacementGroup(std::uint64_t id, internal::Timeout timeout) {
+  return Actors().WaitPlacementGroup(id, timeout);
+}
+
+void Owner::RemovePlacementGroup(std::uint64_t id) {
+  Actors().RemovePlacementGroup(id);
 }
 
 void Owner::ResolveArgumentsLocked(PendingTask& task, std::vector<TaskSpec>& to_send,
@@ -219,7 +293,7 @@ bool Owner::Reconstruct(const internal::ObjectId& id, std::uint32_t lost_on_node
     lineage_.erase(lineage);
   }
   store_.Free(id, lost_on_node);  // the stale record of the lost copy
-  submit_(std::move(spec));
+  Dispatch(std::move(spec));
   return true;
 }
 
@@ -228,6 +302,7 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
   std::vector<TaskOutcome> to_fail;
   std::vector<std::pair<internal::ObjectId, std::uint32_t>> to_free;
   std::vector<std::shared_ptr<internal::ObjectHandle>> released;
+  std::vector<std::pair<internal::ActorId, std::uint64_t>> finished_actor_calls;
   const auto kind = static_cast<OutcomeKind>(outcome.kind);
   {
     std::lock_guard lock(mutex_);
@@ -239,7 +314,7 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
       PendingTask& task = found->second;
       const bool retry =
           task.spec.attempt < task.max_retries &&
-          (kind == OutcomeKind::kWorkerDied ||
+          (kind == OutcomeKind::kWorkerDied || kind == OutcomeKind::kActorRestarting ||
            (kind == OutcomeKind::kTaskThrew && task.retry_exceptions));
       if (retry) {
         task.spec.attempt++;
@@ -277,7 +352,11 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
             ReleaseIfUnusedLocked(argument.id, to_free, released);
           }
         }
-        if (kind == OutcomeKind::kStoredValue) {
+        if (task.spec.kind == static_cast<std::uint8_t>(TaskKind::kActorMethod)) {
+          // An actor's state moved on: its results cannot be recomputed.
+          finished_actor_calls.emplace_back(task.spec.actor_id, task.spec.task_id);
+          for (auto& handle : task.argument_handles) released.push_back(std::move(handle));
+        } else if (kind == OutcomeKind::kStoredValue) {
           lineage_[outcome.return_id] = std::move(task);
         } else {
           for (auto& handle : task.argument_handles) released.push_back(std::move(handle));
@@ -300,7 +379,8 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
     }
   }
   for (const auto& [id, node] : to_free) store_.Free(id, node);
-  for (auto& spec : to_send) submit_(std::move(spec));
+  for (const auto& [actor, task_id] : finished_actor_calls) Actors().Finished(actor, task_id);
+  for (auto& spec : to_send) Dispatch(std::move(spec));
   for (auto& failure : to_fail) OnTaskOutcome(std::move(failure));
   released.clear();  // may call RemoveReference, which takes mutex_
 }
@@ -551,6 +631,10 @@ void Owner::ThrowFailure(const TaskOutcome& failure) const {
     case OutcomeKind::kInfeasible:
       throw InfeasibleResourcesError("sray: task " + failure.function + ": " +
                                      failure.error_message);
+    case OutcomeKind::kActorDied:
+    case OutcomeKind::kActorRestarting:
+      throw ActorDiedError("sray: actor call " + failure.function + ": " + failure.error_message,
+                           failure.error_type, origin);
     case OutcomeKind::kStoreFull:
       throw ObjectStoreFullError("sray: task " + failure.function + ": " + failure.error_message);
     default:

@@ -10,6 +10,7 @@
 // Thread-safety: every member may be called from any thread; OnTaskOutcome
 // may run inside a transport handler and does not block.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -24,6 +25,8 @@
 #include "sray/internal/runtime.h"
 
 namespace sray::core {
+
+class ActorClient;
 
 // Objects up to this size travel inside messages; larger ones go to the store.
 inline constexpr std::size_t kInlineObjectLimit = std::size_t{100} * 1024;
@@ -49,6 +52,25 @@ class Owner final : public internal::Runtime {
   std::vector<bool> Wait(const std::vector<internal::ObjectId>& ids, std::size_t num_ready,
                          internal::Timeout timeout) override;
   void RemoveReference(const internal::ObjectId& id) noexcept override;
+
+  // Actors, through the ActorClient (set before use).
+  internal::ActorId CreateActor(const std::string& factory,
+                                std::vector<internal::TaskArgument> arguments,
+                                const internal::ActorOptions& options) override;
+  internal::ObjectId SubmitActorTask(internal::ActorId actor, int max_task_retries,
+                                     const std::string& method,
+                                     std::vector<internal::TaskArgument> arguments,
+                                     const std::string& name) override;
+  std::optional<internal::NamedActor> FindNamedActor(const std::string& name) override;
+  void KillActor(internal::ActorId actor, bool no_restart) override;
+  std::uint64_t CreatePlacementGroup(const std::string& name,
+                                     const std::vector<std::map<std::string, double>>& bundles,
+                                     std::uint8_t strategy) override;
+  internal::PlacementGroupState WaitPlacementGroup(std::uint64_t id,
+                                                   internal::Timeout timeout) override;
+  void RemovePlacementGroup(std::uint64_t id) override;
+  // Actor calls go through `client`; it must outlive its use here.
+  void SetActorClient(ActorClient* client);
 
   void OnTaskOutcome(TaskOutcome outcome);
   // A new object, owned here, whose bytes are already in place.
@@ -89,6 +111,13 @@ class Owner final : public internal::Runtime {
     bool sent = false;
   };
 
+  // Adds a task (its spec filled but for ids and arguments) and sends it
+  // once its arguments are resolved.
+  internal::ObjectId Submit(TaskSpec spec, std::vector<internal::TaskArgument> arguments,
+                            int max_retries, bool retry_exceptions);
+  // A resolved task to where it runs: the node manager, or the actor.
+  void Dispatch(TaskSpec spec);
+  ActorClient& Actors();
   // Each returns the work to do once mutex_ is released.
   void ResolveArgumentsLocked(PendingTask& task, std::vector<TaskSpec>& to_send,
                               std::vector<TaskOutcome>& to_fail);
@@ -107,6 +136,7 @@ class Owner final : public internal::Runtime {
   StoreAccess& store_;
   const std::function<void(TaskSpec)> submit_;
   std::function<bool()> helper_;
+  std::atomic<ActorClient*> actor_client_{nullptr};
   std::function<void(bool)> blocking_notifier_;
   // Says "blocked" once, at the first real wait of one Get or Wait, and
   // "running" when that call ends.

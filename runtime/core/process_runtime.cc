@@ -15,8 +15,10 @@ std::atomic<internal::Runtime*> current_runtime{nullptr};
 
 struct FunctionTable {
   std::mutex mutex;
-  std::unordered_map<std::string, internal::Invoker> by_name;
-  std::unordered_map<std::uintptr_t, std::string> by_address;
+  std::unordered_map<std::string, internal::Invoker> functions;
+  std::unordered_map<std::string, internal::ActorFactory> factories;
+  std::unordered_map<std::string, internal::MethodInvoker> methods;
+  std::unordered_map<internal::FunctionKey, std::string> names;
 };
 
 FunctionTable& Functions() {
@@ -52,30 +54,63 @@ ObjectHandle::~ObjectHandle() {
   if (Runtime* runtime = core::ProcessRuntime()) runtime->RemoveReference(id_);
 }
 
-void RegisterFunction(std::string name, std::uintptr_t address, Invoker invoker) {
+namespace {
+
+// Adds `entry` under `name` to the table's map `member`.
+template <typename Entry>
+void AddEntry(std::unordered_map<std::string, Entry> core::FunctionTable::*member,
+              std::string name, FunctionKey key, Entry entry) {
   auto& table = core::Functions();
   std::lock_guard lock(table.mutex);
-  table.by_address[address] = name;
-  table.by_name[std::move(name)] = std::move(invoker);
+  table.names[std::move(key)] = name;
+  (table.*member)[std::move(name)] = std::move(entry);
 }
 
-const std::string& FunctionName(std::uintptr_t address) {
+template <typename Entry>
+const Entry* FindEntry(std::unordered_map<std::string, Entry> core::FunctionTable::*member,
+                       const std::string& name) {
   auto& table = core::Functions();
   std::lock_guard lock(table.mutex);
-  auto found = table.by_address.find(address);
-  if (found == table.by_address.end()) {
+  auto found = (table.*member).find(name);
+  return found == (table.*member).end() ? nullptr : &found->second;
+}
+
+}  // namespace
+
+void RegisterFunction(std::string name, FunctionKey key, Invoker invoker) {
+  AddEntry(&core::FunctionTable::functions, std::move(name), std::move(key), std::move(invoker));
+}
+
+void RegisterActorFactory(std::string name, FunctionKey key, ActorFactory factory) {
+  AddEntry(&core::FunctionTable::factories, std::move(name), std::move(key), std::move(factory));
+}
+
+void RegisterMethod(std::string name, FunctionKey key, MethodInvoker invoker) {
+  AddEntry(&core::FunctionTable::methods, std::move(name), std::move(key), std::move(invoker));
+}
+
+const std::string& FunctionName(const FunctionKey& key) {
+  auto& table = core::Functions();
+  std::lock_guard lock(table.mutex);
+  auto found = table.names.find(key);
+  if (found == table.names.end()) {
     throw Error(
-        "sray: this function is not registered as a remote function: add SRAY_REMOTE(name) "
-        "at namespace scope next to its definition");
+        "sray: this function is not registered as a remote function, actor factory or actor "
+        "method: add SRAY_REMOTE(name) at namespace scope next to its definition");
   }
   return found->second;
 }
 
 const Invoker* FindInvoker(const std::string& name) {
-  auto& table = core::Functions();
-  std::lock_guard lock(table.mutex);
-  auto found = table.by_name.find(name);
-  return found == table.by_name.end() ? nullptr : &found->second;
+  return FindEntry(&core::FunctionTable::functions, name);
+}
+
+const ActorFactory* FindActorFactory(const std::string& name) {
+  return FindEntry(&core::FunctionTable::factories, name);
+}
+
+const MethodInvoker* FindMethod(const std::string& name) {
+  return FindEntry(&core::FunctionTable::methods, name);
 }
 
 std::vector<std::string> SplitNames(std::string_view names) {

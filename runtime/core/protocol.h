@@ -43,6 +43,24 @@ enum Method : std::uint32_t {
   kStoreUsage = 137,      // any -> node manager, request -> StoreUsage
   kWorkerBlocked = 121,   // worker -> node manager, one-way: its task waits in Get
   kWorkerUnblocked = 122, // worker -> node manager, one-way: it runs again
+  // The head's actor directory (requests from any process of the job).
+  kCreateActor = 140,      // request: ActorCreation -> ActorInfo
+  kLookupActor = 141,      // request: ActorLookup -> ActorInfo
+  kWaitActorChange = 142,  // request, answered later: ActorWait -> ActorInfo
+  kKillActor = 143,        // request: ActorKill
+  kActorCreated = 144,     // node manager -> head, one-way: TaskOutcome of the constructor
+  kActorWorkerDied = 145,  // node manager -> head, one-way: ActorDeath
+  kStopActorWorker = 146,  // head -> node manager, one-way: ActorKill
+  kActorCall = 147,        // caller -> actor's worker, request: TaskSpec -> TaskOutcome
+  kCreatePlacementGroup = 150,  // request: PlacementGroupCreation -> PlacementGroupInfo
+  kWaitPlacementGroup = 151,    // request, answered later: PlacementGroupWait -> PlacementGroupInfo
+  kRemovePlacementGroup = 152,  // request: PlacementGroupWait
+};
+
+enum class TaskKind : std::uint8_t {
+  kFunction = 0,
+  kActorCreation = 1,  // runs the factory; the worker then serves only that actor
+  kActorMethod = 2,
 };
 
 struct NodeDescription {
@@ -87,8 +105,14 @@ struct TaskSpec {
   std::int32_t attempt = 0;
   std::uint32_t hops = 0;           // node managers it was forwarded through
   std::string visible_devices;      // CUDA_VISIBLE_DEVICES chosen at dispatch
+  std::uint8_t kind = 0;            // TaskKind
+  std::uint64_t actor_id = 0;
+  std::int32_t incarnation = 0;     // of the actor: 0 first, +1 per restart
+  std::uint64_t sequence = 0;       // actor calls: per caller and incarnation, from 0
+  std::uint32_t max_concurrency = 1;  // actor creation
   MSGPACK_DEFINE(task_id, return_id, function, name, arguments, resources, owner_rank, owner_node,
-                 attempt, hops, visible_devices)
+                 attempt, hops, visible_devices, kind, actor_id, incarnation, sequence,
+                 max_concurrency)
 };
 
 enum class OutcomeKind : std::uint8_t {
@@ -99,6 +123,8 @@ enum class OutcomeKind : std::uint8_t {
   kInfeasible = 4,
   kStoreFull = 5,
   kSystemError = 6,
+  kActorDied = 7,        // the actor is dead for good: final
+  kActorRestarting = 8,  // the call was lost with the actor's process: retryable
 };
 
 struct TaskOutcome {
@@ -114,8 +140,15 @@ struct TaskOutcome {
   std::string error_message;
   std::string function;
   std::int64_t pid = 0;
+  // Actor creation: the actor and the worker that now serves it.
+  std::uint64_t actor_id = 0;
+  std::int32_t incarnation = 0;
+  std::uint32_t worker_rank = 0;
+  std::string worker_address;
+  std::string hostname;
   MSGPACK_DEFINE(task_id, return_id, owner_rank, owner_node, kind, value, node, size, error_type,
-                 error_message, function, pid)
+                 error_message, function, pid, actor_id, incarnation, worker_rank, worker_address,
+                 hostname)
 };
 
 // An outcome for `spec` without a value: a failure of `kind`.
@@ -128,6 +161,8 @@ inline TaskOutcome FailedOutcome(const TaskSpec& spec, OutcomeKind kind, std::st
   outcome.kind = static_cast<std::uint8_t>(kind);
   outcome.error_message = std::move(message);
   outcome.function = spec.name.empty() ? spec.function : spec.name;
+  outcome.actor_id = spec.actor_id;
+  outcome.incarnation = spec.incarnation;
   return outcome;
 }
 
@@ -171,6 +206,98 @@ struct StoreUsage {
   std::uint64_t spilled = 0;
   std::uint64_t objects = 0;
   MSGPACK_DEFINE(capacity, in_memory, spilled, objects)
+};
+
+// ---- actors and placement groups ----
+
+struct ActorCreation {
+  std::string factory;  // registered name of Class::Create
+  std::string name;     // empty: anonymous
+  std::vector<ArgumentSpec> arguments;  // values only
+  ResourceMap resources;                // held for the actor's lifetime
+  std::int32_t max_restarts = 0;
+  std::int32_t max_task_retries = 0;
+  std::uint32_t max_concurrency = 1;
+  std::uint64_t placement_group = 0;
+  std::int32_t bundle_index = -1;
+  MSGPACK_DEFINE(factory, name, arguments, resources, max_restarts, max_task_retries,
+                 max_concurrency, placement_group, bundle_index)
+};
+
+enum class ActorState : std::uint8_t { kPending = 0, kAlive = 1, kRestarting = 2, kDead = 3 };
+
+struct ActorInfo {
+  std::uint64_t id = 0;
+  std::string name;
+  std::string factory;
+  std::uint8_t state = 0;  // ActorState
+  std::int32_t incarnation = 0;
+  std::uint32_t node = 0;
+  std::uint32_t worker_rank = 0;
+  std::string worker_address;
+  std::string hostname;
+  std::int64_t pid = 0;
+  std::int32_t max_task_retries = 0;
+  std::string cause;  // why it died (kDead), or why it last restarted
+  MSGPACK_DEFINE(id, name, factory, state, incarnation, node, worker_rank, worker_address,
+                 hostname, pid, max_task_retries, cause)
+};
+
+struct ActorLookup {
+  std::string name;
+  MSGPACK_DEFINE(name)
+};
+
+// Answered once the actor is alive in an incarnation after `seen` (-1: any),
+// or dead.
+struct ActorWait {
+  std::uint64_t id = 0;
+  std::int32_t seen = -1;
+  MSGPACK_DEFINE(id, seen)
+};
+
+struct ActorKill {
+  std::uint64_t id = 0;
+  bool no_restart = true;
+  std::int32_t incarnation = 0;  // kStopActorWorker: which process to end
+  MSGPACK_DEFINE(id, no_restart, incarnation)
+};
+
+struct ActorDeath {
+  std::uint64_t id = 0;
+  std::int32_t incarnation = 0;
+  std::uint32_t node = 0;
+  std::int64_t pid = 0;
+  std::string cause;
+  MSGPACK_DEFINE(id, incarnation, node, pid, cause)
+};
+
+enum class PlacementStrategy : std::uint8_t {
+  kPack = 0,
+  kSpread = 1,
+  kStrictPack = 2,
+  kStrictSpread = 3,
+};
+
+struct PlacementGroupCreation {
+  std::string name;
+  std::vector<ResourceMap> bundles;
+  std::uint8_t strategy = 0;  // PlacementStrategy
+  MSGPACK_DEFINE(name, bundles, strategy)
+};
+
+struct PlacementGroupInfo {
+  std::uint64_t id = 0;
+  bool placed = false;
+  bool removed = false;
+  std::vector<std::uint32_t> bundle_nodes;  // when placed
+  MSGPACK_DEFINE(id, placed, removed, bundle_nodes)
+};
+
+struct PlacementGroupWait {
+  std::uint64_t id = 0;
+  bool block = true;  // false: answer with the state now
+  MSGPACK_DEFINE(id, block)
 };
 
 template <typename Message>

@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <stdexcept>
 #include <memory>
 #include <string_view>
 #include <typeinfo>
@@ -38,7 +40,14 @@ Result<std::unique_ptr<object::MappedFile>> MapArgument(const ArgumentSpec& argu
 
 }  // namespace
 
-TaskOutcome ExecuteTask(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id) {
+namespace {
+
+using Body = std::function<std::string(const std::vector<std::string_view>& arguments)>;
+
+// Maps the arguments, runs `body`, and stores its result: the steps every
+// kind of task shares.
+TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id, const Body& body,
+                const std::string& missing) {
   TaskOutcome outcome;
   outcome.task_id = spec.task_id;
   outcome.return_id = spec.return_id;
@@ -47,20 +56,16 @@ TaskOutcome ExecuteTask(const TaskSpec& spec, StoreAccess& store, std::uint32_t 
   outcome.function = spec.name.empty() ? spec.function : spec.name;
   outcome.node = node_id;
   outcome.pid = ::getpid();
+  outcome.actor_id = spec.actor_id;
+  outcome.incarnation = spec.incarnation;
   auto fail = [&](OutcomeKind kind, std::string type, std::string message) {
     outcome.kind = static_cast<std::uint8_t>(kind);
     outcome.error_type = std::move(type);
     outcome.error_message = std::move(message);
     return outcome;
   };
+  if (!body) return fail(OutcomeKind::kSystemError, "", missing);
 
-  const internal::Invoker* invoker = internal::FindInvoker(spec.function);
-  if (invoker == nullptr) {
-    return fail(OutcomeKind::kSystemError, "",
-                "function '" + spec.function +
-                    "' is not registered in the worker's executable: add SRAY_REMOTE(" +
-                    spec.function + ") next to its definition");
-  }
   std::vector<std::unique_ptr<object::MappedFile>> mapped;
   std::vector<std::string_view> arguments;
   arguments.reserve(spec.arguments.size());
@@ -82,7 +87,7 @@ TaskOutcome ExecuteTask(const TaskSpec& spec, StoreAccess& store, std::uint32_t 
 
   std::string result;
   try {
-    result = (*invoker)(arguments);
+    result = body(arguments);
   } catch (const std::exception& error) {
     return fail(OutcomeKind::kTaskThrew, Demangle(typeid(error).name()), error.what());
   } catch (...) {
@@ -114,6 +119,43 @@ TaskOutcome ExecuteTask(const TaskSpec& spec, StoreAccess& store, std::uint32_t 
   outcome.kind = static_cast<std::uint8_t>(OutcomeKind::kStoredValue);
   outcome.size = result.size();
   return outcome;
+}
+
+std::string NotRegistered(const std::string& what, const std::string& name) {
+  return what + " '" + name + "' is not registered in the worker's executable: add SRAY_REMOTE(" +
+         name + ") next to its definition";
+}
+
+}  // namespace
+
+TaskOutcome ExecuteTask(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id) {
+  const internal::Invoker* invoker = internal::FindInvoker(spec.function);
+  return Run(spec, store, node_id, invoker != nullptr ? *invoker : Body(),
+             NotRegistered("function", spec.function));
+}
+
+TaskOutcome ConstructActor(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
+                           std::shared_ptr<void>& instance) {
+  const internal::ActorFactory* factory = internal::FindActorFactory(spec.function);
+  Body body;
+  if (factory != nullptr) {
+    body = [&](const std::vector<std::string_view>& arguments) {
+      instance = (*factory)(arguments);
+      if (!instance) throw std::runtime_error("the factory returned a null pointer");
+      return internal::Serialize(msgpack::type::nil_t());
+    };
+  }
+  return Run(spec, store, node_id, body, NotRegistered("actor factory", spec.function));
+}
+
+TaskOutcome ExecuteActorCall(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
+                             void* instance) {
+  const internal::MethodInvoker* method = internal::FindMethod(spec.function);
+  Body body;
+  if (method != nullptr) {
+    body = [&](const std::vector<std::string_view>& arguments) { return (*method)(instance, arguments); };
+  }
+  return Run(spec, store, node_id, body, NotRegistered("actor method", "&" + spec.function));
 }
 
 }  // namespace sray::core

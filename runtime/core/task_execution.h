@@ -6,6 +6,7 @@
 // outcome for the owner; nothing escapes.
 
 #include <cstdint>
+#include <memory>
 
 #include "core/protocol.h"
 #include "core/store_access.h"
@@ -13,5 +14,11 @@
 namespace sray::core {
 
 TaskOutcome ExecuteTask(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id);
+// Runs an actor's factory; on success `instance` holds the new actor.
+TaskOutcome ConstructActor(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
+                           std::shared_ptr<void>& instance);
+// Runs one method call on an actor's instance.
+TaskOutcome ExecuteActorCall(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
+                             void* instance);
 
 }  // namespace sray::core

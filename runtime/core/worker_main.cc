@@ -3,6 +3,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
@@ -11,6 +12,9 @@
 #include <iostream>
 #include <mutex>
 
+#include "core/actor_client.h"
+#include "core/actor_host.h"
+#include "core/head_service.h"
 #include "core/owner.h"
 #include "core/process_runtime.h"
 #include "core/protocol.h"
@@ -81,6 +85,12 @@ class RemoteStoreAccess final : public StoreAccess {
 
 }  // namespace
 
+std::string HostName() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "localhost";
+  return name;
+}
+
 bool IsWorkerProcess() {
   return std::getenv("SRAY_WORKER_RANK") != nullptr;
 }
@@ -94,6 +104,8 @@ void RunWorker() {
   const auto rank = static_cast<std::uint32_t>(std::stoul(TakeVariable("SRAY_WORKER_RANK")));
   const auto manager = static_cast<std::uint32_t>(std::stoul(TakeVariable("SRAY_WORKER_MANAGER_RANK")));
   const transport::Bytes manager_address = FromHex(TakeVariable("SRAY_WORKER_MANAGER_ADDRESS"));
+  const auto head = static_cast<std::uint32_t>(std::stoul(TakeVariable("SRAY_WORKER_HEAD_RANK")));
+  const transport::Bytes head_address = FromHex(TakeVariable("SRAY_WORKER_HEAD_ADDRESS"));
   const transport::Bytes secret = FromHex(TakeVariable("SRAY_WORKER_SECRET"));
   auto environment =
       jobsetup::ReadTaskEnvironment([](const char* name) { return std::getenv(name); });
@@ -111,14 +123,26 @@ void RunWorker() {
   options.rank = rank;
   if (secret.size() != options.token.size()) Die("malformed job secret");
   std::memcpy(options.token.data(), secret.data(), secret.size());
-  options.resolve_address = [manager, manager_address](std::uint32_t peer) -> Result<transport::Bytes> {
+  // Actors this process calls: their workers' addresses, from the head.
+  auto book = std::make_shared<transport::AddressBook>();
+  options.resolve_address = [manager, manager_address, head, head_address,
+                             book](std::uint32_t peer) -> Result<transport::Bytes> {
     if (peer == manager) return manager_address;
-    return Status::NotFound("a worker talks only to its node manager");
+    if (peer == head) return head_address;
+    if (auto entry = book->Find(peer)) return entry->address;
+    return Status::NotFound("no address for rank " + std::to_string(peer) +
+                            ": a worker reaches its node manager, the head and actors only");
   };
-  options.describe_rank = [node_id](std::uint32_t) {
-    return "the node manager of node " + std::to_string(node_id);
+  options.describe_rank = [node_id, manager, book](std::uint32_t peer) {
+    if (peer == manager) return "the node manager of node " + std::to_string(node_id);
+    if (auto entry = book->Find(peer)) return entry->description;
+    return peer == 0 ? std::string("the head (rank 0)") : "rank " + std::to_string(peer);
   };
-  options.peer_alive = [parent](std::uint32_t) { return ::getppid() == parent; };
+  options.peer_alive = [parent, manager, book](std::uint32_t peer) {
+    if (peer == manager) return ::getppid() == parent;
+    if (auto entry = book->Find(peer)) return entry->pid <= 0 || ::kill(entry->pid, 0) == 0;
+    return true;
+  };
   auto created = transport::Transport::Create(std::move(options), *worker);
   if (!created.ok()) Die(created.status().message());
   std::unique_ptr<transport::Transport> transport = std::move(created).value();
@@ -130,7 +154,30 @@ void RunWorker() {
       [raw_transport, manager](const TaskSpec& spec) {
         raw_transport->Post(manager, kSubmitTask, Encode(spec));
       });
+  auto head_service = MakeRemoteHead(*transport, head);
+  auto actor_client = std::make_unique<ActorClient>(*owner, *head_service, *transport, book,
+                                                    HostName());
+  owner->SetActorClient(actor_client.get());
   SetProcessRuntime(owner.get());
+  // Set once this worker's constructor has made an actor; it then serves
+  // only that actor's calls.
+  std::atomic<ActorHost*> actor_host{nullptr};
+  transport->RegisterDeferredRequestHandler(
+      kActorCall, [&actor_host](std::uint32_t source, auto payload, transport::Responder responder) {
+        auto spec = Decode<TaskSpec>(payload, "actor call");
+        if (!spec.ok()) {
+          responder.Reply(spec.status());
+          return;
+        }
+        ActorHost* host = actor_host.load();
+        if (host == nullptr || host->actor_id() != spec->actor_id) {
+          responder.Reply(Encode(FailedOutcome(
+              *spec, OutcomeKind::kSystemError,
+              "the worker it reached does not serve actor " + std::to_string(spec->actor_id))));
+          return;
+        }
+        host->Accept(source, std::move(spec).value(), std::move(responder));
+      });
 
   std::mutex mutex;
   std::condition_variable arrived;
@@ -185,7 +232,20 @@ void RunWorker() {
       spec = std::move(tasks.front());
       tasks.pop_front();
     }
-    run(spec);
+    if (spec.kind != static_cast<std::uint8_t>(TaskKind::kActorCreation)) {
+      run(spec);
+      continue;
+    }
+    std::shared_ptr<void> instance;
+    const TaskOutcome outcome = ConstructActor(spec, store, node_id, instance);
+    std::unique_ptr<ActorHost> host;
+    if (instance) {
+      host = std::make_unique<ActorHost>(std::move(instance), spec.actor_id, spec.max_concurrency,
+                                         store, node_id);
+      actor_host.store(host.get());
+    }
+    transport->Post(manager, kTaskDone, Encode(outcome));
+    if (host) host->Serve();
   }
 }
 

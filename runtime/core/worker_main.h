@@ -1,6 +1,12 @@
 #pragma once
 
+#include <string>
+
 namespace sray::core {
+
+// This machine's real host name (emulated nodes share it): whether a
+// process can be probed by pid.
+std::string HostName();
 
 // True when this process was started by a node manager as a worker.
 bool IsWorkerProcess();

@@ -27,6 +27,12 @@ Result<transport::JobToken> NewJobSecret() {
 }
 
 Result<PeerLocation> LocationWith(PmixClient& pmix, std::uint32_t rank) {
+  // Ranks above the job's are workers the node managers started: asking
+  // PMIx about one would block until its lookup times out.
+  if (rank >= pmix.layout().size) {
+    return Status::NotFound("rank " + std::to_string(rank) +
+                            " is not a launched process of the job (a worker that has ended?)");
+  }
   auto bytes = pmix.Get(rank, kLocationKey, false);
   if (!bytes.ok()) return bytes.status();
   std::istringstream text{std::string(transport::TextOf(*bytes))};
@@ -149,6 +155,8 @@ Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
     if (book) {
       if (auto entry = book->Find(rank)) return entry->pid <= 0 || ::kill(entry->pid, 0) == 0;
     }
+    // A worker that is no longer in the book has ended.
+    if (book && rank >= resolver_pmix->layout().size) return false;
     auto location = LocationWith(*resolver_pmix, rank);
     // Only a process on this node can be looked up here.
     if (!location.ok() || location->node_id != my_node || location->pid <= 0) return true;

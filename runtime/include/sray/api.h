@@ -24,6 +24,8 @@
 #include "sray/internal/serialization.h"
 #include "sray/node.h"
 #include "sray/object_ref.h"
+#include "sray/actor.h"
+#include "sray/placement_group.h"
 #include "sray/task.h"
 
 namespace sray {

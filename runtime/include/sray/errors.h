@@ -72,6 +72,21 @@ class WorkerDiedError : public Error {
   RemoteOrigin origin_;
 };
 
+// The actor's process died: for good (no restart left, or killed), or while
+// running this call when the call had no retry left.
+class ActorDiedError : public Error {
+ public:
+  ActorDiedError(const std::string& what, std::string actor, RemoteOrigin origin)
+      : Error(what), actor_(std::move(actor)), origin_(std::move(origin)) {}
+  // Its name, or "anonymous actor <id>".
+  [[nodiscard]] const std::string& actor() const { return actor_; }
+  [[nodiscard]] const RemoteOrigin& origin() const { return origin_; }
+
+ private:
+  std::string actor_;
+  RemoteOrigin origin_;
+};
+
 // An object's value is gone (its node or process failed) and cannot be
 // recomputed.
 class ObjectLostError : public Error {

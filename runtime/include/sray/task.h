@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "sray/internal/arguments.h"
 #include "sray/internal/function_registry.h"
 #include "sray/internal/runtime.h"
 #include "sray/object_ref.h"
@@ -48,41 +49,14 @@ class TaskCaller<Result (*)(Parameters...)> {
   template <typename... Arguments>
   ObjectRef<Result> Remote(Arguments&&... arguments) {
     static_assert(!std::is_void_v<Result>, "sray: a remote function must return a value");
-    static_assert(sizeof...(Arguments) == sizeof...(Parameters),
-                  "sray: Remote() needs exactly one argument per parameter");
-    std::vector<internal::TaskArgument> packed;
-    packed.reserve(sizeof...(Arguments));
-    Pack(packed, std::index_sequence_for<Parameters...>{},
-         std::forward_as_tuple(std::forward<Arguments>(arguments)...));
-    const std::string& name = internal::FunctionName(internal::AddressOf(function_));
+    auto packed = internal::PackArguments<Parameters...>(std::forward<Arguments>(arguments)...);
+    const std::string& name = internal::FunctionName(internal::KeyOf(function_));
     const internal::ObjectId id =
         internal::CurrentRuntime().SubmitTask(name, std::move(packed), options_);
     return ObjectRef<Result>(std::make_shared<internal::ObjectHandle>(id));
   }
 
  private:
-  template <typename Parameter, typename Argument>
-  static internal::TaskArgument PackOne(Argument&& argument) {
-    using Plain = std::decay_t<Argument>;
-    if constexpr (IsObjectRef<Plain>::value) {
-      static_assert(std::is_convertible_v<typename Plain::value_type, std::decay_t<Parameter>>,
-                    "sray: an ObjectRef<T> argument needs a parameter of type T");
-      return internal::TaskArgument{.value = {}, .reference = argument.handle()};
-    } else {
-      // Converted as the function will see it (an int literal for a double).
-      const auto converted = static_cast<std::decay_t<Parameter>>(std::forward<Argument>(argument));
-      return internal::TaskArgument{.value = internal::Serialize(converted), .reference = {}};
-    }
-  }
-
-  template <std::size_t... Index, typename Tuple>
-  static void Pack(std::vector<internal::TaskArgument>& packed, std::index_sequence<Index...>,
-                   Tuple&& arguments) {
-    (packed.push_back(PackOne<std::tuple_element_t<Index, std::tuple<Parameters...>>>(
-         std::get<Index>(std::forward<Tuple>(arguments)))),
-     ...);
-  }
-
   FunctionPointer function_;
   internal::TaskOptions options_;
 };

@@ -1,14 +1,19 @@
 #pragma once
 
-// Remote functions by name. SRAY_REMOTE(f, g) registers each function under
-// its spelling, in every process of the job (the same binary runs
-// everywhere), and Task(f) finds the name again from the function's address.
+// Remote functions and actor classes by name. SRAY_REMOTE(f, Class::Create,
+// &Class::Method) registers each under its spelling, in every process of the
+// job (the same binary runs everywhere); Task(f), Actor(Class::Create) and
+// handle.Task(&Class::Method) find the name again from the pointer. A
+// function returning `Class*` is an actor factory; a member function is an
+// actor method.
 //
 // Thread-safety: registration happens during static initialisation; lookups
 // may run on any thread afterwards.
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -22,16 +27,38 @@ namespace sray::internal {
 
 // Runs a function on serialized arguments and returns its serialized result.
 using Invoker = std::function<std::string(const std::vector<std::string_view>& arguments)>;
+// Builds an actor's instance from serialized arguments.
+using ActorFactory =
+    std::function<std::shared_ptr<void>(const std::vector<std::string_view>& arguments)>;
+// Runs a method on an instance made by the class's factory.
+using MethodInvoker =
+    std::function<std::string(void* instance, const std::vector<std::string_view>& arguments)>;
 
-void RegisterFunction(std::string name, std::uintptr_t address, Invoker invoker);
+// The bytes of a function or member-function pointer: member pointers do not
+// convert to integers, and the bytes identify either kind.
+using FunctionKey = std::string;
+template <typename Pointer>
+FunctionKey KeyOf(Pointer pointer) {
+  FunctionKey key(sizeof(Pointer), '\0');
+  std::memcpy(key.data(), &pointer, sizeof(Pointer));
+  return key;
+}
+
+void RegisterFunction(std::string name, FunctionKey key, Invoker invoker);
+void RegisterActorFactory(std::string name, FunctionKey key, ActorFactory factory);
+void RegisterMethod(std::string name, FunctionKey key, MethodInvoker invoker);
 // Throws sray::Error naming the fix when the function was not registered.
-const std::string& FunctionName(std::uintptr_t address);
-// Null when no function has this name.
+const std::string& FunctionName(const FunctionKey& key);
+// Null when nothing of that kind has this name.
 const Invoker* FindInvoker(const std::string& name);
+const ActorFactory* FindActorFactory(const std::string& name);
+const MethodInvoker* FindMethod(const std::string& name);
 
-template <typename Function>
-std::uintptr_t AddressOf(Function* function) {
-  return reinterpret_cast<std::uintptr_t>(function);
+inline void CheckArgumentCount(std::size_t given, std::size_t taken) {
+  if (given != taken) {
+    throw SerializationError{"sray: called with " + std::to_string(given) +
+                             " arguments but it takes " + std::to_string(taken)};
+  }
 }
 
 template <typename Result, typename... Parameters, std::size_t... Index>
@@ -51,23 +78,82 @@ std::string InvokeWith(Result (*function)(Parameters...),
 template <typename Result, typename... Parameters>
 Invoker MakeInvoker(Result (*function)(Parameters...)) {
   return [function](const std::vector<std::string_view>& arguments) {
-    if (arguments.size() != sizeof...(Parameters)) {
-      throw SerializationError{"sray: task called with " + std::to_string(arguments.size()) +
-                               " arguments but it takes " +
-                               std::to_string(sizeof...(Parameters))};
-    }
+    CheckArgumentCount(arguments.size(), sizeof...(Parameters));
     return InvokeWith(function, arguments, std::index_sequence_for<Parameters...>{});
   };
 }
 
-// "f, ns::g" -> {"f", "ns::g"}
+template <typename Class, typename... Parameters, std::size_t... Index>
+std::shared_ptr<void> ConstructWith(Class* (*factory)(Parameters...),
+                                    const std::vector<std::string_view>& arguments,
+                                    std::index_sequence<Index...>) {
+  std::tuple<std::decay_t<Parameters>...> values{
+      Deserialize<std::decay_t<Parameters>>(arguments[Index], "an actor argument")...};
+  return std::shared_ptr<void>(factory(std::get<Index>(std::move(values))...),
+                               [](void* instance) { delete static_cast<Class*>(instance); });
+}
+
+template <typename Class, typename... Parameters>
+ActorFactory MakeActorFactory(Class* (*factory)(Parameters...)) {
+  return [factory](const std::vector<std::string_view>& arguments) {
+    CheckArgumentCount(arguments.size(), sizeof...(Parameters));
+    return ConstructWith(factory, arguments, std::index_sequence_for<Parameters...>{});
+  };
+}
+
+template <typename Class, typename Method, typename Result, typename... Parameters,
+          std::size_t... Index>
+std::string InvokeMethodWith(Method method, Class* instance,
+                             const std::vector<std::string_view>& arguments,
+                             std::index_sequence<Index...>) {
+  std::tuple<std::decay_t<Parameters>...> values{
+      Deserialize<std::decay_t<Parameters>>(arguments[Index], "an actor call argument")...};
+  if constexpr (std::is_void_v<Result>) {
+    (instance->*method)(std::get<Index>(std::move(values))...);
+    return Serialize(msgpack::type::nil_t());
+  } else {
+    return Serialize((instance->*method)(std::get<Index>(std::move(values))...));
+  }
+}
+
+template <typename Class, typename Method, typename Result, typename... Parameters>
+MethodInvoker MakeMethodInvoker(Method method) {
+  return [method](void* instance, const std::vector<std::string_view>& arguments) {
+    CheckArgumentCount(arguments.size(), sizeof...(Parameters));
+    return InvokeMethodWith<Class, Method, Result, Parameters...>(
+        method, static_cast<Class*>(instance), arguments, std::index_sequence_for<Parameters...>{});
+  };
+}
+
+template <typename Result, typename... Parameters>
+void RegisterOne(std::string name, Result (*function)(Parameters...)) {
+  if constexpr (std::is_pointer_v<Result> && std::is_class_v<std::remove_pointer_t<Result>>) {
+    RegisterActorFactory(std::move(name), KeyOf(function), MakeActorFactory(function));
+  } else {
+    RegisterFunction(std::move(name), KeyOf(function), MakeInvoker(function));
+  }
+}
+
+template <typename Result, typename Class, typename... Parameters>
+void RegisterOne(std::string name, Result (Class::*method)(Parameters...)) {
+  RegisterMethod(std::move(name), KeyOf(method),
+                 MakeMethodInvoker<Class, decltype(method), Result, Parameters...>(method));
+}
+
+template <typename Result, typename Class, typename... Parameters>
+void RegisterOne(std::string name, Result (Class::*method)(Parameters...) const) {
+  RegisterMethod(std::move(name), KeyOf(method),
+                 MakeMethodInvoker<Class, decltype(method), Result, Parameters...>(method));
+}
+
+// "f, ns::g, &C::m" -> {"f", "ns::g", "C::m"}
 std::vector<std::string> SplitNames(std::string_view names);
 
-template <typename... Functions>
-bool RegisterFunctions(const char* names, Functions*... functions) {
+template <typename... Pointers>
+bool RegisterFunctions(const char* names, Pointers... pointers) {
   const std::vector<std::string> split = SplitNames(names);
   std::size_t index = 0;
-  (RegisterFunction(split.at(index++), AddressOf(functions), MakeInvoker(functions)), ...);
+  (RegisterOne(split.at(index++), pointers), ...);
   return true;
 }
 
@@ -75,7 +161,9 @@ bool RegisterFunctions(const char* names, Functions*... functions) {
 
 #define SRAY_CONCAT_INNER(a, b) a##b
 #define SRAY_CONCAT(a, b) SRAY_CONCAT_INNER(a, b)
-// Registers remote functions: SRAY_REMOTE(process_data, sum_all);
+// Registers remote functions and actor classes:
+//   SRAY_REMOTE(process_data, sum_all);
+//   SRAY_REMOTE(Counter::Create, &Counter::Add, &Counter::Value);
 #define SRAY_REMOTE(...)                                                          \
   [[maybe_unused]] static const bool SRAY_CONCAT(sray_remote_registered_, __LINE__) = \
       ::sray::internal::RegisterFunctions(#__VA_ARGS__, __VA_ARGS__)

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -67,6 +68,30 @@ struct TaskOptions {
 
 using Timeout = std::optional<std::chrono::milliseconds>;
 
+using ActorId = std::uint64_t;  // 0: no actor
+
+struct ActorOptions {
+  std::string name;                         // empty: anonymous
+  int max_restarts = 0;                     // process deaths survived
+  int max_task_retries = 0;                 // per call, after a death
+  std::map<std::string, double> resources;  // held for its lifetime; empty: none
+  std::uint32_t max_concurrency = 1;        // calls served at once
+  std::uint64_t placement_group = 0;        // 0: none
+  int bundle_index = -1;                    // -1: any bundle of the group
+};
+
+struct NamedActor {
+  ActorId id = 0;
+  int max_task_retries = 0;
+};
+
+// Bundles' nodes once placed; `removed` after RemovePlacementGroup.
+struct PlacementGroupState {
+  bool placed = false;
+  bool removed = false;
+  std::vector<std::uint32_t> bundle_nodes;
+};
+
 class Runtime {
  public:
   virtual ~Runtime() = default;
@@ -82,6 +107,26 @@ class Runtime {
   virtual std::vector<bool> Wait(const std::vector<ObjectId>& ids, std::size_t num_ready,
                                  Timeout timeout) = 0;
   virtual void RemoveReference(const ObjectId& id) noexcept = 0;
+
+  // Actors. Throws ConfigError (a taken name, bad options) or
+  // InfeasibleResourcesError; the constructor runs later.
+  virtual ActorId CreateActor(const std::string& factory, std::vector<TaskArgument> arguments,
+                              const ActorOptions& options) = 0;
+  // The returned id carries one reference, which the caller's handle owns.
+  virtual ObjectId SubmitActorTask(ActorId actor, int max_task_retries, const std::string& method,
+                                   std::vector<TaskArgument> arguments, const std::string& name) = 0;
+  // Null when no live actor has the name.
+  virtual std::optional<NamedActor> FindNamedActor(const std::string& name) = 0;
+  virtual void KillActor(ActorId actor, bool no_restart) = 0;
+
+  // Placement groups: bundles of resources reserved on nodes; strategy as in
+  // the head's PlacementStrategy (0 pack, 1 spread, 2 strict pack, 3 strict
+  // spread). Throws InfeasibleResourcesError when no layout could ever fit.
+  virtual std::uint64_t CreatePlacementGroup(const std::string& name,
+                                             const std::vector<std::map<std::string, double>>& bundles,
+                                             std::uint8_t strategy) = 0;
+  virtual PlacementGroupState WaitPlacementGroup(std::uint64_t id, Timeout timeout) = 0;
+  virtual void RemovePlacementGroup(std::uint64_t id) = 0;
 };
 
 // Throws sray::LaunchError before sray::Init.

@@ -1,0 +1,349 @@
+#include "core/actor_client.h"
+
+#include <algorithm>
+
+#include "core/owner.h"
+#include "sray/errors.h"
+
+namespace sray::core {
+namespace {
+
+[[noreturn]] void ThrowStatus(const Status& status, const std::string& what) {
+  std::string message = status.message();
+  if (!message.starts_with("sray: ")) message = "sray: " + what + ": " + message;
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kAlreadyExists: throw ConfigError(message);
+    case StatusCode::kResourceExhausted: throw InfeasibleResourcesError(message);
+    default: throw Error(message);
+  }
+}
+
+ActorState StateOf(const ActorInfo& info) {
+  return static_cast<ActorState>(info.state);
+}
+
+}  // namespace
+
+ActorClient::ActorClient(Owner& owner, HeadService& head, transport::Transport& transport,
+                         std::shared_ptr<transport::AddressBook> address_book, std::string hostname)
+    : owner_(owner),
+      head_(head),
+      transport_(transport),
+      address_book_(std::move(address_book)),
+      hostname_(std::move(hostname)) {}
+
+ActorClient::~ActorClient() {
+  Stop();
+}
+
+void ActorClient::Stop() {
+  std::lock_guard lock(mutex_);
+  stopped_ = true;
+}
+
+std::string ActorClient::Label(internal::ActorId actor, const ActorEntry& entry) const {
+  if (entry.info && !entry.info->name.empty()) return "actor '" + entry.info->name + "'";
+  std::string label = "anonymous actor " + std::to_string(actor);
+  if (entry.info) label += " (" + entry.info->factory + ")";
+  return label;
+}
+
+internal::ActorId ActorClient::Create(const std::string& factory,
+                                      std::vector<internal::TaskArgument> arguments,
+                                      const internal::ActorOptions& options) {
+  ActorCreation creation;
+  creation.factory = factory;
+  creation.name = options.name;
+  creation.resources = options.resources;
+  creation.max_restarts = options.max_restarts;
+  creation.max_task_retries = options.max_task_retries;
+  creation.max_concurrency = options.max_concurrency;
+  creation.placement_group = options.placement_group;
+  creation.bundle_index = options.bundle_index;
+  for (auto& argument : arguments) {
+    ArgumentSpec spec;
+    if (argument.reference) {
+      // A restart re-runs the constructor with the same bytes, so the
+      // values are fetched once, here.
+      const auto values = owner_.Get({argument.reference->id()}, std::nullopt);
+      spec.value = std::string(values.front()->bytes());
+    } else {
+      spec.value = std::move(argument.value);
+    }
+    creation.arguments.push_back(std::move(spec));
+  }
+  auto info = head_.CreateActor(creation);
+  if (!info.ok()) ThrowStatus(info.status(), "cannot create actor " + factory);
+  Actions actions;
+  {
+    std::lock_guard lock(mutex_);
+    LearnLocked(actors_[info->id], *info);
+  }
+  return info->id;
+}
+
+std::optional<internal::NamedActor> ActorClient::FindNamed(const std::string& name) {
+  auto info = head_.LookupActor(name);
+  if (!info.ok()) {
+    if (info.status().code() == StatusCode::kNotFound) return std::nullopt;
+    ThrowStatus(info.status(), "cannot look up actor '" + name + "'");
+  }
+  if (StateOf(*info) == ActorState::kDead) return std::nullopt;
+  {
+    std::lock_guard lock(mutex_);
+    LearnLocked(actors_[info->id], *info);
+  }
+  return internal::NamedActor{.id = info->id, .max_task_retries = info->max_task_retries};
+}
+
+void ActorClient::Kill(internal::ActorId actor, bool no_restart) {
+  const Status killed = head_.KillActor(ActorKill{.id = actor, .no_restart = no_restart, .incarnation = 0});
+  if (!killed.ok()) ThrowStatus(killed, "cannot kill actor " + std::to_string(actor));
+  if (!no_restart) return;
+  Actions actions;
+  {
+    std::lock_guard lock(mutex_);
+    ActorEntry& entry = actors_[actor];
+    ActorInfo dead = entry.info.value_or(ActorInfo{});
+    dead.id = actor;
+    dead.state = static_cast<std::uint8_t>(ActorState::kDead);
+    dead.cause = "it was killed by ActorHandle::Kill()";
+    LearnLocked(entry, dead);
+    FailLostLocked(entry, actions);
+    FlushLocked(actor, entry, actions);
+  }
+  Perform(std::move(actions));
+}
+
+std::uint64_t ActorClient::CreatePlacementGroup(
+    const std::string& name, const std::vector<std::map<std::string, double>>& bundles,
+    std::uint8_t strategy) {
+  PlacementGroupCreation creation;
+  creation.name = name;
+  creation.strategy = strategy;
+  for (const auto& bundle : bundles) creation.bundles.emplace_back(bundle.begin(), bundle.end());
+  auto info = head_.CreatePlacementGroup(creation);
+  if (!info.ok()) ThrowStatus(info.status(), "cannot create placement group");
+  return info->id;
+}
+
+internal::PlacementGroupState ActorClient::WaitPlacementGroup(std::uint64_t id,
+                                                              internal::Timeout timeout) {
+  auto info = head_.WaitPlacementGroup(id, timeout);
+  if (!info.ok()) ThrowStatus(info.status(), "cannot wait for placement group " + std::to_string(id));
+  return internal::PlacementGroupState{
+      .placed = info->placed, .removed = info->removed, .bundle_nodes = info->bundle_nodes};
+}
+
+void ActorClient::RemovePlacementGroup(std::uint64_t id) {
+  const Status removed = head_.RemovePlacementGroup(id);
+  if (!removed.ok()) ThrowStatus(removed, "cannot remove placement group " + std::to_string(id));
+}
+
+void ActorClient::Enqueue(internal::ActorId actor, std::uint64_t task_id) {
+  std::lock_guard lock(mutex_);
+  actors_[actor].calls.push_back(Call{.task_id = task_id,
+                                      .state = CallState::kWaitingArguments,
+                                      .spec = {},
+                                      .sent_incarnation = -1});
+}
+
+void ActorClient::Send(TaskSpec spec) {
+  Actions actions;
+  {
+    std::lock_guard lock(mutex_);
+    const internal::ActorId actor = spec.actor_id;
+    ActorEntry& entry = actors_[actor];
+    auto call = std::find_if(entry.calls.begin(), entry.calls.end(),
+                             [&](const Call& each) { return each.task_id == spec.task_id; });
+    if (call == entry.calls.end()) {
+      entry.calls.push_back(Call{.task_id = spec.task_id,
+                                 .state = CallState::kReady,
+                                 .spec = {},
+                                 .sent_incarnation = -1});
+      call = std::prev(entry.calls.end());
+    }
+    call->spec = std::move(spec);
+    call->state = CallState::kReady;
+    FlushLocked(actor, entry, actions);
+  }
+  Perform(std::move(actions));
+}
+
+void ActorClient::Finished(internal::ActorId actor, std::uint64_t task_id) {
+  Actions actions;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = actors_.find(actor);
+    if (found == actors_.end()) return;
+    ActorEntry& entry = found->second;
+    auto call = std::find_if(entry.calls.begin(), entry.calls.end(),
+                             [&](const Call& each) { return each.task_id == task_id; });
+    if (call == entry.calls.end()) return;
+    entry.calls.erase(call);
+    FlushLocked(actor, entry, actions);
+  }
+  Perform(std::move(actions));
+}
+
+void ActorClient::LearnLocked(ActorEntry& entry, const ActorInfo& info) {
+  const bool newer = !entry.info || info.incarnation > entry.info->incarnation ||
+                     StateOf(info) == ActorState::kDead ||
+                     (info.incarnation == entry.info->incarnation && info.state != entry.info->state &&
+                      StateOf(*entry.info) != ActorState::kDead);
+  if (!newer) return;
+  entry.info = info;
+  if (entry.suspect >= 0 && (info.incarnation > entry.suspect || StateOf(info) == ActorState::kDead)) {
+    entry.suspect = -1;
+  }
+  if (StateOf(info) == ActorState::kAlive && address_book_) {
+    transport::AddressBook::Entry book_entry;
+    book_entry.address.assign(reinterpret_cast<const std::byte*>(info.worker_address.data()),
+                              reinterpret_cast<const std::byte*>(info.worker_address.data()) +
+                                  info.worker_address.size());
+    // Only a process on this host can be probed by pid.
+    book_entry.pid = info.hostname == hostname_ ? static_cast<pid_t>(info.pid) : 0;
+    book_entry.description = (info.name.empty() ? "actor " + std::to_string(info.id)
+                                                : "actor '" + info.name + "'") +
+                             " (pid " + std::to_string(info.pid) + ", node " +
+                             std::to_string(info.node) + ")";
+    address_book_->Add(info.worker_rank, std::move(book_entry));
+  }
+}
+
+TaskOutcome ActorClient::LostOutcome(const ActorEntry& entry, const TaskSpec& spec) const {
+  const ActorInfo& info = *entry.info;
+  const std::string label = Label(spec.actor_id, entry);
+  const bool dead = StateOf(info) == ActorState::kDead;
+  TaskOutcome outcome = FailedOutcome(
+      spec, dead ? OutcomeKind::kActorDied : OutcomeKind::kActorRestarting,
+      dead ? label + " is dead: " + info.cause
+           : "the call was lost when " + label + "'s process died (" + info.cause +
+                 "): raise the actor's SetMaxTaskRetries to retry such calls");
+  outcome.error_type = label;
+  outcome.node = info.node;
+  return outcome;
+}
+
+void ActorClient::FailLostLocked(ActorEntry& entry, Actions& actions) {
+  const ActorInfo& info = *entry.info;
+  const bool dead = StateOf(info) == ActorState::kDead;
+  for (auto& call : entry.calls) {
+    const bool lost = call.state == CallState::kSent && (dead || call.sent_incarnation < info.incarnation);
+    if (lost || (dead && call.state == CallState::kReady)) {
+      actions.failures.push_back(LostOutcome(entry, call.spec));
+      call.state = CallState::kLost;
+    }
+  }
+}
+
+void ActorClient::FlushLocked(internal::ActorId actor, ActorEntry& entry, Actions& actions) {
+  const bool dead = entry.info && StateOf(*entry.info) == ActorState::kDead;
+  if (dead) {
+    FailLostLocked(entry, actions);
+    return;
+  }
+  const bool alive = entry.info && StateOf(*entry.info) == ActorState::kAlive;
+  // One question to the head stays open per known actor: it is answered
+  // when the actor restarts or dies, which fails or retries the calls in
+  // flight at once, without waiting for the transport to notice the
+  // process is gone (shared-memory connections notice late).
+  if (!entry.asking) {
+    entry.asking = true;
+    std::int32_t seen = -1;
+    if (entry.info) seen = alive ? entry.info->incarnation : entry.info->incarnation - 1;
+    actions.asks.emplace_back(actor, seen);
+  }
+  if (!alive || entry.suspect >= 0) return;
+  const ActorInfo& info = *entry.info;
+  for (auto& call : entry.calls) {
+    if (call.state == CallState::kSent) continue;
+    if (call.state != CallState::kReady) break;
+    if (entry.numbered_incarnation != info.incarnation) {
+      entry.numbered_incarnation = info.incarnation;
+      entry.next_sequence = 0;
+    }
+    call.spec.incarnation = info.incarnation;
+    call.spec.sequence = entry.next_sequence++;
+    call.sent_incarnation = info.incarnation;
+    call.state = CallState::kSent;
+    actions.sends.push_back(Outgoing{.actor = actor,
+                                     .rank = info.worker_rank,
+                                     .task_id = call.task_id,
+                                     .incarnation = info.incarnation,
+                                     .payload = std::make_shared<transport::Bytes>(Encode(call.spec))});
+  }
+}
+
+void ActorClient::Perform(Actions actions) {
+  for (auto& outgoing : actions.sends) {
+    const std::span<const std::byte> payload(*outgoing.payload);
+    transport_.CallAsync(outgoing.rank, kActorCall, payload,
+                         [this, outgoing](Result<transport::Bytes> reply) {
+                           OnReply(outgoing.actor, outgoing.task_id, outgoing.incarnation, std::move(reply));
+                         });
+  }
+  for (auto& failure : actions.failures) owner_.OnTaskOutcome(std::move(failure));
+  for (const auto& [actor, seen] : actions.asks) {
+    head_.WaitForChange(ActorWait{.id = actor, .seen = seen},
+                        [this, actor](Result<ActorInfo> info) { OnInfo(actor, std::move(info)); });
+  }
+}
+
+void ActorClient::OnReply(internal::ActorId actor, std::uint64_t task_id,
+                          std::int32_t incarnation, Result<transport::Bytes> reply) {
+  std::optional<TaskOutcome> outcome;
+  if (reply.ok()) {
+    auto decoded = Decode<TaskOutcome>(*reply, "actor call outcome");
+    if (decoded.ok()) outcome = std::move(decoded).value();
+  }
+  Actions actions;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopped_) return;
+    auto found = actors_.find(actor);
+    if (found == actors_.end()) return;
+    ActorEntry& entry = found->second;
+    auto call = std::find_if(entry.calls.begin(), entry.calls.end(), [&](const Call& each) {
+      return each.task_id == task_id && each.state == CallState::kSent &&
+             each.sent_incarnation == incarnation;
+    });
+    if (call == entry.calls.end()) return;  // failed or retried meanwhile
+    if (outcome) {
+      entry.calls.erase(call);
+    } else {
+      // The actor's process is gone, or unreachable: ask the head what
+      // became of it before failing or retrying the calls sent to it.
+      if (entry.suspect < incarnation) entry.suspect = incarnation;
+      FlushLocked(actor, entry, actions);
+    }
+  }
+  if (outcome) owner_.OnTaskOutcome(std::move(*outcome));
+  Perform(std::move(actions));
+}
+
+void ActorClient::OnInfo(internal::ActorId actor, Result<ActorInfo> info) {
+  Actions actions;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopped_) return;
+    ActorEntry& entry = actors_[actor];
+    entry.asking = false;
+    ActorInfo learned;
+    if (info.ok()) {
+      learned = std::move(info).value();
+    } else {
+      learned = entry.info.value_or(ActorInfo{});
+      learned.id = actor;
+      learned.state = static_cast<std::uint8_t>(ActorState::kDead);
+      learned.cause = "the head cannot say what became of it: " + info.status().message();
+    }
+    LearnLocked(entry, learned);
+    if (entry.info) FailLostLocked(entry, actions);
+    FlushLocked(actor, entry, actions);
+  }
+  Perform(std::move(actions));
+}
+
+}  // namespace sray::core

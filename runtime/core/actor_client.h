@@ -1,0 +1,119 @@
+#pragma once
+
+// The caller's side of actors, in every process that creates or calls them.
+// Calls go straight to the actor's worker (no node manager in between), as
+// Ray's direct actor calls do. Per actor it keeps the calls in submission
+// order and sends them in that order once their ObjectRef arguments are
+// resolved (a call waiting for an argument holds back the calls after it),
+// numbered per incarnation so the actor runs them in order even when
+// messages overtake each other. When the actor's process dies, the head
+// says whether it restarts (calls in flight are retried if their
+// max_task_retries allow, else fail) or is dead (every call fails fast).
+//
+// The Owner keeps each call's result object and retries; this class only
+// moves calls. Lock order: the owner's lock, then this one; this class never
+// calls the owner while holding its lock.
+//
+// Thread-safety: every member may be called from any thread.
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/head_service.h"
+#include "core/protocol.h"
+#include "sray/internal/runtime.h"
+#include "transport/address_book.h"
+#include "transport/transport.h"
+
+namespace sray::core {
+
+class Owner;
+
+class ActorClient {
+ public:
+  ActorClient(Owner& owner, HeadService& head, transport::Transport& transport,
+              std::shared_ptr<transport::AddressBook> address_book, std::string hostname);
+  ~ActorClient();
+  ActorClient(const ActorClient&) = delete;
+  ActorClient& operator=(const ActorClient&) = delete;
+
+  // The public API's entry points (throw sray's typed errors).
+  internal::ActorId Create(const std::string& factory, std::vector<internal::TaskArgument> arguments,
+                           const internal::ActorOptions& options);
+  std::optional<internal::NamedActor> FindNamed(const std::string& name);
+  void Kill(internal::ActorId actor, bool no_restart);
+  std::uint64_t CreatePlacementGroup(const std::string& name,
+                                     const std::vector<std::map<std::string, double>>& bundles,
+                                     std::uint8_t strategy);
+  internal::PlacementGroupState WaitPlacementGroup(std::uint64_t id, internal::Timeout timeout);
+  void RemovePlacementGroup(std::uint64_t id);
+
+  // From the Owner. Enqueue at submission (under the owner's lock, so the
+  // queue has submission order); Send once the arguments are resolved (and
+  // again for a retry); Finished once the owner holds the call's final
+  // outcome.
+  void Enqueue(internal::ActorId actor, std::uint64_t task_id);
+  void Send(TaskSpec spec);
+  void Finished(internal::ActorId actor, std::uint64_t task_id);
+
+  // Ignores replies from now on (shutdown).
+  void Stop();
+
+ private:
+  enum class CallState { kWaitingArguments, kReady, kSent, kLost };
+  struct Call {
+    std::uint64_t task_id = 0;
+    CallState state = CallState::kWaitingArguments;
+    TaskSpec spec;
+    std::int32_t sent_incarnation = -1;
+  };
+  struct ActorEntry {
+    std::deque<Call> calls;
+    std::optional<ActorInfo> info;
+    bool asking = false;          // a WaitForChange is outstanding (always, until dead)
+    std::int32_t suspect = -1;    // incarnation a failed call suggests is dead
+    std::int32_t numbered_incarnation = -1;
+    std::uint64_t next_sequence = 0;
+  };
+  // What to do once the lock is released.
+  struct Outgoing {
+    internal::ActorId actor = 0;
+    std::uint32_t rank = 0;
+    std::uint64_t task_id = 0;
+    std::int32_t incarnation = 0;
+    std::shared_ptr<transport::Bytes> payload;
+  };
+  struct Actions {
+    std::vector<Outgoing> sends;
+    std::vector<TaskOutcome> failures;
+    std::vector<std::pair<internal::ActorId, std::int32_t>> asks;
+  };
+
+  void FlushLocked(internal::ActorId actor, ActorEntry& entry, Actions& actions);
+  void LearnLocked(ActorEntry& entry, const ActorInfo& info);
+  void FailLostLocked(ActorEntry& entry, Actions& actions);
+  TaskOutcome LostOutcome(const ActorEntry& entry, const TaskSpec& spec) const;
+  void Perform(Actions actions);
+  void OnReply(internal::ActorId actor, std::uint64_t task_id, std::int32_t incarnation,
+               Result<transport::Bytes> reply);
+  void OnInfo(internal::ActorId actor, Result<ActorInfo> info);
+  std::string Label(internal::ActorId actor, const ActorEntry& entry) const;
+
+  Owner& owner_;
+  HeadService& head_;
+  transport::Transport& transport_;
+  std::shared_ptr<transport::AddressBook> address_book_;
+  const std::string hostname_;
+
+  std::mutex mutex_;
+  bool stopped_ = false;
+  std::unordered_map<internal::ActorId, ActorEntry> actors_;
+};
+
+}  // namespace sray::core

@@ -1,0 +1,130 @@
+#pragma once
+
+// The head's actor directory (Ray's GCS actor and placement-group managers),
+// in the driver process: every actor's options, state, incarnation and
+// location; job-wide names; where each actor and each placement-group bundle
+// is placed; restarts after a death; kills. Node managers report
+// constructors that finished and actor processes that died; callers ask for
+// an actor's location and wait for it to change.
+//
+// Placement: an actor holds its resources on one node for its lifetime. The
+// directory counts what actors and bundles hold per node, and places a new
+// actor on a node with room, preferring the node with the fewest actors (so
+// actors without resources spread over the job). An actor that does not fit
+// anywhere now waits here until a kill, a death or a removed group frees
+// room; one that could never fit is refused at once.
+//
+// Thread-safety: every member may be called from any thread, including
+// transport handlers; none blocks. Callbacks run without the directory's
+// lock, on the thread that caused the change.
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/protocol.h"
+#include "sched/resources.h"
+#include "transport/transport.h"
+
+namespace sray::core {
+
+class ActorDirectory {
+ public:
+  struct Hooks {
+    // Hands a constructor to node `node`'s manager (not to be moved on).
+    std::function<void(std::uint32_t node, TaskSpec spec)> submit_to_node;
+    // Tells node `node`'s manager to end an actor's process.
+    std::function<void(std::uint32_t node, ActorKill kill)> stop_worker;
+  };
+  using InfoCallback = std::function<void(Result<ActorInfo>)>;
+  using GroupCallback = std::function<void(PlacementGroupInfo)>;
+
+  ActorDirectory(std::vector<NodeDescription> nodes, std::uint32_t head_rank, Hooks hooks);
+  ActorDirectory(const ActorDirectory&) = delete;
+  ActorDirectory& operator=(const ActorDirectory&) = delete;
+
+  Result<ActorInfo> Create(ActorCreation creation);
+  Result<ActorInfo> Lookup(const std::string& name);
+  // `done` runs once the actor is alive in an incarnation after wait.seen,
+  // or dead (maybe at once).
+  void WaitForChange(ActorWait wait, InfoCallback done);
+  Status Kill(const ActorKill& kill);
+  void OnCreated(TaskOutcome outcome);
+  void OnWorkerDied(const ActorDeath& death);
+
+  Result<PlacementGroupInfo> CreatePlacementGroup(const PlacementGroupCreation& creation);
+  // `done` runs once the group is placed or removed (at once when block is false).
+  void WaitPlacementGroup(const PlacementGroupWait& wait, GroupCallback done);
+  Status RemovePlacementGroup(std::uint64_t id);
+
+  // Serves the requests above to the other processes of the job.
+  void RegisterHandlers(transport::Transport& transport);
+
+ private:
+  struct Waiter {
+    std::int32_t seen = -1;
+    InfoCallback done;
+  };
+  struct ActorRecord {
+    ActorCreation creation;
+    ActorInfo info;
+    std::int32_t restarts = 0;
+    bool placed = false;           // holds resources on info.node
+    std::int32_t bundle = -1;      // bundle of its group it draws from
+    std::vector<Waiter> waiters;
+  };
+  struct Bundle {
+    sched::ResourceMap total;
+    sched::ResourceMap free;  // not yet used by actors placed in it
+    std::uint32_t node = 0;
+  };
+  struct Group {
+    PlacementGroupCreation creation;
+    std::vector<Bundle> bundles;
+    bool placed = false;
+    bool removed = false;
+    std::vector<GroupCallback> waiters;
+  };
+  // Work to do once the lock is released.
+  struct Effects {
+    std::vector<std::pair<std::uint32_t, TaskSpec>> submissions;
+    std::vector<std::pair<std::uint32_t, ActorKill>> stops;
+    std::vector<std::pair<InfoCallback, ActorInfo>> infos;
+    std::vector<std::pair<GroupCallback, PlacementGroupInfo>> groups;
+  };
+
+  // Locked helpers.
+  bool FitsNode(std::uint32_t node, const sched::ResourceMap& request) const;
+  bool FitsTotal(std::uint32_t node, const sched::ResourceMap& request) const;
+  std::string Feasibility(const ActorCreation& creation) const;  // empty: feasible
+  bool TryPlace(ActorRecord& record, Effects& effects);
+  void Release(ActorRecord& record);
+  void PlacePending(Effects& effects);
+  bool TryPlaceGroup(Group& group);
+  void MarkDead(ActorRecord& record, std::string cause, Effects& effects);
+  void Notify(ActorRecord& record, Effects& effects);
+  PlacementGroupInfo GroupInfo(std::uint64_t id, const Group& group) const;
+  void Run(Effects& effects);
+
+  const std::vector<NodeDescription> nodes_;
+  const std::uint32_t head_rank_;
+  const Hooks hooks_;
+
+  std::mutex mutex_;
+  std::uint64_t next_actor_ = 1;
+  std::uint64_t next_task_ = 1;
+  std::uint64_t next_group_ = 1;
+  std::map<std::uint64_t, ActorRecord> actors_;
+  std::map<std::string, std::uint64_t> names_;
+  std::deque<std::uint64_t> unplaced_;  // actors waiting for room, oldest first
+  std::vector<sched::ResourceMap> held_;  // per node: actors and bundles
+  std::vector<std::uint32_t> actor_count_;
+  std::map<std::uint64_t, Group> groups_;
+};
+
+}  // namespace sray::core

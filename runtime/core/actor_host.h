@@ -1,0 +1,58 @@
+#pragma once
+
+// The actor's side, in the worker that runs its constructor: the instance,
+// and the calls waiting for it. Calls from each caller run in the order of
+// their sequence numbers (a call that arrives early waits for the ones
+// before it); with max_concurrency above 1, that many threads run calls at
+// once and order is not kept. Each call is answered on the caller's own
+// connection with its outcome.
+//
+// Thread-safety: Accept may be called from any thread (a transport
+// handler); Serve runs on the worker's main thread and never returns.
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "core/protocol.h"
+#include "core/store_access.h"
+#include "transport/transport.h"
+
+namespace sray::core {
+
+class ActorHost {
+ public:
+  ActorHost(std::shared_ptr<void> instance, std::uint64_t actor_id, std::uint32_t max_concurrency,
+            StoreAccess& store, std::uint32_t node_id);
+  [[nodiscard]] std::uint64_t actor_id() const { return actor_id_; }
+  void Accept(std::uint32_t caller, TaskSpec spec, transport::Responder responder);
+  [[noreturn]] void Serve();
+
+ private:
+  struct Pending {
+    TaskSpec spec;
+    transport::Responder responder;
+  };
+  struct CallerQueue {
+    std::uint64_t next = 0;
+    std::map<std::uint64_t, Pending> early;
+  };
+  void RunCalls();
+
+  const std::shared_ptr<void> instance_;
+  const std::uint64_t actor_id_;
+  const std::uint32_t max_concurrency_;
+  StoreAccess& store_;
+  const std::uint32_t node_id_;
+
+  std::mutex mutex_;
+  std::condition_variable arrived_;
+  std::deque<Pending> ready_;
+  std::unordered_map<std::uint32_t, CallerQueue> callers_;
+};
+
+}  // namespace sray::core

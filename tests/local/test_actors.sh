@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Actors and placement groups under `sray run -N3`: order per caller, state
+# across calls, named lookup from tasks on other nodes, 200 actors over 3
+# nodes, restarts after kill -9 and actor-died errors after the last one,
+# Kill freeing resources for a waiting actor, SPREAD and PACK groups,
+# constructor and method errors, concurrent calls; the FeatureCache example.
+# After each job no process, shared-memory object or session file is left.
+source "$(dirname "$0")/lib.sh"
+ACTORS=$SRAY_BUILD_DIR/tests/actors_check
+
+run_mode() {
+  local mode=$1 expected=$2 out=$WORK/$1.out status=0
+  "$SRAY" run -N3 bash -c 'echo "job $SRAY_JOB_ID"; exec "$0" "$@"' "$ACTORS" "$mode" \
+    >"$out" 2>&1 || status=$?
+  [ "$status" -eq 0 ] || { cat "$out" >&2; fail "actors_check $mode exited with $status"; }
+  expect_lines "$out" '^ok: ' "$expected"
+  local job
+  job=$(awk '$1 == "job" {print $2; exit}' "$out")
+  expect_nothing_left "$job"
+  expect_no_shared_memory_objects "$job"
+  echo "ok: $mode"
+}
+
+run_mode basic 7
+run_mode many 2
+run_mode restart 5
+run_mode kill 5
+run_mode placement 7
+run_mode errors 4
+run_mode concurrency 1
+
+"$SRAY" run -N3 "$SRAY_BUILD_DIR/examples/feature_cache" >"$WORK/example.out" 2>&1 ||
+  { cat "$WORK/example.out" >&2; fail "the feature_cache example failed"; }
+expect_lines "$WORK/example.out" '^cache correct$' 1
+echo PASS

@@ -1,0 +1,364 @@
+// Job-wide checks of actors and placement groups, run by the local
+// (`sray run -N3`) and slurm (`srun -N3 --ray-cluster`) tests. Each mode
+// prints "ok: <what>" lines that the scripts count, or "FAIL: ..." and
+// exits 1.
+//
+//   actors_check basic | many | restart | kill | placement | errors | concurrency
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sray/api.h>
+
+namespace {
+
+[[noreturn]] void Fail(const std::string& what) {
+  std::cout << "FAIL: " << what << std::endl;
+  std::exit(1);
+}
+
+void Expect(bool condition, const std::string& what) {
+  if (!condition) Fail(what);
+  std::cout << "ok: " << what << std::endl;
+}
+
+// A counter that remembers every amount it was given, in order.
+class Counter {
+ public:
+  explicit Counter(std::int64_t start) : value_(start) {}
+  static Counter* Create(std::int64_t start) { return new Counter(start); }
+  std::int64_t Add(std::int64_t amount) {
+    value_ += amount;
+    seen_.push_back(amount);
+    return value_;
+  }
+  std::int64_t Value() const { return value_; }
+  std::vector<std::int64_t> Seen() const { return seen_; }
+  std::int64_t Pid() const { return ::getpid(); }
+  std::uint32_t Node() const { return sray::CurrentNode().node_id; }
+  std::int64_t SleepThenValue(std::int64_t milliseconds) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds));
+    return value_;
+  }
+  std::int64_t Fail(std::int64_t) { throw std::out_of_range("counter refuses"); }
+  // Calls another actor from inside this one.
+  std::int64_t AddTo(sray::ActorHandle<Counter> other, std::int64_t amount) {
+    return sray::Get(other.Task(&Counter::Add).Remote(amount));
+  }
+
+ private:
+  std::int64_t value_;
+  std::vector<std::int64_t> seen_;
+};
+
+class Broken {
+ public:
+  static Broken* Create(std::string why) { throw std::invalid_argument(why); }
+  std::int64_t Value() const { return 0; }
+};
+
+// Two calls meet here: only an actor serving them at once lets both return.
+class Meeting {
+ public:
+  static Meeting* Create() { return new Meeting(); }
+  bool Arrive() {
+    std::unique_lock lock(mutex_);
+    ++arrived_;
+    changed_.notify_all();
+    return changed_.wait_for(lock, std::chrono::seconds(20), [&] { return arrived_ >= 2; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int arrived_ = 0;
+};
+
+// In a task: finds the named counter and adds to it.
+std::int64_t add_through_name(std::int64_t amount) {
+  auto counter = sray::GetActor<Counter>("counter");
+  if (!counter) throw std::runtime_error("no actor named counter from node " +
+                                         std::to_string(sray::CurrentNode().node_id));
+  sray::Get(counter->Task(&Counter::Add).Remote(amount));
+  return sray::CurrentNode().node_id;
+}
+
+// In a task: uses a handle passed as an argument.
+std::int64_t add_through_handle(sray::ActorHandle<Counter> counter, std::int64_t amount) {
+  return sray::Get(counter.Task(&Counter::Add).Remote(amount));
+}
+
+std::uint32_t busy_node(std::int64_t milliseconds) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds));
+  return sray::CurrentNode().node_id;
+}
+
+}  // namespace
+
+SRAY_REMOTE(Counter::Create, &Counter::Add, &Counter::Value, &Counter::Seen, &Counter::Pid,
+            &Counter::Node, &Counter::SleepThenValue, &Counter::Fail, &Counter::AddTo);
+SRAY_REMOTE(Broken::Create, &Broken::Value);
+SRAY_REMOTE(Meeting::Create, &Meeting::Arrive);
+SRAY_REMOTE(add_through_name, add_through_handle, busy_node);
+
+namespace {
+
+template <typename Exception, typename Function>
+std::string Throws(Function function, const std::string& what) {
+  try {
+    function();
+  } catch (const Exception& error) {
+    return error.what();
+  } catch (const std::exception& error) {
+    Fail(what + ": threw the wrong type: " + error.what());
+  }
+  Fail(what + ": did not throw");
+}
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+void Basic() {
+  auto counter = sray::Actor(Counter::Create).SetName("counter").Remote(100);
+  // Ordering per caller: 500 calls in flight at once run in submission order.
+  std::vector<sray::ObjectRef<std::int64_t>> refs;
+  for (std::int64_t amount = 1; amount <= 500; ++amount) {
+    refs.push_back(counter.Task(&Counter::Add).Remote(amount));
+  }
+  const auto totals = sray::Get(refs);
+  bool in_order = true;
+  std::int64_t expected = 100;
+  for (std::int64_t amount = 1; amount <= 500; ++amount) {
+    expected += amount;
+    in_order = in_order && totals[static_cast<std::size_t>(amount - 1)] == expected;
+  }
+  Expect(in_order, "500 calls from one caller ran in submission order");
+  Expect(sray::Get(counter.Task(&Counter::Value).Remote()) == expected,
+         "state is kept across calls");
+  // An ObjectRef argument that is not ready yet holds back the calls after it.
+  auto slow = sray::Task(busy_node).Remote(300);
+  auto first = counter.Task(&Counter::Add).Remote(sray::Get(sray::Put<std::int64_t>(0)) + 1000);
+  (void)slow;
+  auto second = counter.Task(&Counter::Add).Remote(1);
+  Expect(sray::Get(second) == sray::Get(first) + 1, "calls with resolved arguments keep their order");
+
+  // Named lookup from tasks on every node, and handles passed to tasks.
+  std::vector<sray::ObjectRef<std::int64_t>> named;
+  for (int index = 0; index < 12; ++index) named.push_back(sray::Task(add_through_name).Remote(1));
+  std::set<std::int64_t> nodes;
+  for (auto node : sray::Get(named)) nodes.insert(node);
+  Expect(nodes.size() >= 2, "GetActor by name works from tasks on " + std::to_string(nodes.size()) +
+                                " nodes");
+  auto through_handle = sray::Task(add_through_handle).Remote(counter, 5);
+  Expect(sray::Get(through_handle) > 0, "a handle passed to a task reaches the actor");
+  auto other = sray::Actor(Counter::Create).Remote(0);
+  Expect(sray::Get(counter.Task(&Counter::AddTo).Remote(other, 7)) == 7,
+         "an actor calls another actor through a handle it was given");
+  auto found = sray::GetActor<Counter>("counter");
+  Expect(found.has_value() && found->id() == counter.id() && !sray::GetActor<Counter>("nobody"),
+         "GetActor finds the named actor and nothing for an unknown name");
+}
+
+void Many() {
+  std::vector<sray::ActorHandle<Counter>> actors;
+  for (std::int64_t index = 0; index < 200; ++index) {
+    actors.push_back(sray::Actor(Counter::Create).Remote(index));
+  }
+  std::vector<sray::ObjectRef<std::int64_t>> values;
+  std::vector<sray::ObjectRef<std::uint32_t>> nodes;
+  for (auto& actor : actors) {
+    values.push_back(actor.Task(&Counter::Add).Remote(1));
+    nodes.push_back(actor.Task(&Counter::Node).Remote());
+  }
+  const auto results = sray::Get(values);
+  bool right = true;
+  for (std::size_t index = 0; index < results.size(); ++index) {
+    right = right && results[index] == static_cast<std::int64_t>(index) + 1;
+  }
+  Expect(right, "200 actors created and called, each with its own state");
+  std::set<std::uint32_t> used;
+  for (auto node : sray::Get(nodes)) used.insert(node);
+  Expect(used.size() == 3, "the 200 actors spread over all 3 nodes");
+}
+
+void Restart() {
+  // A restarted actor runs its constructor again; a call in flight when it
+  // died is retried (max_task_retries=1).
+  auto counter = sray::Actor(Counter::Create)
+                     .SetName("restartable")
+                     .SetMaxRestarts(1)
+                     .SetMaxTaskRetries(1)
+                     .Remote(10);
+  sray::Get(counter.Task(&Counter::Add).Remote(5));
+  const auto first_pid = sray::Get(counter.Task(&Counter::Pid).Remote());
+  ::kill(static_cast<pid_t>(first_pid), SIGKILL);
+  const auto value = sray::Get(counter.Task(&Counter::Value).Remote());
+  const auto second_pid = sray::Get(counter.Task(&Counter::Pid).Remote());
+  Expect(value == 10 && second_pid != first_pid,
+         "after kill -9 the actor restarted with its constructor's arguments (value " +
+             std::to_string(value) + ") in a new process");
+  ::kill(static_cast<pid_t>(second_pid), SIGKILL);
+  const std::string message = Throws<sray::ActorDiedError>(
+      [&] {
+        for (int attempt = 0; attempt < 100; ++attempt) {
+          sray::Get(counter.Task(&Counter::Value).Remote());
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+      },
+      "a call after the second kill");
+  Expect(Contains(message, "restartable") && Contains(message, "no restart left") &&
+             Contains(message, "signal 9"),
+         "after the second kill calls fail with ActorDiedError naming the actor and the cause: " +
+             message);
+  Throws<sray::ActorDiedError>([&] { sray::Get(counter.Task(&Counter::Value).Remote()); },
+                               "a later call");
+  Expect(!sray::GetActor<Counter>("restartable"), "a dead actor's name is free again");
+
+  // Without task retries, the call in flight fails, and later calls succeed.
+  auto plain = sray::Actor(Counter::Create).SetMaxRestarts(1).Remote(1);
+  const auto pid = sray::Get(plain.Task(&Counter::Pid).Remote());
+  auto in_flight = plain.Task(&Counter::SleepThenValue).Remote(5000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::kill(static_cast<pid_t>(pid), SIGKILL);
+  const std::string lost = Throws<sray::ActorDiedError>([&] { sray::Get(in_flight); }, "the call in flight");
+  Expect(Contains(lost, "lost") && Contains(lost, "SetMaxTaskRetries"),
+         "a call in flight without retries fails naming the fix: " + lost);
+  Expect(sray::Get(plain.Task(&Counter::Value).Remote()) == 1, "later calls reach the restarted actor");
+}
+
+void Kill() {
+  // Three actors holding every CPU of the three nodes (2 each).
+  std::vector<sray::ActorHandle<Counter>> holders;
+  for (int index = 0; index < 3; ++index) {
+    holders.push_back(sray::Actor(Counter::Create).SetResources({{"CPU", 2}}).Remote(index));
+  }
+  std::set<std::uint32_t> nodes;
+  for (auto& holder : holders) nodes.insert(sray::Get(holder.Task(&Counter::Node).Remote()));
+  Expect(nodes.size() == 3, "three CPU:2 actors hold one node each");
+  auto waiting = sray::Actor(Counter::Create).SetName("waiting").SetResources({{"CPU", 2}}).Remote(42);
+  auto pending = waiting.Task(&Counter::Value).Remote();
+  const auto early = sray::Wait(std::vector{pending}, 1, std::chrono::milliseconds(1500));
+  Expect(early.ready.empty(), "an actor that needs CPUs held by others waits");
+  holders[1].Kill();
+  Expect(sray::Get(pending, std::chrono::milliseconds(30000)) == 42,
+         "Kill freed the CPUs and the waiting actor started");
+  const std::string message = Throws<sray::ActorDiedError>(
+      [&] { sray::Get(holders[1].Task(&Counter::Value).Remote()); }, "a call to a killed actor");
+  Expect(Contains(message, "killed"), "calls to a killed actor fail: " + message);
+  // Killing a task-held... tasks still run on the remaining CPUs? Every CPU is
+  // held now; a zero-resource actor still starts.
+  auto free_actor = sray::Actor(Counter::Create).Remote(3);
+  Expect(sray::Get(free_actor.Task(&Counter::Value).Remote()) == 3,
+         "an actor without resources starts on a full cluster");
+}
+
+void Placement() {
+  auto spread = sray::CreatePlacementGroup(
+      {.name = "spread", .bundles = {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}},
+       .strategy = sray::PlacementStrategy::kSpread});
+  Expect(spread.Wait(std::chrono::seconds(30)), "a SPREAD group of 3 bundles is placed");
+  const auto bundle_nodes = spread.BundleNodes();
+  const std::set<std::uint32_t> distinct(bundle_nodes.begin(), bundle_nodes.end());
+  Expect(distinct.size() == 3, "SPREAD put its bundles on 3 different nodes");
+  bool where = true;
+  for (int index = 0; index < 3; ++index) {
+    auto actor = sray::Actor(Counter::Create)
+                     .SetResources({{"CPU", 1}})
+                     .SetPlacementGroup(spread, index)
+                     .Remote(index);
+    where = where && sray::Get(actor.Task(&Counter::Node).Remote()) ==
+                         bundle_nodes[static_cast<std::size_t>(index)];
+  }
+  Expect(where, "an actor in bundle i runs on bundle i's node");
+  auto pack = sray::CreatePlacementGroup(
+      {.name = "pack", .bundles = {{{"CPU", 0.5}}, {{"CPU", 0.5}}}, .strategy = sray::PlacementStrategy::kPack});
+  Expect(pack.Wait(std::chrono::seconds(30)), "a PACK group is placed");
+  const auto packed = pack.BundleNodes();
+  Expect(packed.size() == 2 && packed[0] == packed[1], "PACK put both bundles on one node");
+  const std::string message = Throws<sray::InfeasibleResourcesError>(
+      [] {
+        sray::CreatePlacementGroup({.name = "", .bundles = {{{"CPU", 100}}},
+                                    .strategy = sray::PlacementStrategy::kPack});
+      },
+      "an infeasible group");
+  Expect(Contains(message, "CPU"), "an infeasible group is refused at once: " + message);
+  auto inside = sray::Actor(Counter::Create).SetPlacementGroup(pack, 0).Remote(1);
+  sray::Get(inside.Task(&Counter::Value).Remote());
+  sray::RemovePlacementGroup(pack);
+  Throws<sray::ActorDiedError>(
+      [&] {
+        for (int attempt = 0; attempt < 100; ++attempt) {
+          sray::Get(inside.Task(&Counter::Value).Remote());
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+      },
+      "a call to an actor of a removed group");
+  Expect(true, "removing a group kills its actors");
+}
+
+void Errors() {
+  auto broken = sray::Actor(Broken::Create).Remote(std::string("no database"));
+  const std::string message =
+      Throws<sray::ActorDiedError>([&] { sray::Get(broken.Task(&Broken::Value).Remote()); },
+                                   "a call to an actor whose constructor threw");
+  Expect(Contains(message, "no database") && Contains(message, "invalid_argument"),
+         "a constructor's exception reaches the caller: " + message);
+  auto counter = sray::Actor(Counter::Create).SetName("unique").Remote(1);
+  const std::string taken = Throws<sray::ConfigError>(
+      [] { sray::Actor(Counter::Create).SetName("unique").Remote(2); }, "a taken name");
+  Expect(Contains(taken, "unique"), "a taken name is refused: " + taken);
+  const std::string infeasible = Throws<sray::InfeasibleResourcesError>(
+      [] { sray::Actor(Counter::Create).SetResources({{"CPU", 64}}).Remote(0); }, "CPU:64");
+  Expect(Contains(infeasible, "CPU"), "an infeasible actor is refused at once: " + infeasible);
+  const std::string threw = Throws<sray::TaskError>(
+      [&] { sray::Get(counter.Task(&Counter::Fail).Remote(1)); }, "a throwing method");
+  Expect(Contains(threw, "counter refuses") &&
+             sray::Get(counter.Task(&Counter::Add).Remote(1)) == 2,
+         "a method's exception reaches the caller and the actor goes on");
+}
+
+void Concurrency() {
+  auto meeting = sray::Actor(Meeting::Create).SetMaxConcurrency(2).Remote();
+  auto first = meeting.Task(&Meeting::Arrive).Remote();
+  auto second = meeting.Task(&Meeting::Arrive).Remote();
+  Expect(sray::Get(first) && sray::Get(second), "max_concurrency=2 serves two calls at once");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sray::Init(argc, argv);
+  const std::string mode = argc > 1 ? argv[1] : "basic";
+  if (mode == "basic") {
+    Basic();
+  } else if (mode == "many") {
+    Many();
+  } else if (mode == "restart") {
+    Restart();
+  } else if (mode == "kill") {
+    Kill();
+  } else if (mode == "placement") {
+    Placement();
+  } else if (mode == "errors") {
+    Errors();
+  } else if (mode == "concurrency") {
+    Concurrency();
+  } else {
+    Fail("unknown mode " + mode);
+  }
+  sray::Shutdown();
+  return 0;
+}

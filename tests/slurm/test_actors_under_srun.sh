@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Actors under `srun -N3 --ray-cluster` on the emulated cluster: the checks
+# of tests/local/test_actors.sh that matter most across real step daemons
+# (order and state, named lookup from other nodes, 200 actors, restarts
+# after kill -9, Kill freeing resources, placement groups), then nothing of
+# the step may remain.
+source "$(dirname "$0")/lib.sh"
+ACTORS=$SRAY_PREFIX/libexec/sray/tests/actors_check
+
+run_mode() {
+  local mode=$1 expected=$2 out=$WORK/$1.out
+  as_user srun -N3 --ray-cluster bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" "$@"' "$ACTORS" "$mode" \
+    >"$out" 2>&1 || { cat "$out" >&2; fail "actors_check $mode failed under srun"; }
+  expect_lines "$out" '^ok: ' "$expected"
+  local job
+  job=$(awk '$1 == "job" {print $2; exit}' "$out")
+  expect_no_session_directories "$job"
+  expect_no_shared_memory_objects "$job"
+  echo "ok: $mode"
+}
+
+run_mode basic 7
+run_mode many 2
+run_mode restart 5
+run_mode kill 5
+run_mode placement 7
+
+as_user srun -N3 --ray-cluster "$EXAMPLES/feature_cache" >"$WORK/example.out" 2>&1 ||
+  { cat "$WORK/example.out" >&2; fail "the feature_cache example failed under srun"; }
+expect_lines "$WORK/example.out" '^cache correct$' 1
+left=$(pgrep -u "$SRAY_TEST_USER" -f 'actors_check|feature_cache' || true)
+[ -z "$left" ] || fail "processes of the test user left: $left"
+echo PASS
