@@ -7,9 +7,12 @@
 source "$(dirname "$0")/lib.sh"
 ACTORS=$SRAY_PREFIX/libexec/sray/tests/actors_check
 
+# Runs actors_check MODE under srun -N3 (plus any srun options after the
+# count of ok lines expected).
 run_mode() {
   local mode=$1 expected=$2 out=$WORK/$1.out
-  as_user srun -N3 --ray-cluster bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" "$@"' "$ACTORS" "$mode" \
+  shift 2
+  as_user srun -N3 "$@" --ray-cluster bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" "$@"' "$ACTORS" "$mode" \
     >"$out" 2>&1 || { cat "$out" >&2; fail "actors_check $mode failed under srun"; }
   expect_lines "$out" '^ok: ' "$expected"
   local job
@@ -22,8 +25,9 @@ run_mode() {
 run_mode basic 7
 run_mode many 2
 run_mode restart 5
-run_mode kill 5
-run_mode placement 7
+# Two CPUs per node: three CPU:2 actors then fill the step.
+run_mode kill 5 -c2
+run_mode placement 7 -c2
 
 as_user srun -N3 --ray-cluster "$EXAMPLES/feature_cache" >"$WORK/example.out" 2>&1 ||
   { cat "$WORK/example.out" >&2; fail "the feature_cache example failed under srun"; }

@@ -1,0 +1,211 @@
+#include "core/actor_directory.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <optional>
+#include <set>
+#include <vector>
+
+namespace sray::core {
+namespace {
+
+NodeDescription Node(std::uint32_t id, double cpus) {
+  return NodeDescription{.node_id = id, .rank = id, .hostname = "n" + std::to_string(id),
+                         .total = {{"CPU", cpus}}, .store_capacity = 0};
+}
+
+ActorCreation Creation(ResourceMap resources = {}, std::string name = {},
+                       std::int32_t max_restarts = 0, std::uint64_t placement_group = 0,
+                       std::int32_t bundle_index = -1) {
+  ActorCreation creation;
+  creation.factory = "C::Create";
+  creation.name = std::move(name);
+  creation.resources = std::move(resources);
+  creation.max_restarts = max_restarts;
+  creation.placement_group = placement_group;
+  creation.bundle_index = bundle_index;
+  return creation;
+}
+
+ActorKill KillFor(std::uint64_t id) {
+  return ActorKill{.id = id, .no_restart = true, .incarnation = 0};
+}
+
+TaskOutcome Created(const TaskSpec& spec, std::uint32_t node) {
+  TaskOutcome outcome = FailedOutcome(spec, OutcomeKind::kInlineValue, "");
+  outcome.node = node;
+  outcome.worker_rank = 1000 + static_cast<std::uint32_t>(spec.actor_id);
+  outcome.pid = 4000 + static_cast<std::int64_t>(spec.actor_id);
+  return outcome;
+}
+
+class ActorDirectoryTest : public ::testing::Test {
+ protected:
+  ActorDirectory directory_{
+      {Node(0, 2), Node(1, 2), Node(2, 2)}, 0,
+      ActorDirectory::Hooks{
+          .submit_to_node = [this](std::uint32_t node, TaskSpec spec) { submitted_.emplace_back(node, std::move(spec)); },
+          .stop_worker = [this](std::uint32_t node, ActorKill kill) { stopped_.emplace_back(node, kill); }}};
+  std::vector<std::pair<std::uint32_t, TaskSpec>> submitted_;
+  std::vector<std::pair<std::uint32_t, ActorKill>> stopped_;
+
+  ActorInfo Create(ActorCreation creation) {
+    auto info = directory_.Create(std::move(creation));
+    EXPECT_TRUE(info.ok()) << info.status().message();
+    return info.ok() ? *info : ActorInfo{};
+  }
+  // Runs the constructor that was submitted last, successfully.
+  void ConstructLast() {
+    ASSERT_FALSE(submitted_.empty());
+    directory_.OnCreated(Created(submitted_.back().second, submitted_.back().first));
+  }
+  std::optional<ActorInfo> Changed(std::uint64_t id, std::int32_t seen) {
+    std::optional<ActorInfo> result;
+    directory_.WaitForChange(ActorWait{.id = id, .seen = seen}, [&](Result<ActorInfo> info) {
+      if (info.ok()) result = *info;
+    });
+    return result;
+  }
+};
+
+TEST_F(ActorDirectoryTest, ActorsWithoutResourcesSpreadOverTheNodes) {
+  std::set<std::uint32_t> nodes;
+  for (int index = 0; index < 6; ++index) {
+    Create(Creation());
+    nodes.insert(submitted_.back().first);
+  }
+  EXPECT_EQ(nodes.size(), 3u);
+}
+
+TEST_F(ActorDirectoryTest, AnActorWaitsForHeldResourcesUntilAKillFreesThem) {
+  std::vector<ActorInfo> holders;
+  for (int index = 0; index < 3; ++index) {
+    holders.push_back(Create(Creation({{"CPU", 2}})));
+  }
+  ASSERT_EQ(submitted_.size(), 3u);
+  const ActorInfo waiting = Create(Creation({{"CPU", 2}}));
+  EXPECT_EQ(submitted_.size(), 3u) << "placed although every CPU is held";
+  ASSERT_TRUE(directory_.Kill(KillFor(holders[1].id)).ok());
+  ASSERT_EQ(submitted_.size(), 4u);
+  EXPECT_EQ(submitted_.back().second.actor_id, waiting.id);
+  EXPECT_EQ(submitted_.back().first, submitted_[1].first) << "placed where the killed actor was";
+  ASSERT_EQ(stopped_.size(), 1u);
+  EXPECT_EQ(stopped_.front().second.id, holders[1].id);
+}
+
+TEST_F(ActorDirectoryTest, ARequestNoNodeCanHoldIsRefusedAtOnce) {
+  auto info = directory_.Create(Creation({{"CPU", 3}}));
+  ASSERT_FALSE(info.ok());
+  EXPECT_EQ(info.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(info.status().message().find("CPU"), std::string::npos);
+}
+
+TEST_F(ActorDirectoryTest, NamesAreUniqueAndFreedWhenTheActorDies) {
+  const ActorInfo first = Create(Creation({}, "cache"));
+  auto second = directory_.Create(Creation({}, "cache"));
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kAlreadyExists);
+  ASSERT_TRUE(directory_.Lookup("cache").ok());
+  ASSERT_TRUE(directory_.Kill(KillFor(first.id)).ok());
+  EXPECT_EQ(directory_.Lookup("cache").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(directory_.Create(Creation({}, "cache")).ok());
+}
+
+TEST_F(ActorDirectoryTest, ADeathRestartsUpToMaxRestartsThenTheActorIsDead) {
+  const ActorInfo actor = Create(Creation({}, "", 1));
+  ConstructLast();
+  auto alive = Changed(actor.id, -1);
+  ASSERT_TRUE(alive.has_value());
+  EXPECT_EQ(static_cast<ActorState>(alive->state), ActorState::kAlive);
+  EXPECT_FALSE(Changed(actor.id, 0).has_value()) << "no change yet";
+
+  std::optional<ActorInfo> seen_by_waiter;
+  directory_.WaitForChange(ActorWait{.id = actor.id, .seen = 0},
+                           [&](Result<ActorInfo> info) { seen_by_waiter = *info; });
+  directory_.OnWorkerDied(ActorDeath{.id = actor.id, .incarnation = 0, .node = 0, .pid = 1, .cause = "ended with signal 9"});
+  ASSERT_EQ(submitted_.size(), 2u) << "the constructor runs again";
+  EXPECT_EQ(submitted_.back().second.incarnation, 1);
+  EXPECT_FALSE(seen_by_waiter.has_value()) << "answered before the new incarnation is alive";
+  ConstructLast();
+  ASSERT_TRUE(seen_by_waiter.has_value());
+  EXPECT_EQ(seen_by_waiter->incarnation, 1);
+
+  directory_.OnWorkerDied(ActorDeath{.id = actor.id, .incarnation = 1, .node = 0, .pid = 2, .cause = "ended with signal 9"});
+  auto dead = Changed(actor.id, 1);
+  ASSERT_TRUE(dead.has_value());
+  EXPECT_EQ(static_cast<ActorState>(dead->state), ActorState::kDead);
+  EXPECT_NE(dead->cause.find("no restart left"), std::string::npos) << dead->cause;
+  EXPECT_EQ(submitted_.size(), 3u - 1u) << "no third constructor";
+}
+
+TEST_F(ActorDirectoryTest, AConstructorThatThrowsLeavesTheActorDeadWithItsMessage) {
+  const ActorInfo actor = Create(Creation({}, "", 3));
+  TaskOutcome threw = FailedOutcome(submitted_.back().second, OutcomeKind::kTaskThrew, "no database");
+  threw.error_type = "std::invalid_argument";
+  directory_.OnCreated(threw);
+  auto dead = Changed(actor.id, -1);
+  ASSERT_TRUE(dead.has_value());
+  EXPECT_EQ(static_cast<ActorState>(dead->state), ActorState::kDead);
+  EXPECT_NE(dead->cause.find("std::invalid_argument: no database"), std::string::npos) << dead->cause;
+}
+
+TEST_F(ActorDirectoryTest, AConstructorFinishingAfterAKillEndsItsProcess) {
+  const ActorInfo actor = Create(Creation());
+  const TaskSpec constructor = submitted_.back().second;
+  ASSERT_TRUE(directory_.Kill(KillFor(actor.id)).ok());
+  stopped_.clear();
+  directory_.OnCreated(Created(constructor, 0));
+  ASSERT_EQ(stopped_.size(), 1u);
+  EXPECT_EQ(stopped_.front().second.id, actor.id);
+}
+
+TEST_F(ActorDirectoryTest, SpreadPutsBundlesOnDifferentNodesAndPackOnOne) {
+  auto spread = directory_.CreatePlacementGroup(PlacementGroupCreation{
+      .name = "", .bundles = {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}},
+      .strategy = static_cast<std::uint8_t>(PlacementStrategy::kSpread)});
+  ASSERT_TRUE(spread.ok());
+  ASSERT_TRUE(spread->placed);
+  EXPECT_EQ(std::set<std::uint32_t>(spread->bundle_nodes.begin(), spread->bundle_nodes.end()).size(), 3u);
+  auto pack = directory_.CreatePlacementGroup(PlacementGroupCreation{
+      .name = "", .bundles = {{{"CPU", 0.5}}, {{"CPU", 0.5}}},
+      .strategy = static_cast<std::uint8_t>(PlacementStrategy::kPack)});
+  ASSERT_TRUE(pack.ok());
+  ASSERT_TRUE(pack->placed);
+  EXPECT_EQ(pack->bundle_nodes[0], pack->bundle_nodes[1]);
+}
+
+TEST_F(ActorDirectoryTest, AStrictSpreadGroupWaitsUntilRemovingAnotherFreesNodes) {
+  auto first = directory_.CreatePlacementGroup(PlacementGroupCreation{
+      .name = "", .bundles = {{{"CPU", 2}}, {{"CPU", 2}}, {{"CPU", 2}}},
+      .strategy = static_cast<std::uint8_t>(PlacementStrategy::kStrictSpread)});
+  ASSERT_TRUE(first.ok() && first->placed);
+  auto second = directory_.CreatePlacementGroup(PlacementGroupCreation{
+      .name = "", .bundles = {{{"CPU", 1}}, {{"CPU", 1}}},
+      .strategy = static_cast<std::uint8_t>(PlacementStrategy::kStrictSpread)});
+  ASSERT_TRUE(second.ok());
+  EXPECT_FALSE(second->placed);
+  std::optional<PlacementGroupInfo> placed;
+  directory_.WaitPlacementGroup(PlacementGroupWait{.id = second->id, .block = true},
+                                [&](PlacementGroupInfo info) { placed = info; });
+  EXPECT_FALSE(placed.has_value());
+  ASSERT_TRUE(directory_.RemovePlacementGroup(first->id).ok());
+  ASSERT_TRUE(placed.has_value());
+  EXPECT_TRUE(placed->placed);
+}
+
+TEST_F(ActorDirectoryTest, AnActorInABundleRunsOnTheBundlesNode) {
+  auto group = directory_.CreatePlacementGroup(PlacementGroupCreation{
+      .name = "", .bundles = {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}},
+      .strategy = static_cast<std::uint8_t>(PlacementStrategy::kSpread)});
+  ASSERT_TRUE(group.ok() && group->placed);
+  for (std::int32_t index = 0; index < 3; ++index) {
+    Create(Creation({{"CPU", 1}}, "", 0, group->id, index));
+    EXPECT_EQ(submitted_.back().first, group->bundle_nodes[static_cast<std::size_t>(index)]);
+  }
+  auto too_big = directory_.Create(Creation({{"CPU", 2}}, "", 0, group->id, 0));
+  EXPECT_EQ(too_big.status().code(), StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace sray::core
