@@ -31,7 +31,25 @@ std::int64_t submit_many(std::int64_t count) {
   return sum;
 }
 
-SRAY_REMOTE(noop, submit_many);
+// The actor of the actor benchmarks: answers at once.
+class Echo {
+ public:
+  static Echo* Create() { return new Echo(); }
+  std::int64_t Ping(std::int64_t value) { return value; }
+};
+
+// One caller among several: `count` async calls to its own actor.
+std::int64_t call_many(sray::ActorHandle<Echo> actor, std::int64_t count) {
+  std::vector<sray::ObjectRef<std::int64_t>> refs;
+  refs.reserve(static_cast<std::size_t>(count));
+  for (std::int64_t index = 0; index < count; ++index) refs.push_back(actor.Task(&Echo::Ping).Remote(index));
+  std::int64_t sum = 0;
+  for (const auto value : sray::Get(refs)) sum += value;
+  return sum;
+}
+
+SRAY_REMOTE(noop, submit_many, call_many);
+SRAY_REMOTE(Echo::Create, &Echo::Ping);
 
 using Clock = std::chrono::steady_clock;
 
@@ -112,6 +130,57 @@ int main(int argc, char** argv) {
            return std::size_t{1};
          }),
          "waits/s");
+  // Actors: Ray's names. One actor per node for the 1:n and n:n cases.
+  auto actor = sray::Actor(Echo::Create).Remote();
+  if (Wanted("1_1_actor_calls_sync")) Report("1_1_actor_calls_sync", Rate([&] {
+           for (std::int64_t index = 0; index < 100; ++index) {
+             (void)sray::Get(actor.Task(&Echo::Ping).Remote(index));
+           }
+           return std::size_t{100};
+         }),
+         "calls/s");
+  if (Wanted("1_1_actor_calls_async")) Report("1_1_actor_calls_async", Rate([&] {
+           std::vector<sray::ObjectRef<std::int64_t>> refs;
+           refs.reserve(1000);
+           for (std::int64_t index = 0; index < 1000; ++index) refs.push_back(actor.Task(&Echo::Ping).Remote(index));
+           (void)sray::Get(refs);
+           return std::size_t{1000};
+         }),
+         "calls/s");
+  std::vector<sray::ActorHandle<Echo>> actors;
+  for (int index = 0; index < 3; ++index) actors.push_back(sray::Actor(Echo::Create).Remote());
+  if (Wanted("1_n_actor_calls_async")) Report("1_n_actor_calls_async", Rate([&] {
+           std::vector<sray::ObjectRef<std::int64_t>> refs;
+           refs.reserve(1002);
+           for (std::int64_t index = 0; index < 334; ++index) {
+             for (auto& each : actors) refs.push_back(each.Task(&Echo::Ping).Remote(index));
+           }
+           (void)sray::Get(refs);
+           return refs.size();
+         }),
+         "calls/s");
+  if (Wanted("n_n_actor_calls_async")) Report("n_n_actor_calls_async", Rate([&] {
+           std::vector<sray::ObjectRef<std::int64_t>> refs;
+           for (auto& each : actors) {
+             refs.push_back(sray::Task(call_many).SetResources({{"CPU", 0}}).Remote(each, 1000));
+           }
+           (void)sray::Get(refs);
+           return static_cast<std::size_t>(actors.size() * 1000);
+         }),
+         "calls/s");
+  if (Wanted("actor_creation")) Report("actor_creation", Rate([] {
+           // Created, called once (so each is really up), then killed.
+           std::vector<sray::ActorHandle<Echo>> created;
+           std::vector<sray::ObjectRef<std::int64_t>> first_calls;
+           for (std::int64_t index = 0; index < 10; ++index) {
+             created.push_back(sray::Actor(Echo::Create).Remote());
+             first_calls.push_back(created.back().Task(&Echo::Ping).Remote(index));
+           }
+           (void)sray::Get(first_calls);
+           for (auto& each : created) each.Kill();
+           return created.size();
+         }),
+         "actors/s");
   sray::Shutdown();
   return 0;
 }

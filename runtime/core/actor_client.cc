@@ -1,6 +1,7 @@
 #include "core/actor_client.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/owner.h"
 #include "sray/errors.h"
@@ -143,10 +144,10 @@ void ActorClient::RemovePlacementGroup(std::uint64_t id) {
 
 void ActorClient::Enqueue(internal::ActorId actor, std::uint64_t task_id) {
   std::lock_guard lock(mutex_);
-  actors_[actor].calls.push_back(Call{.task_id = task_id,
-                                      .state = CallState::kWaitingArguments,
-                                      .spec = {},
-                                      .sent_incarnation = -1});
+  actors_[actor].calls.emplace(task_id, Call{.task_id = task_id,
+                                             .state = CallState::kWaitingArguments,
+                                             .spec = {},
+                                             .sent_incarnation = -1});
 }
 
 void ActorClient::Send(TaskSpec spec) {
@@ -155,17 +156,12 @@ void ActorClient::Send(TaskSpec spec) {
     std::lock_guard lock(mutex_);
     const internal::ActorId actor = spec.actor_id;
     ActorEntry& entry = actors_[actor];
-    auto call = std::find_if(entry.calls.begin(), entry.calls.end(),
-                             [&](const Call& each) { return each.task_id == spec.task_id; });
-    if (call == entry.calls.end()) {
-      entry.calls.push_back(Call{.task_id = spec.task_id,
-                                 .state = CallState::kReady,
-                                 .spec = {},
-                                 .sent_incarnation = -1});
-      call = std::prev(entry.calls.end());
-    }
-    call->spec = std::move(spec);
-    call->state = CallState::kReady;
+    const std::uint64_t task_id = spec.task_id;
+    Call& call = entry.calls[task_id];
+    call.task_id = task_id;
+    call.spec = std::move(spec);
+    call.state = CallState::kReady;
+    entry.unsent_from = std::min(entry.unsent_from, task_id);
     FlushLocked(actor, entry, actions);
   }
   Perform(std::move(actions));
@@ -178,9 +174,9 @@ void ActorClient::Finished(internal::ActorId actor, std::uint64_t task_id) {
     auto found = actors_.find(actor);
     if (found == actors_.end()) return;
     ActorEntry& entry = found->second;
-    auto call = std::find_if(entry.calls.begin(), entry.calls.end(),
-                             [&](const Call& each) { return each.task_id == task_id; });
+    auto call = entry.calls.find(task_id);
     if (call == entry.calls.end()) return;
+    if (call->second.state == CallState::kSent) --entry.in_flight;
     entry.calls.erase(call);
     FlushLocked(actor, entry, actions);
   }
@@ -229,11 +225,13 @@ TaskOutcome ActorClient::LostOutcome(const ActorEntry& entry, const TaskSpec& sp
 void ActorClient::FailLostLocked(ActorEntry& entry, Actions& actions) {
   const ActorInfo& info = *entry.info;
   const bool dead = StateOf(info) == ActorState::kDead;
-  for (auto& call : entry.calls) {
+  for (auto& [task_id, call] : entry.calls) {
     const bool lost = call.state == CallState::kSent && (dead || call.sent_incarnation < info.incarnation);
     if (lost || (dead && call.state == CallState::kReady)) {
       actions.failures.push_back(LostOutcome(entry, call.spec));
+      if (call.state == CallState::kSent) --entry.in_flight;
       call.state = CallState::kLost;
+      entry.unsent_from = std::min(entry.unsent_from, task_id);
     }
   }
 }
@@ -257,7 +255,9 @@ void ActorClient::FlushLocked(internal::ActorId actor, ActorEntry& entry, Action
   }
   if (!alive || entry.suspect >= 0) return;
   const ActorInfo& info = *entry.info;
-  for (auto& call : entry.calls) {
+  auto next = entry.calls.lower_bound(entry.unsent_from);
+  for (; next != entry.calls.end(); ++next) {
+    Call& call = next->second;
     if (call.state == CallState::kSent) continue;
     if (call.state != CallState::kReady) break;
     if (entry.numbered_incarnation != info.incarnation) {
@@ -272,17 +272,22 @@ void ActorClient::FlushLocked(internal::ActorId actor, ActorEntry& entry, Action
                                      .rank = info.worker_rank,
                                      .task_id = call.task_id,
                                      .incarnation = info.incarnation,
-                                     .payload = std::make_shared<transport::Bytes>(Encode(call.spec))});
+                                     .payload = std::make_shared<transport::Bytes>(Encode(call.spec)),
+                                     .pipelined = entry.in_flight > 0});
+    ++entry.in_flight;
   }
+  entry.unsent_from = next == entry.calls.end() ? std::numeric_limits<std::uint64_t>::max() : next->first;
 }
 
 void ActorClient::Perform(Actions actions) {
   for (auto& outgoing : actions.sends) {
     const std::span<const std::byte> payload(*outgoing.payload);
-    transport_.CallAsync(outgoing.rank, kActorCall, payload,
-                         [this, outgoing](Result<transport::Bytes> reply) {
-                           OnReply(outgoing.actor, outgoing.task_id, outgoing.incarnation, std::move(reply));
-                         });
+    transport_.CallAsync(
+        outgoing.rank, kActorCall, payload,
+        [this, outgoing](Result<transport::Bytes> reply) {
+          OnReply(outgoing.actor, outgoing.task_id, outgoing.incarnation, std::move(reply));
+        },
+        outgoing.pipelined);
   }
   for (auto& failure : actions.failures) owner_.OnTaskOutcome(std::move(failure));
   for (const auto& [actor, seen] : actions.asks) {
@@ -305,12 +310,13 @@ void ActorClient::OnReply(internal::ActorId actor, std::uint64_t task_id,
     auto found = actors_.find(actor);
     if (found == actors_.end()) return;
     ActorEntry& entry = found->second;
-    auto call = std::find_if(entry.calls.begin(), entry.calls.end(), [&](const Call& each) {
-      return each.task_id == task_id && each.state == CallState::kSent &&
-             each.sent_incarnation == incarnation;
-    });
-    if (call == entry.calls.end()) return;  // failed or retried meanwhile
+    auto call = entry.calls.find(task_id);
+    if (call == entry.calls.end() || call->second.state != CallState::kSent ||
+        call->second.sent_incarnation != incarnation) {
+      return;  // failed or retried meanwhile
+    }
     if (outcome) {
+      --entry.in_flight;
       entry.calls.erase(call);
     } else {
       // The actor's process is gone, or unreachable: ask the head what

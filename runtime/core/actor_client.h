@@ -17,7 +17,7 @@
 // Thread-safety: every member may be called from any thread.
 
 #include <cstdint>
-#include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -74,7 +74,11 @@ class ActorClient {
     std::int32_t sent_incarnation = -1;
   };
   struct ActorEntry {
-    std::deque<Call> calls;
+    // By task id, which the owner hands out in submission order.
+    std::map<std::uint64_t, Call> calls;
+    // Every call before this task id is sent (or gone): where a flush starts.
+    std::uint64_t unsent_from = 0;
+    std::size_t in_flight = 0;
     std::optional<ActorInfo> info;
     bool asking = false;          // a WaitForChange is outstanding (always, until dead)
     std::int32_t suspect = -1;    // incarnation a failed call suggests is dead
@@ -88,6 +92,9 @@ class ActorClient {
     std::uint64_t task_id = 0;
     std::int32_t incarnation = 0;
     std::shared_ptr<transport::Bytes> payload;
+    // Other calls to this actor were in flight: the transport's progress
+    // thread sends it, which batches sends under load.
+    bool pipelined = false;
   };
   struct Actions {
     std::vector<Outgoing> sends;

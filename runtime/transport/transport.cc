@@ -43,6 +43,8 @@ constexpr std::chrono::milliseconds kLivenessInterval{250};
 // True while this thread runs inside a UCX callback, where UCX forbids
 // progressing the worker: a blocking call there would deadlock.
 thread_local bool tls_in_ucx_callback = false;
+// True on a transport's progress thread, which may send without handing off.
+thread_local bool tls_on_progress_thread = false;
 
 class CallbackScope {
  public:
@@ -115,6 +117,7 @@ struct Responder::State {
 
 class Transport::Impl {
   struct PendingCall;
+  struct PostedMessage;
 
  public:
   Impl(TransportOptions options, std::shared_ptr<UcxWorker> worker)
@@ -179,22 +182,21 @@ class Transport::Impl {
   }
 
   void CallAsync(std::uint32_t rank, std::uint32_t method, std::span<const std::byte> payload,
-                 std::function<void(Result<Bytes>)> done) {
-    StartCall(rank, method, payload, std::move(done));
+                 std::function<void(Result<Bytes>)> done, bool hand_off) {
+    StartCall(rank, method, payload, std::move(done), hand_off);
   }
 
+  // Registers the call, then sends it from this thread, or, when the
+  // progress thread is awake and `may_hand_off`, leaves the send to it: two
+  // threads sending on one UCX worker contend for its lock, which cost more
+  // than the hand-off under load.
   std::shared_ptr<PendingCall> StartCall(std::uint32_t rank, std::uint32_t method,
                                          std::span<const std::byte> payload,
-                                         std::function<void(Result<Bytes>)> done) {
+                                         std::function<void(Result<Bytes>)> done,
+                                         bool may_hand_off = false) {
     auto call = std::make_shared<PendingCall>();
     call->rank = rank;
     call->on_done = std::move(done);
-    auto endpoint = EndpointFor(rank);
-    if (!endpoint.ok()) {
-      call->MarkSent(Status::Ok());  // nothing was sent
-      call->Complete(endpoint.status());
-      return call;
-    }
     call->id = next_request_id_.fetch_add(1);
     call->header = EncodeFrameHeader({.kind = FrameKind::kRequest,
                                       .source_rank = options_.rank,
@@ -205,12 +207,37 @@ class Transport::Impl {
       std::lock_guard lock(calls_mutex_);
       pending_calls_[call->id] = call;
     }
+    if (may_hand_off && ShouldHandOff()) {
+      PostedMessage message;
+      message.kind = PostedKind::kRequest;
+      message.rank = rank;
+      message.call = call;
+      message.request_payload = payload;
+      Enqueue(std::move(message));
+      return call;
+    }
+    Transmit(call, payload);
+    return call;
+  }
+
+  [[nodiscard]] bool ShouldHandOff() const {
+    return !tls_on_progress_thread && !tls_in_ucx_callback && !progress_thread_sleeping_.load() &&
+           !stopping_.load();
+  }
+
+  void Transmit(const std::shared_ptr<PendingCall>& call, std::span<const std::byte> payload) {
+    auto endpoint = EndpointFor(call->rank);
+    if (!endpoint.ok()) {
+      call->MarkSent(Status::Ok());  // nothing was sent
+      FailCall(call->id, endpoint.status());
+      return;
+    }
     // The peer may have failed between EndpointFor and the registration
     // above; FailCallsTo may then have missed this call.
-    if (Status failure = FailureOf(rank); !failure.ok()) {
+    if (Status failure = FailureOf(call->rank); !failure.ok()) {
       call->MarkSent(Status::Ok());  // nothing was sent
       FailCall(call->id, failure);
-      return call;
+      return;
     }
     auto* send_context = new SendContext{this, call, nullptr};
     ucp_request_param_t param{};
@@ -228,12 +255,11 @@ class Transport::Impl {
     } else if (UCS_PTR_IS_ERR(request)) {
       delete send_context;
       call->MarkSent(Status::Ok());  // nothing is in flight
-      FailCall(call->id, FromUcs(UCS_PTR_STATUS(request), "cannot send to " + Describe(rank)));
+      FailCall(call->id, FromUcs(UCS_PTR_STATUS(request), "cannot send to " + Describe(call->rank)));
     } else {
       std::lock_guard lock(call->mutex);
       if (!call->sent) call->send_request = request;
     }
-    return call;
   }
 
   Result<Bytes> Call(std::uint32_t rank, std::uint32_t method, std::span<const std::byte> payload,
@@ -279,13 +305,21 @@ class Transport::Impl {
 
   void Post(std::uint32_t rank, std::uint32_t method, Bytes payload) {
     if (stopping_.load()) return;
+    PostedMessage message;
+    message.rank = rank;
+    message.method = method;
+    message.payload = std::move(payload);
+    Enqueue(std::move(message));
+  }
+
+  void Enqueue(PostedMessage message) {
     {
       std::lock_guard lock(outbox_mutex_);
-      outbox_.push_back({rank, method, std::move(payload)});
+      outbox_.push_back(std::move(message));
       outbox_filled_.store(true);  // seq_cst: pairs with the sleeping flag
     }
     // Wake the progress thread only when it sleeps (or is about to): it
-    // checks the outbox after announcing that, so no post is missed.
+    // checks the outbox after announcing that, so no message is missed.
     if (progress_thread_sleeping_.load()) ucp_worker_signal(worker_->handle());
   }
 
@@ -649,6 +683,7 @@ class Transport::Impl {
   // ---- progress ------------------------------------------------------------
 
   void ProgressLoop() {
+    tls_on_progress_thread = true;
     const ucp_worker_h worker = worker_->handle();
     auto last_activity = std::chrono::steady_clock::now();
     while (!stopping_.load()) {
@@ -686,10 +721,16 @@ class Transport::Impl {
     }
   }
 
+  enum class PostedKind : std::uint8_t { kOneWay, kRequest, kReply };
   struct PostedMessage {
-    std::uint32_t rank;
-    std::uint32_t method;
-    Bytes payload;
+    PostedKind kind = PostedKind::kOneWay;
+    std::uint32_t rank = 0;
+    std::uint32_t method = 0;
+    Bytes payload;  // one-way messages
+    std::shared_ptr<PendingCall> call;           // requests (registered already)
+    std::span<const std::byte> request_payload;  // requests: the caller keeps it alive
+    ucp_ep_h reply_endpoint = nullptr;           // replies
+    std::unique_ptr<std::pair<std::array<std::byte, kFrameHeaderSize>, Bytes>> reply;
   };
 
   bool OutboxHasMessages() { return outbox_filled_.load(); }
@@ -705,6 +746,14 @@ class Transport::Impl {
       batch.swap(outbox_);
     }
     for (auto& message : batch) {
+      if (message.kind == PostedKind::kRequest) {
+        Transmit(message.call, message.request_payload);
+        continue;
+      }
+      if (message.kind == PostedKind::kReply) {
+        TransmitReply(message.reply_endpoint, std::move(message.reply));
+        continue;
+      }
       auto endpoint = EndpointFor(message.rank);
       if (!endpoint.ok()) continue;  // the peer is gone or unknown: dropped
       auto frame = std::make_unique<std::pair<std::array<std::byte, kFrameHeaderSize>, Bytes>>();
@@ -935,6 +984,22 @@ class Transport::Impl {
                            .request_id = header.request_id,
                            .token = options_.token});
     reply->second = result.ok() ? std::move(result).value() : EncodeError(result.status());
+    if (ShouldHandOff()) {
+      PostedMessage message;
+      message.kind = PostedKind::kReply;
+      message.reply_endpoint = reply_endpoint;
+      message.reply = std::move(reply);
+      Enqueue(std::move(message));
+      return;
+    }
+    TransmitReply(reply_endpoint, std::move(reply));
+    // A reply sent from outside the progress thread needs the worker woken
+    // so that the progress thread drives it.
+    if (!tls_on_progress_thread && !tls_in_ucx_callback) ucp_worker_signal(worker_->handle());
+  }
+
+  void TransmitReply(ucp_ep_h reply_endpoint,
+                     std::unique_ptr<std::pair<std::array<std::byte, kFrameHeaderSize>, Bytes>> reply) {
     auto* context = new SendContext{this, nullptr, std::move(reply)};
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -945,9 +1010,6 @@ class Transport::Impl {
                         context->reply->first.size(), context->reply->second.data(),
                         context->reply->second.size(), &param);
     if (request == nullptr || UCS_PTR_IS_ERR(request)) delete context;
-    // A reply sent from outside the progress thread needs the worker woken
-    // so that the progress thread drives it.
-    ucp_worker_signal(worker_->handle());
   }
 
  private:
@@ -1053,8 +1115,8 @@ Result<Bytes> Transport::Call(std::uint32_t rank, std::uint32_t method,
 }
 void Transport::CallAsync(std::uint32_t rank, std::uint32_t method,
                           std::span<const std::byte> payload,
-                          std::function<void(Result<Bytes>)> done) {
-  impl_->CallAsync(rank, method, payload, std::move(done));
+                          std::function<void(Result<Bytes>)> done, bool hand_off) {
+  impl_->CallAsync(rank, method, payload, std::move(done), hand_off);
 }
 Status Transport::Send(std::uint32_t rank, std::uint32_t method,
                        std::span<const std::byte> payload) {
