@@ -17,36 +17,63 @@ ActorHost::ActorHost(std::shared_ptr<void> instance, std::uint64_t actor_id,
       store_(store),
       node_id_(node_id) {}
 
-void ActorHost::Accept(std::uint32_t caller, TaskSpec spec, transport::Responder responder) {
-  std::size_t released = 0;
+void ActorHost::Accept(std::uint32_t caller, transport::Bytes call, transport::Responder responder) {
+  bool was_empty = false;
   {
     std::lock_guard lock(mutex_);
-    CallerQueue& queue = callers_[caller];
-    if (spec.sequence != queue.next) {
-      queue.early.emplace(spec.sequence, Pending{std::move(spec), std::move(responder)});
-      return;
+    was_empty = incoming_.empty();
+    incoming_.push_back(Incoming{caller, std::move(call), std::move(responder)});
+  }
+  if (was_empty) arrived_.notify_one();
+}
+
+void ActorHost::SortIncoming(std::unique_lock<std::mutex>& lock) {
+  std::vector<Incoming> batch;
+  batch.swap(incoming_);
+  lock.unlock();
+  std::vector<std::pair<std::uint32_t, Pending>> decoded;
+  decoded.reserve(batch.size());
+  for (auto& incoming : batch) {
+    auto spec = Decode<TaskSpec>(incoming.bytes, "actor call");
+    if (!spec.ok()) {
+      incoming.responder.Reply(spec.status());
+      continue;
     }
-    ready_.push_back(Pending{std::move(spec), std::move(responder)});
+    if (spec->actor_id != actor_id_) {
+      incoming.responder.Reply(Encode(FailedOutcome(
+          *spec, OutcomeKind::kSystemError,
+          "the worker it reached serves actor " + std::to_string(actor_id_) + ", not " +
+              std::to_string(spec->actor_id))));
+      continue;
+    }
+    decoded.emplace_back(incoming.caller, Pending{std::move(spec).value(), std::move(incoming.responder)});
+  }
+  lock.lock();
+  for (auto& [caller, call] : decoded) {
+    CallerQueue& queue = callers_[caller];
+    if (call.spec.sequence != queue.next) {
+      queue.early.emplace(call.spec.sequence, std::move(call));
+      continue;
+    }
+    ready_.push_back(std::move(call));
     ++queue.next;
-    ++released;
     for (auto early = queue.early.begin();
          early != queue.early.end() && early->first == queue.next; early = queue.early.erase(early)) {
       ready_.push_back(std::move(early->second));
       ++queue.next;
-      ++released;
     }
   }
-  if (released == 1) {
-    arrived_.notify_one();
-  } else {
-    arrived_.notify_all();
-  }
+  if (ready_.size() > 1 && max_concurrency_ > 1) arrived_.notify_all();
 }
 
 void ActorHost::RunCalls() {
   std::unique_lock lock(mutex_);
   while (true) {
-    arrived_.wait(lock, [&] { return !ready_.empty(); });
+    arrived_.wait(lock, [&] { return !ready_.empty() || !incoming_.empty(); });
+    if (!incoming_.empty()) {
+      SortIncoming(lock);
+      continue;
+    }
     Pending call = std::move(ready_.front());
     ready_.pop_front();
     lock.unlock();

@@ -7,6 +7,9 @@
 // once and order is not kept. Each call is answered on the caller's own
 // connection with its outcome.
 //
+// The transport's handler only queues a call's bytes; the threads running
+// calls decode them, so the progress thread stays free to receive.
+//
 // Thread-safety: Accept may be called from any thread (a transport
 // handler); Serve runs on the worker's main thread and never returns.
 
@@ -17,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "core/protocol.h"
 #include "core/store_access.h"
@@ -29,7 +33,7 @@ class ActorHost {
   ActorHost(std::shared_ptr<void> instance, std::uint64_t actor_id, std::uint32_t max_concurrency,
             StoreAccess& store, std::uint32_t node_id);
   [[nodiscard]] std::uint64_t actor_id() const { return actor_id_; }
-  void Accept(std::uint32_t caller, TaskSpec spec, transport::Responder responder);
+  void Accept(std::uint32_t caller, transport::Bytes call, transport::Responder responder);
   [[noreturn]] void Serve();
 
  private:
@@ -37,11 +41,19 @@ class ActorHost {
     TaskSpec spec;
     transport::Responder responder;
   };
+  struct Incoming {
+    std::uint32_t caller = 0;
+    transport::Bytes bytes;
+    transport::Responder responder;
+  };
   struct CallerQueue {
     std::uint64_t next = 0;
     std::map<std::uint64_t, Pending> early;
   };
   void RunCalls();
+  // Decodes calls that arrived and releases those whose turn has come;
+  // called with the lock held, releases it while decoding.
+  void SortIncoming(std::unique_lock<std::mutex>& lock);
 
   const std::shared_ptr<void> instance_;
   const std::uint64_t actor_id_;
@@ -51,6 +63,7 @@ class ActorHost {
 
   std::mutex mutex_;
   std::condition_variable arrived_;
+  std::vector<Incoming> incoming_;
   std::deque<Pending> ready_;
   std::unordered_map<std::uint32_t, CallerQueue> callers_;
 };

@@ -139,7 +139,7 @@ internal::ObjectId Owner::Submit(TaskSpec spec, std::vector<internal::TaskArgume
       Actors().Enqueue(task.spec.actor_id, task_id);
     }
     ObjectEntry entry;
-    entry.failure.function = TaskLabel(task.spec);
+    entry.producer = TaskLabel(task.spec);
     objects_.emplace(id, std::move(entry));
     auto [inserted, unused] = tasks_.emplace(task_id, std::move(task));
     ResolveArgumentsLocked(inserted->second, to_send, to_fail);
@@ -223,7 +223,7 @@ void Owner::ResolveArgumentsLocked(PendingTask& task, std::vector<TaskSpec>& to_
         break;
       }
       case State::kFailed: {
-        TaskOutcome failure = entry.failure;
+        TaskOutcome failure = *entry.failure;
         failure.task_id = task.spec.task_id;
         failure.return_id = task.spec.return_id;
         failure.owner_rank = task.spec.owner_rank;
@@ -342,7 +342,7 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
                                                ", max_retries=" + std::to_string(task.max_retries) +
                                                ")"
                                          : "";
-            entry.failure = outcome;
+            entry.failure = std::make_shared<const TaskOutcome>(outcome);
             break;
         }
         for (const auto& argument : task.spec.arguments) {
@@ -501,7 +501,7 @@ std::vector<std::shared_ptr<const internal::ObjectValue>> Owner::Get(
       const auto& entry = objects_.at(id);
       throw GetTimeoutError("sray: Get timed out after " + std::to_string(timeout->count()) +
                             " ms: object " + id.ToString() + " (result of task " +
-                            entry.failure.function +
+                            entry.producer +
                             ") is not ready yet: wait longer, or check with Wait first");
     }
     auto found = objects_.find(id);
@@ -512,9 +512,9 @@ std::vector<std::shared_ptr<const internal::ObjectValue>> Owner::Get(
     }
     const ObjectEntry& entry = found->second;
     if (entry.state == State::kFailed) {
-      const TaskOutcome failure = entry.failure;
+      const std::shared_ptr<const TaskOutcome> failure = entry.failure;
       lock.unlock();
-      ThrowFailure(failure);
+      ThrowFailure(*failure);
     }
     if (!entry.in_store) {
       values.push_back(std::make_shared<InlineValue>(entry.inline_value));
@@ -522,7 +522,7 @@ std::vector<std::shared_ptr<const internal::ObjectValue>> Owner::Get(
     }
     const std::uint32_t node = entry.node;
     const std::uint64_t size = entry.size;
-    const std::string producer = entry.failure.function;
+    const std::string producer = entry.producer;
     lock.unlock();
     auto value = ReadStored(id, node, size);
     if (value) {

@@ -100,7 +100,10 @@ class Owner final : public internal::Runtime {
     bool in_store = false;
     std::uint32_t node = 0;
     std::uint64_t size = 0;
-    TaskOutcome failure;
+    std::string producer;  // the task computing it, for messages; empty for Put
+    // Set once failed (kept apart: most objects never fail, and the entry
+    // stays small).
+    std::shared_ptr<const TaskOutcome> failure;
   };
   struct PendingTask {
     TaskSpec spec;

@@ -47,7 +47,7 @@ using Body = std::function<std::string(const std::vector<std::string_view>& argu
 // Maps the arguments, runs `body`, and stores its result: the steps every
 // kind of task shares.
 TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id, const Body& body,
-                const std::string& missing) {
+                const std::function<std::string()>& missing) {
   TaskOutcome outcome;
   outcome.task_id = spec.task_id;
   outcome.return_id = spec.return_id;
@@ -55,7 +55,8 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
   outcome.owner_node = spec.owner_node;
   outcome.function = spec.name.empty() ? spec.function : spec.name;
   outcome.node = node_id;
-  outcome.pid = ::getpid();
+  static const pid_t pid = ::getpid();  // workers never fork
+  outcome.pid = pid;
   outcome.actor_id = spec.actor_id;
   outcome.incarnation = spec.incarnation;
   auto fail = [&](OutcomeKind kind, std::string type, std::string message) {
@@ -64,7 +65,7 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
     outcome.error_message = std::move(message);
     return outcome;
   };
-  if (!body) return fail(OutcomeKind::kSystemError, "", missing);
+  if (!body) return fail(OutcomeKind::kSystemError, "", missing());
 
   std::vector<std::unique_ptr<object::MappedFile>> mapped;
   std::vector<std::string_view> arguments;
@@ -131,7 +132,7 @@ std::string NotRegistered(const std::string& what, const std::string& name) {
 TaskOutcome ExecuteTask(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id) {
   const internal::Invoker* invoker = internal::FindInvoker(spec.function);
   return Run(spec, store, node_id, invoker != nullptr ? *invoker : Body(),
-             NotRegistered("function", spec.function));
+             [&] { return NotRegistered("function", spec.function); });
 }
 
 TaskOutcome ConstructActor(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
@@ -145,7 +146,7 @@ TaskOutcome ConstructActor(const TaskSpec& spec, StoreAccess& store, std::uint32
       return internal::Serialize(msgpack::type::nil_t());
     };
   }
-  return Run(spec, store, node_id, body, NotRegistered("actor factory", spec.function));
+  return Run(spec, store, node_id, body, [&] { return NotRegistered("actor factory", spec.function); });
 }
 
 TaskOutcome ExecuteActorCall(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
@@ -155,7 +156,8 @@ TaskOutcome ExecuteActorCall(const TaskSpec& spec, StoreAccess& store, std::uint
   if (method != nullptr) {
     body = [&](const std::vector<std::string_view>& arguments) { return (*method)(instance, arguments); };
   }
-  return Run(spec, store, node_id, body, NotRegistered("actor method", "&" + spec.function));
+  return Run(spec, store, node_id, body,
+             [&] { return NotRegistered("actor method", "&" + spec.function); });
 }
 
 }  // namespace sray::core

@@ -164,19 +164,12 @@ void RunWorker() {
   std::atomic<ActorHost*> actor_host{nullptr};
   transport->RegisterDeferredRequestHandler(
       kActorCall, [&actor_host](std::uint32_t source, auto payload, transport::Responder responder) {
-        auto spec = Decode<TaskSpec>(payload, "actor call");
-        if (!spec.ok()) {
-          responder.Reply(spec.status());
-          return;
-        }
         ActorHost* host = actor_host.load();
-        if (host == nullptr || host->actor_id() != spec->actor_id) {
-          responder.Reply(Encode(FailedOutcome(
-              *spec, OutcomeKind::kSystemError,
-              "the worker it reached does not serve actor " + std::to_string(spec->actor_id))));
+        if (host == nullptr) {
+          responder.Reply(Status::Unavailable("no actor lives in this worker"));
           return;
         }
-        host->Accept(source, std::move(spec).value(), std::move(responder));
+        host->Accept(source, transport::Bytes(payload.begin(), payload.end()), std::move(responder));
       });
 
   std::mutex mutex;

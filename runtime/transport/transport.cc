@@ -29,7 +29,7 @@ constexpr int kPollTimeoutMilliseconds = 200;
 // sleeps, so a request that follows a reply closely is served without a
 // wake-up (several microseconds each way). It does not poll while a caller
 // thread is already polling the worker itself.
-constexpr std::chrono::microseconds kBusyPollAfterActivity{20};
+constexpr std::chrono::microseconds kBusyPollAfterActivity{100};
 // How long the progress thread naps while a caller polls the worker.
 constexpr std::chrono::microseconds kYieldToSpinningCaller{20};
 // Rendezvous receive buffers are recycled: a fresh large allocation costs
@@ -701,7 +701,12 @@ class Transport::Impl {
         last_activity = std::chrono::steady_clock::now();
         continue;
       }
-      if (now - last_activity < kBusyPollAfterActivity) continue;
+      if (now - last_activity < kBusyPollAfterActivity) {
+        // Polling for more: let a thread that has work (this process's or
+        // another's) have the core meanwhile.
+        std::this_thread::yield();
+        continue;
+      }
       progress_thread_sleeping_.store(true);
       if (OutboxHasMessages()) {
         progress_thread_sleeping_.store(false);
