@@ -9,7 +9,7 @@
 
 namespace sray::core {
 
-ActorHost::ActorHost(std::shared_ptr<void> instance, std::uint64_t actor_id,
+ActorHost::ActorHost(internal::ActorInstance instance, std::uint64_t actor_id,
                      std::uint32_t max_concurrency, StoreAccess& store, std::uint32_t node_id)
     : instance_(std::move(instance)),
       actor_id_(actor_id),
@@ -77,7 +77,7 @@ void ActorHost::RunCalls() {
     Pending call = std::move(ready_.front());
     ready_.pop_front();
     lock.unlock();
-    const TaskOutcome outcome = ExecuteActorCall(call.spec, store_, node_id_, instance_.get());
+    const TaskOutcome outcome = ExecuteActorCall(call.spec, store_, node_id_, instance_);
     call.responder.Reply(Encode(outcome));
     lock.lock();
   }

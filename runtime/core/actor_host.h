@@ -24,13 +24,14 @@
 
 #include "core/protocol.h"
 #include "core/store_access.h"
+#include "sray/internal/function_registry.h"
 #include "transport/transport.h"
 
 namespace sray::core {
 
 class ActorHost {
  public:
-  ActorHost(std::shared_ptr<void> instance, std::uint64_t actor_id, std::uint32_t max_concurrency,
+  ActorHost(internal::ActorInstance instance, std::uint64_t actor_id, std::uint32_t max_concurrency,
             StoreAccess& store, std::uint32_t node_id);
   [[nodiscard]] std::uint64_t actor_id() const { return actor_id_; }
   void Accept(std::uint32_t caller, transport::Bytes call, transport::Responder responder);
@@ -55,7 +56,7 @@ class ActorHost {
   // called with the lock held, releases it while decoding.
   void SortIncoming(std::unique_lock<std::mutex>& lock);
 
-  const std::shared_ptr<void> instance_;
+  const internal::ActorInstance instance_;
   const std::uint64_t actor_id_;
   const std::uint32_t max_concurrency_;
   StoreAccess& store_;

@@ -1,6 +1,10 @@
 #include "core/process_runtime.h"
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
@@ -111,6 +115,13 @@ const ActorFactory* FindActorFactory(const std::string& name) {
 
 const MethodInvoker* FindMethod(const std::string& name) {
   return FindEntry(&core::FunctionTable::methods, name);
+}
+
+std::string TypeName(const std::type_info& type) {
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> readable(
+      abi::__cxa_demangle(type.name(), nullptr, nullptr, &status), &std::free);
+  return status == 0 && readable ? std::string(readable.get()) : std::string(type.name());
 }
 
 std::vector<std::string> SplitNames(std::string_view names) {

@@ -136,13 +136,12 @@ TaskOutcome ExecuteTask(const TaskSpec& spec, StoreAccess& store, std::uint32_t 
 }
 
 TaskOutcome ConstructActor(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
-                           std::shared_ptr<void>& instance) {
+                           internal::ActorInstance& instance) {
   const internal::ActorFactory* factory = internal::FindActorFactory(spec.function);
   Body body;
   if (factory != nullptr) {
     body = [&](const std::vector<std::string_view>& arguments) {
       instance = (*factory)(arguments);
-      if (!instance) throw std::runtime_error("the factory returned a null pointer");
       return internal::Serialize(msgpack::type::nil_t());
     };
   }
@@ -150,7 +149,7 @@ TaskOutcome ConstructActor(const TaskSpec& spec, StoreAccess& store, std::uint32
 }
 
 TaskOutcome ExecuteActorCall(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
-                             void* instance) {
+                             const internal::ActorInstance& instance) {
   const internal::MethodInvoker* method = internal::FindMethod(spec.function);
   Body body;
   if (method != nullptr) {

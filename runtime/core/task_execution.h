@@ -10,15 +10,16 @@
 
 #include "core/protocol.h"
 #include "core/store_access.h"
+#include "sray/internal/function_registry.h"
 
 namespace sray::core {
 
 TaskOutcome ExecuteTask(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id);
 // Runs an actor's factory; on success `instance` holds the new actor.
 TaskOutcome ConstructActor(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
-                           std::shared_ptr<void>& instance);
+                           internal::ActorInstance& instance);
 // Runs one method call on an actor's instance.
 TaskOutcome ExecuteActorCall(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
-                             void* instance);
+                             const internal::ActorInstance& instance);
 
 }  // namespace sray::core

@@ -229,10 +229,10 @@ void RunWorker() {
       run(spec);
       continue;
     }
-    std::shared_ptr<void> instance;
+    internal::ActorInstance instance;
     const TaskOutcome outcome = ConstructActor(spec, store, node_id, instance);
     std::unique_ptr<ActorHost> host;
-    if (instance) {
+    if (instance.object) {
       host = std::make_unique<ActorHost>(std::move(instance), spec.actor_id, spec.max_concurrency,
                                          store, node_id);
       actor_host.store(host.get());

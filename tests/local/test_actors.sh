@@ -26,7 +26,7 @@ run_mode many 2
 run_mode restart 5
 run_mode kill 5
 run_mode placement 7
-run_mode errors 4
+run_mode errors 5
 run_mode concurrency 1
 
 "$SRAY" run -N3 "$SRAY_BUILD_DIR/examples/feature_cache" >"$WORK/example.out" 2>&1 ||

@@ -328,6 +328,11 @@ void Errors() {
   Expect(Contains(threw, "counter refuses") &&
              sray::Get(counter.Task(&Counter::Add).Remote(1)) == 2,
          "a method's exception reaches the caller and the actor goes on");
+  auto wrong = sray::GetActor<Broken>("unique");
+  const std::string mismatch = Throws<sray::TaskError>(
+      [&] { sray::Get(wrong->Task(&Broken::Value).Remote()); }, "a handle of the wrong class");
+  Expect(Contains(mismatch, "Counter") && Contains(mismatch, "GetActor"),
+         "a handle of the wrong class is refused, not run on the wrong type: " + mismatch);
 }
 
 void Concurrency() {

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
+#include <typeinfo>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -27,12 +29,17 @@ namespace sray::internal {
 
 // Runs a function on serialized arguments and returns its serialized result.
 using Invoker = std::function<std::string(const std::vector<std::string_view>& arguments)>;
+// An actor's instance and its class, so a method of another class (a
+// GetActor<WrongClass> handle) is refused instead of run on the wrong type.
+struct ActorInstance {
+  std::shared_ptr<void> object;
+  const std::type_info* type = nullptr;
+};
 // Builds an actor's instance from serialized arguments.
-using ActorFactory =
-    std::function<std::shared_ptr<void>(const std::vector<std::string_view>& arguments)>;
-// Runs a method on an instance made by the class's factory.
-using MethodInvoker =
-    std::function<std::string(void* instance, const std::vector<std::string_view>& arguments)>;
+using ActorFactory = std::function<ActorInstance(const std::vector<std::string_view>& arguments)>;
+// Runs a method on an instance made by a factory.
+using MethodInvoker = std::function<std::string(const ActorInstance& instance,
+                                                const std::vector<std::string_view>& arguments)>;
 
 // The bytes of a function or member-function pointer: member pointers do not
 // convert to integers, and the bytes identify either kind.
@@ -53,6 +60,9 @@ const std::string& FunctionName(const FunctionKey& key);
 const Invoker* FindInvoker(const std::string& name);
 const ActorFactory* FindActorFactory(const std::string& name);
 const MethodInvoker* FindMethod(const std::string& name);
+
+// A readable (demangled) name of a type, for messages.
+std::string TypeName(const std::type_info& type);
 
 inline void CheckArgumentCount(std::size_t given, std::size_t taken) {
   if (given != taken) {
@@ -84,13 +94,16 @@ Invoker MakeInvoker(Result (*function)(Parameters...)) {
 }
 
 template <typename Class, typename... Parameters, std::size_t... Index>
-std::shared_ptr<void> ConstructWith(Class* (*factory)(Parameters...),
+ActorInstance ConstructWith(Class* (*factory)(Parameters...),
                                     const std::vector<std::string_view>& arguments,
                                     std::index_sequence<Index...>) {
   std::tuple<std::decay_t<Parameters>...> values{
       Deserialize<std::decay_t<Parameters>>(arguments[Index], "an actor argument")...};
-  return std::shared_ptr<void>(factory(std::get<Index>(std::move(values))...),
-                               [](void* instance) { delete static_cast<Class*>(instance); });
+  Class* object = factory(std::get<Index>(std::move(values))...);
+  if (object == nullptr) throw std::runtime_error("the actor factory returned a null pointer");
+  return ActorInstance{
+      std::shared_ptr<void>(object, [](void* instance) { delete static_cast<Class*>(instance); }),
+      &typeid(Class)};
 }
 
 template <typename Class, typename... Parameters>
@@ -118,10 +131,17 @@ std::string InvokeMethodWith(Method method, Class* instance,
 
 template <typename Class, typename Method, typename Result, typename... Parameters>
 MethodInvoker MakeMethodInvoker(Method method) {
-  return [method](void* instance, const std::vector<std::string_view>& arguments) {
+  return [method](const ActorInstance& instance, const std::vector<std::string_view>& arguments) {
+    if (instance.type == nullptr || *instance.type != typeid(Class)) {
+      throw std::logic_error("this actor is a " +
+                             (instance.type != nullptr ? TypeName(*instance.type) : "unknown class") +
+                             ", not a " + TypeName(typeid(Class)) +
+                             ": the ActorHandle's class (GetActor<Class>) must be the actor's");
+    }
     CheckArgumentCount(arguments.size(), sizeof...(Parameters));
     return InvokeMethodWith<Class, Method, Result, Parameters...>(
-        method, static_cast<Class*>(instance), arguments, std::index_sequence_for<Parameters...>{});
+        method, static_cast<Class*>(instance.object.get()), arguments,
+        std::index_sequence_for<Parameters...>{});
   };
 }
 
