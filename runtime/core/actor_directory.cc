@@ -534,6 +534,23 @@ Status ActorDirectory::RemovePlacementGroup(std::uint64_t id) {
   return Status::Ok();
 }
 
+void ActorDirectory::DropWaiters() {
+  std::vector<Waiter> actor_waiters;
+  std::vector<GroupCallback> group_waiters;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [id, record] : actors_) {
+      for (auto& waiter : record.waiters) actor_waiters.push_back(std::move(waiter));
+      record.waiters.clear();
+    }
+    for (auto& [id, group] : groups_) {
+      for (auto& waiter : group.waiters) group_waiters.push_back(std::move(waiter));
+      group.waiters.clear();
+    }
+  }
+  // Destroyed here, without the lock: a deferred reply answers as it goes.
+}
+
 void ActorDirectory::Run(Effects& effects) {
   for (auto& [node, spec] : effects.submissions) hooks_.submit_to_node(node, std::move(spec));
   for (auto& [node, kill] : effects.stops) hooks_.stop_worker(node, kill);
@@ -558,17 +575,23 @@ void ActorDirectory::RegisterHandlers(transport::Transport& transport) {
     if (!lookup.ok()) return lookup.status();
     return reply(Lookup(lookup->name));
   });
-  transport.RegisterDeferredRequestHandler(
-      kWaitActorChange, [this](std::uint32_t, auto payload, transport::Responder responder) {
-        auto wait = Decode<ActorWait>(payload, "actor wait");
-        if (!wait.ok()) {
-          responder.Reply(wait.status());
-          return;
-        }
-        WaitForChange(*wait, [responder](Result<ActorInfo> info) {
-          responder.Reply(info.ok() ? Result<transport::Bytes>(Encode(*info)) : info.status());
-        });
-      });
+  transport.RegisterOneWayHandler(kWaitActorChange, [this](std::uint32_t, auto payload) {
+    auto wait = Decode<ActorWait>(payload, "actor wait");
+    if (!wait.ok()) return;
+    const ActorWait request = *wait;
+    WaitForChange(request, [this, request](Result<ActorInfo> info) {
+      ActorChanged changed;
+      changed.caller_rank = request.caller_rank;
+      changed.id = request.id;
+      changed.found = info.ok();
+      if (info.ok()) {
+        changed.info = std::move(info).value();
+      } else {
+        changed.error = info.status().message();
+      }
+      hooks_.notify(request.caller_node, std::move(changed));
+    });
+  });
   transport.RegisterRequestHandler(kKillActor, [this](std::uint32_t, auto payload) -> Result<transport::Bytes> {
     auto kill = Decode<ActorKill>(payload, "actor kill");
     if (!kill.ok()) return kill.status();
@@ -589,14 +612,14 @@ void ActorDirectory::RegisterHandlers(transport::Transport& transport) {
         if (!creation.ok()) return creation.status();
         return reply(CreatePlacementGroup(*creation));
       });
-  transport.RegisterDeferredRequestHandler(
-      kWaitPlacementGroup, [this](std::uint32_t, auto payload, transport::Responder responder) {
+  transport.RegisterRequestHandler(
+      kWaitPlacementGroup, [this](std::uint32_t, auto payload) -> Result<transport::Bytes> {
         auto wait = Decode<PlacementGroupWait>(payload, "placement group wait");
-        if (!wait.ok()) {
-          responder.Reply(wait.status());
-          return;
-        }
-        WaitPlacementGroup(*wait, [responder](PlacementGroupInfo info) { responder.Reply(Encode(info)); });
+        if (!wait.ok()) return wait.status();
+        PlacementGroupInfo state;
+        WaitPlacementGroup(PlacementGroupWait{.id = wait->id, .block = false},
+                           [&state](PlacementGroupInfo info) { state = std::move(info); });
+        return Encode(state);
       });
   transport.RegisterRequestHandler(
       kRemovePlacementGroup, [this](std::uint32_t, auto payload) -> Result<transport::Bytes> {

@@ -40,6 +40,9 @@ class ActorDirectory {
     std::function<void(std::uint32_t node, TaskSpec spec)> submit_to_node;
     // Tells node `node`'s manager to end an actor's process.
     std::function<void(std::uint32_t node, ActorKill kill)> stop_worker;
+    // Hands an answer to a waiting caller on node `node` (through that
+    // node's manager, which drops it if the caller is gone).
+    std::function<void(std::uint32_t node, ActorChanged changed)> notify;
   };
   using InfoCallback = std::function<void(Result<ActorInfo>)>;
   using GroupCallback = std::function<void(PlacementGroupInfo)>;
@@ -58,12 +61,15 @@ class ActorDirectory {
   void OnWorkerDied(const ActorDeath& death);
 
   Result<PlacementGroupInfo> CreatePlacementGroup(const PlacementGroupCreation& creation);
-  // `done` runs once the group is placed or removed (at once when block is false).
+  // `done` runs once the group is placed or removed (at once when block is
+  // false). Remote callers ask with block=false and poll.
   void WaitPlacementGroup(const PlacementGroupWait& wait, GroupCallback done);
   Status RemovePlacementGroup(std::uint64_t id);
 
   // Serves the requests above to the other processes of the job.
   void RegisterHandlers(transport::Transport& transport);
+  // Drops every waiting callback: at shutdown, before the transport goes.
+  void DropWaiters();
 
  private:
   struct Waiter {

@@ -2,6 +2,8 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <thread>
+#include <unordered_map>
 
 namespace sray::core {
 namespace {
@@ -54,8 +56,13 @@ class LocalHead final : public HeadService {
 
 class RemoteHead final : public HeadService {
  public:
-  RemoteHead(transport::Transport& transport, std::uint32_t head_rank)
-      : transport_(transport), head_rank_(head_rank) {}
+  RemoteHead(transport::Transport& transport, std::uint32_t head_rank, Caller self)
+      : transport_(transport), head_rank_(head_rank), self_(self) {
+    transport_.RegisterOneWayHandler(kActorChanged, [this](std::uint32_t, auto payload) {
+      auto changed = Decode<ActorChanged>(payload, "actor change");
+      if (changed.ok()) Deliver(std::move(changed).value());
+    });
+  }
 
   Result<ActorInfo> CreateActor(const ActorCreation& creation) override {
     return Ask<ActorInfo>(kCreateActor, Encode(creation), "actor info");
@@ -63,16 +70,17 @@ class RemoteHead final : public HeadService {
   Result<ActorInfo> LookupActor(const std::string& name) override {
     return Ask<ActorInfo>(kLookupActor, Encode(ActorLookup{.name = name}), "actor info");
   }
+  // One question per actor at a time (the ActorClient asks so): a newer one
+  // replaces the older.
   void WaitForChange(const ActorWait& wait, std::function<void(Result<ActorInfo>)> done) override {
-    auto payload = std::make_shared<transport::Bytes>(Encode(wait));
-    transport_.CallAsync(head_rank_, kWaitActorChange, *payload,
-                         [payload, done = std::move(done)](Result<transport::Bytes> reply) {
-                           if (!reply.ok()) {
-                             done(reply.status());
-                             return;
-                           }
-                           done(Decode<ActorInfo>(*reply, "actor info"));
-                         });
+    {
+      std::lock_guard lock(mutex_);
+      waiting_[wait.id] = std::move(done);
+    }
+    ActorWait addressed = wait;
+    addressed.caller_rank = self_.rank;
+    addressed.caller_node = self_.node;
+    transport_.Post(head_rank_, kWaitActorChange, Encode(addressed));
   }
   Status KillActor(const ActorKill& kill) override {
     auto reply = transport_.Call(head_rank_, kKillActor, Encode(kill));
@@ -81,18 +89,21 @@ class RemoteHead final : public HeadService {
   Result<PlacementGroupInfo> CreatePlacementGroup(const PlacementGroupCreation& creation) override {
     return Ask<PlacementGroupInfo>(kCreatePlacementGroup, Encode(creation), "placement group");
   }
+  // Polls: a request left waiting at the head would be answered on a
+  // connection that may be gone by then.
   Result<PlacementGroupInfo> WaitPlacementGroup(std::uint64_t id, internal::Timeout timeout) override {
-    const bool block = !timeout || timeout->count() > 0;
-    auto reply = transport_.Call(head_rank_, kWaitPlacementGroup,
-                                 Encode(PlacementGroupWait{.id = id, .block = block}),
-                                 block ? timeout.value_or(kForever) : std::chrono::milliseconds(60000));
-    if (!reply.ok()) {
-      if (reply.status().code() != StatusCode::kDeadlineExceeded) return reply.status();
-      PlacementGroupInfo pending;
-      pending.id = id;
-      return pending;
+    const auto deadline = std::chrono::steady_clock::now() + timeout.value_or(kForever);
+    const auto payload = Encode(PlacementGroupWait{.id = id, .block = false});
+    while (true) {
+      auto reply = transport_.Call(head_rank_, kWaitPlacementGroup, payload);
+      if (!reply.ok()) return reply.status();
+      auto info = Decode<PlacementGroupInfo>(*reply, "placement group");
+      if (!info.ok() || info->placed || info->removed ||
+          std::chrono::steady_clock::now() >= deadline) {
+        return info;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    return Decode<PlacementGroupInfo>(*reply, "placement group");
   }
   Status RemovePlacementGroup(std::uint64_t id) override {
     auto reply = transport_.Call(head_rank_, kRemovePlacementGroup, Encode(PlacementGroupWait{.id = id, .block = false}));
@@ -100,6 +111,22 @@ class RemoteHead final : public HeadService {
   }
 
  private:
+  void Deliver(ActorChanged changed) {
+    std::function<void(Result<ActorInfo>)> done;
+    {
+      std::lock_guard lock(mutex_);
+      auto found = waiting_.find(changed.id);
+      if (found == waiting_.end()) return;
+      done = std::move(found->second);
+      waiting_.erase(found);
+    }
+    if (changed.found) {
+      done(std::move(changed.info));
+    } else {
+      done(Status::NotFound(changed.error));
+    }
+  }
+
   template <typename Message>
   Result<Message> Ask(std::uint32_t method, const transport::Bytes& payload, const char* what) {
     auto reply = transport_.Call(head_rank_, method, payload);
@@ -109,6 +136,9 @@ class RemoteHead final : public HeadService {
 
   transport::Transport& transport_;
   const std::uint32_t head_rank_;
+  const Caller self_;
+  std::mutex mutex_;
+  std::unordered_map<std::uint64_t, std::function<void(Result<ActorInfo>)>> waiting_;
 };
 
 }  // namespace
@@ -117,8 +147,9 @@ std::unique_ptr<HeadService> MakeLocalHead(ActorDirectory& directory) {
   return std::make_unique<LocalHead>(directory);
 }
 
-std::unique_ptr<HeadService> MakeRemoteHead(transport::Transport& transport, std::uint32_t head_rank) {
-  return std::make_unique<RemoteHead>(transport, head_rank);
+std::unique_ptr<HeadService> MakeRemoteHead(transport::Transport& transport, std::uint32_t head_rank,
+                                            Caller self) {
+  return std::make_unique<RemoteHead>(transport, head_rank, self);
 }
 
 }  // namespace sray::core

@@ -33,7 +33,15 @@ class HeadService {
 
 // In the driver: the directory itself. It must outlive the service.
 std::unique_ptr<HeadService> MakeLocalHead(ActorDirectory& directory);
-// Anywhere else: requests to `head_rank`. The transport must outlive it.
-std::unique_ptr<HeadService> MakeRemoteHead(transport::Transport& transport, std::uint32_t head_rank);
+// Anywhere else: requests to `head_rank`; answers to WaitForChange come back
+// as kActorChanged messages through this process's node manager (`self`
+// names this process to the head). Registers that handler; the transport
+// must outlive the service.
+struct Caller {
+  std::uint32_t rank = 0;
+  std::uint32_t node = 0;
+};
+std::unique_ptr<HeadService> MakeRemoteHead(transport::Transport& transport, std::uint32_t head_rank,
+                                            Caller self);
 
 }  // namespace sray::core

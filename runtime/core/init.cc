@@ -282,6 +282,13 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
       raw_transport->Post(ranks.at(node), core::kStopActorWorker, core::Encode(kill));
     }
   };
+  hooks.notify = [raw, raw_transport, ranks](std::uint32_t node, core::ActorChanged changed) {
+    if (node == 0) {
+      raw->ForwardActorChange(changed);
+    } else {
+      raw_transport->Post(ranks.at(node), core::kActorChanged, core::Encode(changed));
+    }
+  };
   state->directory = std::make_unique<core::ActorDirectory>(view.nodes, job->pmix->layout().rank,
                                                             std::move(hooks));
   state->directory->RegisterHandlers(transport);
@@ -358,6 +365,7 @@ void Shutdown() {
   state->node_manager->SetLocalOwner(nullptr);
   state->node_manager->SetLocalDirectory(nullptr);
   state->node_manager.reset();
+  state->directory->DropWaiters();
   state->job.reset();
   state->owner->SetActorClient(nullptr);
   state->actor_client.reset();

@@ -166,6 +166,10 @@ void NodeManager::StopActor(ActorKill kill) {
   loop_->Post([this, kill] { StopActorWorker(kill); });
 }
 
+void NodeManager::ForwardActorChange(const ActorChanged& changed) {
+  transport_.Post(changed.caller_rank, kActorChanged, Encode(changed));
+}
+
 void NodeManager::RegisterHandlers() {
   guard_ = std::make_shared<HandlerGuard>();
   guard_->manager = this;
@@ -214,6 +218,11 @@ void NodeManager::RegisterHandlers() {
     with([&](NodeManager& manager) {
       manager.StopActor(*kill);
     });
+  });
+  transport_.RegisterOneWayHandler(kActorChanged, [with](std::uint32_t, auto payload) {
+    auto changed = Decode<ActorChanged>(payload, "actor change");
+    if (!changed.ok()) return;
+    with([&](NodeManager& manager) { manager.ForwardActorChange(*changed); });
   });
   transport_.RegisterOneWayHandler(kResourceUpdate, [with](std::uint32_t, auto payload) {
     auto update = Decode<ResourceUpdate>(payload, "resource update");

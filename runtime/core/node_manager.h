@@ -93,6 +93,8 @@ class NodeManager {
   // Ends the process of the actor's incarnation (or drops its queued
   // constructor), for the head.
   void StopActor(ActorKill kill);
+  // Passes the head's answer to a worker of this node; dropped if it is gone.
+  void ForwardActorChange(const ActorChanged& changed);
   StoreAccess& store_access();
   [[nodiscard]] object::StoreUsageSnapshot StoreUsage() const;
 

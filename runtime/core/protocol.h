@@ -46,14 +46,15 @@ enum Method : std::uint32_t {
   // The head's actor directory (requests from any process of the job).
   kCreateActor = 140,      // request: ActorCreation -> ActorInfo
   kLookupActor = 141,      // request: ActorLookup -> ActorInfo
-  kWaitActorChange = 142,  // request, answered later: ActorWait -> ActorInfo
+  kWaitActorChange = 142,  // one-way to the head: ActorWait; answered by kActorChanged
   kKillActor = 143,        // request: ActorKill
   kActorCreated = 144,     // node manager -> head, one-way: TaskOutcome of the constructor
   kActorWorkerDied = 145,  // node manager -> head, one-way: ActorDeath
   kStopActorWorker = 146,  // head -> node manager, one-way: ActorKill
   kActorCall = 147,        // caller -> actor's worker, request: TaskSpec -> TaskOutcome
+  kActorChanged = 148,     // head -> caller's node manager -> caller, one-way: ActorChanged
   kCreatePlacementGroup = 150,  // request: PlacementGroupCreation -> PlacementGroupInfo
-  kWaitPlacementGroup = 151,    // request, answered later: PlacementGroupWait -> PlacementGroupInfo
+  kWaitPlacementGroup = 151,    // request: PlacementGroupWait -> PlacementGroupInfo (now)
   kRemovePlacementGroup = 152,  // request: PlacementGroupWait
 };
 
@@ -249,11 +250,24 @@ struct ActorLookup {
 };
 
 // Answered once the actor is alive in an incarnation after `seen` (-1: any),
-// or dead.
+// or dead. The answer travels as a one-way message through the caller's node
+// manager, never as a late reply: UCX may free a dead caller's reply
+// endpoint, and a reply on it would crash the head.
 struct ActorWait {
   std::uint64_t id = 0;
   std::int32_t seen = -1;
-  MSGPACK_DEFINE(id, seen)
+  std::uint32_t caller_rank = 0;
+  std::uint32_t caller_node = 0;
+  MSGPACK_DEFINE(id, seen, caller_rank, caller_node)
+};
+
+struct ActorChanged {
+  std::uint32_t caller_rank = 0;  // whom the node manager passes it to
+  std::uint64_t id = 0;
+  bool found = true;
+  std::string error;  // when not found
+  ActorInfo info;
+  MSGPACK_DEFINE(caller_rank, id, found, error, info)
 };
 
 struct ActorKill {

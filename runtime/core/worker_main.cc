@@ -154,7 +154,7 @@ void RunWorker() {
       [raw_transport, manager](const TaskSpec& spec) {
         raw_transport->Post(manager, kSubmitTask, Encode(spec));
       });
-  auto head_service = MakeRemoteHead(*transport, head);
+  auto head_service = MakeRemoteHead(*transport, head, Caller{.rank = rank, .node = node_id});
   auto actor_client = std::make_unique<ActorClient>(*owner, *head_service, *transport, book,
                                                     HostName());
   owner->SetActorClient(actor_client.get());

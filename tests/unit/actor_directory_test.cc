@@ -46,7 +46,8 @@ class ActorDirectoryTest : public ::testing::Test {
       {Node(0, 2), Node(1, 2), Node(2, 2)}, 0,
       ActorDirectory::Hooks{
           .submit_to_node = [this](std::uint32_t node, TaskSpec spec) { submitted_.emplace_back(node, std::move(spec)); },
-          .stop_worker = [this](std::uint32_t node, ActorKill kill) { stopped_.emplace_back(node, kill); }}};
+          .stop_worker = [this](std::uint32_t node, ActorKill kill) { stopped_.emplace_back(node, kill); },
+          .notify = [](std::uint32_t, ActorChanged) {}}};
   std::vector<std::pair<std::uint32_t, TaskSpec>> submitted_;
   std::vector<std::pair<std::uint32_t, ActorKill>> stopped_;
 
