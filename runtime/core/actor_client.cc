@@ -290,8 +290,9 @@ void ActorClient::Perform(Actions actions) {
         outgoing.pipelined);
   }
   for (auto& failure : actions.failures) owner_.OnTaskOutcome(std::move(failure));
-  for (const auto& [actor, seen] : actions.asks) {
-    head_.WaitForChange(ActorWait{.id = actor, .seen = seen},
+  for (const auto& ask : actions.asks) {
+    const internal::ActorId actor = ask.first;
+    head_.WaitForChange(ActorWait{.id = actor, .seen = ask.second, .caller_rank = 0, .caller_node = 0},
                         [this, actor](Result<ActorInfo> info) { OnInfo(actor, std::move(info)); });
   }
 }

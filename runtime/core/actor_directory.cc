@@ -395,13 +395,10 @@ std::optional<std::vector<std::uint32_t>> Layout(const std::vector<ResourceMap>&
     for (std::uint32_t node = 0; node < nodes; ++node) {
       if (!sched::Fits(bundle, remaining[node])) continue;
       if (!pack && strict && used[node] > 0) continue;
-      if (!best) {
-        best = node;
-      } else if (pack ? used[node] > used[*best] : used[node] < used[*best]) {
-        best = node;
-      } else if (used[node] == used[*best] && cpus(node) > cpus(*best)) {
-        best = node;
-      }
+      // Pack: the node already used most; spread: least; then the most CPUs.
+      const bool better = !best || (pack ? used[node] > used[*best] : used[node] < used[*best]) ||
+                          (used[node] == used[*best] && cpus(node) > cpus(*best));
+      if (better) best = node;
     }
     if (!best) return std::nullopt;
     sched::Subtract(remaining[*best], bundle);

@@ -105,16 +105,16 @@ class ActorDirectory {
   };
 
   // Locked helpers.
-  bool FitsNode(std::uint32_t node, const sched::ResourceMap& request) const;
-  bool FitsTotal(std::uint32_t node, const sched::ResourceMap& request) const;
-  std::string Feasibility(const ActorCreation& creation) const;  // empty: feasible
+  [[nodiscard]] bool FitsNode(std::uint32_t node, const sched::ResourceMap& request) const;
+  [[nodiscard]] bool FitsTotal(std::uint32_t node, const sched::ResourceMap& request) const;
+  [[nodiscard]] std::string Feasibility(const ActorCreation& creation) const;  // empty: feasible
   bool TryPlace(ActorRecord& record, Effects& effects);
   void Release(ActorRecord& record);
   void PlacePending(Effects& effects);
   bool TryPlaceGroup(Group& group);
   void MarkDead(ActorRecord& record, std::string cause, Effects& effects);
   void Notify(ActorRecord& record, Effects& effects);
-  PlacementGroupInfo GroupInfo(std::uint64_t id, const Group& group) const;
+  [[nodiscard]] PlacementGroupInfo GroupInfo(std::uint64_t id, const Group& group) const;
   void Run(Effects& effects);
 
   const std::vector<NodeDescription> nodes_;

@@ -282,7 +282,7 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
       raw_transport->Post(ranks.at(node), core::kStopActorWorker, core::Encode(kill));
     }
   };
-  hooks.notify = [raw, raw_transport, ranks](std::uint32_t node, core::ActorChanged changed) {
+  hooks.notify = [raw, raw_transport, ranks](std::uint32_t node, const core::ActorChanged& changed) {
     if (node == 0) {
       raw->ForwardActorChange(changed);
     } else {

@@ -55,8 +55,8 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
   outcome.owner_node = spec.owner_node;
   outcome.function = spec.name.empty() ? spec.function : spec.name;
   outcome.node = node_id;
-  static const pid_t pid = ::getpid();  // workers never fork
-  outcome.pid = pid;
+  static const pid_t kPid = ::getpid();  // workers never fork
+  outcome.pid = kPid;
   outcome.actor_id = spec.actor_id;
   outcome.incarnation = spec.incarnation;
   auto fail = [&](OutcomeKind kind, std::string type, std::string message) {

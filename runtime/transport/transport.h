@@ -99,7 +99,7 @@ class Transport {
   Transport& operator=(const Transport&) = delete;
 
   [[nodiscard]] std::uint32_t rank() const;
-  Result<Bytes> LocalAddress(bool network_only) const;
+  [[nodiscard]] Result<Bytes> LocalAddress(bool network_only) const;
 
   // Register before peers send the method; a later registration replaces.
   void RegisterRequestHandler(std::uint32_t method, RequestHandler handler);

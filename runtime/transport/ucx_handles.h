@@ -47,7 +47,7 @@ class UcxWorker {
   [[nodiscard]] const std::shared_ptr<UcxContext>& context() const { return context_; }
   // The worker's address: every transport, or only those that reach other
   // hosts (what a process on another node can use).
-  Result<std::vector<std::byte>> Address(bool network_only) const;
+  [[nodiscard]] Result<std::vector<std::byte>> Address(bool network_only) const;
 
  private:
   UcxWorker(std::shared_ptr<UcxContext> context, ucp_worker_h handle)

@@ -44,7 +44,7 @@ class PlacementGroup {
 
   // True once every bundle is reserved; false when the timeout passed first.
   // Throws Error when the group was removed.
-  bool Wait(std::chrono::milliseconds timeout) const {
+  [[nodiscard]] bool Wait(std::chrono::milliseconds timeout) const {
     const auto state = internal::CurrentRuntime().WaitPlacementGroup(id_, timeout);
     if (state.removed) throw Error("sray: placement group " + std::to_string(id_) + " was removed");
     return state.placed;
