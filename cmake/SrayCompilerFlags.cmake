@@ -40,3 +40,15 @@ function(sray_apply_project_flags target)
                          ${SRAY_HARDENING_COMPILE_FLAGS} ${SRAY_SANITIZER_FLAGS})
   target_link_options(${target} PRIVATE ${SRAY_HARDENING_LINK_FLAGS} ${SRAY_SANITIZER_FLAGS})
 endfunction()
+
+# A program that links libsray and is installed under libexec/sray/<directory>
+# (examples and the job-wide test checks): the unprivileged test user runs
+# the installed copies, which find libsray relative to themselves.
+function(sray_add_runtime_program target output_name source directory)
+  add_executable(${target} ${source})
+  set_target_properties(${target} PROPERTIES OUTPUT_NAME ${output_name}
+    INSTALL_RPATH "$ORIGIN/../../../${CMAKE_INSTALL_LIBDIR}")
+  target_link_libraries(${target} PRIVATE sray::runtime)
+  sray_apply_project_flags(${target})
+  install(TARGETS ${target} RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/sray/${directory})
+endfunction()

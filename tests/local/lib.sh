@@ -19,3 +19,23 @@ expect_nothing_left() {
   left=$(grep -l "SRAY_JOB_ID=$job" /proc/[0-9]*/environ 2>/dev/null | grep -v "/proc/$$/" || true)
   [ -z "$left" ] || fail "processes of $job still alive: $left"
 }
+
+# Runs BINARY MODE (a job-wide check: tasks_check, actors_check) under
+# `sray run -N3`, with --ray-cluster=OPTIONS unless OPTIONS is empty and after
+# any command prefix given as further arguments (env UCX_TLS=...). Expects
+# EXPECTED "ok:" lines; then nothing of the job may remain.
+run_job_check() {
+  local binary=$1 mode=$2 expected=$3 options=$4 out status=0 cluster=()
+  shift 4
+  out=$WORK/$(basename "$binary").$mode.out
+  [ -z "$options" ] || cluster=(--ray-cluster="$options")
+  "$@" "$SRAY" run -N3 "${cluster[@]}" bash -c 'echo "job $SRAY_JOB_ID"; exec "$0" "$@"' \
+    "$binary" "$mode" >"$out" 2>&1 || status=$?
+  [ "$status" -eq 0 ] || { cat "$out" >&2; fail "$(basename "$binary") $mode exited with $status"; }
+  expect_lines "$out" '^ok: ' "$expected"
+  local job
+  job=$(awk '$1 == "job" {print $2; exit}' "$out")
+  expect_nothing_left "$job"
+  expect_no_shared_memory_objects "$job"
+  echo "ok: $mode"
+}

@@ -8,18 +8,7 @@
 source "$(dirname "$0")/lib.sh"
 ACTORS=$SRAY_BUILD_DIR/tests/actors_check
 
-run_mode() {
-  local mode=$1 expected=$2 out=$WORK/$1.out status=0
-  "$SRAY" run -N3 bash -c 'echo "job $SRAY_JOB_ID"; exec "$0" "$@"' "$ACTORS" "$mode" \
-    >"$out" 2>&1 || status=$?
-  [ "$status" -eq 0 ] || { cat "$out" >&2; fail "actors_check $mode exited with $status"; }
-  expect_lines "$out" '^ok: ' "$expected"
-  local job
-  job=$(awk '$1 == "job" {print $2; exit}' "$out")
-  expect_nothing_left "$job"
-  expect_no_shared_memory_objects "$job"
-  echo "ok: $mode"
-}
+run_mode() { run_job_check "$ACTORS" "$1" "$2" ""; }
 
 run_mode basic 7
 run_mode many 2

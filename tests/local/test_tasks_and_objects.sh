@@ -7,21 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 TASKS=$SRAY_BUILD_DIR/tests/tasks_check
 
-# Runs tasks_check MODE under sray run -N3 with OPTIONS, expects N ok lines.
-run_mode() {
-  local mode=$1 expected=$2 out=$WORK/$1.out status=0 options=()
-  [ -z "$3" ] || options=(--ray-cluster="$3")
-  shift 3
-  "$@" "$SRAY" run -N3 "${options[@]}" bash -c 'echo "job $SRAY_JOB_ID"; exec "$0" "$@"' \
-    "$TASKS" "$mode" >"$out" 2>&1 || status=$?
-  [ "$status" -eq 0 ] || { cat "$out" >&2; fail "tasks_check $mode exited with $status"; }
-  expect_lines "$out" '^ok: ' "$expected"
-  local job
-  job=$(awk '$1 == "job" {print $2; exit}' "$out")
-  expect_nothing_left "$job"
-  expect_no_shared_memory_objects "$job"
-  echo "ok: $mode"
-}
+run_mode() { run_job_check "$TASKS" "$@"; }
 
 run_mode basic 6 ""
 run_mode objects 4 ""

@@ -22,17 +22,12 @@
 
 #include <sray/api.h>
 
+#include "check.h"
+
 namespace {
 
-[[noreturn]] void Fail(const std::string& what) {
-  std::cout << "FAIL: " << what << std::endl;
-  std::exit(1);
-}
-
-void Expect(bool condition, const std::string& what) {
-  if (!condition) Fail(what);
-  std::cout << "ok: " << what << std::endl;
-}
+using sray::check::Expect;
+using sray::check::Fail;
 
 // A counter that remembers every amount it was given, in order.
 class Counter {

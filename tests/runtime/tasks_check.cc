@@ -24,17 +24,12 @@
 
 #include <sray/api.h>
 
+#include "check.h"
+
 namespace {
 
-[[noreturn]] void Fail(const std::string& what) {
-  std::cout << "FAIL: " << what << std::endl;
-  std::exit(1);
-}
-
-void Expect(bool condition, const std::string& what) {
-  if (!condition) Fail(what);
-  std::cout << "ok: " << what << std::endl;
-}
+using sray::check::Expect;
+using sray::check::Fail;
 
 std::int64_t square(std::int64_t value) {
   return value * value;

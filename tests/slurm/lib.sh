@@ -71,3 +71,21 @@ expect_processes_gone() {
   done
   fail "processes of the step still alive 10 s after it:$alive"
 }
+
+# Runs BINARY MODE (a job-wide check) as the test user under
+# `srun -N3 --ray-cluster[=OPTIONS]` plus any further srun options, expects
+# EXPECTED "ok:" lines; then nothing of the step may remain.
+run_step_check() {
+  local binary=$1 mode=$2 expected=$3 option=--ray-cluster out
+  [ -z "$4" ] || option="--ray-cluster=$4"
+  shift 4
+  out=$WORK/$(basename "$binary").$mode.out
+  as_user srun -N3 "$@" "$option" bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" "$@"' "$binary" "$mode" \
+    >"$out" 2>&1 || { cat "$out" >&2; fail "$(basename "$binary") $mode failed under srun"; }
+  expect_lines "$out" '^ok: ' "$expected"
+  local job
+  job=$(awk '$1 == "job" {print $2; exit}' "$out")
+  expect_no_session_directories "$job"
+  expect_no_shared_memory_objects "$job"
+  echo "ok: $mode"
+}

@@ -7,20 +7,8 @@
 source "$(dirname "$0")/lib.sh"
 ACTORS=$SRAY_PREFIX/libexec/sray/tests/actors_check
 
-# Runs actors_check MODE under srun -N3 (plus any srun options after the
-# count of ok lines expected).
-run_mode() {
-  local mode=$1 expected=$2 out=$WORK/$1.out
-  shift 2
-  as_user srun -N3 "$@" --ray-cluster bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" "$@"' "$ACTORS" "$mode" \
-    >"$out" 2>&1 || { cat "$out" >&2; fail "actors_check $mode failed under srun"; }
-  expect_lines "$out" '^ok: ' "$expected"
-  local job
-  job=$(awk '$1 == "job" {print $2; exit}' "$out")
-  expect_no_session_directories "$job"
-  expect_no_shared_memory_objects "$job"
-  echo "ok: $mode"
-}
+# MODE, the count of ok lines expected, then any srun options.
+run_mode() { run_step_check "$ACTORS" "$1" "$2" "" "${@:3}"; }
 
 run_mode basic 7
 run_mode many 2

@@ -6,18 +6,7 @@
 source "$(dirname "$0")/lib.sh"
 TASKS=$SRAY_PREFIX/libexec/sray/tests/tasks_check
 
-run_mode() {
-  local mode=$1 expected=$2 option=--ray-cluster out=$WORK/$1.out
-  [ -z "$3" ] || option="--ray-cluster=$3"
-  as_user srun -N3 "$option" bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" "$@"' "$TASKS" "$mode" \
-    >"$out" 2>&1 || { cat "$out" >&2; fail "tasks_check $mode failed under srun"; }
-  expect_lines "$out" '^ok: ' "$expected"
-  local job
-  job=$(awk '$1 == "job" {print $2; exit}' "$out")
-  expect_no_session_directories "$job"
-  expect_no_shared_memory_objects "$job"
-  echo "ok: $mode"
-}
+run_mode() { run_step_check "$TASKS" "$@"; }
 
 run_mode basic 6 ""
 run_mode objects 4 ""
