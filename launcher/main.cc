@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "config_command.h"
+#include "env_command.h"
 #include "run_command.h"
 #include "sray/version.h"
 
@@ -18,6 +19,7 @@ int Run(int argc, char** argv) {
   app.set_version_flag("--version", std::string("sray ") + SRAY_VERSION_STRING);
   app.require_subcommand(1);
   sray::launcher::AddConfigCommand(app);
+  sray::launcher::AddEnvCommand(app);
   sray::launcher::AddRunCommand(app);
   try {
     app.parse(argc, argv);

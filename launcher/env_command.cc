@@ -1,0 +1,172 @@
+#include "env_command.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "envs/lock.h"
+#include "envs/readers.h"
+#include "envs/verify.h"
+
+extern char** environ;
+
+namespace sray::launcher {
+namespace {
+
+struct EnvArguments {
+  std::string spec;
+  std::string prefix;
+  std::string output;
+};
+
+int Report(const Status& status, const std::string& what) {
+  std::string message = status.message();
+  std::cerr << "sray: env " << what << ": " << message << "\n";
+  return 2;
+}
+
+int RunLock(const EnvArguments& arguments) {
+  auto list = envs::ReadSpec(arguments.spec);
+  if (!list.ok()) return Report(list.status(), "lock");
+  auto lock = envs::MakeLock(*list);
+  if (!lock.ok()) return Report(lock.status(), "lock");
+  if (arguments.output.empty()) {
+    std::cout << lock->text;
+    return 0;
+  }
+  const std::filesystem::path target(arguments.output);
+  const std::filesystem::path temporary = target.string() + ".tmp";
+  {
+    std::ofstream file(temporary, std::ios::trunc);
+    file << lock->text;
+    if (!file.flush()) {
+      return Report(Status::FromErrno(errno, "cannot write " + temporary.string()), "lock");
+    }
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, target, error);  // never a half-written lock
+  if (error) return Report(Status::IoError("cannot write " + target.string() + ": " + error.message()), "lock");
+  std::cout << "sray: locked " << list->packages.size() << " packages of " << list->source << " to "
+            << target.string() << " (sha256 " << lock->hash << ")\n";
+  return 0;
+}
+
+int RunVerify(const EnvArguments& arguments) {
+  auto spec = envs::ReadSpec(arguments.spec);
+  if (!spec.ok()) return Report(spec.status(), "verify");
+  auto installed = envs::ReadPrefix(arguments.prefix);
+  if (!installed.ok()) return Report(installed.status(), "verify");
+  const auto differences = envs::Compare(*spec, *installed);
+  if (differences.empty()) {
+    std::cout << "sray: " << installed->source << " matches " << spec->source << " ("
+              << spec->packages.size() << " packages" << (spec->complete ? "" : " asked for") << ")\n";
+    return 0;
+  }
+  for (const auto& line : envs::Describe(differences)) std::cout << line << "\n";
+  std::cerr << "sray: env verify: " << installed->source << " differs from " << spec->source
+            << " (" << differences.missing.size() << " missing, " << differences.extra.size()
+            << " extra, " << differences.mismatched.size()
+            << " mismatched): recreate the environment from the spec, or lock what is installed\n";
+  return 1;
+}
+
+// The first of conda, mamba, micromamba on PATH.
+std::optional<std::string> FindCondaTool() {
+  const char* path = std::getenv("PATH");
+  if (path == nullptr) return std::nullopt;
+  for (const std::string tool : {"micromamba", "mamba", "conda"}) {
+    std::string directories(path);
+    std::size_t start = 0;
+    while (start <= directories.size()) {
+      const auto end = directories.find(':', start);
+      const std::string directory = directories.substr(start, end - start);
+      const std::string candidate = (directory.empty() ? "." : directory) + "/" + tool;
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+  }
+  return std::nullopt;
+}
+
+int RunCreate(const EnvArguments& arguments) {
+  auto spec = envs::ReadSpec(arguments.spec);
+  if (!spec.ok()) return Report(spec.status(), "create");
+  const auto tool = FindCondaTool();
+  if (!tool) {
+    return Report(Status::NotFound("no conda, mamba or micromamba on PATH: install one (micromamba "
+                                   "is a single static binary) and run this again"),
+                  "create");
+  }
+  const bool explicit_file = spec->complete && !arguments.spec.ends_with(".yml") &&
+                             !arguments.spec.ends_with(".yaml");
+  std::vector<std::string> command = {*tool};
+  if (explicit_file) {
+    command.insert(command.end(), {"create", "--yes", "--prefix", arguments.prefix, "--file", arguments.spec});
+  } else {
+    command.insert(command.end(), {"env", "create", "--yes", "--prefix", arguments.prefix, "--file", arguments.spec});
+  }
+  std::vector<char*> argv;
+  for (auto& part : command) argv.push_back(part.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (const int error = ::posix_spawn(&pid, command[0].c_str(), nullptr, nullptr, argv.data(), environ); error != 0) {
+    return Report(Status::FromErrno(error, "cannot start " + command[0]), "create");
+  }
+  int wait_status = 0;
+  while (::waitpid(pid, &wait_status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
+    return Report(Status::Internal(command[0] + " failed (status " + std::to_string(wait_status) +
+                                   "): see its output above"),
+                  "create");
+  }
+  auto installed = envs::ReadPrefix(arguments.prefix);
+  if (!installed.ok()) return Report(installed.status(), "create");
+  const auto differences = envs::Compare(*spec, *installed);
+  if (!differences.empty()) {
+    for (const auto& line : envs::Describe(differences)) std::cout << line << "\n";
+    return Report(Status::Internal("the created environment does not match the spec"), "create");
+  }
+  std::cout << "sray: created " << arguments.prefix << " with " << command[0] << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void AddEnvCommand(CLI::App& app) {
+  auto* env = app.add_subcommand("env", "Conda-exported environments: lock, verify, create");
+  env->require_subcommand(1);
+  auto arguments = std::make_shared<EnvArguments>();
+  auto* lock = env->add_subcommand(
+      "lock", "Print (or write) the canonical lock of a prefix or a complete spec, with its hash");
+  lock->add_option("source", arguments->spec,
+                   "A prefix, an environment.yml with builds, an explicit file or a conda-lock.yml")
+      ->required();
+  lock->add_option("-o,--output", arguments->output, "Write the lock to this file");
+  lock->callback([arguments] { throw CLI::RuntimeError(RunLock(*arguments)); });
+
+  auto* verify = env->add_subcommand(
+      "verify", "List packages missing from, extra in, or different in PREFIX; non-zero if any");
+  verify->add_option("spec", arguments->spec,
+                     "environment.yml, explicit file, conda-lock.yml, sray lock or another prefix")
+      ->required();
+  verify->add_option("prefix", arguments->prefix, "The environment to check")->required();
+  verify->callback([arguments] { throw CLI::RuntimeError(RunVerify(*arguments)); });
+
+  auto* create = env->add_subcommand("create", "Create PREFIX from SPEC with conda, mamba or micromamba");
+  create->add_option("spec", arguments->spec, "environment.yml or explicit file")->required();
+  create->add_option("-p,--prefix", arguments->prefix, "Where to create it")->required();
+  create->callback([arguments] { throw CLI::RuntimeError(RunCreate(*arguments)); });
+}
+
+}  // namespace sray::launcher

@@ -1,0 +1,14 @@
+#pragma once
+
+// `sray env`: conda-exported environments without a step.
+//   sray env lock PREFIX|SPEC [-o FILE]   canonical lock and content hash
+//   sray env verify SPEC PREFIX           missing, extra, mismatched packages
+//   sray env create SPEC -p PREFIX        through conda, mamba or micromamba
+
+#include <CLI/CLI.hpp>
+
+namespace sray::launcher {
+
+void AddEnvCommand(CLI::App& app);
+
+}  // namespace sray::launcher

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# `sray env lock|verify|create` on a prefix tree written in conda's formats
+# (conda-meta records, a pip dist-info): lock and verify agree, a changed
+# build string makes verify fail naming it, a truncated lock is refused,
+# and create without conda, mamba or micromamba on PATH says what to install.
+source "$(dirname "$0")/lib.sh"
+prefix=$WORK/envs/train
+mkdir -p "$prefix/conda-meta" "$prefix/lib/python3.11/site-packages/requests-2.31.0.dist-info"
+for package in "python 3.11.5 hab00c5b_0_cpython 4bea2c4e29ba9a6fe6d9e3b4f5ca2e6b" \
+               "numpy 1.26.0 py311h64a7726_0 7b0c9f3fe0b2a4cf3b5d0e8f7c61a1d2"; do
+  set -- $package
+  cat >"$prefix/conda-meta/$1-$2-$3.json" <<JSON
+{"name": "$1", "version": "$2", "build": "$3", "build_number": 0,
+ "channel": "https://conda.anaconda.org/conda-forge/linux-64", "subdir": "linux-64", "md5": "$4",
+ "url": "https://conda.anaconda.org/conda-forge/linux-64/$1-$2-$3.conda", "files": []}
+JSON
+done
+echo pip >"$prefix/lib/python3.11/site-packages/requests-2.31.0.dist-info/INSTALLER"
+
+"$SRAY" env lock "$prefix" -o "$WORK/train.lock" >"$WORK/lock.out"
+grep -q '^sray: locked 3 packages' "$WORK/lock.out" || fail "lock: $(cat "$WORK/lock.out")"
+"$SRAY" env verify "$WORK/train.lock" "$prefix" >/dev/null || fail "a prefix does not verify against its own lock"
+echo "ok: lock and verify agree"
+
+cat >"$WORK/environment.yml" <<'YAML'
+name: train
+dependencies:
+  - numpy=1.26.0=py311h64a7726_1
+  - python=3.11.5=hab00c5b_0_cpython
+  - pip:
+    - requests==2.31.0
+YAML
+status=0
+"$SRAY" env verify "$WORK/environment.yml" "$prefix" >"$WORK/verify.out" 2>&1 || status=$?
+[ "$status" -eq 1 ] || fail "verify of a changed build exited with $status, not 1"
+grep -q 'build of conda package numpy: wanted py311h64a7726_1, found py311h64a7726_0' "$WORK/verify.out" ||
+  fail "verify did not name the changed build: $(cat "$WORK/verify.out")"
+echo "ok: a changed build string fails verify"
+
+head -n 3 "$WORK/train.lock" >"$WORK/truncated.lock"
+status=0
+"$SRAY" env verify "$WORK/truncated.lock" "$prefix" >"$WORK/truncated.out" 2>&1 || status=$?
+[ "$status" -eq 2 ] && grep -q 'recorded hash' "$WORK/truncated.out" ||
+  fail "a truncated lock was not refused: $(cat "$WORK/truncated.out")"
+echo "ok: a truncated lock is refused"
+
+status=0
+PATH=/usr/bin:/bin "$SRAY" env create "$WORK/environment.yml" -p "$WORK/new" >"$WORK/create.out" 2>&1 || status=$?
+[ "$status" -eq 2 ] && grep -q 'no conda, mamba or micromamba on PATH' "$WORK/create.out" ||
+  fail "create without conda: $(cat "$WORK/create.out")"
+[ ! -e "$WORK/new" ] || fail "create left a partial prefix"
+echo "ok: create without conda names what to install"
+echo PASS

@@ -1,0 +1,284 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "envs/lock.h"
+#include "envs/readers.h"
+#include "envs/verify.h"
+
+namespace sray::envs {
+namespace {
+
+namespace fs = std::filesystem;
+
+void Write(const fs::path& file, const std::string& text) {
+  fs::create_directories(file.parent_path());
+  std::ofstream(file) << text;
+}
+
+// A conda-meta record as conda writes it (the fields sray reads, plus some
+// it ignores).
+std::string Record(const std::string& name, const std::string& version, const std::string& build,
+                   const std::string& md5, const std::string& sha256) {
+  return R"({"build": ")" + build + R"(", "build_number": 0, "channel": "https://conda.anaconda.org/conda-forge/linux-64", "depends": [], "files": ["bin/x"], "fn": ")" +
+         name + "-" + version + "-" + build + R"(.conda", "license": "MIT", "md5": ")" + md5 +
+         R"(", "name": ")" + name + R"(", "sha256": ")" + sha256 +
+         R"(", "subdir": "linux-64", "url": "https://conda.anaconda.org/conda-forge/linux-64/)" + name + "-" +
+         version + "-" + build + R"(.conda", "version": ")" + version + R"("})";
+}
+
+const std::string kPythonMd5 = "4bea2c4e29ba9a6fe6d9e3b4f5ca2e6b";
+const std::string kNumpyMd5 = "7b0c9f3fe0b2a4cf3b5d0e8f7c61a1d2";
+const std::string kMutexMd5 = "d7c89558ba9fa0495403155b64376d81";
+
+class EnvsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("sray-envs-test-" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    prefix_ = root_ / "envs" / "train";
+    Write(prefix_ / "conda-meta" / "python-3.11.5-hab00c5b_0_cpython.json",
+          Record("python", "3.11.5", "hab00c5b_0_cpython", kPythonMd5, std::string(64, 'a')));
+    Write(prefix_ / "conda-meta" / "numpy-1.26.0-py311h64a7726_0.json",
+          Record("numpy", "1.26.0", "py311h64a7726_0", kNumpyMd5, std::string(64, 'b')));
+    Write(prefix_ / "conda-meta" / "_libgcc_mutex-0.1-conda_forge.json",
+          Record("_libgcc_mutex", "0.1", "conda_forge", kMutexMd5, std::string(64, 'c')));
+    Write(prefix_ / "conda-meta" / "history", "==> 2026-11-30 <==\n");
+    Write(prefix_ / "lib" / "python3.11" / "site-packages" / "requests-2.31.0.dist-info" / "INSTALLER", "pip\n");
+    Write(prefix_ / "lib" / "python3.11" / "site-packages" / "numpy-1.26.0.dist-info" / "INSTALLER", "conda\n");
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  fs::path root_;
+  fs::path prefix_;
+};
+
+TEST_F(EnvsTest, APrefixListsItsCondaRecordsAndPipDistributions) {
+  auto list = ReadPrefix(prefix_);
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  ASSERT_EQ(list->packages.size(), 4u);
+  EXPECT_EQ(list->packages[0].name, "_libgcc_mutex");
+  EXPECT_EQ(list->packages[2].name, "python");
+  EXPECT_EQ(list->packages[2].build, "hab00c5b_0_cpython");
+  EXPECT_EQ(list->packages[2].channel, "conda-forge");
+  EXPECT_EQ(list->packages[2].md5, kPythonMd5);
+  EXPECT_EQ(list->packages[3].manager, Manager::kPip);
+  EXPECT_EQ(list->packages[3].name, "requests");
+}
+
+TEST_F(EnvsTest, AnExportWithBuildsMatchesItsPrefix) {
+  Write(root_ / "environment.yml", R"(name: train
+channels:
+  - conda-forge
+dependencies:
+  - _libgcc_mutex=0.1=conda_forge
+  - numpy=1.26.0=py311h64a7726_0
+  - python=3.11.5=hab00c5b_0_cpython
+  - pip:
+    - requests==2.31.0
+variables:
+  OMP_NUM_THREADS: "1"
+prefix: /opt/conda/envs/train
+)");
+  auto spec = ReadSpec(root_ / "environment.yml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_TRUE(spec->complete);
+  ASSERT_EQ(spec->variables.size(), 1u);
+  EXPECT_EQ(spec->variables[0].first, "OMP_NUM_THREADS");
+  const auto differences = Compare(*spec, *ReadPrefix(prefix_));
+  EXPECT_TRUE(differences.empty()) << Describe(differences).front();
+}
+
+TEST_F(EnvsTest, VerifyCatchesAChangedBuildString) {
+  Write(root_ / "environment.yml", R"(name: train
+dependencies:
+  - _libgcc_mutex=0.1=conda_forge
+  - numpy=1.26.0=py311h64a7726_1
+  - python=3.11.5=hab00c5b_0_cpython
+  - pip:
+    - requests==2.31.0
+)");
+  const auto differences = Compare(*ReadSpec(root_ / "environment.yml"), *ReadPrefix(prefix_));
+  ASSERT_EQ(differences.mismatched.size(), 1u);
+  EXPECT_EQ(differences.mismatched[0].field, "build");
+  EXPECT_EQ(Describe(differences).front(),
+            "build of conda package numpy: wanted py311h64a7726_1, found py311h64a7726_0");
+}
+
+TEST_F(EnvsTest, VerifyCatchesAChangedHashInAnExplicitFile) {
+  Write(root_ / "explicit.txt", R"(# This file may be used to create an environment using:
+# $ conda create --name <env> --file <this file>
+# platform: linux-64
+@EXPLICIT
+https://conda.anaconda.org/conda-forge/linux-64/_libgcc_mutex-0.1-conda_forge.tar.bz2#)" + kMutexMd5 + R"(
+https://conda.anaconda.org/conda-forge/linux-64/numpy-1.26.0-py311h64a7726_0.conda#)" + std::string(32, 'f') + R"(
+https://conda.anaconda.org/conda-forge/linux-64/python-3.11.5-hab00c5b_0_cpython.conda#)" + kPythonMd5 + "\n");
+  auto spec = ReadSpec(root_ / "explicit.txt");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  const auto differences = Compare(*spec, *ReadPrefix(prefix_));
+  ASSERT_EQ(differences.mismatched.size(), 1u);
+  EXPECT_EQ(differences.mismatched[0].field, "md5");
+  EXPECT_EQ(differences.mismatched[0].wanted.name, "numpy");
+  // An explicit file has no pip packages: requests is extra.
+  ASSERT_EQ(differences.extra.size(), 1u);
+  EXPECT_EQ(differences.extra[0].name, "requests");
+}
+
+TEST_F(EnvsTest, AFromHistoryExportReportsNoExtrasButChecksVersions) {
+  Write(root_ / "history.yml", R"(name: train
+channels:
+  - conda-forge
+dependencies:
+  - python=3.11
+  - numpy>=1.20
+)");
+  auto spec = ReadSpec(root_ / "history.yml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_FALSE(spec->complete);
+  EXPECT_TRUE(Compare(*spec, *ReadPrefix(prefix_)).empty());
+  Write(root_ / "history.yml", "dependencies:\n  - python=3.12\n  - scipy\n");
+  const auto differences = Compare(*ReadSpec(root_ / "history.yml"), *ReadPrefix(prefix_));
+  ASSERT_EQ(differences.missing.size(), 1u);
+  EXPECT_EQ(differences.missing[0].name, "scipy");
+  ASSERT_EQ(differences.mismatched.size(), 1u);
+  EXPECT_EQ(differences.mismatched[0].field, "version");
+  EXPECT_TRUE(differences.extra.empty());
+}
+
+TEST_F(EnvsTest, ALockRoundTripsAndDetectsEditing) {
+  auto lock = MakeLock(*ReadPrefix(prefix_));
+  ASSERT_TRUE(lock.ok()) << lock.status().message();
+  EXPECT_EQ(lock->hash.size(), 64u);
+  Write(root_ / "train.lock", lock->text);
+  auto read = ReadSpec(root_ / "train.lock");
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_TRUE(Compare(*read, *ReadPrefix(prefix_)).empty());
+  EXPECT_EQ(MakeLock(*read)->hash, lock->hash);
+  std::string edited = lock->text;
+  edited.replace(edited.find("1.26.0"), 6, "1.26.1");
+  Write(root_ / "train.lock", edited);
+  auto tampered = ReadSpec(root_ / "train.lock");
+  ASSERT_FALSE(tampered.ok());
+  EXPECT_NE(tampered.status().message().find("recorded hash"), std::string::npos);
+}
+
+TEST_F(EnvsTest, ALockNeedsEveryPackagePinned) {
+  Write(root_ / "history.yml", "dependencies:\n  - python=3.11\n");
+  auto lock = MakeLock(*ReadSpec(root_ / "history.yml"));
+  ASSERT_FALSE(lock.ok());
+  EXPECT_NE(lock.status().message().find("not pinned"), std::string::npos);
+}
+
+TEST_F(EnvsTest, ACondaLockFileIsRead) {
+  Write(root_ / "conda-lock.yml", R"(version: 1
+metadata:
+  content_hash:
+    linux-64: 0123
+  channels:
+  - url: conda-forge
+    used_env_vars: []
+  platforms:
+  - linux-64
+  sources:
+  - environment.yml
+package:
+- name: python
+  version: 3.11.5
+  manager: conda
+  platform: linux-64
+  dependencies: {}
+  url: https://conda.anaconda.org/conda-forge/linux-64/python-3.11.5-hab00c5b_0_cpython.conda
+  hash:
+    md5: )" + kPythonMd5 + R"(
+    sha256: )" + std::string(64, 'a') + R"(
+  category: main
+  optional: false
+- name: python
+  version: 3.11.5
+  manager: conda
+  platform: osx-arm64
+  dependencies: {}
+  url: https://conda.anaconda.org/conda-forge/osx-arm64/python-3.11.5-h47c9636_0_cpython.conda
+  hash:
+    md5: 00000000000000000000000000000000
+  category: main
+  optional: false
+- name: requests
+  version: 2.31.0
+  manager: pip
+  platform: linux-64
+  dependencies: {}
+  url: https://files.pythonhosted.org/packages/requests-2.31.0-py3-none-any.whl
+  hash:
+    sha256: )" + std::string(64, 'd') + R"(
+  category: main
+  optional: false
+)");
+  auto spec = ReadSpec(root_ / "conda-lock.yml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ASSERT_EQ(spec->packages.size(), 2u);
+  EXPECT_EQ(spec->packages[0].name, "python");
+  EXPECT_EQ(spec->packages[0].build, "hab00c5b_0_cpython");
+  EXPECT_EQ(spec->packages[1].manager, Manager::kPip);
+  const auto differences = Compare(*spec, *ReadPrefix(prefix_));
+  EXPECT_EQ(differences.extra.size(), 2u);  // numpy and the mutex are not in it
+  EXPECT_TRUE(differences.mismatched.empty());
+}
+
+TEST_F(EnvsTest, BadInputGetsAnErrorNamingTheProblem) {
+  Write(root_ / "broken.yml", "dependencies: [python=3.11\n");
+  auto broken = ReadSpec(root_ / "broken.yml");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find("malformed YAML"), std::string::npos);
+
+  Write(root_ / "unknown.yml", "name: x\nflavour: vanilla\ndependencies:\n  - python\n");
+  auto unknown = ReadSpec(root_ / "unknown.yml");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("unknown field 'flavour'"), std::string::npos);
+
+  Write(prefix_ / "conda-meta" / "broken-1-0.json", "{\"name\": ");
+  auto damaged = ReadPrefix(prefix_);
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_NE(damaged.status().message().find("broken-1-0.json"), std::string::npos);
+
+  auto missing = ReadSpec(root_ / "nowhere");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("does not exist"), std::string::npos);
+
+  auto not_an_env = ReadPrefix(root_);
+  ASSERT_FALSE(not_an_env.ok());
+  EXPECT_NE(not_an_env.status().message().find("conda-meta"), std::string::npos);
+
+  Write(root_ / "explicit.txt", "https://conda.anaconda.org/conda-forge/linux-64/x-1-0.conda\n");
+  auto no_marker = ReadExplicitFile(root_ / "explicit.txt");
+  ASSERT_FALSE(no_marker.ok());
+  EXPECT_NE(no_marker.status().message().find("@EXPLICIT"), std::string::npos);
+}
+
+TEST(CondaSpecTest, ParsesTheFormsEnvironmentFilesUse) {
+  auto full = ParseCondaSpec("python=3.11.5=hab00c5b_0_cpython");
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(full->version, "3.11.5");
+  EXPECT_EQ(full->build, "hab00c5b_0_cpython");
+  auto channel = ParseCondaSpec("conda-forge::numpy>=1.20");
+  ASSERT_TRUE(channel.ok());
+  EXPECT_EQ(channel->channel, "conda-forge");
+  EXPECT_EQ(channel->version_operator, ">=");
+  auto spaced = ParseCondaSpec("numpy 1.26.0 py311h64a7726_0");
+  ASSERT_TRUE(spaced.ok());
+  EXPECT_EQ(spaced->build, "py311h64a7726_0");
+  EXPECT_FALSE(ParseCondaSpec("numpy~=1").ok());
+  EXPECT_TRUE(VersionSatisfies(*ParseCondaSpec("python=3.11"), "3.11.5"));
+  EXPECT_FALSE(VersionSatisfies(*ParseCondaSpec("python=3.1"), "3.11.5"));
+  EXPECT_TRUE(VersionSatisfies(*ParseCondaSpec("numpy>=1.9"), "1.26.0"));
+  EXPECT_FALSE(VersionSatisfies(*ParseCondaSpec("numpy<1.20"), "1.26.0"));
+  auto pip = ParsePipSpec("Typing_Extensions==4.8.0");
+  ASSERT_TRUE(pip.ok());
+  EXPECT_EQ(pip->name, "typing-extensions");
+  EXPECT_FALSE(ParsePipSpec("-e git+https://example.org/x").ok());
+}
+
+}  // namespace
+}  // namespace sray::envs
