@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "envs/lock.h"
+#include "envs/pack.h"
 #include "envs/readers.h"
 #include "envs/verify.h"
 
@@ -77,6 +78,23 @@ int RunVerify(const EnvArguments& arguments) {
             << " extra, " << differences.mismatched.size()
             << " mismatched): recreate the environment from the spec, or lock what is installed\n";
   return 1;
+}
+
+int RunPack(const EnvArguments& arguments) {
+  auto packed = envs::Pack(arguments.prefix, arguments.output);
+  if (!packed.ok()) return Report(packed.status(), "pack");
+  std::cout << "sray: packed " << packed->files << " files (" << packed->bytes << " bytes, "
+            << packed->relocated_files << " holding the prefix) of " << packed->recorded_prefix << " to "
+            << arguments.output << " (lock sha256 " << packed->lock_hash << ")\n";
+  return 0;
+}
+
+int RunUnpack(const EnvArguments& arguments) {
+  auto unpacked = envs::Unpack(arguments.spec, arguments.prefix);
+  if (!unpacked.ok()) return Report(unpacked.status(), "unpack");
+  std::cout << "sray: unpacked " << unpacked->files << " files to " << arguments.prefix << " ("
+            << unpacked->relocated_files << " relocated from " << unpacked->recorded_prefix << ")\n";
+  return 0;
 }
 
 // The first of conda, mamba, micromamba on PATH.
@@ -144,7 +162,7 @@ int RunCreate(const EnvArguments& arguments) {
 }  // namespace
 
 void AddEnvCommand(CLI::App& app) {
-  auto* env = app.add_subcommand("env", "Conda-exported environments: lock, verify, create");
+  auto* env = app.add_subcommand("env", "Conda-exported environments: lock, verify, pack, unpack, create");
   env->require_subcommand(1);
   auto arguments = std::make_shared<EnvArguments>();
   auto* lock = env->add_subcommand(
@@ -162,6 +180,17 @@ void AddEnvCommand(CLI::App& app) {
       ->required();
   verify->add_option("prefix", arguments->prefix, "The environment to check")->required();
   verify->callback([arguments] { throw CLI::RuntimeError(RunVerify(*arguments)); });
+
+  auto* pack = env->add_subcommand("pack", "Pack a prefix into one file that unpacks anywhere");
+  pack->add_option("prefix", arguments->prefix, "The environment to pack")->required();
+  pack->add_option("-o,--output", arguments->output, "The packed file")->required();
+  pack->callback([arguments] { throw CLI::RuntimeError(RunPack(*arguments)); });
+
+  auto* unpack = env->add_subcommand(
+      "unpack", "Unpack a packed environment into a new directory, rewriting its prefix");
+  unpack->add_option("pack", arguments->spec, "A file made by `sray env pack`")->required();
+  unpack->add_option("prefix", arguments->prefix, "The new environment's directory")->required();
+  unpack->callback([arguments] { throw CLI::RuntimeError(RunUnpack(*arguments)); });
 
   auto* create = env->add_subcommand("create", "Create PREFIX from SPEC with conda, mamba or micromamba");
   create->add_option("spec", arguments->spec, "environment.yml or explicit file")->required();

@@ -2,6 +2,7 @@
 # `sray env lock|verify|create` on a prefix tree written in conda's formats
 # (conda-meta records, a pip dist-info): lock and verify agree, a changed
 # build string makes verify fail naming it, a truncated lock is refused,
+# pack/unpack relocates a script naming the prefix and the copy verifies,
 # and create without conda, mamba or micromamba on PATH says what to install.
 source "$(dirname "$0")/lib.sh"
 prefix=$WORK/envs/train
@@ -43,6 +44,13 @@ status=0
 [ "$status" -eq 2 ] && grep -q 'recorded hash' "$WORK/truncated.out" ||
   fail "a truncated lock was not refused: $(cat "$WORK/truncated.out")"
 echo "ok: a truncated lock is refused"
+
+printf '#!%s/bin/python\n' "$prefix" >"$prefix/bin-tool"
+"$SRAY" env pack "$prefix" -o "$WORK/train.pack" >"$WORK/pack.out" || fail "pack: $(cat "$WORK/pack.out")"
+"$SRAY" env unpack "$WORK/train.pack" "$WORK/u" >"$WORK/unpack.out" || fail "unpack: $(cat "$WORK/unpack.out")"
+[ "$(head -c 200 "$WORK/u/bin-tool")" = "#!$WORK/u/bin/python" ] || fail "the unpacked script still names the old prefix"
+"$SRAY" env verify "$WORK/train.lock" "$WORK/u" >/dev/null || fail "the unpacked environment does not verify"
+echo "ok: pack and unpack relocate, and the copy verifies"
 
 status=0
 PATH=/usr/bin:/bin "$SRAY" env create "$WORK/environment.yml" -p "$WORK/new" >"$WORK/create.out" 2>&1 || status=$?

@@ -2,9 +2,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <algorithm>
+#include <optional>
 #include <string>
 
+#include "envs/activation.h"
 #include "envs/lock.h"
+#include "envs/pack.h"
 #include "envs/readers.h"
 #include "envs/verify.h"
 
@@ -257,6 +262,110 @@ TEST_F(EnvsTest, BadInputGetsAnErrorNamingTheProblem) {
   EXPECT_NE(no_marker.status().message().find("@EXPLICIT"), std::string::npos);
 }
 
+TEST_F(EnvsTest, ActivationSetsCondasVariablesThenEnvVarsThenState) {
+  Write(prefix_ / "etc" / "conda" / "env_vars.d" / "a.json", R"({"OMP_NUM_THREADS": "4", "MODE": "env_vars.d"})");
+  Write(prefix_ / "conda-meta" / "state", R"({"env_vars": {"MODE": "state"}})");
+  auto activation = Activate(prefix_, [](const std::string& name) -> std::optional<std::string> {
+    if (name == "PATH") return std::string("/usr/bin:/bin");
+    return std::nullopt;
+  });
+  ASSERT_TRUE(activation.ok()) << activation.status().message();
+  EXPECT_EQ(activation->set.at("PATH"), (prefix_ / "bin").string() + ":/usr/bin:/bin");
+  EXPECT_EQ(activation->set.at("CONDA_PREFIX"), prefix_.string());
+  EXPECT_EQ(activation->set.at("CONDA_SHLVL"), "1");
+  EXPECT_EQ(activation->set.at("OMP_NUM_THREADS"), "4");
+  EXPECT_EQ(activation->set.at("MODE"), "state");
+  EXPECT_TRUE(activation->scripts_run.empty());
+}
+
+TEST_F(EnvsTest, ActivateScriptsAreSourcedAndWhatTheySetIsApplied) {
+  Write(prefix_ / "etc" / "conda" / "activate.d" / "10-cuda.sh",
+        "export CUDA_HOME=\"$CONDA_PREFIX/cuda\"\nexport PATH=\"$CONDA_PREFIX/extra:$PATH\"\n");
+  Write(prefix_ / "etc" / "conda" / "activate.d" / "20-unset.sh", "unset CONDA_PROMPT_MODIFIER\n");
+  auto activation = Activate(prefix_, [](const std::string& name) -> std::optional<std::string> {
+    if (name == "PATH") return std::string("/usr/bin:/bin");
+    return std::nullopt;
+  });
+  ASSERT_TRUE(activation.ok()) << activation.status().message();
+  EXPECT_EQ(activation->set.at("CUDA_HOME"), (prefix_ / "cuda").string());
+  EXPECT_EQ(activation->set.at("PATH"), (prefix_ / "extra").string() + ":" + (prefix_ / "bin").string() + ":/usr/bin:/bin");
+  EXPECT_FALSE(activation->set.contains("CONDA_PROMPT_MODIFIER"));
+  EXPECT_NE(std::find(activation->unset.begin(), activation->unset.end(), "CONDA_PROMPT_MODIFIER"),
+            activation->unset.end());
+  EXPECT_EQ(activation->scripts_run.size(), 2u);
+}
+
+TEST_F(EnvsTest, AFailingActivateScriptOrBadVariablesFileActivatesNothing) {
+  Write(prefix_ / "etc" / "conda" / "activate.d" / "broken.sh", "false\n");
+  auto failed = Activate(prefix_, [](const std::string&) { return std::optional<std::string>(); });
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("broken.sh"), std::string::npos);
+  fs::remove(prefix_ / "etc" / "conda" / "activate.d" / "broken.sh");
+  Write(prefix_ / "etc" / "conda" / "env_vars.d" / "bad.json", R"({"THREADS": 4})");
+  auto bad = Activate(prefix_, [](const std::string&) { return std::optional<std::string>(); });
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("THREADS is not a string"), std::string::npos);
+}
+
+// A prefix with files holding its own path, as conda installs them.
+void AddRelocatableFiles(const fs::path& prefix) {
+  Write(prefix / "bin" / "tool", "#!" + (prefix / "bin" / "python").string() + "\nprint('hi')\n");
+  std::string binary("\x7f" "ELF", 4);
+  binary += std::string(16, '\x01');
+  binary += (prefix / "lib").string() + ":/usr/lib";
+  binary += std::string(1, '\0');
+  binary += "trailer";
+  binary += std::string(1, '\0');
+  Write(prefix / "lib" / "libfoo.so", binary);
+  fs::create_symlink(prefix / "bin" / "tool", prefix / "bin" / "absolute-link");
+  fs::create_symlink("tool", prefix / "bin" / "relative-link");
+}
+
+TEST_F(EnvsTest, APackUnpacksElsewhereWithThePrefixRelocated) {
+  AddRelocatableFiles(prefix_);
+  const auto lock = MakeLock(*ReadPrefix(prefix_));
+  auto packed = Pack(prefix_, root_ / "train.pack");
+  ASSERT_TRUE(packed.ok()) << packed.status().message();
+  EXPECT_EQ(packed->relocated_files, 2u);
+  EXPECT_EQ(InspectPack(root_ / "train.pack")->lock_hash, lock->hash);
+
+  const fs::path target = root_ / "t";  // shorter than the packed prefix
+  auto unpacked = Unpack(root_ / "train.pack", target);
+  ASSERT_TRUE(unpacked.ok()) << unpacked.status().message();
+  std::ifstream tool(target / "bin" / "tool");
+  std::string shebang;
+  std::getline(tool, shebang);
+  EXPECT_EQ(shebang, "#!" + (target / "bin" / "python").string());
+  std::ifstream library(target / "lib" / "libfoo.so", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(library)), std::istreambuf_iterator<char>());
+  const std::string relocated = (target / "lib").string() + ":/usr/lib";
+  ASSERT_NE(bytes.find(relocated), std::string::npos);
+  EXPECT_EQ(bytes.size(), fs::file_size(prefix_ / "lib" / "libfoo.so")) << "binary files keep their size";
+  EXPECT_EQ(bytes[bytes.find(relocated) + relocated.size()], '\0') << "padded with NULs";
+  EXPECT_NE(bytes.find("trailer"), std::string::npos);
+  EXPECT_EQ(fs::read_symlink(target / "bin" / "absolute-link"), target / "bin" / "tool");
+  EXPECT_EQ(fs::read_symlink(target / "bin" / "relative-link"), "tool");
+  EXPECT_TRUE(Compare(*ReadPrefix(prefix_), *ReadPrefix(target)).empty()) << "the relocated tree verifies";
+}
+
+TEST_F(EnvsTest, UnpackRefusesALongerPrefixForBinariesAndTruncatedPacks) {
+  AddRelocatableFiles(prefix_);
+  ASSERT_TRUE(Pack(prefix_, root_ / "train.pack").ok());
+  const fs::path longer = root_ / "a-much-longer-directory-than-before" / "train";
+  auto refused = Unpack(root_ / "train.pack", longer);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("lib/libfoo.so"), std::string::npos) << refused.status().message();
+  EXPECT_FALSE(fs::exists(longer));
+  EXPECT_TRUE(fs::is_empty(longer.parent_path())) << "nothing half-unpacked is left";
+
+  const auto size = fs::file_size(root_ / "train.pack");
+  fs::resize_file(root_ / "train.pack", size - 40);
+  auto truncated = Unpack(root_ / "train.pack", root_ / "t");
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_NE(truncated.status().message().find("truncated"), std::string::npos) << truncated.status().message();
+  EXPECT_FALSE(fs::exists(root_ / "t"));
+}
+
 TEST(CondaSpecTest, ParsesTheFormsEnvironmentFilesUse) {
   auto full = ParseCondaSpec("python=3.11.5=hab00c5b_0_cpython");
   ASSERT_TRUE(full.ok());
@@ -282,3 +391,4 @@ TEST(CondaSpecTest, ParsesTheFormsEnvironmentFilesUse) {
 
 }  // namespace
 }  // namespace sray::envs
+

@@ -1,0 +1,340 @@
+#include "envs/pack.h"
+
+#include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <vector>
+
+#include "envs/lock.h"
+#include "envs/readers.h"
+
+namespace sray::envs {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kMagic[8] = {'S', 'R', 'A', 'Y', 'P', 'K', '0', '1'};
+enum class EntryType : std::uint8_t { kEnd = 0, kFile = 1, kDirectory = 2, kSymlink = 3 };
+enum class PrefixKind : std::uint8_t { kNone = 0, kText = 1, kBinary = 2 };
+
+// SHA-256 over everything written or read, for the trailer.
+class Digest {
+ public:
+  Digest() : context_(EVP_MD_CTX_new(), &EVP_MD_CTX_free) {
+    EVP_DigestInit_ex(context_.get(), EVP_sha256(), nullptr);
+  }
+  void Update(const void* data, std::size_t size) { EVP_DigestUpdate(context_.get(), data, size); }
+  std::string Finish() {
+    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+    unsigned int length = 0;
+    EVP_DigestFinal_ex(context_.get(), digest.data(), &length);
+    return std::string(reinterpret_cast<const char*>(digest.data()), length);
+  }
+
+ private:
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context_;
+};
+
+class Writer {
+ public:
+  explicit Writer(std::ofstream& stream) : stream_(stream) {}
+  void Bytes(const void* data, std::size_t size) {
+    stream_.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+    digest_.Update(data, size);
+  }
+  template <typename Integer>
+  void Number(Integer value) {
+    Bytes(&value, sizeof(value));
+  }
+  void Text(const std::string& text) {
+    Number(static_cast<std::uint32_t>(text.size()));
+    Bytes(text.data(), text.size());
+  }
+  Digest& digest() { return digest_; }
+
+ private:
+  std::ofstream& stream_;
+  Digest digest_;
+};
+
+class Reader {
+ public:
+  Reader(std::ifstream& stream, std::string name) : stream_(stream), name_(std::move(name)) {}
+  Status Bytes(void* data, std::size_t size) {
+    stream_.read(static_cast<char*>(data), static_cast<std::streamsize>(size));
+    if (static_cast<std::size_t>(stream_.gcount()) != size) {
+      return Status::InvalidArgument(name_ + " is truncated: copy or pack it again");
+    }
+    digest_.Update(data, size);
+    return Status::Ok();
+  }
+  template <typename Integer>
+  Result<Integer> Number() {
+    Integer value{};
+    if (Status read = Bytes(&value, sizeof(value)); !read.ok()) return read;
+    return value;
+  }
+  Result<std::string> Text(std::uint32_t limit = 1u << 20) {
+    auto size = Number<std::uint32_t>();
+    if (!size.ok()) return size.status();
+    if (*size > limit) return Status::InvalidArgument(name_ + " is damaged (a name of " + std::to_string(*size) + " bytes)");
+    std::string text(*size, '\0');
+    if (Status read = Bytes(text.data(), text.size()); !read.ok()) return read;
+    return text;
+  }
+  Digest& digest() { return digest_; }
+
+ private:
+  std::ifstream& stream_;
+  std::string name_;
+  Digest digest_;
+};
+
+Result<std::string> ReadFile(const fs::path& file) {
+  std::ifstream stream(file, std::ios::binary);
+  if (!stream) return Status::FromErrno(errno, "cannot read " + file.string());
+  std::string data((std::istreambuf_iterator<char>(stream)), std::istreambuf_iterator<char>());
+  return data;
+}
+
+PrefixKind KindOf(const std::string& data, const std::string& prefix) {
+  if (data.find(prefix) == std::string::npos) return PrefixKind::kNone;
+  return data.find('\0') == std::string::npos ? PrefixKind::kText : PrefixKind::kBinary;
+}
+
+void ReplaceText(std::string& data, const std::string& from, const std::string& to) {
+  std::string result;
+  result.reserve(data.size());
+  std::size_t start = 0;
+  while (true) {
+    const auto found = data.find(from, start);
+    if (found == std::string::npos) break;
+    result.append(data, start, found - start);
+    result += to;
+    start = found + from.size();
+  }
+  result.append(data, start, std::string::npos);
+  data.swap(result);
+}
+
+// Each C string holding `from` is rewritten in place: the new prefix, the
+// rest of the string, NULs up to the old length (conda's binary rule).
+void ReplaceBinary(std::string& data, const std::string& from, const std::string& to) {
+  std::size_t start = 0;
+  while (true) {
+    const auto found = data.find(from, start);
+    if (found == std::string::npos) return;
+    auto end = data.find('\0', found);
+    if (end == std::string::npos) end = data.size();
+    const std::string rest = data.substr(found + from.size(), end - found - from.size());
+    std::string replacement = to + rest;
+    replacement.resize(end - found, '\0');
+    data.replace(found, end - found, replacement);
+    start = found + to.size();
+  }
+}
+
+}  // namespace
+
+Result<PackSummary> Pack(const fs::path& prefix_argument, const fs::path& output) {
+  std::error_code error;
+  const fs::path prefix = fs::canonical(prefix_argument, error);
+  if (error) return Status::NotFound(prefix_argument.string() + " does not exist: give an environment's prefix");
+  auto packages = ReadPrefix(prefix);
+  if (!packages.ok()) return packages.status();
+  auto lock = MakeLock(*packages);
+  if (!lock.ok()) return lock.status();
+
+  const fs::path temporary = output.string() + ".partial";
+  std::ofstream stream(temporary, std::ios::binary | std::ios::trunc);
+  if (!stream) return Status::FromErrno(errno, "cannot write " + temporary.string());
+  Writer writer(stream);
+  writer.Bytes(kMagic, sizeof(kMagic));
+  PackSummary summary;
+  summary.recorded_prefix = prefix.string();
+  summary.lock_hash = lock->hash;
+  writer.Text(summary.recorded_prefix);
+  writer.Text(summary.lock_hash);
+
+  std::vector<fs::path> entries;
+  for (auto it = fs::recursive_directory_iterator(prefix, error); it != fs::recursive_directory_iterator();
+       it.increment(error)) {
+    if (error) break;
+    entries.push_back(it->path());
+  }
+  if (error) return Status::IoError("cannot walk " + prefix.string() + ": " + error.message());
+  std::sort(entries.begin(), entries.end());  // the same tree packs the same bytes
+  std::uint64_t count = 0;
+  for (const auto& path : entries) {
+    const std::string relative = path.lexically_relative(prefix).string();  // never through links
+    struct stat info {};
+    if (::lstat(path.c_str(), &info) != 0) return Status::FromErrno(errno, "cannot stat " + path.string());
+    const auto mode = static_cast<std::uint32_t>(info.st_mode & 07777);
+    if (S_ISLNK(info.st_mode)) {
+      writer.Number(EntryType::kSymlink);
+      writer.Text(relative);
+      writer.Text(fs::read_symlink(path).string());
+    } else if (S_ISDIR(info.st_mode)) {
+      writer.Number(EntryType::kDirectory);
+      writer.Text(relative);
+      writer.Number(mode);
+    } else if (S_ISREG(info.st_mode)) {
+      auto data = ReadFile(path);
+      if (!data.ok()) return data.status();
+      const PrefixKind kind = KindOf(*data, summary.recorded_prefix);
+      writer.Number(EntryType::kFile);
+      writer.Text(relative);
+      writer.Number(mode);
+      writer.Number(kind);
+      writer.Number(static_cast<std::uint64_t>(data->size()));
+      writer.Bytes(data->data(), data->size());
+      summary.files++;
+      summary.bytes += data->size();
+      summary.relocated_files += kind == PrefixKind::kNone ? 0U : 1U;
+    } else {
+      continue;  // sockets, fifos: not part of an environment
+    }
+    ++count;
+  }
+  writer.Number(EntryType::kEnd);
+  writer.Number(count);
+  const std::string digest = writer.digest().Finish();
+  stream.write(digest.data(), static_cast<std::streamsize>(digest.size()));
+  stream.close();
+  if (!stream) return Status::IoError("cannot write " + temporary.string() + ": disk full?");
+  fs::rename(temporary, output, error);
+  if (error) return Status::IoError("cannot write " + output.string() + ": " + error.message());
+  return summary;
+}
+
+namespace {
+
+Result<PackSummary> ReadHeader(Reader& reader, const std::string& name) {
+  char magic[sizeof(kMagic)];
+  if (Status read = reader.Bytes(magic, sizeof(magic)); !read.ok()) return read;
+  if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
+    return Status::InvalidArgument(name + " is not a sray packed environment (make one with `sray env pack`)");
+  }
+  PackSummary summary;
+  auto prefix = reader.Text();
+  if (!prefix.ok()) return prefix.status();
+  auto hash = reader.Text();
+  if (!hash.ok()) return hash.status();
+  summary.recorded_prefix = *prefix;
+  summary.lock_hash = *hash;
+  return summary;
+}
+
+}  // namespace
+
+Result<PackSummary> InspectPack(const fs::path& pack) {
+  std::ifstream stream(pack, std::ios::binary);
+  if (!stream) return Status::FromErrno(errno, "cannot read " + pack.string());
+  Reader reader(stream, pack.string());
+  return ReadHeader(reader, pack.string());
+}
+
+Result<PackSummary> Unpack(const fs::path& pack, const fs::path& target_argument) {
+  std::error_code error;
+  const fs::path target = fs::absolute(target_argument, error).lexically_normal();
+  if (fs::exists(target, error)) {
+    return Status::AlreadyExists(target.string() + " already exists: unpack into a new directory");
+  }
+  std::ifstream stream(pack, std::ios::binary);
+  if (!stream) return Status::FromErrno(errno, "cannot read " + pack.string());
+  Reader reader(stream, pack.string());
+  auto header = ReadHeader(reader, pack.string());
+  if (!header.ok()) return header.status();
+  PackSummary summary = *header;
+  const std::string& old_prefix = summary.recorded_prefix;
+  const std::string new_prefix = target.string();
+
+  const fs::path staging = target.parent_path() / ("." + target.filename().string() + ".unpacking." +
+                                                   std::to_string(::getpid()));
+  fs::remove_all(staging, error);
+  fs::create_directories(staging, error);
+  if (error) return Status::IoError("cannot create " + staging.string() + ": " + error.message());
+  auto fail = [&](Status status) {
+    std::error_code ignored;
+    fs::remove_all(staging, ignored);
+    return status;
+  };
+  std::uint64_t count = 0;
+  while (true) {
+    auto type = reader.Number<EntryType>();
+    if (!type.ok()) return fail(type.status());
+    if (*type == EntryType::kEnd) break;
+    auto relative = reader.Text();
+    if (!relative.ok()) return fail(relative.status());
+    const fs::path relative_path(*relative);
+    if (relative_path.is_absolute() || relative->find("..") != std::string::npos) {
+      return fail(Status::InvalidArgument(pack.string() + " names a path outside its prefix (" + *relative + ")"));
+    }
+    const fs::path destination = staging / relative_path;
+    if (*type == EntryType::kDirectory) {
+      auto mode = reader.Number<std::uint32_t>();
+      if (!mode.ok()) return fail(mode.status());
+      fs::create_directories(destination, error);
+      ::chmod(destination.c_str(), static_cast<mode_t>(*mode | 0700));
+    } else if (*type == EntryType::kSymlink) {
+      auto link = reader.Text();
+      if (!link.ok()) return fail(link.status());
+      std::string points_to = *link;
+      if (points_to.starts_with(old_prefix)) points_to = new_prefix + points_to.substr(old_prefix.size());
+      fs::create_symlink(points_to, destination, error);
+      if (error) return fail(Status::IoError("cannot create " + destination.string() + ": " + error.message()));
+    } else if (*type == EntryType::kFile) {
+      auto mode = reader.Number<std::uint32_t>();
+      auto kind = reader.Number<PrefixKind>();
+      auto size = reader.Number<std::uint64_t>();
+      if (!mode.ok() || !kind.ok() || !size.ok()) return fail(Status::InvalidArgument(pack.string() + " is truncated: copy or pack it again"));
+      std::string data(*size, '\0');
+      if (Status read = reader.Bytes(data.data(), data.size()); !read.ok()) return fail(read);
+      if (*kind == PrefixKind::kText) {
+        ReplaceText(data, old_prefix, new_prefix);
+      } else if (*kind == PrefixKind::kBinary) {
+        if (new_prefix.size() > old_prefix.size()) {
+          return fail(Status::InvalidArgument(
+              "binary file " + *relative + " holds the packed prefix " + old_prefix + " (" +
+              std::to_string(old_prefix.size()) + " bytes), and " + new_prefix + " is longer (" +
+              std::to_string(new_prefix.size()) + "): unpack to a path of at most " +
+              std::to_string(old_prefix.size()) + " bytes, or pack from a longer prefix"));
+        }
+        ReplaceBinary(data, old_prefix, new_prefix);
+      }
+      fs::create_directories(destination.parent_path(), error);
+      std::ofstream file(destination, std::ios::binary | std::ios::trunc);
+      file.write(data.data(), static_cast<std::streamsize>(data.size()));
+      file.close();
+      if (!file) return fail(Status::IoError("cannot write " + destination.string() + ": disk full?"));
+      ::chmod(destination.c_str(), static_cast<mode_t>(*mode));
+      summary.files++;
+      summary.bytes += data.size();
+      summary.relocated_files += *kind == PrefixKind::kNone ? 0U : 1U;
+    } else {
+      return fail(Status::InvalidArgument(pack.string() + " is damaged (unknown entry type)"));
+    }
+    ++count;
+  }
+  auto recorded_count = reader.Number<std::uint64_t>();
+  if (!recorded_count.ok()) return fail(recorded_count.status());
+  const std::string computed = reader.digest().Finish();
+  std::string recorded(computed.size(), '\0');
+  stream.read(recorded.data(), static_cast<std::streamsize>(recorded.size()));
+  if (static_cast<std::size_t>(stream.gcount()) != recorded.size() || recorded != computed ||
+      *recorded_count != count) {
+    return fail(Status::InvalidArgument(pack.string() + " is truncated or damaged (its checksum does "
+                                        "not match): copy or pack it again"));
+  }
+  fs::rename(staging, target, error);
+  if (error) return fail(Status::IoError("cannot move the unpacked environment to " + target.string() + ": " + error.message()));
+  return summary;
+}
+
+}  // namespace sray::envs

@@ -1,0 +1,40 @@
+#pragma once
+
+// A packed environment: one file holding a prefix's tree (files, directories,
+// symbolic links, modes), the prefix it was packed from, and its lock hash,
+// so it can be unpacked anywhere with the recorded prefix rewritten (as
+// conda-pack does):
+// - text files: every occurrence of the old prefix becomes the new one;
+// - binary files (those with a NUL byte): each C string holding the old
+//   prefix is rewritten in place and padded with NULs, which needs a new
+//   prefix no longer than the old; a longer one is refused, naming a file;
+// - absolute symbolic links into the old prefix point into the new one.
+// The file ends with an entry count and a SHA-256 of everything before it,
+// so a truncated or damaged pack is refused before anything is unpacked.
+// Unpacking writes a sibling directory and renames it into place: a crash
+// never leaves a half-unpacked environment at the target.
+//
+// Thread-safety: functions of their arguments and the file system.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "common/status.h"
+
+namespace sray::envs {
+
+struct PackSummary {
+  std::string recorded_prefix;
+  std::string lock_hash;
+  std::uint64_t files = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t relocated_files = 0;  // files holding the prefix
+};
+
+Result<PackSummary> Pack(const std::filesystem::path& prefix, const std::filesystem::path& output);
+// Reads only the header: what Unpack would install, and its lock hash.
+Result<PackSummary> InspectPack(const std::filesystem::path& pack);
+Result<PackSummary> Unpack(const std::filesystem::path& pack, const std::filesystem::path& target);
+
+}  // namespace sray::envs
