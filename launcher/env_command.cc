@@ -16,6 +16,7 @@
 #include "envs/lock.h"
 #include "envs/pack.h"
 #include "envs/readers.h"
+#include "envs/stage.h"
 #include "envs/verify.h"
 
 extern char** environ;
@@ -27,6 +28,8 @@ struct EnvArguments {
   std::string spec;
   std::string prefix;
   std::string output;
+  std::string cache;
+  std::uint64_t cache_limit_gib = 50;
 };
 
 int Report(const Status& status, const std::string& what) {
@@ -97,6 +100,19 @@ int RunUnpack(const EnvArguments& arguments) {
   return 0;
 }
 
+int RunStage(const EnvArguments& arguments) {
+  const std::string cache =
+      arguments.cache.empty() ? "/tmp/sray-envs-" + std::to_string(::getuid()) : arguments.cache;
+  auto staged = envs::StagePack(arguments.spec, cache, arguments.cache_limit_gib << 30);
+  if (!staged.ok()) return Report(staged.status(), "stage");
+  std::cout << staged->prefix.string() << "\n";
+  std::cerr << "sray: " << (staged->reused ? "reused" : "staged") << " " << staged->prefix.string()
+            << " (lock sha256 " << staged->lock_hash << ")"
+            << (staged->evicted > 0 ? ", evicted " + std::to_string(staged->evicted) + " older copies" : "")
+            << "\n";
+  return 0;
+}
+
 // The first of conda, mamba, micromamba on PATH.
 std::optional<std::string> FindCondaTool() {
   const char* path = std::getenv("PATH");
@@ -162,7 +178,7 @@ int RunCreate(const EnvArguments& arguments) {
 }  // namespace
 
 void AddEnvCommand(CLI::App& app) {
-  auto* env = app.add_subcommand("env", "Conda-exported environments: lock, verify, pack, unpack, create");
+  auto* env = app.add_subcommand("env", "Conda-exported environments: lock, verify, pack, unpack, stage, create");
   env->require_subcommand(1);
   auto arguments = std::make_shared<EnvArguments>();
   auto* lock = env->add_subcommand(
@@ -191,6 +207,14 @@ void AddEnvCommand(CLI::App& app) {
   unpack->add_option("pack", arguments->spec, "A file made by `sray env pack`")->required();
   unpack->add_option("prefix", arguments->prefix, "The new environment's directory")->required();
   unpack->callback([arguments] { throw CLI::RuntimeError(RunUnpack(*arguments)); });
+
+  auto* stage = env->add_subcommand(
+      "stage", "Unpack a packed environment into this node's cache, once per lock hash; print its prefix");
+  stage->add_option("pack", arguments->spec, "A file made by `sray env pack`")->required();
+  stage->add_option("--cache", arguments->cache, "Cache directory (default /tmp/sray-envs-UID)");
+  stage->add_option("--cache-limit-gib", arguments->cache_limit_gib,
+                    "Remove the least recently used copies beyond this size (default 50)");
+  stage->callback([arguments] { throw CLI::RuntimeError(RunStage(*arguments)); });
 
   auto* create = env->add_subcommand("create", "Create PREFIX from SPEC with conda, mamba or micromamba");
   create->add_option("spec", arguments->spec, "environment.yml or explicit file")->required();

@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "envs/activation.h"
 #include "envs/lock.h"
 #include "envs/pack.h"
 #include "envs/readers.h"
+#include "envs/stage.h"
 #include "envs/verify.h"
 
 namespace sray::envs {
@@ -364,6 +366,40 @@ TEST_F(EnvsTest, UnpackRefusesALongerPrefixForBinariesAndTruncatedPacks) {
   ASSERT_FALSE(truncated.ok());
   EXPECT_NE(truncated.status().message().find("truncated"), std::string::npos) << truncated.status().message();
   EXPECT_FALSE(fs::exists(root_ / "t"));
+}
+
+TEST_F(EnvsTest, StagingSharesOneCopyPerHashAndEvictsTheLeastRecentlyUsed) {
+  // Packed from a path longer than the cache's, as a user's environment
+  // under their home usually is.
+  const fs::path original = prefix_;
+  prefix_ = root_ / "home" / "user" / "miniconda3" / "envs" / "train";
+  fs::create_directories(prefix_.parent_path());
+  fs::copy(original, prefix_, fs::copy_options::recursive);
+  AddRelocatableFiles(prefix_);
+  ASSERT_TRUE(Pack(prefix_, root_ / "train.pack").ok());
+  const fs::path cache = root_ / "c";  // short: binaries relocate to shorter paths only
+  // Two jobs staging at once: both get the same copy, unpacked once.
+  Result<StagedEnvironment> first = Status::Internal("not run");
+  Result<StagedEnvironment> second = Status::Internal("not run");
+  std::thread other([&] { second = StagePack(root_ / "train.pack", cache, 1ULL << 30); });
+  first = StagePack(root_ / "train.pack", cache, 1ULL << 30);
+  other.join();
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  EXPECT_EQ(first->prefix, second->prefix);
+  EXPECT_NE(first->reused, second->reused) << "exactly one of them unpacked it";
+  EXPECT_TRUE(Compare(*ReadPrefix(prefix_), *ReadPrefix(first->prefix)).empty());
+
+  // Another environment; with a limit below both, the older copy goes.
+  Write(prefix_ / "conda-meta" / "scipy-1.11.3-py311h_0.json",
+        Record("scipy", "1.11.3", "py311h_0", std::string(32, 'e'), std::string(64, 'e')));
+  ASSERT_TRUE(Pack(prefix_, root_ / "other.pack").ok());
+  auto newer = StagePack(root_ / "other.pack", cache, 1);
+  ASSERT_TRUE(newer.ok()) << newer.status().message();
+  EXPECT_NE(newer->prefix, first->prefix);
+  EXPECT_EQ(newer->evicted, 1u);
+  EXPECT_FALSE(fs::exists(first->prefix));
+  EXPECT_TRUE(fs::exists(newer->prefix / "conda-meta"));
 }
 
 TEST(CondaSpecTest, ParsesTheFormsEnvironmentFilesUse) {
