@@ -23,7 +23,7 @@ Status AddJsonVariables(const fs::path& file, const nlohmann::json& object, Acti
   for (const auto& [name, value] : object.items()) {
     if (!value.is_string()) {
       return Status::InvalidArgument(file.string() + ": variable " + name +
-                                     " is not a string: write it as \"" + name + "\": \"value\"");
+                                     R"( is not a string: write it as ")" + name + R"(": "value")");
     }
     activation.set[name] = value.get<std::string>();
   }
@@ -59,8 +59,10 @@ Result<std::map<std::string, std::string>> RunScripts(const std::vector<fs::path
   for (const auto& script : scripts) program += ". '" + script.string() + "'\n";
   program += "env -0\n";
   std::vector<std::string> variables;
+  variables.reserve(environment.size());
   for (const auto& [name, value] : environment) variables.push_back(name + "=" + value);
   std::vector<char*> envp;
+  envp.reserve(variables.size() + 1);
   for (auto& variable : variables) envp.push_back(variable.data());
   envp.push_back(nullptr);
   std::string bash = "/bin/bash";

@@ -34,7 +34,7 @@ class Digest {
     std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
     unsigned int length = 0;
     EVP_DigestFinal_ex(context_.get(), digest.data(), &length);
-    return std::string(reinterpret_cast<const char*>(digest.data()), length);
+    return {reinterpret_cast<const char*>(digest.data()), length};
   }
 
  private:

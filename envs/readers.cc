@@ -173,7 +173,7 @@ Result<PackageList> ReadEnvironmentYamlUnguarded(const fs::path& file) {
   if (!document.IsMap()) return InFile(file, "not a YAML mapping: not an environment.yml");
   static const std::vector<std::string> kKnown = {"name", "channels", "dependencies", "variables", "prefix"};
   for (const auto& entry : document) {
-    const std::string key = entry.first.as<std::string>();
+    const auto key = entry.first.as<std::string>();
     if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end()) {
       return InFile(file, "unknown field '" + key + "' (environment.yml has name, channels, "
                           "dependencies, variables and prefix)");

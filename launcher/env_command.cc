@@ -19,8 +19,6 @@
 #include "envs/stage.h"
 #include "envs/verify.h"
 
-extern char** environ;
-
 namespace sray::launcher {
 namespace {
 
@@ -33,8 +31,7 @@ struct EnvArguments {
 };
 
 int Report(const Status& status, const std::string& what) {
-  std::string message = status.message();
-  std::cerr << "sray: env " << what << ": " << message << "\n";
+  std::cerr << "sray: env " << what << ": " << status.message() << "\n";
   return 2;
 }
 
@@ -150,6 +147,7 @@ int RunCreate(const EnvArguments& arguments) {
     command.insert(command.end(), {"env", "create", "--yes", "--prefix", arguments.prefix, "--file", arguments.spec});
   }
   std::vector<char*> argv;
+  argv.reserve(command.size() + 1);
   for (auto& part : command) argv.push_back(part.data());
   argv.push_back(nullptr);
   pid_t pid = 0;
