@@ -167,7 +167,12 @@ class LocalJob {
                                           .head_host = host,
                                           .uid = getuid(),
                                           .options = options_,
-                                          .session_directory_per_node = true});
+                                          .session_directory_per_node = true,
+                                          .task_variable = [](const std::string& name) {
+                                            const char* value = std::getenv(name.c_str());
+                                            return value == nullptr ? std::optional<std::string>()
+                                                                    : std::optional<std::string>(value);
+                                          }});
       if (!setup.ok())
         return setup.status().WithContext("cannot prepare emulated node " + std::to_string(node));
       nodes_.push_back(std::move(setup).value());
@@ -215,6 +220,7 @@ class LocalJob {
     const jobsetup::NodeSetup& node = nodes_[layout_.NodeOf(rank)];
     for (const auto& [name, value] : jobsetup::ToEnvironmentVariables(node.environment))
       variables[name] = value;
+    for (const auto& name : node.environment.unset_variables) variables.erase(name);
     for (const auto& [name, value] : jobsetup::TransportEnvironmentDefaults())
       variables.try_emplace(name, value);
     auto client = server_->ClientEnvironment(rank);

@@ -97,7 +97,15 @@ Status PrepareStep(spank_t handle, std::string& node_name) {
                                       .head_host = hosts->front(),
                                       .uid = state.job_uid,
                                       .options = std::move(options).value(),
-                                      .session_directory_per_node = false});
+                                      .session_directory_per_node = false,
+                                      .task_variable = [handle](const std::string& name) {
+                                        char value[8192];
+                                        if (spank_getenv(handle, name.c_str(), value, sizeof(value)) !=
+                                            ESPANK_SUCCESS) {
+                                          return std::optional<std::string>();
+                                        }
+                                        return std::optional<std::string>(value);
+                                      }});
   if (!setup.ok()) return setup.status();
   state.node_setup = std::move(setup).value();
   return Status::Ok();
@@ -138,6 +146,9 @@ Status ExportTaskEnvironment(spank_t handle) {
        jobsetup::ToEnvironmentVariables(state.node_setup->environment)) {
     SRAY_RETURN_IF_ERROR(FromSpank(spank_setenv(handle, name.c_str(), value.c_str(), 1),
                                    "cannot export " + name + " to the task"));
+  }
+  for (const auto& name : state.node_setup->environment.unset_variables) {
+    (void)spank_unsetenv(handle, name.c_str());
   }
   for (const auto& [name, value] : jobsetup::TransportEnvironmentDefaults()) {
     // Never overwrite: the user's own UCX settings win.

@@ -16,6 +16,9 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -24,12 +27,14 @@
 
 #include "core/actor_client.h"
 #include "core/actor_directory.h"
+#include "core/environment_check.h"
 #include "core/head_service.h"
 #include "core/node_manager.h"
 #include "core/owner.h"
 #include "core/process_runtime.h"
 #include "core/protocol.h"
 #include "core/worker_main.h"
+#include "jobsetup/node_setup.h"
 #include "jobsetup/task_environment.h"
 #include "sched/resources.h"
 #include "sray/api.h"
@@ -149,6 +154,56 @@ core::NodeManagerConfig NodeConfig(const wire::WiredJob& job,
     config.head_address = std::move(head_address).value();
   }
   return config;
+}
+
+// The lock of the step's conda environment on this node, when the step has
+// one (the job-setup library wrote it and set SRAY_ENV_HASH).
+std::optional<std::string> EnvironmentLock(const jobsetup::TaskEnvironment& environment) {
+  if (std::getenv("SRAY_ENV_HASH") == nullptr) return std::nullopt;
+  std::ifstream stream(std::filesystem::path(environment.session_dir) / jobsetup::kEnvironmentLockFile);
+  std::ostringstream text;
+  text << stream.rdbuf();
+  if (!stream) {
+    throw LaunchError("sray: the step's environment lock is missing from " + environment.session_dir +
+                      ": the job-setup did not finish; see the step's earlier errors");
+  }
+  return text.str();
+}
+
+// Every node compares its environment with node 0's; a difference fails
+// the step before user code, naming the node and the packages.
+void CheckEnvironmentsMatch(const wire::WiredJob& job, const std::string& own_lock) {
+  const auto layout = job.pmix->layout();
+  auto reference = job.pmix->Get(0, core::kEnvironmentLockKey, false);
+  if (!reference.ok()) ThrowLaunch("cannot read node 0's environment lock", reference.status());
+  const std::string reference_lock(transport::TextOf(*reference));
+  std::vector<std::string> problems;
+  auto compare = [&](std::uint32_t rank, const std::string& lock) {
+    auto location = job.LocationOf(rank);
+    const std::uint32_t node = location.ok() ? location->node_id : rank;
+    for (auto& difference : core::LockDifferences(reference_lock, 0, lock, node)) {
+      problems.push_back("node " + std::to_string(node) +
+                         (location.ok() ? " (" + location->hostname + ")" : std::string()) + ": " +
+                         std::move(difference));
+    }
+  };
+  if (layout.rank == 0) {
+    for (std::uint32_t rank = 1; rank < layout.size; ++rank) {
+      auto lock = job.pmix->Get(rank, core::kEnvironmentLockKey, false);
+      if (!lock.ok()) ThrowLaunch("cannot read rank " + std::to_string(rank) + "'s environment lock", lock.status());
+      compare(rank, std::string(transport::TextOf(*lock)));
+    }
+  } else {
+    compare(layout.rank, own_lock);
+  }
+  if (problems.empty()) return;
+  std::string message = "sray: the step's conda environments differ between nodes (";
+  message += problems.size() == 1 ? std::string("1 package") : std::to_string(problems.size()) + " packages";
+  message += "):";
+  for (const auto& problem : problems) message += "\n  " + problem;
+  message += "\ngive every node the same environment: a packed file (`sray env pack`) on a path "
+             "every node reads, or identical prefixes (check with `sray env verify`)";
+  throw LaunchError(message);
 }
 
 // Sends `payload` to the head until it has a handler for it (the head may
@@ -322,9 +377,15 @@ void Init(int argc, char** argv) {
   if (!environment.ok()) ThrowLaunch("this process was not started by sray", environment.status());
 
   auto book = std::make_shared<transport::AddressBook>();
-  auto job = wire::WireUp({.keepalive_interval = "1s", .address_book = book});
+  const std::optional<std::string> environment_lock = EnvironmentLock(*environment);
+  wire::WireUpOptions wire_options{.keepalive_interval = "1s", .address_book = book, .publish = {}};
+  if (environment_lock) {
+    wire_options.publish.emplace_back(core::kEnvironmentLockKey, transport::BytesOf(*environment_lock));
+  }
+  auto job = wire::WireUp(wire_options);
   if (!job.ok()) ThrowLaunch("wire-up failed", job.status());
   const auto layout = (*job)->pmix->layout();
+  if (environment_lock) CheckEnvironmentsMatch(**job, *environment_lock);
   if (layout.local_rank != 0) {
     throw LaunchError(
         "sray: rank " + std::to_string(layout.rank) + " is the " +

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "jobsetup/session_directory.h"
+#include "jobsetup/step_environment.h"
 
 namespace sray::jobsetup {
 
@@ -42,7 +43,22 @@ Result<NodeSetup> PrepareNode(const NodeSetupRequest& request) {
                                       .job_id = request.job_id,
                                       .step_id = request.step_id,
                                       .node_cpus = request.node_cpus,
-                                      .option_variables = request.options.EnvironmentVariables()};
+                                      .option_variables = request.options.EnvironmentVariables(),
+                                      .activation_variables = {},
+                                      .unset_variables = {}};
+  if (const std::string& source = request.options.Get("env"); !source.empty()) {
+    const Status prepared = PrepareStepEnvironment(
+        StepEnvironmentRequest{.source = source,
+                               .tmpdir = request.options.Get("tmpdir"),
+                               .session_directory = *path,
+                               .uid = request.uid,
+                               .task_variable = request.task_variable},
+        setup.environment);
+    if (!prepared.ok()) {
+      (void)RemoveSessionDirectory(*path);  // nothing half-prepared stays
+      return prepared;
+    }
+  }
   return setup;
 }
 

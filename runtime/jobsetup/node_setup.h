@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "common/status.h"
@@ -31,12 +33,19 @@ struct NodeSetupRequest {
   ResolvedOptions options;
   // True where several emulated nodes share one /tmp (`sray run`).
   bool session_directory_per_node = false;
+  // The tasks' own variables (PATH, HOME, ...), which activating the step's
+  // conda environment builds on; null: none.
+  std::function<std::optional<std::string>(const std::string& name)> task_variable;
 };
 
 struct NodeSetup {
   TaskEnvironment environment;
   std::filesystem::path session_directory;
 };
+
+// The file in the session directory holding the lock of the step's conda
+// environment on this node: the runtime compares nodes' locks through PMIx.
+inline constexpr const char* kEnvironmentLockFile = "environment.lock";
 
 // Validates the request and creates the session directory. Run as the job
 // user, so the directory belongs to it.

@@ -13,7 +13,7 @@ namespace {
 constexpr std::array<std::string_view, 4> kLogLevels = {"error", "warning", "info", "debug"};
 
 // Kept sorted by key: AcceptedKeys() and the docs list them in this order.
-const std::array<OptionSpec, 5> kSchema = {{
+const std::array<OptionSpec, 6> kSchema = {{
     {.key = "config",
      .kind = OptionKind::kAbsolutePath,
      .environment_variable = "SRAY_USER_CONFIG",
@@ -21,6 +21,13 @@ const std::array<OptionSpec, 5> kSchema = {{
      .choices = {},
      .help = "a TOML file of further options, read on every node as the job user",
      .command_line_only = true},
+    {.key = "env",
+     .kind = OptionKind::kAbsolutePath,
+     .environment_variable = "SRAY_ENV",
+     .default_value = "",
+     .choices = {},
+     .help = "a conda environment for every task: its prefix, or a file made by `sray env pack` "
+             "(staged once per node under tmpdir); nodes whose environments differ fail the step"},
     {.key = "log_level",
      .kind = OptionKind::kChoice,
      .environment_variable = "SRAY_LOG_LEVEL",

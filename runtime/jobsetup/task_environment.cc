@@ -60,6 +60,8 @@ EnvironmentVariables ToEnvironmentVariables(const TaskEnvironment& environment) 
   };
   variables.insert(variables.end(), environment.option_variables.begin(),
                    environment.option_variables.end());
+  variables.insert(variables.end(), environment.activation_variables.begin(),
+                   environment.activation_variables.end());
   return variables;
 }
 

@@ -36,6 +36,10 @@ struct TaskEnvironment {
   std::uint32_t node_cpus = 0;
   // Resolved options, as NAME=value (SRAY_TMPDIR, SRAY_LOG_LEVEL, ...).
   std::vector<std::pair<std::string, std::string>> option_variables;
+  // The step's conda environment, activated (PATH, CONDA_PREFIX, ...,
+  // SRAY_ENV_PREFIX, SRAY_ENV_HASH), and what its activate.d scripts unset.
+  std::vector<std::pair<std::string, std::string>> activation_variables;
+  std::vector<std::string> unset_variables;
 };
 
 using EnvironmentVariables = std::vector<std::pair<std::string, std::string>>;

@@ -108,6 +108,9 @@ Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
                                    " " + std::to_string(StartTimeOf(getpid())) + " " +
                                    layout.hostname;
   SRAY_RETURN_IF_ERROR(client.Put(Scope::kGlobal, kLocationKey, transport::BytesOf(own_location)));
+  for (const auto& [key, value] : options.publish) {
+    SRAY_RETURN_IF_ERROR(client.Put(Scope::kGlobal, key, value));
+  }
   transport::JobToken secret{};
   if (layout.rank == 0) {
     // Rank 0 makes the secret; PMIx hands it only to processes of this job.

@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 #include "transport/address_book.h"
@@ -60,6 +62,9 @@ struct WireUpOptions {
   std::string keepalive_interval = "1s";
   // Peers outside PMIx (workers this process starts); may be null.
   std::shared_ptr<transport::AddressBook> address_book;
+  // More job-wide keys to publish before the fence (e.g. the node's
+  // environment lock), readable by every rank afterwards.
+  std::vector<std::pair<std::string, transport::Bytes>> publish;
 };
 
 Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options = {});

@@ -58,4 +58,25 @@ PATH=/usr/bin:/bin "$SRAY" env create "$WORK/environment.yml" -p "$WORK/new" >"$
   fail "create without conda: $(cat "$WORK/create.out")"
 [ ! -e "$WORK/new" ] || fail "create left a partial prefix"
 echo "ok: create without conda names what to install"
+# In a step: --ray-cluster=env=PACK stages it under tmpdir once per node and
+# activates it for every task; two steps at once share one staged copy.
+mkdir -p "$WORK/tmp"
+step() {
+  "$SRAY" run -N3 --ray-cluster="env=$WORK/train.pack,tmpdir=$WORK/tmp" \
+    bash -c 'echo "$SRAY_NODE_ID $CONDA_PREFIX ${PATH%%:*} $SRAY_ENV_HASH"'
+}
+step >"$WORK/step1.out" 2>&1 &
+first=$!
+step >"$WORK/step2.out" 2>&1 || fail "a step with env= failed: $(cat "$WORK/step2.out")"
+wait "$first" || fail "a step with env= failed: $(cat "$WORK/step1.out")"
+staged=$(ls "$WORK/tmp/sray-envs-$(id -u)")
+[ "$(echo "$staged" | wc -l)" -eq 1 ] || fail "two steps staged more than one copy: $staged"
+hash=$(awk '/^# sha256/ {print $3}' "$WORK/train.lock")
+for out in "$WORK/step1.out" "$WORK/step2.out"; do
+  expect_lines "$out" "^[0-2] $WORK/tmp/sray-envs-$(id -u)/$staged $WORK/tmp/sray-envs-$(id -u)/$staged/bin $hash\$" 3
+done
+echo "ok: env= stages once, and every task's CONDA_PREFIX, PATH and hash point at the copy"
+"$SRAY" run -N3 --ray-cluster="env=$WORK/train.pack,tmpdir=$WORK/tmp" "$SRAY_BUILD_DIR/tests/tasks_check" basic \
+  >"$WORK/tasks.out" 2>&1 || fail "a sray program under env= failed: $(cat "$WORK/tasks.out")"
+echo "ok: nodes with the same environment pass the runtime's comparison"
 echo PASS

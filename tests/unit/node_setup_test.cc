@@ -24,7 +24,8 @@ NodeSetupRequest RequestFor(const std::filesystem::path& tmpdir, std::uint32_t n
           .head_host = "n1",
           .uid = geteuid(),
           .options = *options,
-          .session_directory_per_node = false};
+          .session_directory_per_node = false,
+          .task_variable = {}};
 }
 
 std::function<const char*(const char*)> LookupIn(const EnvironmentVariables& variables,
@@ -108,7 +109,9 @@ TaskEnvironment SampleHead() {
           .job_id = "9",
           .step_id = "1",
           .node_cpus = 2,
-          .option_variables = {}};
+          .option_variables = {},
+          .activation_variables = {},
+          .unset_variables = {}};
 }
 
 TEST(TaskEnvironment, ReadsBackWhatWasWritten) {

@@ -1,0 +1,35 @@
+#pragma once
+
+// The step's conda environment on one node (`--ray-cluster=env=PATH`):
+// a prefix is used where it is; a packed file is staged into the node's
+// cache under tmpdir (once per lock hash, shared by concurrent jobs). The
+// prefix is then activated for every task (envs::Activate) and its lock is
+// written to the session directory, where the runtime reads it to compare
+// the nodes of the step before user code runs.
+//
+// Thread-safety: called once per node by the front end.
+
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <sys/types.h>
+
+#include "common/status.h"
+#include "jobsetup/task_environment.h"
+
+namespace sray::jobsetup {
+
+struct StepEnvironmentRequest {
+  std::filesystem::path source;  // the env= value
+  std::filesystem::path tmpdir;  // the tmpdir option: the staging cache lives here
+  std::filesystem::path session_directory;
+  uid_t uid = 0;
+  std::function<std::optional<std::string>(const std::string& name)> task_variable;
+};
+
+// Fills `environment`'s activation variables; errors name the environment
+// and what to do.
+Status PrepareStepEnvironment(const StepEnvironmentRequest& request, TaskEnvironment& environment);
+
+}  // namespace sray::jobsetup
