@@ -107,6 +107,16 @@ void AddPipPackages(const fs::path& prefix, PackageList& list) {
   }
 }
 
+Result<YAML::Node> LoadYaml(const fs::path& file) {
+  auto text = ReadText(file);
+  if (!text.ok()) return text.status();
+  try {
+    return YAML::Load(*text);
+  } catch (const YAML::Exception& error) {
+    return InFile(file, std::string("malformed YAML: ") + error.what());
+  }
+}
+
 void SortPackages(PackageList& list) {
   std::sort(list.packages.begin(), list.packages.end(), [](const Package& left, const Package& right) {
     return std::tie(left.manager, left.name) < std::tie(right.manager, right.name);
@@ -162,14 +172,9 @@ Result<PackageList> ReadPrefix(const fs::path& prefix) {
 namespace {
 
 Result<PackageList> ReadEnvironmentYamlUnguarded(const fs::path& file) {
-  auto text = ReadText(file);
-  if (!text.ok()) return text.status();
-  YAML::Node document;
-  try {
-    document = YAML::Load(*text);
-  } catch (const YAML::Exception& error) {
-    return InFile(file, std::string("malformed YAML: ") + error.what());
-  }
+  auto loaded = LoadYaml(file);
+  if (!loaded.ok()) return loaded.status();
+  const YAML::Node document = std::move(loaded).value();
   if (!document.IsMap()) return InFile(file, "not a YAML mapping: not an environment.yml");
   static const std::vector<std::string> kKnown = {"name", "channels", "dependencies", "variables", "prefix"};
   for (const auto& entry : document) {
@@ -256,14 +261,9 @@ Result<PackageList> ReadExplicitFile(const fs::path& file) {
 namespace {
 
 Result<PackageList> ReadCondaLockUnguarded(const fs::path& file, std::string_view platform) {
-  auto text = ReadText(file);
-  if (!text.ok()) return text.status();
-  YAML::Node document;
-  try {
-    document = YAML::Load(*text);
-  } catch (const YAML::Exception& error) {
-    return InFile(file, std::string("malformed YAML: ") + error.what());
-  }
+  auto loaded = LoadYaml(file);
+  if (!loaded.ok()) return loaded.status();
+  const YAML::Node document = std::move(loaded).value();
   if (!document.IsMap() || !document["package"] || !document["package"].IsSequence()) {
     return InFile(file, "has no 'package' list: not a conda-lock.yml");
   }
