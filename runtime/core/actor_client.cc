@@ -32,7 +32,15 @@ ActorClient::ActorClient(Owner& owner, HeadService& head, transport::Transport& 
       head_(head),
       transport_(transport),
       address_book_(std::move(address_book)),
-      hostname_(std::move(hostname)) {}
+      hostname_(std::move(hostname)) {
+  if (auto address = transport_.LocalAddress(false); address.ok()) {
+    own_address_.assign(reinterpret_cast<const char*>(address->data()), address->size());
+  }
+  transport_.RegisterOneWayHandler(kActorCallDone, [this](std::uint32_t, auto payload) {
+    auto outcome = Decode<TaskOutcome>(payload, "actor call outcome");
+    if (outcome.ok()) OnReply(std::move(outcome).value());
+  });
+}
 
 ActorClient::~ActorClient() {
   Stop();
@@ -266,6 +274,7 @@ void ActorClient::FlushLocked(internal::ActorId actor, ActorEntry& entry, Action
     }
     call.spec.incarnation = info.incarnation;
     call.spec.sequence = entry.next_sequence++;
+    if (call.spec.sequence == 0) call.spec.caller_address = own_address_;
     call.sent_incarnation = info.incarnation;
     call.state = CallState::kSent;
     actions.sends.push_back(Outgoing{.actor = actor,
@@ -281,13 +290,9 @@ void ActorClient::FlushLocked(internal::ActorId actor, ActorEntry& entry, Action
 
 void ActorClient::Perform(Actions actions) {
   for (auto& outgoing : actions.sends) {
-    const std::span<const std::byte> payload(*outgoing.payload);
-    transport_.CallAsync(
-        outgoing.rank, kActorCall, payload,
-        [this, outgoing](Result<transport::Bytes> reply) {
-          OnReply(outgoing.actor, outgoing.task_id, outgoing.incarnation, std::move(reply));
-        },
-        outgoing.pipelined);
+    // A lone call goes out from this thread; one of many is left to the
+    // progress thread, which batches them.
+    transport_.Post(outgoing.rank, kActorCall, std::move(*outgoing.payload), !outgoing.pipelined);
   }
   for (auto& failure : actions.failures) owner_.OnTaskOutcome(std::move(failure));
   for (const auto& ask : actions.asks) {
@@ -297,37 +302,22 @@ void ActorClient::Perform(Actions actions) {
   }
 }
 
-void ActorClient::OnReply(internal::ActorId actor, std::uint64_t task_id,
-                          std::int32_t incarnation, Result<transport::Bytes> reply) {
-  std::optional<TaskOutcome> outcome;
-  if (reply.ok()) {
-    auto decoded = Decode<TaskOutcome>(*reply, "actor call outcome");
-    if (decoded.ok()) outcome = std::move(decoded).value();
-  }
-  Actions actions;
+void ActorClient::OnReply(TaskOutcome outcome) {
   {
     std::lock_guard lock(mutex_);
     if (stopped_) return;
-    auto found = actors_.find(actor);
+    auto found = actors_.find(outcome.actor_id);
     if (found == actors_.end()) return;
     ActorEntry& entry = found->second;
-    auto call = entry.calls.find(task_id);
+    auto call = entry.calls.find(outcome.task_id);
     if (call == entry.calls.end() || call->second.state != CallState::kSent ||
-        call->second.sent_incarnation != incarnation) {
+        call->second.sent_incarnation != outcome.incarnation) {
       return;  // failed or retried meanwhile
     }
-    if (outcome) {
-      --entry.in_flight;
-      entry.calls.erase(call);
-    } else {
-      // The actor's process is gone, or unreachable: ask the head what
-      // became of it before failing or retrying the calls sent to it.
-      if (entry.suspect < incarnation) entry.suspect = incarnation;
-      FlushLocked(actor, entry, actions);
-    }
+    --entry.in_flight;
+    entry.calls.erase(call);
   }
-  if (outcome) owner_.OnTaskOutcome(std::move(*outcome));
-  Perform(std::move(actions));
+  owner_.OnTaskOutcome(std::move(outcome));
 }
 
 void ActorClient::OnInfo(internal::ActorId actor, Result<ActorInfo> info) {

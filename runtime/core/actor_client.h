@@ -107,8 +107,7 @@ class ActorClient {
   void FailLostLocked(ActorEntry& entry, Actions& actions);
   TaskOutcome LostOutcome(const ActorEntry& entry, const TaskSpec& spec) const;
   void Perform(Actions actions);
-  void OnReply(internal::ActorId actor, std::uint64_t task_id, std::int32_t incarnation,
-               Result<transport::Bytes> reply);
+  void OnReply(TaskOutcome outcome);
   void OnInfo(internal::ActorId actor, Result<ActorInfo> info);
   std::string Label(internal::ActorId actor, const ActorEntry& entry) const;
 
@@ -117,6 +116,7 @@ class ActorClient {
   transport::Transport& transport_;
   std::shared_ptr<transport::AddressBook> address_book_;
   const std::string hostname_;
+  std::string own_address_;  // sent with each incarnation's first call
 
   std::mutex mutex_;
   bool stopped_ = false;

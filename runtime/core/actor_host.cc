@@ -10,19 +10,22 @@
 namespace sray::core {
 
 ActorHost::ActorHost(internal::ActorInstance instance, std::uint64_t actor_id,
-                     std::uint32_t max_concurrency, StoreAccess& store, std::uint32_t node_id)
+                     std::uint32_t max_concurrency, StoreAccess& store, std::uint32_t node_id,
+                     transport::Transport& transport, CallerLearner learn_caller)
     : instance_(std::move(instance)),
       actor_id_(actor_id),
       max_concurrency_(std::max<std::uint32_t>(1, max_concurrency)),
       store_(store),
-      node_id_(node_id) {}
+      node_id_(node_id),
+      transport_(transport),
+      learn_caller_(std::move(learn_caller)) {}
 
-void ActorHost::Accept(std::uint32_t caller, transport::Bytes call, transport::Responder responder) {
+void ActorHost::Accept(std::uint32_t caller, transport::Bytes call) {
   bool was_empty = false;
   {
     std::lock_guard lock(mutex_);
     was_empty = incoming_.empty();
-    incoming_.push_back(Incoming{caller, std::move(call), std::move(responder)});
+    incoming_.push_back(Incoming{caller, std::move(call)});
   }
   if (was_empty) arrived_.notify_one();
 }
@@ -35,18 +38,17 @@ void ActorHost::SortIncoming(std::unique_lock<std::mutex>& lock) {
   decoded.reserve(batch.size());
   for (auto& incoming : batch) {
     auto spec = Decode<TaskSpec>(incoming.bytes, "actor call");
-    if (!spec.ok()) {
-      incoming.responder.Reply(spec.status());
-      continue;
-    }
+    if (!spec.ok()) continue;  // only processes with the job secret send; nothing to answer
+    if (!spec->caller_address.empty()) learn_caller_(incoming.caller, spec->caller_address);
     if (spec->actor_id != actor_id_) {
-      incoming.responder.Reply(Encode(FailedOutcome(
-          *spec, OutcomeKind::kSystemError,
-          "the worker it reached serves actor " + std::to_string(actor_id_) + ", not " +
-              std::to_string(spec->actor_id))));
+      transport_.Post(incoming.caller, kActorCallDone,
+                      Encode(FailedOutcome(*spec, OutcomeKind::kSystemError,
+                                           "the worker it reached serves actor " +
+                                               std::to_string(actor_id_) + ", not " +
+                                               std::to_string(spec->actor_id))));
       continue;
     }
-    decoded.emplace_back(incoming.caller, Pending{std::move(spec).value(), std::move(incoming.responder)});
+    decoded.emplace_back(incoming.caller, Pending{std::move(spec).value(), incoming.caller});
   }
   lock.lock();
   for (auto& [caller, call] : decoded) {
@@ -78,7 +80,8 @@ void ActorHost::RunCalls() {
     ready_.pop_front();
     lock.unlock();
     const TaskOutcome outcome = ExecuteActorCall(call.spec, store_, node_id_, instance_);
-    call.responder.Reply(Encode(outcome));
+    // On this process's own endpoint: dropped, not a crash, if the caller died.
+    transport_.Post(call.caller, kActorCallDone, Encode(outcome));
     lock.lock();
   }
 }

@@ -16,6 +16,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <string>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,21 +33,24 @@ namespace sray::core {
 
 class ActorHost {
  public:
+  // `learn_caller` records a caller's address (sent with its first call) so
+  // that answers go out on endpoints of this process's own.
+  using CallerLearner = std::function<void(std::uint32_t rank, const std::string& address)>;
   ActorHost(internal::ActorInstance instance, std::uint64_t actor_id, std::uint32_t max_concurrency,
-            StoreAccess& store, std::uint32_t node_id);
+            StoreAccess& store, std::uint32_t node_id, transport::Transport& transport,
+            CallerLearner learn_caller);
   [[nodiscard]] std::uint64_t actor_id() const { return actor_id_; }
-  void Accept(std::uint32_t caller, transport::Bytes call, transport::Responder responder);
+  void Accept(std::uint32_t caller, transport::Bytes call);
   [[noreturn]] void Serve();
 
  private:
   struct Pending {
     TaskSpec spec;
-    transport::Responder responder;
+    std::uint32_t caller = 0;
   };
   struct Incoming {
     std::uint32_t caller = 0;
     transport::Bytes bytes;
-    transport::Responder responder;
   };
   struct CallerQueue {
     std::uint64_t next = 0;
@@ -61,6 +66,8 @@ class ActorHost {
   const std::uint32_t max_concurrency_;
   StoreAccess& store_;
   const std::uint32_t node_id_;
+  transport::Transport& transport_;
+  const CallerLearner learn_caller_;
 
   std::mutex mutex_;
   std::condition_variable arrived_;

@@ -51,7 +51,8 @@ enum Method : std::uint32_t {
   kActorCreated = 144,     // node manager -> head, one-way: TaskOutcome of the constructor
   kActorWorkerDied = 145,  // node manager -> head, one-way: ActorDeath
   kStopActorWorker = 146,  // head -> node manager, one-way: ActorKill
-  kActorCall = 147,        // caller -> actor's worker, request: TaskSpec -> TaskOutcome
+  kActorCall = 147,        // caller -> actor's worker, one-way: TaskSpec
+  kActorCallDone = 149,    // actor's worker -> caller, one-way: TaskOutcome
   kActorChanged = 148,     // head -> caller's node manager -> caller, one-way: ActorChanged
   kCreatePlacementGroup = 150,  // request: PlacementGroupCreation -> PlacementGroupInfo
   kWaitPlacementGroup = 151,    // request: PlacementGroupWait -> PlacementGroupInfo (now)
@@ -111,9 +112,13 @@ struct TaskSpec {
   std::int32_t incarnation = 0;     // of the actor: 0 first, +1 per restart
   std::uint64_t sequence = 0;       // actor calls: per caller and incarnation, from 0
   std::uint32_t max_concurrency = 1;  // actor creation
+  // Actor calls numbered 0: the caller's UCX address, so the actor answers
+  // on an endpoint of its own (a caller's reply endpoint is freed by UCX
+  // when the caller dies, and answering on it crashed the actor).
+  std::string caller_address;
   MSGPACK_DEFINE(task_id, return_id, function, name, arguments, resources, owner_rank, owner_node,
                  attempt, hops, visible_devices, kind, actor_id, incarnation, sequence,
-                 max_concurrency)
+                 max_concurrency, caller_address)
 };
 
 enum class OutcomeKind : std::uint8_t {

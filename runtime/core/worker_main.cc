@@ -128,8 +128,10 @@ void RunWorker() {
   options.resolve_address = [manager, manager_address, head, head_address,
                              book](std::uint32_t peer) -> Result<transport::Bytes> {
     if (peer == manager) return manager_address;
-    if (peer == head) return head_address;
+    // Before the head's network address: a caller that is the driver sent
+    // its full address (shared memory on the same node).
     if (auto entry = book->Find(peer)) return entry->address;
+    if (peer == head) return head_address;
     return Status::NotFound("no address for rank " + std::to_string(peer) +
                             ": a worker reaches its node manager, the head and actors only");
   };
@@ -162,15 +164,18 @@ void RunWorker() {
   // Set once this worker's constructor has made an actor; it then serves
   // only that actor's calls.
   std::atomic<ActorHost*> actor_host{nullptr};
-  transport->RegisterDeferredRequestHandler(
-      kActorCall, [&actor_host](std::uint32_t source, auto payload, transport::Responder responder) {
-        ActorHost* host = actor_host.load();
-        if (host == nullptr) {
-          responder.Reply(Status::Unavailable("no actor lives in this worker"));
-          return;
-        }
-        host->Accept(source, transport::Bytes(payload.begin(), payload.end()), std::move(responder));
-      });
+  transport->RegisterOneWayHandler(kActorCall, [&actor_host, raw_transport](std::uint32_t source, auto payload) {
+    ActorHost* host = actor_host.load();
+    if (host != nullptr) {
+      host->Accept(source, transport::Bytes(payload.begin(), payload.end()));
+      return;
+    }
+    auto spec = Decode<TaskSpec>(payload, "actor call");
+    if (!spec.ok()) return;
+    raw_transport->Post(source, kActorCallDone,
+                        Encode(FailedOutcome(*spec, OutcomeKind::kSystemError,
+                                             "no actor lives in the worker it reached")));
+  });
 
   std::mutex mutex;
   std::condition_variable arrived;
@@ -233,8 +238,15 @@ void RunWorker() {
     const TaskOutcome outcome = ConstructActor(spec, store, node_id, instance);
     std::unique_ptr<ActorHost> host;
     if (instance.object) {
-      host = std::make_unique<ActorHost>(std::move(instance), spec.actor_id, spec.max_concurrency,
-                                         store, node_id);
+      host = std::make_unique<ActorHost>(
+          std::move(instance), spec.actor_id, spec.max_concurrency, store, node_id, *transport,
+          [book](std::uint32_t caller, const std::string& address) {
+            transport::AddressBook::Entry entry;
+            entry.address.assign(reinterpret_cast<const std::byte*>(address.data()),
+                                 reinterpret_cast<const std::byte*>(address.data()) + address.size());
+            entry.description = "rank " + std::to_string(caller) + ", a caller of this actor";
+            book->Add(caller, std::move(entry));
+          });
       actor_host.store(host.get());
     }
     transport->Post(manager, kTaskDone, Encode(outcome));

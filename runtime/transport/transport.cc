@@ -303,8 +303,14 @@ class Transport::Impl {
         });
   }
 
-  void Post(std::uint32_t rank, std::uint32_t method, Bytes payload) {
+  void Post(std::uint32_t rank, std::uint32_t method, Bytes payload, bool send_here) {
     if (stopping_.load()) return;
+    if (send_here && !tls_on_progress_thread && !tls_in_ucx_callback && progress_thread_sleeping_.load()) {
+      TransmitOneWay(rank, method, std::move(payload));
+      // The progress thread drives what did not complete inline.
+      ucp_worker_signal(worker_->handle());
+      return;
+    }
     PostedMessage message;
     message.rank = rank;
     message.method = method;
@@ -759,26 +765,33 @@ class Transport::Impl {
         TransmitReply(message.reply_endpoint, std::move(message.reply));
         continue;
       }
-      auto endpoint = EndpointFor(message.rank);
-      if (!endpoint.ok()) continue;  // the peer is gone or unknown: dropped
-      auto frame = std::make_unique<std::pair<std::array<std::byte, kFrameHeaderSize>, Bytes>>();
-      frame->first = EncodeFrameHeader({.kind = FrameKind::kOneWay,
-                                        .source_rank = options_.rank,
-                                        .method = message.method,
-                                        .request_id = 0,
-                                        .token = options_.token});
-      frame->second = std::move(message.payload);
-      auto* context = new SendContext{this, nullptr, std::move(frame)};
-      ucp_request_param_t param{};
-      param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-      param.cb.send = &Impl::OnSendComplete;
-      param.user_data = context;
-      const ucs_status_ptr_t request = ucp_am_send_nbx(
-          *endpoint, kActiveMessageId, context->reply->first.data(), context->reply->first.size(),
-          context->reply->second.data(), context->reply->second.size(), &param);
-      if (request == nullptr || UCS_PTR_IS_ERR(request)) delete context;
+      TransmitOneWay(message.rank, message.method, std::move(message.payload));
     }
     return true;
+  }
+
+  // Sends on an endpoint this transport made itself (never a peer's reply
+  // endpoint, which UCX frees when the peer dies): a dead or unknown peer's
+  // message is dropped, never a crash.
+  void TransmitOneWay(std::uint32_t rank, std::uint32_t method, Bytes payload) {
+    auto endpoint = EndpointFor(rank);
+    if (!endpoint.ok()) return;  // the peer is gone or unknown: dropped
+    auto frame = std::make_unique<std::pair<std::array<std::byte, kFrameHeaderSize>, Bytes>>();
+    frame->first = EncodeFrameHeader({.kind = FrameKind::kOneWay,
+                                      .source_rank = options_.rank,
+                                      .method = method,
+                                      .request_id = 0,
+                                      .token = options_.token});
+    frame->second = std::move(payload);
+    auto* context = new SendContext{this, nullptr, std::move(frame)};
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.send = &Impl::OnSendComplete;
+    param.user_data = context;
+    const ucs_status_ptr_t request = ucp_am_send_nbx(
+        *endpoint, kActiveMessageId, context->reply->first.data(), context->reply->first.size(),
+        context->reply->second.data(), context->reply->second.size(), &param);
+    if (request == nullptr || UCS_PTR_IS_ERR(request)) delete context;
   }
 
   // Fails the calls to peers whose process is gone, when the liveness probe
@@ -1094,8 +1107,8 @@ void Transport::RegisterRequestHandler(std::uint32_t method, RequestHandler hand
 void Transport::RegisterOneWayHandler(std::uint32_t method, OneWayHandler handler) {
   impl_->RegisterOneWayHandler(method, std::move(handler));
 }
-void Transport::Post(std::uint32_t rank, std::uint32_t method, Bytes payload) {
-  impl_->Post(rank, method, std::move(payload));
+void Transport::Post(std::uint32_t rank, std::uint32_t method, Bytes payload, bool send_here) {
+  impl_->Post(rank, method, std::move(payload), send_here);
 }
 void Transport::RegisterDeferredRequestHandler(std::uint32_t method,
                                                DeferredRequestHandler handler) {

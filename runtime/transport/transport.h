@@ -124,7 +124,10 @@ class Transport {
   // handlers. Messages posted to one peer arrive in order. A send that fails
   // later (dead peer) is dropped; peer failure reaches callers by the usual
   // ways (pending calls fail, the liveness probe).
-  void Post(std::uint32_t rank, std::uint32_t method, Bytes payload);
+  // With `send_here`, a sleeping progress thread is not woken for it: this
+  // thread sends it (lower latency for a lone message; order against other
+  // posts to the same peer is then not kept).
+  void Post(std::uint32_t rank, std::uint32_t method, Bytes payload, bool send_here = false);
 
   // Registers local memory so peers can Pull from it.
   Result<std::unique_ptr<RegisteredMemory>> Register(void* address, std::size_t length);

@@ -3,7 +3,8 @@
 // prints "ok: <what>" lines that the scripts count, or "FAIL: ..." and
 // exits 1.
 //
-//   actors_check basic | many | restart | kill | placement | errors | concurrency
+//   actors_check basic | many | restart | kill | placement | errors | concurrency |
+//                caller-death
 
 #include <signal.h>
 #include <unistd.h>
@@ -81,6 +82,23 @@ class Meeting {
   int arrived_ = 0;
 };
 
+// Where a task writes its pid for the driver to find.
+class Board {
+ public:
+  static Board* Create() { return new Board(); }
+  std::int64_t Set(std::int64_t value) { return value_ = value; }
+  std::int64_t Value() const { return value_; }
+
+ private:
+  std::int64_t value_ = 0;
+};
+
+// In a task: says where it runs, then waits for a slow call.
+std::int64_t call_slowly(sray::ActorHandle<Counter> counter, sray::ActorHandle<Board> board) {
+  sray::Get(board.Task(&Board::Set).Remote(static_cast<std::int64_t>(::getpid())));
+  return sray::Get(counter.Task(&Counter::SleepThenValue).Remote(1500));
+}
+
 // In a task: finds the named counter and adds to it.
 std::int64_t add_through_name(std::int64_t amount) {
   auto counter = sray::GetActor<Counter>("counter");
@@ -106,7 +124,8 @@ SRAY_REMOTE(Counter::Create, &Counter::Add, &Counter::Value, &Counter::Seen, &Co
             &Counter::Node, &Counter::SleepThenValue, &Counter::Fail, &Counter::AddTo);
 SRAY_REMOTE(Broken::Create, &Broken::Value);
 SRAY_REMOTE(Meeting::Create, &Meeting::Arrive);
-SRAY_REMOTE(add_through_name, add_through_handle, busy_node);
+SRAY_REMOTE(Board::Create, &Board::Set, &Board::Value);
+SRAY_REMOTE(add_through_name, add_through_handle, busy_node, call_slowly);
 
 namespace {
 
@@ -330,6 +349,27 @@ void Errors() {
          "a handle of the wrong class is refused, not run on the wrong type: " + mismatch);
 }
 
+// A caller killed while its call runs: the actor answers into the void and
+// keeps serving (it crashed with SIGSEGV when it answered on the dead
+// caller's reply endpoint).
+void CallerDeath() {
+  auto counter = sray::Actor(Counter::Create).Remote(5);
+  auto board = sray::Actor(Board::Create).Remote();
+  auto waiting = sray::Task(call_slowly).SetMaxRetries(0).Remote(counter, board);
+  std::int64_t pid = 0;
+  for (int attempt = 0; attempt < 500 && pid == 0; ++attempt) {
+    pid = sray::Get(board.Task(&Board::Value).Remote());
+    if (pid == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (pid == 0) Fail("the calling task never started");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // its call is running
+  ::kill(static_cast<pid_t>(pid), SIGKILL);
+  Throws<sray::WorkerDiedError>([&] { sray::Get(waiting); }, "the killed caller's task");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));  // the answer went out
+  Expect(sray::Get(counter.Task(&Counter::Add).Remote(1)) == 6,
+         "an actor whose caller died mid-call keeps serving");
+}
+
 void Concurrency() {
   auto meeting = sray::Actor(Meeting::Create).SetMaxConcurrency(2).Remote();
   auto first = meeting.Task(&Meeting::Arrive).Remote();
@@ -356,6 +396,8 @@ int main(int argc, char** argv) {
     Errors();
   } else if (mode == "concurrency") {
     Concurrency();
+  } else if (mode == "caller-death") {
+    CallerDeath();
   } else {
     Fail("unknown mode " + mode);
   }
