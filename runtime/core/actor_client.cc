@@ -84,7 +84,6 @@ internal::ActorId ActorClient::Create(const std::string& factory,
   }
   auto info = head_.CreateActor(creation);
   if (!info.ok()) ThrowStatus(info.status(), "cannot create actor " + factory);
-  Actions actions;
   {
     std::lock_guard lock(mutex_);
     LearnLocked(actors_[info->id], *info);
@@ -198,9 +197,6 @@ void ActorClient::LearnLocked(ActorEntry& entry, const ActorInfo& info) {
                       StateOf(*entry.info) != ActorState::kDead);
   if (!newer) return;
   entry.info = info;
-  if (entry.suspect >= 0 && (info.incarnation > entry.suspect || StateOf(info) == ActorState::kDead)) {
-    entry.suspect = -1;
-  }
   if (StateOf(info) == ActorState::kAlive && address_book_) {
     transport::AddressBook::Entry book_entry;
     book_entry.address.assign(reinterpret_cast<const std::byte*>(info.worker_address.data()),
@@ -261,7 +257,7 @@ void ActorClient::FlushLocked(internal::ActorId actor, ActorEntry& entry, Action
     if (entry.info) seen = alive ? entry.info->incarnation : entry.info->incarnation - 1;
     actions.asks.emplace_back(actor, seen);
   }
-  if (!alive || entry.suspect >= 0) return;
+  if (!alive) return;
   const ActorInfo& info = *entry.info;
   auto next = entry.calls.lower_bound(entry.unsent_from);
   for (; next != entry.calls.end(); ++next) {

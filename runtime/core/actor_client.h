@@ -81,7 +81,6 @@ class ActorClient {
     std::size_t in_flight = 0;
     std::optional<ActorInfo> info;
     bool asking = false;          // a WaitForChange is outstanding (always, until dead)
-    std::int32_t suspect = -1;    // incarnation a failed call suggests is dead
     std::int32_t numbered_incarnation = -1;
     std::uint64_t next_sequence = 0;
   };

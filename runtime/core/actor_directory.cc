@@ -128,18 +128,17 @@ Result<ActorInfo> ActorDirectory::Lookup(const std::string& name) {
 
 void ActorDirectory::WaitForChange(ActorWait wait, InfoCallback done) {
   Effects effects;
+  bool known = false;
   {
     std::lock_guard lock(mutex_);
     auto found = actors_.find(wait.id);
-    if (found == actors_.end()) {
-      effects.infos.clear();
-    } else {
+    if (found != actors_.end()) {
+      known = true;
       found->second.waiters.push_back(Waiter{.seen = wait.seen, .done = std::move(done)});
       Notify(found->second, effects);
-      done = nullptr;
     }
   }
-  if (done) {
+  if (!known) {
     done(Status::NotFound("sray: actor " + std::to_string(wait.id) + " is unknown to the head"));
     return;
   }

@@ -182,18 +182,14 @@ class Transport::Impl {
   }
 
   void CallAsync(std::uint32_t rank, std::uint32_t method, std::span<const std::byte> payload,
-                 std::function<void(Result<Bytes>)> done, bool hand_off) {
-    StartCall(rank, method, payload, std::move(done), hand_off);
+                 std::function<void(Result<Bytes>)> done) {
+    StartCall(rank, method, payload, std::move(done));
   }
 
-  // Registers the call, then sends it from this thread, or, when the
-  // progress thread is awake and `may_hand_off`, leaves the send to it: two
-  // threads sending on one UCX worker contend for its lock, which cost more
-  // than the hand-off under load.
+  // Registers the call and sends it from this thread.
   std::shared_ptr<PendingCall> StartCall(std::uint32_t rank, std::uint32_t method,
                                          std::span<const std::byte> payload,
-                                         std::function<void(Result<Bytes>)> done,
-                                         bool may_hand_off = false) {
+                                         std::function<void(Result<Bytes>)> done) {
     auto call = std::make_shared<PendingCall>();
     call->rank = rank;
     call->on_done = std::move(done);
@@ -206,15 +202,6 @@ class Transport::Impl {
     {
       std::lock_guard lock(calls_mutex_);
       pending_calls_[call->id] = call;
-    }
-    if (may_hand_off && ShouldHandOff()) {
-      PostedMessage message;
-      message.kind = PostedKind::kRequest;
-      message.rank = rank;
-      message.call = call;
-      message.request_payload = payload;
-      Enqueue(std::move(message));
-      return call;
     }
     Transmit(call, payload);
     return call;
@@ -732,14 +719,12 @@ class Transport::Impl {
     }
   }
 
-  enum class PostedKind : std::uint8_t { kOneWay, kRequest, kReply };
+  enum class PostedKind : std::uint8_t { kOneWay, kReply };
   struct PostedMessage {
     PostedKind kind = PostedKind::kOneWay;
     std::uint32_t rank = 0;
     std::uint32_t method = 0;
     Bytes payload;  // one-way messages
-    std::shared_ptr<PendingCall> call;           // requests (registered already)
-    std::span<const std::byte> request_payload;  // requests: the caller keeps it alive
     ucp_ep_h reply_endpoint = nullptr;           // replies
     std::unique_ptr<std::pair<std::array<std::byte, kFrameHeaderSize>, Bytes>> reply;
   };
@@ -757,10 +742,6 @@ class Transport::Impl {
       batch.swap(outbox_);
     }
     for (auto& message : batch) {
-      if (message.kind == PostedKind::kRequest) {
-        Transmit(message.call, message.request_payload);
-        continue;
-      }
       if (message.kind == PostedKind::kReply) {
         TransmitReply(message.reply_endpoint, std::move(message.reply));
         continue;
@@ -1133,8 +1114,8 @@ Result<Bytes> Transport::Call(std::uint32_t rank, std::uint32_t method,
 }
 void Transport::CallAsync(std::uint32_t rank, std::uint32_t method,
                           std::span<const std::byte> payload,
-                          std::function<void(Result<Bytes>)> done, bool hand_off) {
-  impl_->CallAsync(rank, method, payload, std::move(done), hand_off);
+                          std::function<void(Result<Bytes>)> done) {
+  impl_->CallAsync(rank, method, payload, std::move(done));
 }
 Status Transport::Send(std::uint32_t rank, std::uint32_t method,
                        std::span<const std::byte> payload) {

@@ -111,12 +111,9 @@ class Transport {
   Result<Bytes> Call(std::uint32_t rank, std::uint32_t method, std::span<const std::byte> payload,
                      std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // Sends a request and calls `done` once with the response or error, from
-  // the progress thread. `payload` must stay valid until `done` runs. With
-  // `hand_off`, an awake progress thread sends it instead of this thread:
-  // cheaper for a caller with many calls in flight (no contention for the
-  // UCX worker), slower for a lone call.
+  // the progress thread. `payload` must stay valid until `done` runs.
   void CallAsync(std::uint32_t rank, std::uint32_t method, std::span<const std::byte> payload,
-                 std::function<void(Result<Bytes>)> done, bool hand_off = false);
+                 std::function<void(Result<Bytes>)> done);
   // Sends a one-way message; returns once the payload may be reused.
   Status Send(std::uint32_t rank, std::uint32_t method, std::span<const std::byte> payload);
   // Queues a one-way message for the progress thread to send and returns at
