@@ -18,7 +18,8 @@ Status InitializePlugin(spank_t handle, std::span<const std::string_view> argume
 // srun, sbatch, salloc: resolve the options now so bad input fails before launch.
 Status ValidateRequestedOptions();
 
-// slurmstepd, as the job user, once per step and node.
+// slurmstepd, as root before privileges drop, once per step and node; the
+// work itself runs as the job user in a child process.
 Status PrepareStepOnNode(spank_t handle);
 // slurmstepd, inside each task before exec.
 Status ExportTaskEnvironment(spank_t handle);

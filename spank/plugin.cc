@@ -72,19 +72,16 @@ extern "C" int slurm_spank_init(spank_t handle, int argc, char** argv) {
   });
 }
 
-extern "C" int slurm_spank_init_post_opt(spank_t /*handle*/, int /*argc*/, char** /*argv*/) {
-  return Guarded("slurm_spank_init_post_opt", [] {
+extern "C" int slurm_spank_init_post_opt(spank_t handle, int /*argc*/, char** /*argv*/) {
+  return Guarded("slurm_spank_init_post_opt", [&] {
     switch (spank_context()) {
       case S_CTX_LOCAL:
       case S_CTX_ALLOCATOR: return sray::spank::ValidateRequestedOptions();
+      // A failure is kept for task_init (remote_context.cc), where the user sees it.
+      case S_CTX_REMOTE: return sray::spank::PrepareStepOnNode(handle);
       default: return sray::Status::Ok();
     }
   });
-}
-
-extern "C" int slurm_spank_user_init(spank_t handle, int /*argc*/, char** /*argv*/) {
-  // Slurm ignores a failure here; remote_context.cc keeps it for task_init.
-  return Guarded("slurm_spank_user_init", [&] { return sray::spank::PrepareStepOnNode(handle); });
 }
 
 extern "C" int slurm_spank_task_init(spank_t handle, int /*argc*/, char** /*argv*/) {

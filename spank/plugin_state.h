@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "jobsetup/node_setup.h"
@@ -22,11 +23,13 @@ struct PluginState {
   // --ray-cluster was given (possibly with an empty value).
   bool cluster_requested = false;
   std::string option_list;
-  // Failures of user_init, which Slurm ignores; task_init reports them and fails.
+  // Failures of preparing the node, kept for task_init, where they reach the
+  // task's stderr and fail it.
   Status deferred_error;
   std::optional<jobsetup::NodeSetup> node_setup;
   uid_t job_uid = 0;
   gid_t job_gid = 0;
+  std::vector<gid_t> job_groups;
   // Tasks of this node whose exit slurmstepd has reported (task_exit).
   std::uint32_t exited_tasks = 0;
 };

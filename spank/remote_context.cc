@@ -1,11 +1,16 @@
-// slurmstepd: the per-node half of a step. user_init prepares the node as the
-// job user, task_init exports the result into each task, exit cleans up.
+// slurmstepd: the per-node half of a step. init_post_opt prepares the node
+// (as the job user, in a child process), task_init exports the result into
+// each task, exit cleans up.
+//
+// Why init_post_opt and not user_init: Slurm 22.05's slurmstepd drops its
+// privileges to the job user from before user_init until its tasks are forked,
+// and a PMIx peer connection it verifies in that window is refused by munge,
+// which leaves the step's PMIx fence waiting forever. Staging an environment
+// can take seconds, so it must not lengthen that window; init_post_opt runs
+// before it, and before the PMIx plugin starts listening.
 
-#include <grp.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdint>
@@ -15,8 +20,10 @@
 #include <slurm/slurm.h>  // SLURM_BATCH_SCRIPT and the other special step ids
 
 #include "contexts.h"
+#include "job_user_process.h"
 #include "jobsetup/hostlist.h"
 #include "jobsetup/node_setup.h"
+#include "jobsetup/node_setup_codec.h"
 #include "jobsetup/step_processes.h"
 #include "plugin_state.h"
 #include "spank_status.h"
@@ -61,6 +68,23 @@ bool IsUserStep(std::uint32_t step_id) {
          step_id != SLURM_INTERACTIVE_STEP && step_id != SLURM_PENDING_STEP;
 }
 
+Result<JobUser> ReadJobUser(spank_t handle) {
+  JobUser user;
+  SRAY_RETURN_IF_ERROR(
+      FromSpank(spank_get_item(handle, S_JOB_UID, &user.uid), "cannot read the job user"));
+  SRAY_RETURN_IF_ERROR(
+      FromSpank(spank_get_item(handle, S_JOB_GID, &user.gid), "cannot read the job group"));
+  gid_t* groups = nullptr;
+  int group_count = 0;
+  SRAY_RETURN_IF_ERROR(
+      FromSpank(spank_get_item(handle, S_JOB_SUPPLEMENTARY_GIDS, &groups, &group_count),
+                "cannot read the job's supplementary groups"));
+  if (groups != nullptr && group_count > 0) {
+    user.groups.assign(groups, groups + group_count);
+  }
+  return user;
+}
+
 Status PrepareStep(spank_t handle, std::string& node_name) {
   PluginState& state = State();
   auto step_id = GetNumber(handle, S_JOB_STEPID, "the step id");
@@ -75,37 +99,42 @@ Status PrepareStep(spank_t handle, std::string& node_name) {
   if (!num_nodes.ok()) return num_nodes.status();
   auto node_cpus = GetNumber(handle, S_JOB_NCPUS, "the step's CPUs on this node");
   if (!node_cpus.ok()) return node_cpus.status();
-  SRAY_RETURN_IF_ERROR(
-      FromSpank(spank_get_item(handle, S_JOB_UID, &state.job_uid), "cannot read the job user"));
-  SRAY_RETURN_IF_ERROR(
-      FromSpank(spank_get_item(handle, S_JOB_GID, &state.job_gid), "cannot read the job group"));
+  auto user = ReadJobUser(handle);
+  if (!user.ok()) return user.status();
+  state.job_uid = user->uid;
+  state.job_gid = user->gid;
+  state.job_groups = user->groups;
   auto hosts = StepHosts(handle);
   if (!hosts.ok()) return hosts.status();
   if (*node_id < hosts->size()) node_name = (*hosts)[*node_id];
 
-  // Read here, as the job user, so a user config file is read with the
-  // user's permissions and not root's.
-  auto options = jobsetup::ResolveOptions(
-      {.admin_config = state.plugstack.admin_config, .option_list = state.option_list});
-  if (!options.ok()) return options.status();
-
-  auto setup = jobsetup::PrepareNode({.job_id = std::to_string(*job_id),
-                                      .step_id = std::to_string(*step_id),
-                                      .node_id = *node_id,
-                                      .num_nodes = *num_nodes,
-                                      .node_cpus = *node_cpus,
-                                      .head_host = hosts->front(),
-                                      .uid = state.job_uid,
-                                      .options = std::move(options).value(),
-                                      .session_directory_per_node = false,
-                                      .task_variable = [handle](const std::string& name) {
-                                        char value[8192];
-                                        if (spank_getenv(handle, name.c_str(), value, sizeof(value)) !=
-                                            ESPANK_SUCCESS) {
-                                          return std::optional<std::string>();
-                                        }
-                                        return std::optional<std::string>(value);
-                                      }});
+  // As the job user, so a user config file is read and the session directory
+  // and staged environment are created with the user's permissions, not root's.
+  auto prepare = [&]() -> Result<jobsetup::NodeSetup> {
+    auto options = jobsetup::ResolveOptions(
+        {.admin_config = state.plugstack.admin_config, .option_list = state.option_list});
+    if (!options.ok()) return options.status();
+    return jobsetup::PrepareNode({.job_id = std::to_string(*job_id),
+                                  .step_id = std::to_string(*step_id),
+                                  .node_id = *node_id,
+                                  .num_nodes = *num_nodes,
+                                  .node_cpus = *node_cpus,
+                                  .head_host = hosts->front(),
+                                  .uid = state.job_uid,
+                                  .options = std::move(options).value(),
+                                  .session_directory_per_node = false,
+                                  .task_variable = [handle](const std::string& name) {
+                                    char value[8192];
+                                    if (spank_getenv(handle, name.c_str(), value, sizeof(value)) !=
+                                        ESPANK_SUCCESS) {
+                                      return std::optional<std::string>();
+                                    }
+                                    return std::optional<std::string>(value);
+                                  }});
+  };
+  auto answer = RunAsJobUser(*user, [&] { return jobsetup::EncodeNodeSetupResult(prepare()); });
+  if (!answer.ok()) return answer.status();
+  auto setup = jobsetup::DecodeNodeSetupResult(*answer);
   if (!setup.ok()) return setup.status();
   state.node_setup = std::move(setup).value();
   return Status::Ok();
@@ -130,8 +159,8 @@ Status PrepareStepOnNode(spank_t handle) {
     if (spank_get_item(handle, S_JOB_NODEID, &node_id) == ESPANK_SUCCESS) {
       where += " (node " + std::to_string(node_id) + ")";
     }
-    // Slurm ignores user_init failures, so the error waits for task_init,
-    // which can fail the task.
+    // Here the message would reach only the slurmd log; task_init writes it to
+    // the task's stderr, which the user sees, and fails the task.
     state.deferred_error = status.WithContext("cannot start the sray cluster " + where);
   }
   return Status::Ok();
@@ -191,26 +220,17 @@ Status CleanUpStepOnNode() {
   const PluginState& state = State();
   if (!state.node_setup) return Status::Ok();
   Status leftovers = EndLeftovers();
-  // slurm_spank_exit runs as root inside a multi-threaded slurmstepd. Removing
-  // a user-owned tree as root invites symlink tricks, and changing the
-  // process's ids would affect slurmstepd's other threads, so a child drops to
-  // the job user and removes the directory.
-  const pid_t child = fork();
-  if (child < 0) return Status::FromErrno(errno, "cannot fork to remove the session directory");
-  if (child == 0) {
-    const bool dropped =
-        setgroups(0, nullptr) == 0 && setgid(state.job_gid) == 0 && setuid(state.job_uid) == 0;
-    const bool removed = dropped && jobsetup::TeardownNode(*state.node_setup).ok();
-    _exit(removed ? 0 : 1);
-  }
-  int wait_status = 0;
-  while (waitpid(child, &wait_status, 0) < 0) {
-    if (errno != EINTR) return Status::FromErrno(errno, "cannot wait for the cleanup process");
-  }
-  if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
-    return Status::IoError("cannot remove session directory " +
-                           state.node_setup->session_directory.string() +
-                           ": remove it by hand (as the job user)");
+  // Removing a user-owned tree as root invites symlink tricks: the job user
+  // removes it.
+  const JobUser user{.uid = state.job_uid, .gid = state.job_gid, .groups = state.job_groups};
+  auto removed = RunAsJobUser(user, [&state] {
+    const Status status = jobsetup::TeardownNode(*state.node_setup);
+    return status.ok() ? std::string() : status.message();
+  });
+  if (!removed.ok()) return removed.status().WithContext("cannot remove the session directory");
+  if (!removed->empty()) {
+    return Status::IoError(*removed + ": remove " + state.node_setup->session_directory.string() +
+                           " by hand (as the job user)");
   }
   return leftovers;
 }

@@ -21,6 +21,22 @@ std::string_view StatusCodeName(StatusCode code) {
   return "unknown";
 }
 
+Status Status::FromCode(StatusCode code, std::string message) {
+  switch (code) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kPermissionDenied:
+    case StatusCode::kIoError:
+    case StatusCode::kUnavailable:
+    case StatusCode::kInternal:
+    case StatusCode::kResourceExhausted:
+    case StatusCode::kDeadlineExceeded: return {code, std::move(message)};
+    case StatusCode::kOk: break;
+  }
+  return Internal(std::move(message));
+}
+
 Status Status::FromErrno(int error_number, std::string_view what) {
   std::string message(what);
   message += ": ";

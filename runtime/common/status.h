@@ -60,6 +60,9 @@ class [[nodiscard]] Status {
   static Status DeadlineExceeded(std::string message) {
     return {StatusCode::kDeadlineExceeded, std::move(message)};
   }
+  // Rebuilds a status that crossed a process boundary as code and message; an
+  // unknown code (a newer peer) or kOk with a message becomes kInternal.
+  static Status FromCode(StatusCode code, std::string message);
   // Maps an errno value to the closest code and appends strerror to `what`.
   static Status FromErrno(int error_number, std::string_view what);
 

@@ -70,18 +70,7 @@ Bytes EncodeError(const Status& status) {
 
 Status DecodeError(std::span<const std::byte> bytes) {
   if (bytes.empty()) return Status::Internal("the peer sent an empty error response");
-  const std::string message(TextOf(bytes.subspan(1)));
-  switch (static_cast<StatusCode>(bytes[0])) {
-    case StatusCode::kInvalidArgument: return Status::InvalidArgument(message);
-    case StatusCode::kNotFound: return Status::NotFound(message);
-    case StatusCode::kAlreadyExists: return Status::AlreadyExists(message);
-    case StatusCode::kPermissionDenied: return Status::PermissionDenied(message);
-    case StatusCode::kIoError: return Status::IoError(message);
-    case StatusCode::kUnavailable: return Status::Unavailable(message);
-    case StatusCode::kResourceExhausted: return Status::ResourceExhausted(message);
-    case StatusCode::kDeadlineExceeded: return Status::DeadlineExceeded(message);
-    default: return Status::Internal(message);
-  }
+  return Status::FromCode(static_cast<StatusCode>(bytes[0]), std::string(TextOf(bytes.subspan(1))));
 }
 
 // Completion of one operation that a thread may wait for. Shared between the
@@ -242,7 +231,8 @@ class Transport::Impl {
     } else if (UCS_PTR_IS_ERR(request)) {
       delete send_context;
       call->MarkSent(Status::Ok());  // nothing is in flight
-      FailCall(call->id, FromUcs(UCS_PTR_STATUS(request), "cannot send to " + Describe(call->rank)));
+      FailCall(call->id,
+               FromUcs(UCS_PTR_STATUS(request), "cannot send to " + Describe(call->rank)));
     } else {
       std::lock_guard lock(call->mutex);
       if (!call->sent) call->send_request = request;
@@ -292,7 +282,8 @@ class Transport::Impl {
 
   void Post(std::uint32_t rank, std::uint32_t method, Bytes payload, bool send_here) {
     if (stopping_.load()) return;
-    if (send_here && !tls_on_progress_thread && !tls_in_ucx_callback && progress_thread_sleeping_.load()) {
+    if (send_here && !tls_on_progress_thread && !tls_in_ucx_callback &&
+        progress_thread_sleeping_.load()) {
       TransmitOneWay(rank, method, std::move(payload));
       // The progress thread drives what did not complete inline.
       ucp_worker_signal(worker_->handle());
@@ -724,8 +715,8 @@ class Transport::Impl {
     PostedKind kind = PostedKind::kOneWay;
     std::uint32_t rank = 0;
     std::uint32_t method = 0;
-    Bytes payload;  // one-way messages
-    ucp_ep_h reply_endpoint = nullptr;           // replies
+    Bytes payload;                      // one-way messages
+    ucp_ep_h reply_endpoint = nullptr;  // replies
     std::unique_ptr<std::pair<std::array<std::byte, kFrameHeaderSize>, Bytes>> reply;
   };
 
@@ -997,8 +988,9 @@ class Transport::Impl {
     if (!tls_on_progress_thread && !tls_in_ucx_callback) ucp_worker_signal(worker_->handle());
   }
 
-  void TransmitReply(ucp_ep_h reply_endpoint,
-                     std::unique_ptr<std::pair<std::array<std::byte, kFrameHeaderSize>, Bytes>> reply) {
+  void TransmitReply(
+      ucp_ep_h reply_endpoint,
+      std::unique_ptr<std::pair<std::array<std::byte, kFrameHeaderSize>, Bytes>> reply) {
     auto* context = new SendContext{this, nullptr, std::move(reply)};
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;

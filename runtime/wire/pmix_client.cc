@@ -184,7 +184,9 @@ Status PmixClient::Fence(std::chrono::seconds timeout) {
     return Status::Unavailable("the job-wide PMIx fence did not complete within " +
                                std::to_string(timeout.count()) +
                                " s: a process of the job is missing or hung, or the launcher's "
-                               "PMIx server lost the collective; rerun the step");
+                               "PMIx server lost the collective (under Slurm 22.05, look for "
+                               "'Munge decode failed' in the slurmd log: a known Slurm race "
+                               "when a node starts slowly); rerun the step");
   }
   return FromPmix(status, "the job-wide PMIx fence failed")
       .WithRemedy("another process of the job probably died before reaching it");

@@ -8,7 +8,8 @@ for tls in default tcp,self; do
   env_prefix=()
   [ "$tls" = default ] || env_prefix=(env "UCX_TLS=$tls")
   out=$WORK/peer-death.$tls.out
-  as_user "${env_prefix[@]}" srun -N3 --ntasks-per-node=2 --ray-cluster bash -c \
+  # Unbuffered (no rerun on Slurm's race): the victim is read from the output as it runs.
+  run_as_test_user "${env_prefix[@]}" srun -N3 --ntasks-per-node=2 --ray-cluster bash -c \
     "echo \"\$\$ task rank \$SLURM_PROCID job \$SLURM_JOB_ID\"; exec $CHECK peer-death" >"$out" 2>&1 &
   srun_pid=$!
   victim=$(wait_for_victim "$out")

@@ -1,0 +1,97 @@
+#include "job_user_process.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+namespace sray::spank {
+namespace {
+
+// Exit statuses of the child that say where it stopped.
+constexpr int kCannotBecomeUser = 125;
+constexpr int kWorkThrew = 126;
+constexpr int kCannotAnswer = 127;
+
+bool WriteAll(int fd, const std::string& bytes) {
+  std::size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t result = write(fd, bytes.data() + written, bytes.size() - written);
+    if (result < 0 && errno == EINTR) continue;
+    if (result <= 0) return false;
+    written += static_cast<std::size_t>(result);
+  }
+  return true;
+}
+
+[[noreturn]] void RunChild(const JobUser& user, const std::function<std::string()>& work,
+                           int answer_fd) {
+  // A process that already is the user (not root) could not call setgroups.
+  const bool already_user = getuid() == user.uid && geteuid() == user.uid && getgid() == user.gid &&
+                            getegid() == user.gid;
+  const bool became_user =
+      already_user || (setgroups(user.groups.size(), user.groups.data()) == 0 &&
+                       setgid(user.gid) == 0 && setuid(user.uid) == 0);
+  if (!became_user) _exit(kCannotBecomeUser);
+  std::string answer;
+  try {
+    answer = work();
+  } catch (...) {
+    _exit(kWorkThrew);
+  }
+  _exit(WriteAll(answer_fd, answer) ? 0 : kCannotAnswer);
+}
+
+}  // namespace
+
+Result<std::string> RunAsJobUser(const JobUser& user, const std::function<std::string()>& work) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return Status::FromErrno(errno, "cannot create a pipe");
+  const pid_t child = fork();
+  if (child < 0) {
+    const int error = errno;
+    close(fds[0]);
+    close(fds[1]);
+    return Status::FromErrno(error, "cannot fork a process for the job user");
+  }
+  if (child == 0) {
+    close(fds[0]);
+    RunChild(user, work, fds[1]);
+  }
+  close(fds[1]);
+  std::string answer;
+  char buffer[16384];
+  Status read_status;
+  for (;;) {
+    const ssize_t got = read(fds[0], buffer, sizeof(buffer));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) read_status = Status::FromErrno(errno, "cannot read the job user's process");
+    if (got <= 0) break;
+    answer.append(buffer, static_cast<std::size_t>(got));
+  }
+  close(fds[0]);
+  int wait_status = 0;
+  while (waitpid(child, &wait_status, 0) < 0) {
+    if (errno != EINTR) return Status::FromErrno(errno, "cannot wait for the job user's process");
+  }
+  SRAY_RETURN_IF_ERROR(read_status);
+  const std::string who = "the process working as uid " + std::to_string(user.uid);
+  if (WIFSIGNALED(wait_status)) {
+    return Status::Internal(who + " died of signal " + std::to_string(WTERMSIG(wait_status)) +
+                            " (" + strsignal(WTERMSIG(wait_status)) + "): please report this");
+  }
+  switch (WEXITSTATUS(wait_status)) {
+    case 0: return answer;
+    case kCannotBecomeUser:
+      return Status::PermissionDenied("cannot become uid " + std::to_string(user.uid) + " gid " +
+                                      std::to_string(user.gid) + ": slurmstepd must run as root");
+    case kWorkThrew: return Status::Internal(who + " failed unexpectedly: please report this");
+    default: return Status::IoError(who + " could not send its answer");
+  }
+}
+
+}  // namespace sray::spank

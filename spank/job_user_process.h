@@ -1,0 +1,32 @@
+#pragma once
+
+// Work that must run as the job user inside a root, multi-threaded slurmstepd.
+// Changing the ids of slurmstepd itself would change them for all its threads
+// (Linux applies setuid process-wide), so the work runs in a forked child that
+// drops to the user, and only its answer comes back, as bytes over a pipe.
+//
+// Thread-safety: call from one thread at a time; blocks until the child ends.
+
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace sray::spank {
+
+struct JobUser {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  // The job's supplementary groups, so files shared through a group (an
+  // environment pack, a config file) read as they would in the task.
+  std::vector<gid_t> groups;
+};
+
+// Runs `work` in a child that has become `user` and returns what it returned.
+// Fails when the child cannot become the user, throws, or dies, naming which.
+Result<std::string> RunAsJobUser(const JobUser& user, const std::function<std::string()>& work);
+
+}  // namespace sray::spank
