@@ -96,13 +96,6 @@ class Reader {
   Digest digest_;
 };
 
-Result<std::string> ReadFile(const fs::path& file) {
-  std::ifstream stream(file, std::ios::binary);
-  if (!stream) return Status::FromErrno(errno, "cannot read " + file.string());
-  std::string data((std::istreambuf_iterator<char>(stream)), std::istreambuf_iterator<char>());
-  return data;
-}
-
 PrefixKind KindOf(const std::string& data, const std::string& prefix) {
   if (data.find(prefix) == std::string::npos) return PrefixKind::kNone;
   return data.find('\0') == std::string::npos ? PrefixKind::kText : PrefixKind::kBinary;
@@ -185,7 +178,7 @@ Result<PackSummary> Pack(const fs::path& prefix_argument, const fs::path& output
       writer.Text(relative);
       writer.Number(mode);
     } else if (S_ISREG(info.st_mode)) {
-      auto data = ReadFile(path);
+      auto data = ReadWholeFile(path);
       if (!data.ok()) return data.status();
       const PrefixKind kind = KindOf(*data, summary.recorded_prefix);
       writer.Number(EntryType::kFile);

@@ -14,16 +14,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Result<std::string> ReadText(const fs::path& file) {
-  std::ifstream stream(file, std::ios::binary);
-  if (!stream) {
-    return Status::FromErrno(errno, "cannot read " + file.string());
-  }
-  std::ostringstream text;
-  text << stream.rdbuf();
-  return text.str();
-}
-
 Status InFile(const fs::path& file, const std::string& what) {
   return Status::InvalidArgument(file.string() + ": " + what);
 }
@@ -35,17 +25,19 @@ std::string Text(const YAML::Node& node) {
 // conda-meta records name their channel as a URL or a short name; keep the
 // short name where the URL is a well-known host's.
 std::string ShortChannel(std::string channel) {
-  for (const std::string host : {"https://conda.anaconda.org/", "https://repo.anaconda.com/pkgs/"}) {
+  for (const std::string host :
+       {"https://conda.anaconda.org/", "https://repo.anaconda.com/pkgs/"}) {
     if (channel.starts_with(host)) channel = channel.substr(host.size());
   }
-  for (const std::string subdir : {"/linux-64", "/noarch", "/linux-aarch64", "/osx-64", "/osx-arm64", "/win-64"}) {
+  for (const std::string subdir :
+       {"/linux-64", "/noarch", "/linux-aarch64", "/osx-64", "/osx-arm64", "/win-64"}) {
     if (channel.ends_with(subdir)) channel.resize(channel.size() - subdir.size());
   }
   return channel;
 }
 
 Result<Package> PackageFromRecord(const fs::path& file) {
-  auto text = ReadText(file);
+  auto text = ReadWholeFile(file);
   if (!text.ok()) return text.status();
   nlohmann::json record;
   try {
@@ -72,7 +64,8 @@ Result<Package> PackageFromRecord(const fs::path& file) {
   }
   if (package.channel.empty()) {
     const std::string url = field("url");
-    if (auto from_url = PackageFromUrl(url); from_url.ok()) package.channel = ShortChannel(from_url->channel);
+    if (auto from_url = PackageFromUrl(url); from_url.ok())
+      package.channel = ShortChannel(from_url->channel);
   }
   return package;
 }
@@ -108,7 +101,7 @@ void AddPipPackages(const fs::path& prefix, PackageList& list) {
 }
 
 Result<YAML::Node> LoadYaml(const fs::path& file) {
-  auto text = ReadText(file);
+  auto text = ReadWholeFile(file);
   if (!text.ok()) return text.status();
   try {
     return YAML::Load(*text);
@@ -118,9 +111,10 @@ Result<YAML::Node> LoadYaml(const fs::path& file) {
 }
 
 void SortPackages(PackageList& list) {
-  std::sort(list.packages.begin(), list.packages.end(), [](const Package& left, const Package& right) {
-    return std::tie(left.manager, left.name) < std::tie(right.manager, right.name);
-  });
+  std::sort(list.packages.begin(), list.packages.end(),
+            [](const Package& left, const Package& right) {
+              return std::tie(left.manager, left.name) < std::tie(right.manager, right.name);
+            });
 }
 
 Status CheckDuplicates(const PackageList& list) {
@@ -128,8 +122,8 @@ Status CheckDuplicates(const PackageList& list) {
     const auto& previous = list.packages[index - 1];
     const auto& current = list.packages[index];
     if (previous.manager == current.manager && previous.name == current.name) {
-      return InFile(list.source, "names " + std::string(ManagerName(current.manager)) + " package '" +
-                                     current.name + "' twice");
+      return InFile(list.source, "names " + std::string(ManagerName(current.manager)) +
+                                     " package '" + current.name + "' twice");
     }
   }
   return Status::Ok();
@@ -147,11 +141,13 @@ Result<PackageList> ReadPrefix(const fs::path& prefix) {
   std::error_code error;
   const fs::path meta = prefix / "conda-meta";
   if (!fs::is_directory(prefix, error)) {
-    return Status::NotFound(prefix.string() + " is not a directory: give the path of an existing "
+    return Status::NotFound(prefix.string() +
+                            " is not a directory: give the path of an existing "
                             "conda environment (its prefix)");
   }
   if (!fs::is_directory(meta, error)) {
-    return Status::NotFound(prefix.string() + " has no conda-meta directory: it is not a conda "
+    return Status::NotFound(prefix.string() +
+                            " has no conda-meta directory: it is not a conda "
                             "environment (create one with `sray env create SPEC`)");
   }
   PackageList list;
@@ -176,12 +172,14 @@ Result<PackageList> ReadEnvironmentYamlUnguarded(const fs::path& file) {
   if (!loaded.ok()) return loaded.status();
   const YAML::Node document = std::move(loaded).value();
   if (!document.IsMap()) return InFile(file, "not a YAML mapping: not an environment.yml");
-  static const std::vector<std::string> kKnown = {"name", "channels", "dependencies", "variables", "prefix"};
+  static const std::vector<std::string> kKnown = {"name", "channels", "dependencies", "variables",
+                                                  "prefix"};
   for (const auto& entry : document) {
     const auto key = entry.first.as<std::string>();
     if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end()) {
-      return InFile(file, "unknown field '" + key + "' (environment.yml has name, channels, "
-                          "dependencies, variables and prefix)");
+      return InFile(file, "unknown field '" + key +
+                              "' (environment.yml has name, channels, "
+                              "dependencies, variables and prefix)");
     }
   }
   const YAML::Node dependencies = document["dependencies"];
@@ -202,12 +200,14 @@ Result<PackageList> ReadEnvironmentYamlUnguarded(const fs::path& file) {
       for (const auto& requirement : pip) {
         auto package = ParsePipSpec(Text(requirement));
         if (!package.ok()) return InFile(file, package.status().message());
-        any_without_build = any_without_build || package->version_operator != "==" || package->version.empty();
+        any_without_build =
+            any_without_build || package->version_operator != "==" || package->version.empty();
         list.packages.push_back(std::move(package).value());
       }
       continue;
     }
-    if (!dependency.IsScalar()) return InFile(file, "a dependency is neither a spec nor a pip list");
+    if (!dependency.IsScalar())
+      return InFile(file, "a dependency is neither a spec nor a pip list");
     auto package = ParseCondaSpec(dependency.as<std::string>());
     if (!package.ok()) return InFile(file, package.status().message());
     any_without_build = any_without_build || package->build.empty();
@@ -228,7 +228,7 @@ Result<PackageList> ReadEnvironmentYamlUnguarded(const fs::path& file) {
 }  // namespace
 
 Result<PackageList> ReadExplicitFile(const fs::path& file) {
-  auto text = ReadText(file);
+  auto text = ReadWholeFile(file);
   if (!text.ok()) return text.status();
   std::istringstream lines(*text);
   std::string line;
@@ -246,15 +246,18 @@ Result<PackageList> ReadExplicitFile(const fs::path& file) {
       continue;
     }
     if (!explicit_seen) {
-      return InFile(file, "line " + std::to_string(number) + " comes before the @EXPLICIT line: "
-                                                           "not a `conda list --explicit` file");
+      return InFile(file, "line " + std::to_string(number) +
+                              " comes before the @EXPLICIT line: "
+                              "not a `conda list --explicit` file");
     }
     auto package = PackageFromUrl(line);
-    if (!package.ok()) return InFile(file, "line " + std::to_string(number) + ": " + package.status().message());
+    if (!package.ok())
+      return InFile(file, "line " + std::to_string(number) + ": " + package.status().message());
     package->channel = ShortChannel(package->channel);
     list.packages.push_back(std::move(package).value());
   }
-  if (!explicit_seen) return InFile(file, "has no @EXPLICIT line: not a `conda list --explicit` file");
+  if (!explicit_seen)
+    return InFile(file, "has no @EXPLICIT line: not a `conda list --explicit` file");
   return Finish(std::move(list));
 }
 
@@ -281,7 +284,9 @@ Result<PackageList> ReadCondaLockUnguarded(const fs::path& file, std::string_vie
     Package package;
     if (manager == "conda") {
       auto from_url = PackageFromUrl(Text(entry["url"]));
-      if (!from_url.ok()) return InFile(file, "package '" + Text(entry["name"]) + "': " + from_url.status().message());
+      if (!from_url.ok())
+        return InFile(file,
+                      "package '" + Text(entry["name"]) + "': " + from_url.status().message());
       package = std::move(from_url).value();
       package.channel = ShortChannel(package.channel);
     } else if (manager == "pip") {
@@ -328,21 +333,44 @@ Result<PackageList> ReadCondaLock(const fs::path& file, std::string_view platfor
   }
 }
 
-Result<PackageList> ReadSpec(const fs::path& path) {
+Result<std::string> ReadWholeFile(const fs::path& file) {
+  std::ifstream stream(file, std::ios::binary);
+  if (!stream) return Status::FromErrno(errno, "cannot read " + file.string());
+  std::ostringstream text;
+  text << stream.rdbuf();
+  return text.str();
+}
+
+Result<SpecFormat> DetectSpecFormat(const fs::path& path) {
   std::error_code error;
-  if (fs::is_directory(path, error)) return ReadPrefix(path);
+  if (fs::is_directory(path, error)) return SpecFormat::kPrefix;
   if (!fs::exists(path, error)) {
-    return Status::NotFound(path.string() + " does not exist: give a prefix, an environment.yml, "
+    return Status::NotFound(path.string() +
+                            " does not exist: give a prefix, an environment.yml, "
                             "an explicit file, a conda-lock.yml or a sray lock");
   }
-  auto text = ReadText(path);
+  auto text = ReadWholeFile(path);
   if (!text.ok()) return text.status();
-  if (text->starts_with(kLockHeader)) return ReadLock(path);
+  if (text->starts_with(kLockHeader)) return SpecFormat::kSrayLock;
   if (text->find("\n@EXPLICIT") != std::string::npos || text->starts_with("@EXPLICIT")) {
-    return ReadExplicitFile(path);
+    return SpecFormat::kExplicit;
   }
-  if (text->find("\npackage:") != std::string::npos && text->find("metadata:") != std::string::npos) {
-    return ReadCondaLock(path);
+  if (text->find("\npackage:") != std::string::npos &&
+      text->find("metadata:") != std::string::npos) {
+    return SpecFormat::kCondaLock;
+  }
+  return SpecFormat::kEnvironmentYaml;
+}
+
+Result<PackageList> ReadSpec(const fs::path& path) {
+  auto format = DetectSpecFormat(path);
+  if (!format.ok()) return format.status();
+  switch (*format) {
+    case SpecFormat::kPrefix: return ReadPrefix(path);
+    case SpecFormat::kSrayLock: return ReadLock(path);
+    case SpecFormat::kExplicit: return ReadExplicitFile(path);
+    case SpecFormat::kCondaLock: return ReadCondaLock(path);
+    case SpecFormat::kEnvironmentYaml: break;
   }
   return ReadEnvironmentYaml(path);
 }

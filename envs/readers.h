@@ -20,7 +20,16 @@ namespace sray::envs {
 Result<PackageList> ReadPrefix(const std::filesystem::path& prefix);
 Result<PackageList> ReadEnvironmentYaml(const std::filesystem::path& file);
 Result<PackageList> ReadExplicitFile(const std::filesystem::path& file);
-Result<PackageList> ReadCondaLock(const std::filesystem::path& file, std::string_view platform = "linux-64");
+Result<PackageList> ReadCondaLock(const std::filesystem::path& file,
+                                  std::string_view platform = "linux-64");
+
+// The bytes of `file`; fails naming it.
+Result<std::string> ReadWholeFile(const std::filesystem::path& file);
+
+enum class SpecFormat { kPrefix, kSrayLock, kExplicit, kCondaLock, kEnvironmentYaml };
+
+// Which of the above `path` is, told apart by content as ReadSpec describes.
+Result<SpecFormat> DetectSpecFormat(const std::filesystem::path& path);
 
 // Any of the above, told apart by content: a directory is a prefix; a file
 // with an @EXPLICIT line an explicit file; sray's lock by its first line; a

@@ -11,7 +11,11 @@
 #include <utility>
 #include <vector>
 
+#include "envs/create.h"
+#include "envs/lock.h"
 #include "envs/pack.h"
+#include "envs/readers.h"
+#include "envs/verify.h"
 
 namespace sray::envs {
 namespace {
@@ -29,7 +33,8 @@ class CacheLock {
  public:
   static Result<CacheLock> Acquire(const fs::path& file) {
     const int descriptor = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (descriptor < 0) return Status::FromErrno(errno, "cannot open the environment cache lock " + file.string());
+    if (descriptor < 0)
+      return Status::FromErrno(errno, "cannot open the environment cache lock " + file.string());
     while (::flock(descriptor, LOCK_EX) != 0) {
       if (errno != EINTR) {
         const int error = errno;
@@ -75,7 +80,8 @@ std::uint64_t Evict(const fs::path& cache_root, std::uint64_t limit, const fs::p
     total += size;
     copies.push_back({entry.path(), fs::last_write_time(marker, error), size});
   }
-  std::sort(copies.begin(), copies.end(), [](const Copy& a, const Copy& b) { return a.used < b.used; });
+  std::sort(copies.begin(), copies.end(),
+            [](const Copy& a, const Copy& b) { return a.used < b.used; });
   std::uint64_t evicted = 0;
   for (const auto& copy : copies) {
     if (total <= limit) break;
@@ -88,6 +94,59 @@ std::uint64_t Evict(const fs::path& cache_root, std::uint64_t limit, const fs::p
   return evicted;
 }
 
+// Creates the cache directory (private to the user) and takes its lock.
+Result<CacheLock> OpenCache(const fs::path& cache_root) {
+  std::error_code error;
+  fs::create_directories(cache_root, error);
+  if (error) {
+    return Status::IoError("cannot create the environment cache " + cache_root.string() + ": " +
+                           error.message());
+  }
+  ::chmod(cache_root.c_str(), 0700);
+  return CacheLock::Acquire(cache_root / ".lock");
+}
+
+Status WriteMarker(const fs::path& marker, std::uint64_t bytes) {
+  std::ofstream stream(marker);
+  stream << bytes << "\n";
+  if (!stream.flush()) return Status::IoError("cannot write " + marker.string());
+  return Status::Ok();
+}
+
+std::uint64_t TreeBytes(const fs::path& root) {
+  std::uint64_t bytes = 0;
+  std::error_code error;
+  for (fs::recursive_directory_iterator it(root, error), end; !error && it != end;
+       it.increment(error)) {
+    if (it->is_regular_file(error) && !it->is_symlink(error)) bytes += it->file_size(error);
+  }
+  return bytes;
+}
+
+// Staged copies, most recently used first.
+std::vector<fs::path> StagedCopies(const fs::path& cache_root) {
+  std::vector<std::pair<fs::file_time_type, fs::path>> copies;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(cache_root, error)) {
+    const fs::path marker = entry.path() / kMarker;
+    if (!entry.is_directory(error) || !fs::exists(marker, error)) continue;
+    copies.emplace_back(fs::last_write_time(marker, error), entry.path());
+  }
+  std::sort(copies.begin(), copies.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<fs::path> paths;
+  for (auto& copy : copies) paths.push_back(std::move(copy.second));
+  return paths;
+}
+
+Result<std::string> LockHashOf(const fs::path& prefix) {
+  auto installed = ReadPrefix(prefix);
+  if (!installed.ok()) return installed.status();
+  auto lock = MakeLock(*installed);
+  if (!lock.ok()) return lock.status();
+  return lock->hash;
+}
+
 }  // namespace
 
 Result<StagedEnvironment> StagePack(const fs::path& pack, const fs::path& cache_root,
@@ -95,10 +154,7 @@ Result<StagedEnvironment> StagePack(const fs::path& pack, const fs::path& cache_
   auto header = InspectPack(pack);
   if (!header.ok()) return header.status();
   std::error_code error;
-  fs::create_directories(cache_root, error);
-  if (error) return Status::IoError("cannot create the environment cache " + cache_root.string() + ": " + error.message());
-  ::chmod(cache_root.c_str(), 0700);
-  auto lock = CacheLock::Acquire(cache_root / ".lock");
+  auto lock = OpenCache(cache_root);
   if (!lock.ok()) return lock.status();
 
   StagedEnvironment staged;
@@ -115,11 +171,61 @@ Result<StagedEnvironment> StagePack(const fs::path& pack, const fs::path& cache_
   fs::remove_all(staged.prefix, error);
   auto unpacked = Unpack(pack, staged.prefix);
   if (!unpacked.ok()) return unpacked.status().WithContext("cannot stage " + pack.string());
-  {
-    std::ofstream stream(marker);
-    stream << unpacked->bytes << "\n";
-    if (!stream.flush()) return Status::IoError("cannot write " + marker.string());
+  SRAY_RETURN_IF_ERROR(WriteMarker(marker, unpacked->bytes));
+  staged.evicted = Evict(cache_root, cache_limit_bytes, staged.prefix);
+  return staged;
+}
+
+Result<StagedEnvironment> StageSpec(const fs::path& spec_file, const fs::path& cache_root,
+                                    std::uint64_t cache_limit_bytes,
+                                    const std::optional<fs::path>& conda_tool) {
+  auto format = DetectSpecFormat(spec_file);
+  if (!format.ok()) return format.status();
+  if (*format == SpecFormat::kPrefix) {
+    return Status::InvalidArgument(spec_file.string() +
+                                   " is a prefix, not a spec: use it as it is");
   }
+  auto spec = ReadSpec(spec_file);
+  if (!spec.ok()) return spec.status();
+  auto lock = OpenCache(cache_root);
+  if (!lock.ok()) return lock.status();
+
+  std::error_code error;
+  for (const fs::path& copy : StagedCopies(cache_root)) {
+    auto installed = ReadPrefix(copy);
+    if (!installed.ok() || !Compare(*spec, *installed).empty()) continue;
+    auto hash = LockHashOf(copy);
+    if (!hash.ok()) continue;
+    fs::last_write_time(copy / kMarker, fs::file_time_type::clock::now(), error);
+    return StagedEnvironment{.prefix = copy, .lock_hash = *hash, .reused = true, .evicted = 0};
+  }
+  if (!conda_tool) {
+    return Status::NotFound(
+        "no environment matching " + spec_file.string() + " is staged in " + cache_root.string() +
+        " on this node, and no conda, mamba or micromamba is on the tasks' PATH: pass an "
+        "environment packed with `sray env pack` (env=FILE), stage one on every node with "
+        "`sray env stage`, or install micromamba on the nodes");
+  }
+  auto text = ReadWholeFile(spec_file);
+  if (!text.ok()) return text.status();
+  const std::string key = "spec-" + Sha256Hex(*text).substr(0, kKeyLength);
+  StagedEnvironment staged{
+      .prefix = cache_root / key, .lock_hash = {}, .reused = false, .evicted = 0};
+  // A copy under this key that did not match above was cut short or changed.
+  fs::remove_all(staged.prefix, error);
+  const fs::path log = cache_root / (key + ".log");
+  const Status created = CreateEnvironment(*conda_tool, spec_file, staged.prefix, log);
+  if (!created.ok()) {
+    fs::remove_all(staged.prefix, error);  // never a half-made environment
+    return created;
+  }
+  auto hash = LockHashOf(staged.prefix);
+  if (!hash.ok()) {
+    fs::remove_all(staged.prefix, error);
+    return hash.status();
+  }
+  staged.lock_hash = *hash;
+  SRAY_RETURN_IF_ERROR(WriteMarker(staged.prefix / kMarker, TreeBytes(staged.prefix)));
   staged.evicted = Evict(cache_root, cache_limit_bytes, staged.prefix);
   return staged;
 }

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "common/status.h"
@@ -22,12 +23,24 @@ namespace sray::envs {
 struct StagedEnvironment {
   std::filesystem::path prefix;
   std::string lock_hash;
-  bool reused = false;           // another job staged it already
-  std::uint64_t evicted = 0;     // copies removed to stay under the limit
+  bool reused = false;        // another job staged it already
+  std::uint64_t evicted = 0;  // copies removed to stay under the limit
 };
 
 Result<StagedEnvironment> StagePack(const std::filesystem::path& pack,
                                     const std::filesystem::path& cache_root,
                                     std::uint64_t cache_limit_bytes);
+
+// An environment described by a spec (environment.yml, explicit file,
+// conda-lock.yml, sray lock) in the same cache: a staged copy that matches
+// the spec exactly (envs/verify.h) is reused, the most recently used first;
+// otherwise `conda_tool` (micromamba, mamba or conda) creates one in the cache
+// under the same lock, its output in <cache>/<key>.log, and a copy that fails
+// or does not match the spec is removed. Without a match and without a tool,
+// fails naming the ways to provide the environment.
+Result<StagedEnvironment> StageSpec(const std::filesystem::path& spec_file,
+                                    const std::filesystem::path& cache_root,
+                                    std::uint64_t cache_limit_bytes,
+                                    const std::optional<std::filesystem::path>& conda_tool);
 
 }  // namespace sray::envs

@@ -1,7 +1,5 @@
 #include "env_command.h"
 
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -13,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "envs/create.h"
 #include "envs/lock.h"
 #include "envs/pack.h"
 #include "envs/readers.h"
@@ -55,7 +54,9 @@ int RunLock(const EnvArguments& arguments) {
   }
   std::error_code error;
   std::filesystem::rename(temporary, target, error);  // never a half-written lock
-  if (error) return Report(Status::IoError("cannot write " + target.string() + ": " + error.message()), "lock");
+  if (error)
+    return Report(Status::IoError("cannot write " + target.string() + ": " + error.message()),
+                  "lock");
   std::cout << "sray: locked " << list->packages.size() << " packages of " << list->source << " to "
             << target.string() << " (sha256 " << lock->hash << ")\n";
   return 0;
@@ -69,13 +70,14 @@ int RunVerify(const EnvArguments& arguments) {
   const auto differences = envs::Compare(*spec, *installed);
   if (differences.empty()) {
     std::cout << "sray: " << installed->source << " matches " << spec->source << " ("
-              << spec->packages.size() << " packages" << (spec->complete ? "" : " asked for") << ")\n";
+              << spec->packages.size() << " packages" << (spec->complete ? "" : " asked for")
+              << ")\n";
     return 0;
   }
   for (const auto& line : envs::Describe(differences)) std::cout << line << "\n";
-  std::cerr << "sray: env verify: " << installed->source << " differs from " << spec->source
-            << " (" << differences.missing.size() << " missing, " << differences.extra.size()
-            << " extra, " << differences.mismatched.size()
+  std::cerr << "sray: env verify: " << installed->source << " differs from " << spec->source << " ("
+            << differences.missing.size() << " missing, " << differences.extra.size() << " extra, "
+            << differences.mismatched.size()
             << " mismatched): recreate the environment from the spec, or lock what is installed\n";
   return 1;
 }
@@ -84,8 +86,8 @@ int RunPack(const EnvArguments& arguments) {
   auto packed = envs::Pack(arguments.prefix, arguments.output);
   if (!packed.ok()) return Report(packed.status(), "pack");
   std::cout << "sray: packed " << packed->files << " files (" << packed->bytes << " bytes, "
-            << packed->relocated_files << " holding the prefix) of " << packed->recorded_prefix << " to "
-            << arguments.output << " (lock sha256 " << packed->lock_hash << ")\n";
+            << packed->relocated_files << " holding the prefix) of " << packed->recorded_prefix
+            << " to " << arguments.output << " (lock sha256 " << packed->lock_hash << ")\n";
   return 0;
 }
 
@@ -93,7 +95,8 @@ int RunUnpack(const EnvArguments& arguments) {
   auto unpacked = envs::Unpack(arguments.spec, arguments.prefix);
   if (!unpacked.ok()) return Report(unpacked.status(), "unpack");
   std::cout << "sray: unpacked " << unpacked->files << " files to " << arguments.prefix << " ("
-            << unpacked->relocated_files << " relocated from " << unpacked->recorded_prefix << ")\n";
+            << unpacked->relocated_files << " relocated from " << unpacked->recorded_prefix
+            << ")\n";
   return 0;
 }
 
@@ -105,78 +108,35 @@ int RunStage(const EnvArguments& arguments) {
   std::cout << staged->prefix.string() << "\n";
   std::cerr << "sray: " << (staged->reused ? "reused" : "staged") << " " << staged->prefix.string()
             << " (lock sha256 " << staged->lock_hash << ")"
-            << (staged->evicted > 0 ? ", evicted " + std::to_string(staged->evicted) + " older copies" : "")
+            << (staged->evicted > 0
+                    ? ", evicted " + std::to_string(staged->evicted) + " older copies"
+                    : "")
             << "\n";
   return 0;
 }
 
-// The first of conda, mamba, micromamba on PATH.
-std::optional<std::string> FindCondaTool() {
-  const char* path = std::getenv("PATH");
-  if (path == nullptr) return std::nullopt;
-  for (const std::string tool : {"micromamba", "mamba", "conda"}) {
-    std::string directories(path);
-    std::size_t start = 0;
-    while (start <= directories.size()) {
-      const auto end = directories.find(':', start);
-      const std::string directory = directories.substr(start, end - start);
-      const std::string candidate = (directory.empty() ? "." : directory) + "/" + tool;
-      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-      if (end == std::string::npos) break;
-      start = end + 1;
-    }
-  }
-  return std::nullopt;
-}
-
 int RunCreate(const EnvArguments& arguments) {
-  auto spec = envs::ReadSpec(arguments.spec);
-  if (!spec.ok()) return Report(spec.status(), "create");
-  const auto tool = FindCondaTool();
+  // A malformed spec is reported before a missing tool: it needs fixing either way.
+  if (auto spec = envs::ReadSpec(arguments.spec); !spec.ok())
+    return Report(spec.status(), "create");
+  const char* path = std::getenv("PATH");
+  const auto tool = envs::FindCondaTool(path == nullptr ? "" : path);
   if (!tool) {
     return Report(Status::NotFound("no conda, mamba or micromamba on PATH: install one (micromamba "
                                    "is a single static binary) and run this again"),
                   "create");
   }
-  const bool explicit_file = spec->complete && !arguments.spec.ends_with(".yml") &&
-                             !arguments.spec.ends_with(".yaml");
-  std::vector<std::string> command = {*tool};
-  if (explicit_file) {
-    command.insert(command.end(), {"create", "--yes", "--prefix", arguments.prefix, "--file", arguments.spec});
-  } else {
-    command.insert(command.end(), {"env", "create", "--yes", "--prefix", arguments.prefix, "--file", arguments.spec});
-  }
-  std::vector<char*> argv;
-  argv.reserve(command.size() + 1);
-  for (auto& part : command) argv.push_back(part.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  if (const int error = ::posix_spawn(&pid, command[0].c_str(), nullptr, nullptr, argv.data(), environ); error != 0) {
-    return Report(Status::FromErrno(error, "cannot start " + command[0]), "create");
-  }
-  int wait_status = 0;
-  while (::waitpid(pid, &wait_status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
-    return Report(Status::Internal(command[0] + " failed (status " + std::to_string(wait_status) +
-                                   "): see its output above"),
-                  "create");
-  }
-  auto installed = envs::ReadPrefix(arguments.prefix);
-  if (!installed.ok()) return Report(installed.status(), "create");
-  const auto differences = envs::Compare(*spec, *installed);
-  if (!differences.empty()) {
-    for (const auto& line : envs::Describe(differences)) std::cout << line << "\n";
-    return Report(Status::Internal("the created environment does not match the spec"), "create");
-  }
-  std::cout << "sray: created " << arguments.prefix << " with " << command[0] << "\n";
+  const Status created = envs::CreateEnvironment(*tool, arguments.spec, arguments.prefix);
+  if (!created.ok()) return Report(created, "create");
+  std::cout << "sray: created " << arguments.prefix << " with " << tool->string() << "\n";
   return 0;
 }
 
 }  // namespace
 
 void AddEnvCommand(CLI::App& app) {
-  auto* env = app.add_subcommand("env", "Conda-exported environments: lock, verify, pack, unpack, stage, create");
+  auto* env = app.add_subcommand(
+      "env", "Conda-exported environments: lock, verify, pack, unpack, stage, create");
   env->require_subcommand(1);
   auto arguments = std::make_shared<EnvArguments>();
   auto* lock = env->add_subcommand(
@@ -189,8 +149,9 @@ void AddEnvCommand(CLI::App& app) {
 
   auto* verify = env->add_subcommand(
       "verify", "List packages missing from, extra in, or different in PREFIX; non-zero if any");
-  verify->add_option("spec", arguments->spec,
-                     "environment.yml, explicit file, conda-lock.yml, sray lock or another prefix")
+  verify
+      ->add_option("spec", arguments->spec,
+                   "environment.yml, explicit file, conda-lock.yml, sray lock or another prefix")
       ->required();
   verify->add_option("prefix", arguments->prefix, "The environment to check")->required();
   verify->callback([arguments] { throw CLI::RuntimeError(RunVerify(*arguments)); });
@@ -207,14 +168,16 @@ void AddEnvCommand(CLI::App& app) {
   unpack->callback([arguments] { throw CLI::RuntimeError(RunUnpack(*arguments)); });
 
   auto* stage = env->add_subcommand(
-      "stage", "Unpack a packed environment into this node's cache, once per lock hash; print its prefix");
+      "stage",
+      "Unpack a packed environment into this node's cache, once per lock hash; print its prefix");
   stage->add_option("pack", arguments->spec, "A file made by `sray env pack`")->required();
   stage->add_option("--cache", arguments->cache, "Cache directory (default /tmp/sray-envs-UID)");
   stage->add_option("--cache-limit-gib", arguments->cache_limit_gib,
                     "Remove the least recently used copies beyond this size (default 50)");
   stage->callback([arguments] { throw CLI::RuntimeError(RunStage(*arguments)); });
 
-  auto* create = env->add_subcommand("create", "Create PREFIX from SPEC with conda, mamba or micromamba");
+  auto* create =
+      env->add_subcommand("create", "Create PREFIX from SPEC with conda, mamba or micromamba");
   create->add_option("spec", arguments->spec, "environment.yml or explicit file")->required();
   create->add_option("-p,--prefix", arguments->prefix, "Where to create it")->required();
   create->callback([arguments] { throw CLI::RuntimeError(RunCreate(*arguments)); });

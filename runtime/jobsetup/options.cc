@@ -26,8 +26,10 @@ const std::array<OptionSpec, 6> kSchema = {{
      .environment_variable = "SRAY_ENV",
      .default_value = "",
      .choices = {},
-     .help = "a conda environment for every task: its prefix, or a file made by `sray env pack` "
-             "(staged once per node under tmpdir); nodes whose environments differ fail the step"},
+     .help = "a conda environment for every task: its prefix, a file made by `sray env pack` "
+             "(staged once per node under tmpdir), or a lock, explicit file or environment.yml "
+             "(a staged copy that matches, else made by micromamba/mamba/conda on PATH); nodes "
+             "whose environments differ fail the step"},
     {.key = "log_level",
      .kind = OptionKind::kChoice,
      .environment_variable = "SRAY_LOG_LEVEL",
@@ -135,11 +137,16 @@ Result<std::string> CanonicalValue(const OptionSpec& spec, std::string_view valu
       }
       const std::string_view suffix = std::string_view{text}.substr(used);
       unsigned long long scale = 1;
-      if (suffix == "K" || suffix == "k") scale = 1ULL << 10;
-      else if (suffix == "M" || suffix == "m") scale = 1ULL << 20;
-      else if (suffix == "G" || suffix == "g") scale = 1ULL << 30;
-      else if (suffix == "T" || suffix == "t") scale = 1ULL << 40;
-      else if (!suffix.empty()) used = 0;
+      if (suffix == "K" || suffix == "k")
+        scale = 1ULL << 10;
+      else if (suffix == "M" || suffix == "m")
+        scale = 1ULL << 20;
+      else if (suffix == "G" || suffix == "g")
+        scale = 1ULL << 30;
+      else if (suffix == "T" || suffix == "t")
+        scale = 1ULL << 40;
+      else if (!suffix.empty())
+        used = 0;
       if (used == 0 || text.front() == '-' || number == 0) {
         return Status::InvalidArgument(where + " needs a positive size like 512M or 2G, got '" +
                                        text + "'");

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "envs/activation.h"
+#include "envs/create.h"
 #include "envs/lock.h"
 #include "envs/pack.h"
 #include "envs/readers.h"
@@ -17,6 +18,24 @@ namespace fs = std::filesystem;
 // Copies beyond this are evicted, least recently used first.
 constexpr std::uint64_t kCacheLimitBytes = std::uint64_t{50} << 30;
 
+// A packed environment is unpacked into the node's cache; a spec is matched
+// against the copies there or created by the user's conda tool.
+Result<envs::StagedEnvironment> StageFile(const StepEnvironmentRequest& request) {
+  const fs::path cache_root = request.tmpdir / ("sray-envs-" + std::to_string(request.uid));
+  if (envs::InspectPack(request.source).ok()) {
+    return envs::StagePack(request.source, cache_root, kCacheLimitBytes);
+  }
+  if (auto spec = envs::ReadSpec(request.source); !spec.ok()) {
+    return Status::InvalidArgument(
+        "it is neither a prefix, a packed environment nor a spec conda writes (" +
+        spec.status().message() + ")");
+  }
+  std::optional<std::string> path;
+  if (request.task_variable) path = request.task_variable("PATH");
+  return envs::StageSpec(request.source, cache_root, kCacheLimitBytes,
+                         envs::FindCondaTool(path.value_or("")));
+}
+
 }  // namespace
 
 Status PrepareStepEnvironment(const StepEnvironmentRequest& request, TaskEnvironment& environment) {
@@ -25,19 +44,12 @@ Status PrepareStepEnvironment(const StepEnvironmentRequest& request, TaskEnviron
   fs::path prefix = request.source;
   if (!fs::is_directory(request.source, error)) {
     if (!fs::exists(request.source, error)) {
-      return Status::NotFound(what + " does not exist on this node: give a prefix or a file made by "
-                              "`sray env pack`, on a path every node can read");
+      return Status::NotFound(what +
+                              " does not exist on this node: give a prefix, a file made by "
+                              "`sray env pack` or a spec (environment.yml, explicit file, lock), "
+                              "on a path every node can read");
     }
-    auto pack = envs::InspectPack(request.source);
-    if (!pack.ok()) {
-      return Status::InvalidArgument(what + " is neither a prefix nor a packed environment (" +
-                                     pack.status().message() +
-                                     "): for an environment.yml, explicit file or lock, create the "
-                                     "environment first (`sray env create`) and pack it (`sray env pack`)");
-    }
-    auto staged = envs::StagePack(request.source,
-                                  request.tmpdir / ("sray-envs-" + std::to_string(request.uid)),
-                                  kCacheLimitBytes);
+    auto staged = StageFile(request);
     if (!staged.ok()) return staged.status().WithContext("cannot stage " + what);
     prefix = staged->prefix;
   }
@@ -45,9 +57,10 @@ Status PrepareStepEnvironment(const StepEnvironmentRequest& request, TaskEnviron
   if (!packages.ok()) return packages.status().WithContext(what);
   auto lock = envs::MakeLock(*packages);
   if (!lock.ok()) return lock.status().WithContext(what);
-  auto activation = envs::Activate(prefix, request.task_variable
-                                               ? request.task_variable
-                                               : [](const std::string&) { return std::optional<std::string>(); });
+  auto activation = envs::Activate(
+      prefix, request.task_variable ? request.task_variable : [](const std::string&) {
+        return std::optional<std::string>();
+      });
   if (!activation.ok()) return activation.status().WithContext("cannot activate " + what);
 
   const fs::path lock_file = request.session_directory / kEnvironmentLockFile;

@@ -3,7 +3,9 @@
 # (conda-meta records, a pip dist-info): lock and verify agree, a changed
 # build string makes verify fail naming it, a truncated lock is refused,
 # pack/unpack relocates a script naming the prefix and the copy verifies,
-# and create without conda, mamba or micromamba on PATH says what to install.
+# and create without conda, mamba or micromamba on PATH says what to install;
+# in a step, env= takes a pack, a lock of a staged copy, or a spec made once
+# by the user's conda tool.
 source "$(dirname "$0")/lib.sh"
 prefix=$WORK/envs/train
 mkdir -p "$prefix/conda-meta" "$prefix/lib/python3.11/site-packages/requests-2.31.0.dist-info"
@@ -79,4 +81,41 @@ echo "ok: env= stages once, and every task's CONDA_PREFIX, PATH and hash point a
 "$SRAY" run -N3 --ray-cluster="env=$WORK/train.pack,tmpdir=$WORK/tmp" "$SRAY_BUILD_DIR/tests/tasks_check" basic \
   >"$WORK/tasks.out" 2>&1 || fail "a sray program under env= failed: $(cat "$WORK/tasks.out")"
 echo "ok: nodes with the same environment pass the runtime's comparison"
+
+# A lock instead of the pack: it names the copy staged above.
+"$SRAY" run -N3 --ray-cluster="env=$WORK/train.lock,tmpdir=$WORK/tmp" \
+  bash -c 'echo "$SRAY_NODE_ID $CONDA_PREFIX $SRAY_ENV_HASH"' >"$WORK/lock-step.out" 2>&1 ||
+  fail "a step with env=LOCK failed: $(cat "$WORK/lock-step.out")"
+expect_lines "$WORK/lock-step.out" "^[0-2] $WORK/tmp/sray-envs-$(id -u)/$staged $hash\$" 3
+echo "ok: env=LOCK finds the staged copy that matches it"
+
+# An explicit file that nothing staged matches: made by the user's conda tool
+# (tests/fixtures/micromamba stands in for micromamba, see there), once.
+cat >"$WORK/explicit.txt" <<'TXT'
+# platform: linux-64
+@EXPLICIT
+https://conda.anaconda.org/conda-forge/linux-64/numpy-1.26.0-py311h64a7726_0.conda#7b0c9f3fe0b2a4cf3b5d0e8f7c61a1d2
+https://conda.anaconda.org/conda-forge/linux-64/python-3.11.5-hab00c5b_0_cpython.conda#4bea2c4e29ba9a6fe6d9e3b4f5ca2e6b
+TXT
+status=0
+PATH=/usr/bin:/bin "$SRAY" run -N2 --ray-cluster="env=$WORK/explicit.txt,tmpdir=$WORK/tmp" \
+  bash -c 'echo "user code ran"' >"$WORK/no-tool.out" 2>&1 || status=$?
+[ "$status" -ne 0 ] || fail "env=SPEC without a match or a conda tool succeeded"
+grep -q 'no environment matching .*explicit.txt is staged .* install micromamba' "$WORK/no-tool.out" ||
+  fail "env=SPEC without a conda tool: $(cat "$WORK/no-tool.out")"
+expect_lines "$WORK/no-tool.out" '^user code ran$' 0
+mkdir -p "$WORK/bin"
+cp "$SRAY_SOURCE_DIR/tests/fixtures/micromamba" "$WORK/bin/"
+PATH=$WORK/bin:$PATH "$SRAY" env create "$WORK/explicit.txt" -p "$WORK/created" >"$WORK/create2.out" 2>&1 ||
+  fail "create with micromamba on PATH: $(cat "$WORK/create2.out")"
+grep -q "^sray: created $WORK/created with $WORK/bin/micromamba" "$WORK/create2.out" ||
+  fail "create: $(cat "$WORK/create2.out")"
+PATH=$WORK/bin:$PATH "$SRAY" run -N3 --ray-cluster="env=$WORK/explicit.txt,tmpdir=$WORK/tmp" \
+  bash -c 'echo "$SRAY_NODE_ID $CONDA_PREFIX"' >"$WORK/spec-step.out" 2>&1 ||
+  fail "a step with env=SPEC and micromamba on PATH failed: $(cat "$WORK/spec-step.out")"
+created=$(ls -d "$WORK/tmp/sray-envs-$(id -u)"/spec-*/)
+[ "$(echo "$created" | wc -l)" -eq 1 ] || fail "more than one copy made from one spec: $created"
+expect_lines "$WORK/spec-step.out" "^[0-2] ${created%/}\$" 3
+[ "$(grep -c '^micromamba create' "${created%/}.log")" -eq 1 ] || fail "micromamba ran more than once"
+echo "ok: env=SPEC without a match fails before user code, and with micromamba on PATH is made once"
 echo PASS

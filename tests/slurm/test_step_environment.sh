@@ -3,7 +3,8 @@
 # private /tmp): a packed environment is staged into each node's /tmp once
 # and activated for every task, two steps at once share that copy; a prefix
 # that differs on one node fails the step before user code runs, naming the
-# node and the package.
+# node and the package; a lock finds the staged copy, and a spec nothing
+# matches is made on each node by the user's conda tool.
 source "$(dirname "$0")/lib.sh"
 TASKS=$SRAY_PREFIX/libexec/sray/tests/tasks_check
 test_uid=$(id -u "$SRAY_TEST_USER")
@@ -43,6 +44,32 @@ echo "ok: the pack is staged once into each node's /tmp, relocated, and activate
 as_user srun -N3 --ray-cluster="env=$WORK/train.pack" "$TASKS" basic >"$WORK/same.out" 2>&1 ||
   { cat "$WORK/same.out" >&2; fail "a sray program under env= failed"; }
 echo "ok: nodes with the same environment pass the runtime's comparison"
+
+# 1b. A lock of that environment names the copy staged on each node.
+as_user "$SRAY_PREFIX/bin/sray" env lock "$WORK/train" -o "$WORK/train.lock" >/dev/null
+as_user srun -N3 --ray-cluster="env=$WORK/train.lock" bash -c 'echo "$SRAY_NODE_ID $CONDA_PREFIX"' \
+  >"$WORK/lock.out" 2>&1 || { cat "$WORK/lock.out" >&2; fail "a step with env=LOCK failed"; }
+expect_lines "$WORK/lock.out" "^[0-2] $staged\$" 3
+echo "ok: env=LOCK finds the copy staged on each node"
+
+# 1c. An explicit file nothing staged matches: each node makes it once with the
+# user's micromamba (tests/fixtures/micromamba stands in for it, see there).
+mkdir -p "$WORK/bin"
+cp "$SRAY_SOURCE_DIR/tests/fixtures/micromamba" "$WORK/bin/"
+chown -R "$SRAY_TEST_USER:" "$WORK/bin"
+cat >"$WORK/explicit.txt" <<'TXT'
+@EXPLICIT
+https://conda.anaconda.org/conda-forge/linux-64/python-3.11.5-hab00c5b_0_cpython.conda#4bea2c4e29ba9a6fe6d9e3b4f5ca2e6b
+TXT
+as_user env PATH="$WORK/bin:$SRAY_PREFIX/bin:/usr/bin:/bin" srun -N3 --ray-cluster="env=$WORK/explicit.txt" \
+  bash -c 'echo "$SRAY_NODE_ID $CONDA_PREFIX"' >"$WORK/spec.out" 2>&1 ||
+  { cat "$WORK/spec.out" >&2; fail "a step with env=SPEC and micromamba on PATH failed"; }
+expect_lines "$WORK/spec.out" "^[0-2] /tmp/sray-envs-$test_uid/spec-[0-9a-f]{16}\$" 3
+for node in n1 n2 n3; do
+  ls -d "$(on_node "$node" "/tmp/sray-envs-$test_uid")"/spec-*/conda-meta >/dev/null ||
+    fail "$node has no environment made from the spec"
+done
+echo "ok: env=SPEC is made on each node by the user's conda tool before user code"
 
 # 2. The same prefix path, but node n3 (node 2) holds another numpy build.
 for node in n1 n2 n3; do

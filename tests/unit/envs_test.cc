@@ -1,14 +1,15 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <algorithm>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "envs/activation.h"
+#include "envs/create.h"
 #include "envs/lock.h"
 #include "envs/pack.h"
 #include "envs/readers.h"
@@ -29,11 +30,12 @@ void Write(const fs::path& file, const std::string& text) {
 // it ignores).
 std::string Record(const std::string& name, const std::string& version, const std::string& build,
                    const std::string& md5, const std::string& sha256) {
-  return R"({"build": ")" + build + R"(", "build_number": 0, "channel": "https://conda.anaconda.org/conda-forge/linux-64", "depends": [], "files": ["bin/x"], "fn": ")" +
+  return R"({"build": ")" + build +
+         R"(", "build_number": 0, "channel": "https://conda.anaconda.org/conda-forge/linux-64", "depends": [], "files": ["bin/x"], "fn": ")" +
          name + "-" + version + "-" + build + R"(.conda", "license": "MIT", "md5": ")" + md5 +
          R"(", "name": ")" + name + R"(", "sha256": ")" + sha256 +
-         R"(", "subdir": "linux-64", "url": "https://conda.anaconda.org/conda-forge/linux-64/)" + name + "-" +
-         version + "-" + build + R"(.conda", "version": ")" + version + R"("})";
+         R"(", "subdir": "linux-64", "url": "https://conda.anaconda.org/conda-forge/linux-64/)" +
+         name + "-" + version + "-" + build + R"(.conda", "version": ")" + version + R"("})";
 }
 
 const std::string kPythonMd5 = "4bea2c4e29ba9a6fe6d9e3b4f5ca2e6b";
@@ -53,8 +55,11 @@ class EnvsTest : public ::testing::Test {
     Write(prefix_ / "conda-meta" / "_libgcc_mutex-0.1-conda_forge.json",
           Record("_libgcc_mutex", "0.1", "conda_forge", kMutexMd5, std::string(64, 'c')));
     Write(prefix_ / "conda-meta" / "history", "==> 2026-11-30 <==\n");
-    Write(prefix_ / "lib" / "python3.11" / "site-packages" / "requests-2.31.0.dist-info" / "INSTALLER", "pip\n");
-    Write(prefix_ / "lib" / "python3.11" / "site-packages" / "numpy-1.26.0.dist-info" / "INSTALLER", "conda\n");
+    Write(prefix_ / "lib" / "python3.11" / "site-packages" / "requests-2.31.0.dist-info" /
+              "INSTALLER",
+          "pip\n");
+    Write(prefix_ / "lib" / "python3.11" / "site-packages" / "numpy-1.26.0.dist-info" / "INSTALLER",
+          "conda\n");
   }
   void TearDown() override { fs::remove_all(root_); }
 
@@ -119,9 +124,12 @@ TEST_F(EnvsTest, VerifyCatchesAChangedHashInAnExplicitFile) {
 # $ conda create --name <env> --file <this file>
 # platform: linux-64
 @EXPLICIT
-https://conda.anaconda.org/conda-forge/linux-64/_libgcc_mutex-0.1-conda_forge.tar.bz2#)" + kMutexMd5 + R"(
-https://conda.anaconda.org/conda-forge/linux-64/numpy-1.26.0-py311h64a7726_0.conda#)" + std::string(32, 'f') + R"(
-https://conda.anaconda.org/conda-forge/linux-64/python-3.11.5-hab00c5b_0_cpython.conda#)" + kPythonMd5 + "\n");
+https://conda.anaconda.org/conda-forge/linux-64/_libgcc_mutex-0.1-conda_forge.tar.bz2#)" +
+                                    kMutexMd5 + R"(
+https://conda.anaconda.org/conda-forge/linux-64/numpy-1.26.0-py311h64a7726_0.conda#)" +
+                                    std::string(32, 'f') + R"(
+https://conda.anaconda.org/conda-forge/linux-64/python-3.11.5-hab00c5b_0_cpython.conda#)" +
+                                    kPythonMd5 + "\n");
   auto spec = ReadSpec(root_ / "explicit.txt");
   ASSERT_TRUE(spec.ok()) << spec.status().message();
   const auto differences = Compare(*spec, *ReadPrefix(prefix_));
@@ -199,7 +207,8 @@ package:
   url: https://conda.anaconda.org/conda-forge/linux-64/python-3.11.5-hab00c5b_0_cpython.conda
   hash:
     md5: )" + kPythonMd5 + R"(
-    sha256: )" + std::string(64, 'a') + R"(
+    sha256: )" + std::string(64, 'a') +
+                                      R"(
   category: main
   optional: false
 - name: python
@@ -219,7 +228,8 @@ package:
   dependencies: {}
   url: https://files.pythonhosted.org/packages/requests-2.31.0-py3-none-any.whl
   hash:
-    sha256: )" + std::string(64, 'd') + R"(
+    sha256: )" + std::string(64, 'd') +
+                                      R"(
   category: main
   optional: false
 )");
@@ -265,7 +275,8 @@ TEST_F(EnvsTest, BadInputGetsAnErrorNamingTheProblem) {
 }
 
 TEST_F(EnvsTest, ActivationSetsCondasVariablesThenEnvVarsThenState) {
-  Write(prefix_ / "etc" / "conda" / "env_vars.d" / "a.json", R"({"OMP_NUM_THREADS": "4", "MODE": "env_vars.d"})");
+  Write(prefix_ / "etc" / "conda" / "env_vars.d" / "a.json",
+        R"({"OMP_NUM_THREADS": "4", "MODE": "env_vars.d"})");
   Write(prefix_ / "conda-meta" / "state", R"({"env_vars": {"MODE": "state"}})");
   auto activation = Activate(prefix_, [](const std::string& name) -> std::optional<std::string> {
     if (name == "PATH") return std::string("/usr/bin:/bin");
@@ -290,7 +301,8 @@ TEST_F(EnvsTest, ActivateScriptsAreSourcedAndWhatTheySetIsApplied) {
   });
   ASSERT_TRUE(activation.ok()) << activation.status().message();
   EXPECT_EQ(activation->set.at("CUDA_HOME"), (prefix_ / "cuda").string());
-  EXPECT_EQ(activation->set.at("PATH"), (prefix_ / "extra").string() + ":" + (prefix_ / "bin").string() + ":/usr/bin:/bin");
+  EXPECT_EQ(activation->set.at("PATH"),
+            (prefix_ / "extra").string() + ":" + (prefix_ / "bin").string() + ":/usr/bin:/bin");
   EXPECT_FALSE(activation->set.contains("CONDA_PROMPT_MODIFIER"));
   EXPECT_NE(std::find(activation->unset.begin(), activation->unset.end(), "CONDA_PROMPT_MODIFIER"),
             activation->unset.end());
@@ -312,7 +324,10 @@ TEST_F(EnvsTest, AFailingActivateScriptOrBadVariablesFileActivatesNothing) {
 // A prefix with files holding its own path, as conda installs them.
 void AddRelocatableFiles(const fs::path& prefix) {
   Write(prefix / "bin" / "tool", "#!" + (prefix / "bin" / "python").string() + "\nprint('hi')\n");
-  std::string binary("\x7f" "ELF", 4);
+  std::string binary(
+      "\x7f"
+      "ELF",
+      4);
   binary += std::string(16, '\x01');
   binary += (prefix / "lib").string() + ":/usr/lib";
   binary += std::string(1, '\0');
@@ -339,15 +354,18 @@ TEST_F(EnvsTest, APackUnpacksElsewhereWithThePrefixRelocated) {
   std::getline(tool, shebang);
   EXPECT_EQ(shebang, "#!" + (target / "bin" / "python").string());
   std::ifstream library(target / "lib" / "libfoo.so", std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(library)), std::istreambuf_iterator<char>());
+  const std::string bytes((std::istreambuf_iterator<char>(library)),
+                          std::istreambuf_iterator<char>());
   const std::string relocated = (target / "lib").string() + ":/usr/lib";
   ASSERT_NE(bytes.find(relocated), std::string::npos);
-  EXPECT_EQ(bytes.size(), fs::file_size(prefix_ / "lib" / "libfoo.so")) << "binary files keep their size";
+  EXPECT_EQ(bytes.size(), fs::file_size(prefix_ / "lib" / "libfoo.so"))
+      << "binary files keep their size";
   EXPECT_EQ(bytes[bytes.find(relocated) + relocated.size()], '\0') << "padded with NULs";
   EXPECT_NE(bytes.find("trailer"), std::string::npos);
   EXPECT_EQ(fs::read_symlink(target / "bin" / "absolute-link"), target / "bin" / "tool");
   EXPECT_EQ(fs::read_symlink(target / "bin" / "relative-link"), "tool");
-  EXPECT_TRUE(Compare(*ReadPrefix(prefix_), *ReadPrefix(target)).empty()) << "the relocated tree verifies";
+  EXPECT_TRUE(Compare(*ReadPrefix(prefix_), *ReadPrefix(target)).empty())
+      << "the relocated tree verifies";
 }
 
 TEST_F(EnvsTest, UnpackRefusesALongerPrefixForBinariesAndTruncatedPacks) {
@@ -356,7 +374,8 @@ TEST_F(EnvsTest, UnpackRefusesALongerPrefixForBinariesAndTruncatedPacks) {
   const fs::path longer = root_ / "a-much-longer-directory-than-before" / "train";
   auto refused = Unpack(root_ / "train.pack", longer);
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("lib/libfoo.so"), std::string::npos) << refused.status().message();
+  EXPECT_NE(refused.status().message().find("lib/libfoo.so"), std::string::npos)
+      << refused.status().message();
   EXPECT_FALSE(fs::exists(longer));
   EXPECT_TRUE(fs::is_empty(longer.parent_path())) << "nothing half-unpacked is left";
 
@@ -364,7 +383,8 @@ TEST_F(EnvsTest, UnpackRefusesALongerPrefixForBinariesAndTruncatedPacks) {
   fs::resize_file(root_ / "train.pack", size - 40);
   auto truncated = Unpack(root_ / "train.pack", root_ / "t");
   ASSERT_FALSE(truncated.ok());
-  EXPECT_NE(truncated.status().message().find("truncated"), std::string::npos) << truncated.status().message();
+  EXPECT_NE(truncated.status().message().find("truncated"), std::string::npos)
+      << truncated.status().message();
   EXPECT_FALSE(fs::exists(root_ / "t"));
 }
 
@@ -402,6 +422,136 @@ TEST_F(EnvsTest, StagingSharesOneCopyPerHashAndEvictsTheLeastRecentlyUsed) {
   EXPECT_TRUE(fs::exists(newer->prefix / "conda-meta"));
 }
 
+// An explicit file for the conda packages of the fixture prefix.
+std::string ExplicitFile() {
+  return "# platform: linux-64\n@EXPLICIT\n"
+         "https://conda.anaconda.org/conda-forge/linux-64/_libgcc_mutex-0.1-conda_forge.tar.bz2#" +
+         kMutexMd5 +
+         "\nhttps://conda.anaconda.org/conda-forge/linux-64/numpy-1.26.0-py311h64a7726_0.conda#" +
+         kNumpyMd5 +
+         "\nhttps://conda.anaconda.org/conda-forge/linux-64/"
+         "python-3.11.5-hab00c5b_0_cpython.conda#" +
+         kPythonMd5 + "\n";
+}
+
+// tests/fixtures/micromamba stands in for micromamba, which cannot be
+// installed on this machine (see that script).
+fs::path FakeMicromamba(const fs::path& bin) {
+  fs::create_directories(bin);
+  fs::copy_file(SRAY_TEST_FIXTURES "/micromamba", bin / "micromamba",
+                fs::copy_options::overwrite_existing);
+  return bin / "micromamba";
+}
+
+TEST_F(EnvsTest, StagingASpecReusesTheStagedCopyThatMatchesIt) {
+  const fs::path cache = root_ / "c";
+  ASSERT_TRUE(Pack(prefix_, root_ / "train.pack").ok());
+  auto packed = StagePack(root_ / "train.pack", cache, 1ULL << 30);
+  ASSERT_TRUE(packed.ok()) << packed.status().message();
+  auto lock = MakeLock(*ReadPrefix(prefix_));
+  ASSERT_TRUE(lock.ok());
+  Write(root_ / "train.lock", lock->text);
+
+  auto staged = StageSpec(root_ / "train.lock", cache, 1ULL << 30, std::nullopt);
+  ASSERT_TRUE(staged.ok()) << staged.status().message();
+  EXPECT_TRUE(staged->reused);
+  EXPECT_EQ(staged->prefix, packed->prefix);
+  EXPECT_EQ(staged->lock_hash, lock->hash);
+
+  // A spec nothing staged matches (the staged copy also has pip's requests),
+  // and no tool to make it: say what to do.
+  Write(root_ / "other.lock", ExplicitFile());
+  auto missing = StageSpec(root_ / "other.lock", cache, 1ULL << 30, std::nullopt);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  for (const std::string part : {"no environment matching", "sray env pack", "micromamba"}) {
+    EXPECT_NE(missing.status().message().find(part), std::string::npos)
+        << missing.status().message();
+  }
+}
+
+TEST_F(EnvsTest, StagingASpecCreatesItOnceWithTheUsersCondaTool) {
+  const fs::path cache = root_ / "c";
+  Write(root_ / "explicit.txt", ExplicitFile());
+  const fs::path tool = FakeMicromamba(root_ / "bin");
+  auto created = StageSpec(root_ / "explicit.txt", cache, 1ULL << 30, tool);
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  EXPECT_FALSE(created->reused);
+  EXPECT_EQ(created->prefix.parent_path(), cache);
+  EXPECT_TRUE(created->prefix.filename().string().starts_with("spec-"));
+  EXPECT_TRUE(Compare(*ReadSpec(root_ / "explicit.txt"), *ReadPrefix(created->prefix)).empty());
+  std::ifstream log(cache / (created->prefix.filename().string() + ".log"));
+  std::string first_line;
+  std::getline(log, first_line);
+  EXPECT_EQ(first_line, "micromamba create --yes --prefix " + created->prefix.string() +
+                            " --file " + (root_ / "explicit.txt").string());
+
+  auto again = StageSpec(root_ / "explicit.txt", cache, 1ULL << 30, tool);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_TRUE(again->reused);
+  EXPECT_EQ(again->prefix, created->prefix);
+  EXPECT_EQ(again->lock_hash, created->lock_hash);
+}
+
+TEST_F(EnvsTest, AFailedOrWrongCreationLeavesNoCopyBehind) {
+  const fs::path cache = root_ / "c";
+  Write(root_ / "explicit.txt", ExplicitFile());
+  ::setenv("FAKE_MICROMAMBA_FAIL", "3", 1);
+  auto failed = StageSpec(root_ / "explicit.txt", cache, 1ULL << 30, FakeMicromamba(root_ / "bin"));
+  ::unsetenv("FAKE_MICROMAMBA_FAIL");
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("exit status 3"), std::string::npos)
+      << failed.status().message();
+  EXPECT_NE(failed.status().message().find(".log"), std::string::npos);
+
+  ::setenv("FAKE_MICROMAMBA_SKIP", "numpy", 1);
+  auto wrong = StageSpec(root_ / "explicit.txt", cache, 1ULL << 30, FakeMicromamba(root_ / "bin"));
+  ::unsetenv("FAKE_MICROMAMBA_SKIP");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("does not match"), std::string::npos)
+      << wrong.status().message();
+  EXPECT_NE(wrong.status().message().find("numpy"), std::string::npos);
+  for (const auto& entry : fs::directory_iterator(cache)) {
+    EXPECT_FALSE(entry.is_directory()) << "left behind: " << entry.path();
+  }
+}
+
+TEST_F(EnvsTest, ALockBecomesPinnedMatchSpecsButPipPackagesAreRefused) {
+  auto installed = ReadPrefix(prefix_);
+  ASSERT_TRUE(installed.ok());
+  auto conda_only = *installed;
+  std::erase_if(conda_only.packages, [](const Package& p) { return p.manager == Manager::kPip; });
+  Write(root_ / "conda.lock", MakeLock(conda_only)->text);
+  auto command = CreateCommand("/opt/micromamba", root_ / "conda.lock", "/envs/x");
+  ASSERT_TRUE(command.ok()) << command.status().message();
+  const std::vector<std::string> head(command->begin(), command->begin() + 6);
+  EXPECT_EQ(head, (std::vector<std::string>{"/opt/micromamba", "create", "--yes", "--prefix",
+                                            "/envs/x", "--override-channels"}));
+  EXPECT_NE(std::find(command->begin(), command->end(), "numpy=1.26.0=py311h64a7726_0"),
+            command->end());
+  EXPECT_NE(std::find(command->begin(), command->end(), "--channel"), command->end());
+
+  Write(root_ / "full.lock", MakeLock(*installed)->text);
+  auto with_pip = CreateCommand("/opt/micromamba", root_ / "full.lock", "/envs/x");
+  ASSERT_FALSE(with_pip.ok());
+  EXPECT_NE(with_pip.status().message().find("pip package requests"), std::string::npos);
+}
+
+TEST(CondaToolTest, TheFirstOfMicromambaMambaCondaOnPathIsUsed) {
+  const fs::path root =
+      fs::temp_directory_path() / ("sray-tool-test-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  for (const auto& [directory, tool] : {std::pair{"a", "conda"}, std::pair{"b", "micromamba"}}) {
+    Write(root / directory / tool, "#!/bin/sh\n");
+    fs::permissions(root / directory / tool, fs::perms::owner_all);
+  }
+  const std::string path = (root / "a").string() + "::" + (root / "b").string();
+  EXPECT_EQ(FindCondaTool(path), root / "b" / "micromamba");
+  EXPECT_EQ(FindCondaTool((root / "a").string()), root / "a" / "conda");
+  EXPECT_EQ(FindCondaTool("/nonexistent:"), std::nullopt);
+  fs::remove_all(root);
+}
+
 TEST(CondaSpecTest, ParsesTheFormsEnvironmentFilesUse) {
   auto full = ParseCondaSpec("python=3.11.5=hab00c5b_0_cpython");
   ASSERT_TRUE(full.ok());
@@ -427,4 +577,3 @@ TEST(CondaSpecTest, ParsesTheFormsEnvironmentFilesUse) {
 
 }  // namespace
 }  // namespace sray::envs
-

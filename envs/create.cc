@@ -1,0 +1,139 @@
+#include "envs/create.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <set>
+
+#include "envs/readers.h"
+#include "envs/verify.h"
+
+extern char** environ;  // NOLINT(readability-redundant-declaration): posix_spawn's environment
+
+namespace sray::envs {
+namespace {
+
+namespace fs = std::filesystem;
+
+Result<std::vector<std::string>> PinnedPackages(const fs::path& spec_file) {
+  auto spec = ReadSpec(spec_file);
+  if (!spec.ok()) return spec.status();
+  std::vector<std::string> channels;
+  std::vector<std::string> pins;
+  std::set<std::string> seen;
+  for (const Package& package : spec->packages) {
+    if (package.manager == Manager::kPip) {
+      return Status::InvalidArgument(
+          spec_file.string() + " lists pip package " + package.name +
+          ", which conda cannot install from a lock: create the environment from its "
+          "environment.yml instead");
+    }
+    if (!package.channel.empty() && seen.insert(package.channel).second) {
+      channels.push_back(package.channel);
+    }
+    pins.push_back(package.name + "=" + package.version + "=" + package.build);
+  }
+  std::vector<std::string> arguments = {"--override-channels"};
+  for (const auto& channel : channels) arguments.insert(arguments.end(), {"--channel", channel});
+  arguments.insert(arguments.end(), pins.begin(), pins.end());
+  return arguments;
+}
+
+}  // namespace
+
+std::optional<fs::path> FindCondaTool(std::string_view path_variable) {
+  for (const std::string_view tool : {"micromamba", "mamba", "conda"}) {
+    std::size_t start = 0;
+    while (start <= path_variable.size()) {
+      const std::size_t end = std::min(path_variable.find(':', start), path_variable.size());
+      const std::string_view directory = path_variable.substr(start, end - start);
+      // An empty entry means the working directory, which a job should not trust.
+      if (!directory.empty()) {
+        const fs::path candidate = fs::path(directory) / tool;
+        if (::access(candidate.c_str(), X_OK) == 0 && !fs::is_directory(candidate)) {
+          return candidate;
+        }
+      }
+      start = end + 1;
+    }
+  }
+  return std::nullopt;
+}
+
+Result<std::vector<std::string>> CreateCommand(const fs::path& tool, const fs::path& spec_file,
+                                               const fs::path& prefix) {
+  auto format = DetectSpecFormat(spec_file);
+  if (!format.ok()) return format.status();
+  std::vector<std::string> command = {tool.string()};
+  switch (*format) {
+    case SpecFormat::kPrefix:
+      return Status::InvalidArgument(spec_file.string() +
+                                     " is an environment already: use it, or pack it with "
+                                     "`sray env pack`");
+    case SpecFormat::kExplicit:
+      command.insert(command.end(), {"create", "--yes", "--prefix", prefix.string(), "--file",
+                                     spec_file.string()});
+      return command;
+    case SpecFormat::kEnvironmentYaml:
+      command.insert(command.end(), {"env", "create", "--yes", "--prefix", prefix.string(),
+                                     "--file", spec_file.string()});
+      return command;
+    case SpecFormat::kCondaLock:
+    case SpecFormat::kSrayLock: break;
+  }
+  auto pinned = PinnedPackages(spec_file);
+  if (!pinned.ok()) return pinned.status();
+  command.insert(command.end(), {"create", "--yes", "--prefix", prefix.string()});
+  command.insert(command.end(), pinned->begin(), pinned->end());
+  return command;
+}
+
+Status CreateEnvironment(const fs::path& tool, const fs::path& spec_file, const fs::path& prefix,
+                         const std::optional<fs::path>& log_file) {
+  auto spec = ReadSpec(spec_file);
+  if (!spec.ok()) return spec.status();
+  auto command = CreateCommand(tool, spec_file, prefix);
+  if (!command.ok()) return command.status();
+  std::vector<char*> argv;
+  argv.reserve(command->size() + 1);
+  for (auto& part : *command) argv.push_back(part.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (log_file) {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_file->c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  }
+  pid_t pid = 0;
+  const int spawn_error = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawn_error != 0) return Status::FromErrno(spawn_error, "cannot start " + tool.string());
+  int wait_status = 0;
+  while (::waitpid(pid, &wait_status, 0) < 0) {
+    if (errno != EINTR) return Status::FromErrno(errno, "cannot wait for " + tool.string());
+  }
+  if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
+    const std::string how = WIFEXITED(wait_status)
+                                ? "exit status " + std::to_string(WEXITSTATUS(wait_status))
+                                : "signal " + std::to_string(WTERMSIG(wait_status));
+    return Status::Unavailable(tool.filename().string() + " could not create " + prefix.string() +
+                               " from " + spec_file.string() + " (" + how + "): see " +
+                               (log_file ? log_file->string() : std::string("its output above")));
+  }
+  auto installed = ReadPrefix(prefix);
+  if (!installed.ok()) return installed.status().WithContext("after " + tool.filename().string());
+  const auto differences = Compare(*spec, *installed);
+  if (!differences.empty()) {
+    std::string message = tool.filename().string() + " created " + prefix.string() +
+                          ", but it does not match " + spec_file.string() + ":";
+    for (const auto& line : Describe(differences)) message += "\n  " + line;
+    return Status::Internal(message + "\nfix the spec or the channels it names");
+  }
+  return Status::Ok();
+}
+
+}  // namespace sray::envs

@@ -1,0 +1,40 @@
+#pragma once
+
+// Creates a conda environment from a spec with the conda, mamba or micromamba
+// the user has, then checks that what it installed matches the spec. sray
+// solves and downloads nothing itself.
+//
+// Thread-safety: pure functions, apart from the child process they run.
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "envs/package.h"
+
+namespace sray::envs {
+
+// The first of micromamba, mamba and conda found on `path_variable` (PATH's
+// format); none: nullopt.
+std::optional<std::filesystem::path> FindCondaTool(std::string_view path_variable);
+
+// The command that creates `prefix` from `spec_file`: `create --file` for an
+// explicit file, `env create --file` for an environment.yml, and pinned match
+// specs (name=version=build from the listed channels) for a conda-lock.yml or
+// a sray lock, which conda cannot read. Fails for what conda cannot create:
+// a prefix, or a lock that lists pip packages.
+Result<std::vector<std::string>> CreateCommand(const std::filesystem::path& tool,
+                                               const std::filesystem::path& spec_file,
+                                               const std::filesystem::path& prefix);
+
+// Runs CreateCommand and verifies the result against the spec; a mismatch is
+// an error listing the differences. The tool's output goes to `log_file`
+// (replaced) where given, else to this process's stdout and stderr.
+Status CreateEnvironment(const std::filesystem::path& tool, const std::filesystem::path& spec_file,
+                         const std::filesystem::path& prefix,
+                         const std::optional<std::filesystem::path>& log_file = std::nullopt);
+
+}  // namespace sray::envs
