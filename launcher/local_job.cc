@@ -1,12 +1,12 @@
 #include "local_job.h"
 
-#include <algorithm>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <atomic>
 #include <cerrno>
@@ -157,6 +157,10 @@ class LocalJob {
     cpus_per_node_ = request_.cpus_per_node != 0
                          ? request_.cpus_per_node
                          : static_cast<std::uint32_t>(sysconf(_SC_NPROCESSORS_ONLN));
+    // Emulated nodes share this machine's memory: by default each gets its share.
+    const std::uint64_t memory_per_node = request_.memory_per_node != 0
+                                              ? request_.memory_per_node
+                                              : jobsetup::MachineMemoryBytes() / request_.nodes;
     const std::string host = HostName();
     for (std::uint32_t node = 0; node < request_.nodes; ++node) {
       auto setup = jobsetup::PrepareNode({.job_id = job_id_,
@@ -164,14 +168,16 @@ class LocalJob {
                                           .node_id = node,
                                           .num_nodes = request_.nodes,
                                           .node_cpus = cpus_per_node_,
+                                          .node_memory_bytes = memory_per_node,
                                           .head_host = host,
                                           .uid = getuid(),
                                           .options = options_,
                                           .session_directory_per_node = true,
                                           .task_variable = [](const std::string& name) {
                                             const char* value = std::getenv(name.c_str());
-                                            return value == nullptr ? std::optional<std::string>()
-                                                                    : std::optional<std::string>(value);
+                                            return value == nullptr
+                                                       ? std::optional<std::string>()
+                                                       : std::optional<std::string>(value);
                                           }});
       if (!setup.ok())
         return setup.status().WithContext("cannot prepare emulated node " + std::to_string(node));

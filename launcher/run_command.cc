@@ -35,6 +35,15 @@ void AddRunCommand(CLI::App& app) {
   run->add_option("--cpus-per-node", request->cpus_per_node,
                   "CPUs each emulated node offers to the scheduler (default: this machine's)")
       ->check(CLI::Range(1, 100000));
+  run->add_option("--mem-per-node", request->memory_per_node,
+                  "Memory each emulated node offers to the scheduler, e.g. 2G (default: this "
+                  "machine's memory divided among the nodes)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Validator(
+          [](const std::string& bytes) {
+            return bytes == "0" ? std::string("give a size above 0, e.g. 2G") : std::string();
+          },
+          "SIZE"));
   run->add_flag("-l,--label", request->label,
                 "Prefix each output line with its rank, like srun --label");
   run->add_option("--ray-cluster", request->option_list,

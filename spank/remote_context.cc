@@ -99,6 +99,12 @@ Status PrepareStep(spank_t handle, std::string& node_name) {
   if (!num_nodes.ok()) return num_nodes.status();
   auto node_cpus = GetNumber(handle, S_JOB_NCPUS, "the step's CPUs on this node");
   if (!node_cpus.ok()) return node_cpus.status();
+  // Slurm gives megabytes; a job that asked for no memory gets 0 here and
+  // may use the whole node.
+  std::uint64_t allocated_megabytes = 0;
+  (void)spank_get_item(handle, S_JOB_ALLOC_MEM, &allocated_megabytes);
+  const std::uint64_t node_memory =
+      allocated_megabytes > 0 ? allocated_megabytes << 20 : jobsetup::MachineMemoryBytes();
   auto user = ReadJobUser(handle);
   if (!user.ok()) return user.status();
   state.job_uid = user->uid;
@@ -119,6 +125,7 @@ Status PrepareStep(spank_t handle, std::string& node_name) {
                                   .node_id = *node_id,
                                   .num_nodes = *num_nodes,
                                   .node_cpus = *node_cpus,
+                                  .node_memory_bytes = node_memory,
                                   .head_host = hosts->front(),
                                   .uid = state.job_uid,
                                   .options = std::move(options).value(),

@@ -17,12 +17,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <optional>
-#include <sstream>
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "core/actor_client.h"
@@ -116,6 +116,7 @@ core::NodeManagerConfig NodeConfig(const wire::WiredJob& job,
   config.rank = layout.rank;
   config.hostname = layout.hostname;
   config.total["CPU"] = environment.node_cpus;
+  config.total["memory"] = static_cast<double>(environment.node_memory_bytes);
   config.gpu_devices = GpusFromSlurm();
   if (const char* listed = std::getenv("SRAY_RESOURCES")) {
     auto custom = sched::ParseResourceList(listed);
@@ -131,17 +132,19 @@ core::NodeManagerConfig NodeConfig(const wire::WiredJob& job,
   std::set<std::uint32_t> nodes_here;
   for (std::uint32_t rank = 0; rank < layout.size; ++rank) {
     auto location = job.LocationOf(rank);
-    if (location.ok() && location->hostname == layout.hostname) nodes_here.insert(location->node_id);
+    if (location.ok() && location->hostname == layout.hostname)
+      nodes_here.insert(location->node_id);
   }
   auto capacity = StoreCapacity(static_cast<std::uint32_t>(nodes_here.size()));
   if (!capacity.ok()) ThrowLaunch("cannot size the object store", capacity.status());
   const std::string prefix = "sray." + environment.job_id + "." + environment.step_id + ".n" +
                              std::to_string(environment.node_id);
-  config.store = object::StoreConfig{.shared_memory_directory = "/dev/shm",
-                                     .name_prefix = prefix,
-                                     .spill_directory = std::filesystem::path(environment.session_dir) / "spill",
-                                     .capacity = *capacity,
-                                     .node_id = environment.node_id};
+  config.store = object::StoreConfig{
+      .shared_memory_directory = "/dev/shm",
+      .name_prefix = prefix,
+      .spill_directory = std::filesystem::path(environment.session_dir) / "spill",
+      .capacity = *capacity,
+      .node_id = environment.node_id};
   const auto cpus = static_cast<std::uint32_t>(environment.node_cpus);
   config.max_workers = std::max<std::uint32_t>(4, 2 * cpus);
   config.executable = ExecutablePath();
@@ -160,11 +163,13 @@ core::NodeManagerConfig NodeConfig(const wire::WiredJob& job,
 // one (the job-setup library wrote it and set SRAY_ENV_HASH).
 std::optional<std::string> EnvironmentLock(const jobsetup::TaskEnvironment& environment) {
   if (std::getenv("SRAY_ENV_HASH") == nullptr) return std::nullopt;
-  std::ifstream stream(std::filesystem::path(environment.session_dir) / jobsetup::kEnvironmentLockFile);
+  std::ifstream stream(std::filesystem::path(environment.session_dir) /
+                       jobsetup::kEnvironmentLockFile);
   std::ostringstream text;
   text << stream.rdbuf();
   if (!stream) {
-    throw LaunchError("sray: the step's environment lock is missing from " + environment.session_dir +
+    throw LaunchError("sray: the step's environment lock is missing from " +
+                      environment.session_dir +
                       ": the job-setup did not finish; see the step's earlier errors");
   }
   return text.str();
@@ -190,7 +195,9 @@ void CheckEnvironmentsMatch(const wire::WiredJob& job, const std::string& own_lo
   if (layout.rank == 0) {
     for (std::uint32_t rank = 1; rank < layout.size; ++rank) {
       auto lock = job.pmix->Get(rank, core::kEnvironmentLockKey, false);
-      if (!lock.ok()) ThrowLaunch("cannot read rank " + std::to_string(rank) + "'s environment lock", lock.status());
+      if (!lock.ok())
+        ThrowLaunch("cannot read rank " + std::to_string(rank) + "'s environment lock",
+                    lock.status());
       compare(rank, std::string(transport::TextOf(*lock)));
     }
   } else {
@@ -198,11 +205,13 @@ void CheckEnvironmentsMatch(const wire::WiredJob& job, const std::string& own_lo
   }
   if (problems.empty()) return;
   std::string message = "sray: the step's conda environments differ between nodes (";
-  message += problems.size() == 1 ? std::string("1 package") : std::to_string(problems.size()) + " packages";
+  message += problems.size() == 1 ? std::string("1 package")
+                                  : std::to_string(problems.size()) + " packages";
   message += "):";
   for (const auto& problem : problems) message += "\n  " + problem;
-  message += "\ngive every node the same environment: a packed file (`sray env pack`) on a path "
-             "every node reads, or identical prefixes (check with `sray env verify`)";
+  message +=
+      "\ngive every node the same environment: a packed file (`sray env pack`) on a path "
+      "every node reads, or identical prefixes (check with `sray env verify`)";
   throw LaunchError(message);
 }
 
@@ -232,15 +241,15 @@ Result<transport::Bytes> CallHead(transport::Transport& transport, std::uint32_t
     auto view = core::Decode<core::ClusterView>(payload, "cluster view");
     if (view.ok()) raw->ApplyClusterView(std::move(view).value());
   });
-  transport.RegisterRequestHandler(
-      core::kShutdownNode, [&](std::uint32_t, auto) -> Result<transport::Bytes> {
-        {
-          std::lock_guard lock(mutex);
-          shutdown = true;
-        }
-        changed.notify_all();
-        return transport::Bytes{};
-      });
+  transport.RegisterRequestHandler(core::kShutdownNode,
+                                   [&](std::uint32_t, auto) -> Result<transport::Bytes> {
+                                     {
+                                       std::lock_guard lock(mutex);
+                                       shutdown = true;
+                                     }
+                                     changed.notify_all();
+                                     return transport::Bytes{};
+                                   });
   auto registered = CallHead(transport, core::kRegisterNode, core::Encode(manager->Description()));
   int exit_code = 0;
   if (!registered.ok()) {
@@ -290,19 +299,19 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
         registry->changed.notify_all();
         return transport::Bytes{};
       });
-  transport.RegisterRequestHandler(core::kHeartbeat, [](std::uint32_t, auto) -> Result<transport::Bytes> {
-    return transport::Bytes{};
-  });
+  transport.RegisterRequestHandler(
+      core::kHeartbeat,
+      [](std::uint32_t, auto) -> Result<transport::Bytes> { return transport::Bytes{}; });
   core::ClusterView view;
   {
     std::unique_lock lock(registry->mutex);
-    const bool all = registry->changed.wait_for(lock, kRegistrationTimeout, [&] {
-      return registry->nodes.size() == num_nodes;
-    });
+    const bool all = registry->changed.wait_for(
+        lock, kRegistrationTimeout, [&] { return registry->nodes.size() == num_nodes; });
     if (!all) {
       std::string missing;
       for (std::uint32_t node = 0; node < num_nodes; ++node) {
-        if (!registry->nodes.contains(node)) missing += (missing.empty() ? "" : ", ") + std::to_string(node);
+        if (!registry->nodes.contains(node))
+          missing += (missing.empty() ? "" : ", ") + std::to_string(node);
       }
       throw LaunchError("sray: nodes " + missing + " did not register with the head within " +
                         std::to_string(kRegistrationTimeout.count()) +
@@ -337,7 +346,8 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
       raw_transport->Post(ranks.at(node), core::kStopActorWorker, core::Encode(kill));
     }
   };
-  hooks.notify = [raw, raw_transport, ranks](std::uint32_t node, const core::ActorChanged& changed) {
+  hooks.notify = [raw, raw_transport, ranks](std::uint32_t node,
+                                             const core::ActorChanged& changed) {
     if (node == 0) {
       raw->ForwardActorChange(changed);
     } else {
@@ -380,7 +390,8 @@ void Init(int argc, char** argv) {
   const std::optional<std::string> environment_lock = EnvironmentLock(*environment);
   wire::WireUpOptions wire_options{.keepalive_interval = "1s", .address_book = book, .publish = {}};
   if (environment_lock) {
-    wire_options.publish.emplace_back(core::kEnvironmentLockKey, transport::BytesOf(*environment_lock));
+    wire_options.publish.emplace_back(core::kEnvironmentLockKey,
+                                      transport::BytesOf(*environment_lock));
   }
   auto job = wire::WireUp(wire_options);
   if (!job.ok()) ThrowLaunch("wire-up failed", job.status());
@@ -446,8 +457,11 @@ std::vector<NodeStoreUsage> StoreUsage() {
                    .spilled = local.spilled,
                    .objects = local.objects});
   for (std::uint32_t node = 1; node < driver->node_manager_ranks.size(); ++node) {
-    auto reply = driver->job->transport->Call(driver->node_manager_ranks[node], core::kStoreUsage, {});
-    if (!reply.ok()) throw Error("sray: cannot ask node " + std::to_string(node) + " for its store usage: " + reply.status().message());
+    auto reply =
+        driver->job->transport->Call(driver->node_manager_ranks[node], core::kStoreUsage, {});
+    if (!reply.ok())
+      throw Error("sray: cannot ask node " + std::to_string(node) +
+                  " for its store usage: " + reply.status().message());
     auto remote = core::Decode<core::StoreUsage>(*reply, "store usage");
     if (!remote.ok()) throw Error("sray: " + remote.status().message());
     usage.push_back({.node_id = node,

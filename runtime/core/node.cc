@@ -17,7 +17,9 @@ NodeInfo CurrentNode() {
                   .head_host = environment->head_host,
                   .session_dir = environment->session_dir,
                   .job_id = environment->job_id,
-                  .step_id = environment->step_id};
+                  .step_id = environment->step_id,
+                  .cpus = environment->node_cpus,
+                  .memory_bytes = environment->node_memory_bytes};
 }
 
 }  // namespace sray

@@ -1,5 +1,7 @@
 #include "jobsetup/node_setup.h"
 
+#include <unistd.h>
+
 #include <optional>
 
 #include "jobsetup/session_directory.h"
@@ -17,6 +19,10 @@ Result<NodeSetup> PrepareNode(const NodeSetupRequest& request) {
     return Status::InvalidArgument(
         "node " + std::to_string(request.node_id) +
         " offers no CPUs to the step: request at least one CPU per node");
+  }
+  if (request.node_memory_bytes == 0) {
+    return Status::InvalidArgument("node " + std::to_string(request.node_id) +
+                                   " offers no memory to the step: request some memory per node");
   }
   if (request.head_host.empty()) {
     return Status::InvalidArgument(
@@ -43,23 +49,31 @@ Result<NodeSetup> PrepareNode(const NodeSetupRequest& request) {
                                       .job_id = request.job_id,
                                       .step_id = request.step_id,
                                       .node_cpus = request.node_cpus,
+                                      .node_memory_bytes = request.node_memory_bytes,
                                       .option_variables = request.options.EnvironmentVariables(),
                                       .activation_variables = {},
                                       .unset_variables = {}};
   if (const std::string& source = request.options.Get("env"); !source.empty()) {
-    const Status prepared = PrepareStepEnvironment(
-        StepEnvironmentRequest{.source = source,
-                               .tmpdir = request.options.Get("tmpdir"),
-                               .session_directory = *path,
-                               .uid = request.uid,
-                               .task_variable = request.task_variable},
-        setup.environment);
+    const Status prepared =
+        PrepareStepEnvironment(StepEnvironmentRequest{.source = source,
+                                                      .tmpdir = request.options.Get("tmpdir"),
+                                                      .session_directory = *path,
+                                                      .uid = request.uid,
+                                                      .task_variable = request.task_variable},
+                               setup.environment);
     if (!prepared.ok()) {
       (void)RemoveSessionDirectory(*path);  // nothing half-prepared stays
       return prepared;
     }
   }
   return setup;
+}
+
+std::uint64_t MachineMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return 0;
+  return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
 }
 
 Status TeardownNode(const NodeSetup& setup) {

@@ -28,6 +28,7 @@ struct NodeSetupRequest {
   std::uint32_t node_id = 0;
   std::uint32_t num_nodes = 0;
   std::uint32_t node_cpus = 0;
+  std::uint64_t node_memory_bytes = 0;
   std::string head_host;
   uid_t uid = 0;
   ResolvedOptions options;
@@ -50,6 +51,10 @@ inline constexpr const char* kEnvironmentLockFile = "environment.lock";
 // Validates the request and creates the session directory. Run as the job
 // user, so the directory belongs to it.
 Result<NodeSetup> PrepareNode(const NodeSetupRequest& request);
+
+// This machine's physical memory in bytes: what a node offers when the
+// launcher gives no figure (a Slurm job that asked for no memory).
+std::uint64_t MachineMemoryBytes();
 
 // Removes what PrepareNode created; safe to call twice.
 Status TeardownNode(const NodeSetup& setup);

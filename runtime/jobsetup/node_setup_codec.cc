@@ -109,6 +109,7 @@ std::string EncodeNodeSetupResult(const Result<NodeSetup>& result) {
   writer.Field(environment.job_id);
   writer.Field(environment.step_id);
   writer.Number(environment.node_cpus);
+  writer.Number(environment.node_memory_bytes);
   writer.Pairs(environment.option_variables);
   writer.Pairs(environment.activation_variables);
   writer.Number(environment.unset_variables.size());
@@ -140,10 +141,12 @@ Result<NodeSetup> DecodeNodeSetupResult(std::string_view bytes) {
   auto job_id = reader.Field();
   auto step_id = reader.Field();
   auto node_cpus = reader.Number32();
+  auto node_memory = reader.Number();
   auto option_variables = reader.Pairs();
   auto activation_variables = reader.Pairs();
   if (!session_directory || !role || !node_id || !num_nodes || !head_host || !session_dir ||
-      !job_id || !step_id || !node_cpus || !option_variables || !activation_variables) {
+      !job_id || !step_id || !node_cpus || !node_memory || !option_variables ||
+      !activation_variables) {
     return Corrupt("truncated setup");
   }
   const auto unset_count = reader.Number();
@@ -163,6 +166,7 @@ Result<NodeSetup> DecodeNodeSetupResult(std::string_view bytes) {
   environment.job_id = std::move(*job_id);
   environment.step_id = std::move(*step_id);
   environment.node_cpus = *node_cpus;
+  environment.node_memory_bytes = *node_memory;
   environment.option_variables = std::move(*option_variables);
   environment.activation_variables = std::move(*activation_variables);
   return setup;

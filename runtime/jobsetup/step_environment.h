@@ -9,11 +9,11 @@
 //
 // Thread-safety: called once per node by the front end.
 
+#include <sys/types.h>
 #include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
-#include <sys/types.h>
 
 #include "common/status.h"
 #include "jobsetup/task_environment.h"

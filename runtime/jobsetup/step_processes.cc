@@ -4,9 +4,9 @@
 #include <unistd.h>
 
 #include <charconv>
-#include <set>
 #include <csignal>
 #include <fstream>
+#include <set>
 #include <string>
 #include <thread>
 

@@ -15,6 +15,7 @@ constexpr const char* kSessionDirVariable = "SRAY_SESSION_DIR";
 constexpr const char* kJobIdVariable = "SRAY_JOB_ID";
 constexpr const char* kStepIdVariable = "SRAY_STEP_ID";
 constexpr const char* kNodeCpusVariable = "SRAY_NODE_CPUS";
+constexpr const char* kNodeMemoryVariable = "SRAY_NODE_MEMORY";
 
 Status NotLaunchedBySray(const char* variable, std::string_view why) {
   return Status::NotFound(std::string(variable) + " " + std::string(why) +
@@ -28,11 +29,12 @@ Result<std::string> Required(const std::function<const char*(const char*)>& look
   return std::string(value);
 }
 
-Result<std::uint32_t> RequiredNumber(const std::function<const char*(const char*)>& lookup,
-                                     const char* variable) {
+template <typename Number = std::uint32_t>
+Result<Number> RequiredNumber(const std::function<const char*(const char*)>& lookup,
+                              const char* variable) {
   auto text = Required(lookup, variable);
   if (!text.ok()) return text.status();
-  std::uint32_t number = 0;
+  Number number = 0;
   const auto* end = text->data() + text->size();
   const auto [stop, error] = std::from_chars(text->data(), end, number);
   if (error != std::errc() || stop != end) {
@@ -57,6 +59,7 @@ EnvironmentVariables ToEnvironmentVariables(const TaskEnvironment& environment) 
       {kJobIdVariable, environment.job_id},
       {kStepIdVariable, environment.step_id},
       {kNodeCpusVariable, std::to_string(environment.node_cpus)},
+      {kNodeMemoryVariable, std::to_string(environment.node_memory_bytes)},
   };
   variables.insert(variables.end(), environment.option_variables.begin(),
                    environment.option_variables.end());
@@ -95,6 +98,9 @@ Result<TaskEnvironment> ReadTaskEnvironment(const std::function<const char*(cons
   auto node_cpus = RequiredNumber(lookup, kNodeCpusVariable);
   if (!node_cpus.ok()) return node_cpus.status();
   environment.node_cpus = *node_cpus;
+  auto node_memory = RequiredNumber<std::uint64_t>(lookup, kNodeMemoryVariable);
+  if (!node_memory.ok()) return node_memory.status();
+  environment.node_memory_bytes = *node_memory;
 
   for (auto [variable, field] : {std::pair{kHeadHostVariable, &environment.head_host},
                                  std::pair{kSessionDirVariable, &environment.session_dir},

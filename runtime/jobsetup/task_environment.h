@@ -34,6 +34,10 @@ struct TaskEnvironment {
   // CPUs this node gives the step: Slurm's allocation, or `sray run
   // --cpus-per-node`. The scheduler's CPU resource on the node.
   std::uint32_t node_cpus = 0;
+  // Memory this node gives the step, in bytes: Slurm's allocation (or the
+  // node's memory where the job asked for none), or `sray run
+  // --mem-per-node`. The scheduler's "memory" resource on the node.
+  std::uint64_t node_memory_bytes = 0;
   // Resolved options, as NAME=value (SRAY_TMPDIR, SRAY_LOG_LEVEL, ...).
   std::vector<std::pair<std::string, std::string>> option_variables;
   // The step's conda environment, activated (PATH, CONDA_PREFIX, ...,

@@ -17,6 +17,10 @@ std::string_view Trim(std::string_view text) {
 }
 
 std::string FormatAmount(double amount) {
+  // Whole amounts in full: memory is counted in bytes, and 2.14748e+09 hides them.
+  if (amount >= 0 && amount < 1e15 && amount == std::floor(amount)) {
+    return std::to_string(static_cast<std::uint64_t>(amount));
+  }
   std::ostringstream text;
   text << amount;
   return text.str();

@@ -7,11 +7,11 @@ source "$(dirname "$0")/lib.sh"
 expect_lines "$WORK/roles.out" '^node 0 of 3 on .*: head ' 1
 expect_lines "$WORK/roles.out" '^node [12] of 3 on .*: worker ' 2
 
-"$SRAY" run -N3 --tasks-per-node 2 --cpus-per-node 8 -l --ray-cluster=log_level=debug bash -c \
-  'echo "role=$SRAY_ROLE node=$SRAY_NODE_ID nodes=$SRAY_NUM_NODES cpus=$SRAY_NODE_CPUS level=$SRAY_LOG_LEVEL"; stat -c "session %a %F" "$SRAY_SESSION_DIR"; echo "dir=$SRAY_SESSION_DIR job=$SRAY_JOB_ID"' \
+"$SRAY" run -N3 --tasks-per-node 2 --cpus-per-node 8 --mem-per-node 1536M -l --ray-cluster=log_level=debug bash -c \
+  'echo "role=$SRAY_ROLE node=$SRAY_NODE_ID nodes=$SRAY_NUM_NODES cpus=$SRAY_NODE_CPUS memory=$SRAY_NODE_MEMORY level=$SRAY_LOG_LEVEL"; stat -c "session %a %F" "$SRAY_SESSION_DIR"; echo "dir=$SRAY_SESSION_DIR job=$SRAY_JOB_ID"' \
   >"$WORK/env.out"
-expect_lines "$WORK/env.out" '^[01]: role=head node=0 nodes=3 cpus=8 level=debug$' 2
-expect_lines "$WORK/env.out" '^[2-5]: role=worker node=[12] nodes=3 cpus=8 level=debug$' 4
+expect_lines "$WORK/env.out" '^[01]: role=head node=0 nodes=3 cpus=8 memory=1610612736 level=debug$' 2
+expect_lines "$WORK/env.out" '^[2-5]: role=worker node=[12] nodes=3 cpus=8 memory=1610612736 level=debug$' 4
 expect_lines "$WORK/env.out" '^[0-5]: session 700 directory$' 6
 [ "$(grep -o 'dir=[^ ]*' "$WORK/env.out" | sort -u | wc -l)" -eq 3 ] || fail "expected one session directory per emulated node"
 job=$(grep -o 'job=[^ ]*' "$WORK/env.out" | head -1 | cut -d= -f2)
@@ -34,5 +34,7 @@ expect_lines "$WORK/err" "^sray: --ray-cluster: unknown key 'colour': accepted k
 if "$SRAY" run -N2 no-such-program-sray 2>"$WORK/err"; then fail "ran a missing program"; fi
 expect_lines "$WORK/err" "^sray: cannot run 'no-such-program-sray': not found in PATH" 1
 if "$SRAY" run -N0 true 2>"$WORK/err"; then fail "accepted -N0"; fi
+if "$SRAY" run -N1 --mem-per-node lots true 2>"$WORK/err"; then fail "accepted --mem-per-node lots"; fi
+grep -q 'mem-per-node' "$WORK/err" || fail "a bad --mem-per-node was not named: $(cat "$WORK/err")"
 [ ! -e "$WORK/started" ] || fail "a rank started despite bad input"
 echo PASS

@@ -5,17 +5,19 @@
 //
 //   tasks_check basic | objects | refcount | spill | worker-death |
 //               exception | infeasible | gpu | nested | lineage |
-//               blocked
+//               blocked | memory
 
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <numeric>
 #include <set>
 #include <string>
@@ -94,7 +96,8 @@ std::string visible_devices(std::int64_t) {
 // A task that is itself a client: submits tasks from its worker and waits.
 std::int64_t nested_sum_of_squares(std::int64_t count) {
   std::vector<sray::ObjectRef<std::int64_t>> refs;
-  for (std::int64_t value = 0; value < count; ++value) refs.push_back(sray::Task(square).Remote(value));
+  for (std::int64_t value = 0; value < count; ++value)
+    refs.push_back(sray::Task(square).Remote(value));
   std::int64_t sum = 0;
   for (const auto value : sray::Get(refs)) sum += value;
   return sum;
@@ -111,6 +114,19 @@ std::int64_t parent_waiting_for_children(std::int64_t value) {
   return sray::Get(left) + sray::Get(right);
 }
 SRAY_REMOTE(parent_waiting_for_children);
+
+// When it ran and where, in nanoseconds of the node's clock.
+std::vector<std::int64_t> occupy_memory(std::int64_t milliseconds) {
+  const auto now = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  const std::int64_t start = now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds));
+  return {static_cast<std::int64_t>(sray::CurrentNode().node_id), start, now()};
+}
+SRAY_REMOTE(occupy_memory);
 SRAY_REMOTE(square, add, sleep_then, node_after_work, checksum_on_node, make_block, die_once,
             always_die, throws_invalid_argument, visible_devices);
 
@@ -122,7 +138,8 @@ std::uint64_t InMemory() {
 
 void Basic() {
   std::vector<sray::ObjectRef<std::int64_t>> refs;
-  for (std::int64_t value = 0; value < 200; ++value) refs.push_back(sray::Task(square).Remote(value));
+  for (std::int64_t value = 0; value < 200; ++value)
+    refs.push_back(sray::Task(square).Remote(value));
   const auto squares = sray::Get(refs);
   std::int64_t sum = 0;
   for (const auto value : squares) sum += value;
@@ -157,7 +174,8 @@ void Objects() {
   const std::uint64_t expected = std::accumulate(values.begin(), values.end(), std::uint64_t{0});
   auto shared = sray::Put(values);
   std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> refs;
-  for (int task = 0; task < 12; ++task) refs.push_back(sray::Task(checksum_on_node).Remote(shared, 300));
+  for (int task = 0; task < 12; ++task)
+    refs.push_back(sray::Task(checksum_on_node).Remote(shared, 300));
   std::set<std::uint64_t> nodes;
   bool sums_right = true;
   for (const auto& result : sray::Get(refs)) {
@@ -165,8 +183,8 @@ void Objects() {
     nodes.insert(result[1]);
   }
   Expect(sums_right, "a 4 MiB Put argument arrives intact in every task");
-  Expect(nodes.size() >= 2, "tasks ran on " + std::to_string(nodes.size()) +
-                                " nodes, so objects crossed nodes");
+  Expect(nodes.size() >= 2,
+         "tasks ran on " + std::to_string(nodes.size()) + " nodes, so objects crossed nodes");
 
   // 2 MiB results made on whichever node, pulled by the driver.
   std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> blocks;
@@ -186,8 +204,7 @@ void Objects() {
   // A remote node's result fed to another task: the executing node pulls it.
   auto resum = sray::Task(checksum_on_node).Remote(blocks[0], 0);
   const auto block0 = sray::Get(blocks[0]);
-  Expect(sray::Get(resum)[0] ==
-             std::accumulate(block0.begin(), block0.end(), std::uint64_t{0}),
+  Expect(sray::Get(resum)[0] == std::accumulate(block0.begin(), block0.end(), std::uint64_t{0}),
          "a task result is an argument of a task on any node");
   std::cout << "info: results were made on " << made_on.size() << " nodes" << std::endl;
 }
@@ -197,7 +214,8 @@ void Refcount() {
   {
     std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> refs;
     for (int index = 0; index < 10; ++index) {
-      refs.push_back(sray::Put(std::vector<std::uint64_t>(256 * 1024, (std::uint64_t{1} << 40) + static_cast<std::uint64_t>(index))));
+      refs.push_back(sray::Put(std::vector<std::uint64_t>(
+          256 * 1024, (std::uint64_t{1} << 40) + static_cast<std::uint64_t>(index))));
       refs.push_back(sray::Task(make_block).Remote(std::uint64_t(index), 256 * 1024));
     }
     (void)sray::Get(refs);
@@ -224,7 +242,8 @@ void Spill() {
   std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> refs;
   for (std::size_t object = 0; object < kObjects; ++object) {
     std::vector<std::uint64_t> values(kWords);
-    for (std::size_t index = 0; index < kWords; ++index) values[index] = kBase + object * kWords + index;
+    for (std::size_t index = 0; index < kWords; ++index)
+      values[index] = kBase + object * kWords + index;
     refs.push_back(sray::Put(values));
   }
   std::uint64_t spilled = 0;
@@ -290,6 +309,39 @@ void Exception() {
   }
 }
 
+// Memory is a resource like CPUs: a node runs at once only the tasks whose
+// requests fit its memory, and a request above every node's is infeasible.
+void Memory() {
+  const std::uint64_t node_memory = sray::CurrentNode().memory_bytes;
+  Expect(node_memory > 0, "the node offers memory to the scheduler");
+  const double more_than_half = static_cast<double>(node_memory) * 0.6;
+  std::vector<sray::ObjectRef<std::vector<std::int64_t>>> refs;
+  for (int i = 0; i < 6; ++i) {
+    refs.push_back(sray::Task(occupy_memory)
+                       .SetResources({{"CPU", 0.1}, {"memory", more_than_half}})
+                       .Remote(150));
+  }
+  std::map<std::int64_t, std::vector<std::pair<std::int64_t, std::int64_t>>> runs_by_node;
+  for (const auto& run : sray::Get(refs)) runs_by_node[run[0]].emplace_back(run[1], run[2]);
+  bool overlapped = false;
+  for (auto& [node, runs] : runs_by_node) {
+    std::sort(runs.begin(), runs.end());
+    for (std::size_t i = 1; i < runs.size(); ++i) overlapped |= runs[i].first < runs[i - 1].second;
+  }
+  Expect(!overlapped, "tasks each asking over half a node's memory never share a node");
+  try {
+    (void)sray::Get(sray::Task(square)
+                        .SetResources({{"memory", static_cast<double>(node_memory) * 2}})
+                        .Remote(1));
+    Fail("a request for more memory than any node has was accepted");
+  } catch (const sray::InfeasibleResourcesError& error) {
+    std::cout << "info: " << error.what() << std::endl;
+    Expect(std::string(error.what()).find("memory: " + std::to_string(node_memory * 2)) !=
+               std::string::npos,
+           "the infeasible error names the memory asked for, in bytes");
+  }
+}
+
 void Infeasible() {
   const auto started = std::chrono::steady_clock::now();
   try {
@@ -298,8 +350,9 @@ void Infeasible() {
   } catch (const sray::InfeasibleResourcesError& error) {
     std::cout << "info: " << error.what() << std::endl;
     const std::string text = error.what();
-    Expect(text.find("{CPU: 1000}") != std::string::npos && text.find("largest") != std::string::npos,
-           "the infeasible error names the request and the largest node");
+    Expect(
+        text.find("{CPU: 1000}") != std::string::npos && text.find("largest") != std::string::npos,
+        "the infeasible error names the request and the largest node");
   }
   Expect(std::chrono::steady_clock::now() - started < std::chrono::seconds(5),
          "an infeasible request fails at once");
@@ -381,16 +434,28 @@ int main(int argc, char** argv) {
   sray::Init(argc, argv);
   const std::string mode = argc > 1 ? argv[1] : "basic";
   try {
-    if (mode == "basic") Basic();
-    else if (mode == "objects") Objects();
-    else if (mode == "refcount") Refcount();
-    else if (mode == "spill") Spill();
-    else if (mode == "worker-death") WorkerDeath();
-    else if (mode == "exception") Exception();
-    else if (mode == "infeasible") Infeasible();
-    else if (mode == "gpu") Gpu();
-    else if (mode == "lineage") Lineage();
-    else if (mode == "blocked") Blocked();
+    if (mode == "basic")
+      Basic();
+    else if (mode == "objects")
+      Objects();
+    else if (mode == "refcount")
+      Refcount();
+    else if (mode == "spill")
+      Spill();
+    else if (mode == "worker-death")
+      WorkerDeath();
+    else if (mode == "exception")
+      Exception();
+    else if (mode == "infeasible")
+      Infeasible();
+    else if (mode == "memory")
+      Memory();
+    else if (mode == "gpu")
+      Gpu();
+    else if (mode == "lineage")
+      Lineage();
+    else if (mode == "blocked")
+      Blocked();
     else if (mode == "short-after-long") {
       // In a fresh job, with CPUs free: a short task must not queue behind a
       // long one on the first worker while more workers start.
@@ -399,12 +464,11 @@ int main(int argc, char** argv) {
       Expect(sray::Get(fast, std::chrono::milliseconds(2500)) == 1,
              "a short task does not wait behind a long one while CPUs are free");
       (void)sray::Get(slow);
-    }
-    else if (mode == "nested") {
+    } else if (mode == "nested") {
       Expect(sray::Get(sray::Task(nested_sum_of_squares).Remote(50)) == 40425,
              "a task submits 50 tasks of its own and gathers them");
-    }
-    else Fail("unknown mode " + mode);
+    } else
+      Fail("unknown mode " + mode);
   } catch (const std::exception& error) {
     Fail(std::string("unexpected exception: ") + error.what());
   }

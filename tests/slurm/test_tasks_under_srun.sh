@@ -15,6 +15,7 @@ run_mode spill 4 "object_store_memory=512M"
 run_mode worker-death 3 ""
 run_mode exception 4 ""
 run_mode infeasible 3 ""
+run_mode memory 3 "" --mem=1G
 run_mode nested 1 ""
 run_mode lineage 3 ""
 run_mode blocked 1 ""

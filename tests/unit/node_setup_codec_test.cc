@@ -19,6 +19,7 @@ NodeSetup FullSetup() {
                       .job_id = "7",
                       .step_id = "0",
                       .node_cpus = 4,
+                      .node_memory_bytes = std::uint64_t{3} << 40,
                       .option_variables = {{"SRAY_TMPDIR", "/tmp"}, {"SRAY_LOG_LEVEL", "info"}},
                       .activation_variables = {{"PATH", "/env/bin:/usr/bin"}, {"EMPTY", ""}},
                       .unset_variables = {"OLD_VARIABLE"}};
@@ -39,6 +40,7 @@ TEST(NodeSetupCodec, ASetUpNodeComesBackFieldForField) {
   EXPECT_EQ(got.job_id, "7");
   EXPECT_EQ(got.step_id, "0");
   EXPECT_EQ(got.node_cpus, 4U);
+  EXPECT_EQ(got.node_memory_bytes, std::uint64_t{3} << 40);
   EXPECT_EQ(got.option_variables, expected.environment.option_variables);
   EXPECT_EQ(got.activation_variables, expected.environment.activation_variables);
   EXPECT_EQ(got.unset_variables, expected.environment.unset_variables);
@@ -64,10 +66,11 @@ TEST(NodeSetupCodec, EveryTruncationIsRefusedAsCorrupt) {
 
 TEST(NodeSetupCodec, ANonsenseCountIsRefusedWithoutAllocating) {
   std::string bytes = EncodeNodeSetupResult(FullSetup());
-  // The option count ("2") becomes a huge number.
-  const std::size_t at = bytes.find(std::string("4\0002\0", 4));
+  // The option count ("2", after the CPUs and the memory) becomes a huge number.
+  const std::string memory = std::to_string(std::uint64_t{3} << 40);
+  const std::size_t at = bytes.find(std::string("4\0", 2) + memory + std::string("\0002\0", 3));
   ASSERT_NE(at, std::string::npos);
-  bytes.replace(at + 2, 1, "99999999999999");
+  bytes.replace(at + 2 + memory.size() + 1, 1, "99999999999999");
   EXPECT_FALSE(DecodeNodeSetupResult(bytes).ok());
 }
 

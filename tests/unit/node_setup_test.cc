@@ -21,6 +21,7 @@ NodeSetupRequest RequestFor(const std::filesystem::path& tmpdir, std::uint32_t n
           .node_id = node_id,
           .num_nodes = 3,
           .node_cpus = 4,
+          .node_memory_bytes = std::uint64_t{8} << 30,
           .head_host = "n1",
           .uid = geteuid(),
           .options = *options,
@@ -90,6 +91,9 @@ TEST(NodeSetup, RejectsOutOfRangeNodesAndMissingHead) {
   request = RequestFor(scratch.path(), 0);
   request.node_cpus = 0;
   EXPECT_FALSE(PrepareNode(request).ok());
+  request = RequestFor(scratch.path(), 0);
+  request.node_memory_bytes = 0;
+  EXPECT_FALSE(PrepareNode(request).ok());
 }
 
 TEST(NodeSetup, MissingTmpdirFailsWithAClearMessage) {
@@ -109,6 +113,7 @@ TaskEnvironment SampleHead() {
           .job_id = "9",
           .step_id = "1",
           .node_cpus = 2,
+          .node_memory_bytes = std::uint64_t{64} << 30,
           .option_variables = {},
           .activation_variables = {},
           .unset_variables = {}};
@@ -124,6 +129,7 @@ TEST(TaskEnvironment, ReadsBackWhatWasWritten) {
   EXPECT_EQ(read->num_nodes, 2U);
   EXPECT_EQ(read->session_dir, "/tmp/s");
   EXPECT_EQ(read->node_cpus, 2U);
+  EXPECT_EQ(read->node_memory_bytes, std::uint64_t{64} << 30);
   EXPECT_EQ(read->option_variables, written.option_variables);
 }
 

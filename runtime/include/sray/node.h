@@ -1,7 +1,7 @@
 #pragma once
 
 // What this process knows about its place in the step: which node it runs on,
-// that node's role, and the step's session directory.
+// that node's role and resources, and the step's session directory.
 
 #include <cstdint>
 #include <string>
@@ -16,6 +16,9 @@ struct NodeInfo {
   std::string session_dir;
   std::string job_id;
   std::string step_id;
+  // What this node gives the step: the scheduler's CPU and memory resources.
+  std::uint32_t cpus = 0;
+  std::uint64_t memory_bytes = 0;
 };
 
 // Reads the launch environment of this process. Throws sray::LaunchError
