@@ -1,5 +1,5 @@
 // Transport benchmark, run on two ranks by bench/transport/run:
-//   sray run -N1 --tasks-per-node 2 transport_bench
+//   sray run -N1 --tasks-per-node 2 transport_bench [latency|bandwidth|rpc|pull]
 // Rank 0 measures against rank 1 and prints one line per metric:
 //   metric <name> <value> <unit>
 // Sizes go from 8 B to 64 MiB. Latency is half the round trip of a request
@@ -7,6 +7,7 @@
 // bandwidth streams requests with a window of outstanding calls and empty
 // replies (ucp_am_bw); pull bandwidth reads registered memory (ucp_get).
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <iostream>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "wire/bootstrap.h"
@@ -26,7 +28,11 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::uint32_t kEcho = 1;
 constexpr std::uint32_t kSink = 2;
+// Requests in flight while streaming: kWindow, but no more than
+// kBytesInFlight (a window of 32 64 MiB messages would have the receiver
+// allocate 2 GiB, which no workload of sray does, and measure page faults).
 constexpr std::size_t kWindow = 32;
+constexpr std::size_t kBytesInFlight = std::size_t{256} << 20;
 
 const std::vector<std::size_t> kSizes = {8,      64,       512,      4096,      32768,
                                          262144, 1U << 20, 4U << 20, 16U << 20, 64U << 20};
@@ -73,7 +79,7 @@ int MeasureLatency(sray::transport::Transport& transport) {
   return 0;
 }
 
-// Streams `iterations` requests of `size` with kWindow in flight.
+// Streams `iterations` requests of `size` with a window in flight.
 double StreamSeconds(sray::transport::Transport& transport, const Bytes& payload,
                      std::size_t iterations) {
   std::mutex mutex;
@@ -81,11 +87,13 @@ double StreamSeconds(sray::transport::Transport& transport, const Bytes& payload
   std::size_t in_flight = 0;
   std::size_t completed = 0;
   bool failed = false;
+  const std::size_t window = std::clamp<std::size_t>(
+      kBytesInFlight / std::max<std::size_t>(1, payload.size()), 1, kWindow);
   const auto started = Clock::now();
   for (std::size_t i = 0; i < iterations; ++i) {
     {
       std::unique_lock lock(mutex);
-      changed.wait(lock, [&] { return in_flight < kWindow; });
+      changed.wait(lock, [&] { return in_flight < window; });
       ++in_flight;
     }
     transport.CallAsync(1, kSink, payload, [&](Result<Bytes> reply) {
@@ -150,7 +158,10 @@ int MeasurePull(sray::wire::WiredJob& job, const Bytes& address, const Bytes& ke
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // An optional argument runs one measurement: latency, bandwidth, rpc or pull.
+  const std::string only = argc > 1 ? argv[1] : "";
+  const auto wanted = [&only](std::string_view name) { return only.empty() || only == name; };
   auto wired = sray::wire::WireUp();
   if (!wired.ok()) return Fail(wired.status().message());
   auto& job = **wired;
@@ -186,10 +197,10 @@ int main() {
     auto address = job.pmix->Get(1, "bench.address", false);
     auto key = job.pmix->Get(1, "bench.key", false);
     if (!address.ok() || !key.ok()) return Fail("region not published");
-    result = MeasureLatency(*job.transport);
-    if (result == 0) result = MeasureBandwidth(*job.transport);
-    if (result == 0) result = MeasureRoundTrips(*job.transport);
-    if (result == 0) result = MeasurePull(job, *address, *key);
+    if (wanted("latency")) result = MeasureLatency(*job.transport);
+    if (result == 0 && wanted("bandwidth")) result = MeasureBandwidth(*job.transport);
+    if (result == 0 && wanted("rpc")) result = MeasureRoundTrips(*job.transport);
+    if (result == 0 && wanted("pull")) result = MeasurePull(job, *address, *key);
   }
   if (!job.pmix->Fence().ok()) return Fail("final fence failed");
   return result;

@@ -30,6 +30,9 @@ constexpr int kPollTimeoutMilliseconds = 200;
 // wake-up (several microseconds each way). It does not poll while a caller
 // thread is already polling the worker itself.
 constexpr std::chrono::microseconds kBusyPollAfterActivity{100};
+// While polling after activity, the progress thread yields its core once in
+// this many empty polls.
+constexpr std::uint32_t kEmptyPollsPerYield = 16;
 // How long the progress thread naps while a caller polls the worker.
 constexpr std::chrono::microseconds kYieldToSpinningCaller{20};
 // Rendezvous receive buffers are recycled: a fresh large allocation costs
@@ -670,25 +673,32 @@ class Transport::Impl {
     tls_on_progress_thread = true;
     const ucp_worker_h worker = worker_->handle();
     auto last_activity = std::chrono::steady_clock::now();
+    std::uint32_t empty_polls = 0;
     while (!stopping_.load()) {
+      if (spinning_waiters_.load() > 0 && !OutboxHasMessages()) {
+        // A caller is polling the worker itself. Stay off the CPU, off the
+        // worker's lock (progressing here would make the caller wait for it:
+        // most of a small call's time, measured) and off the event fd (which
+        // would wake this thread for every message); the caller stops
+        // spinning within kSpinWithoutProgress when idle.
+        CloseQueuedEndpoints();
+        ProbeAwaitedPeers(std::chrono::steady_clock::now());
+        std::this_thread::sleep_for(kYieldToSpinningCaller);
+        last_activity = std::chrono::steady_clock::now();
+        continue;
+      }
       bool progressed = SendPosted();
       while (ucp_worker_progress(worker) != 0) progressed = true;
       const auto now = std::chrono::steady_clock::now();
       if (progressed) last_activity = now;
       CloseQueuedEndpoints();
       ProbeAwaitedPeers(now);
-      if (spinning_waiters_.load() > 0) {
-        // A caller is polling the worker itself. Stay off the CPU and off the
-        // event fd (which would wake this thread for every message); the
-        // caller stops spinning within kSpinWithoutProgress when idle.
-        std::this_thread::sleep_for(kYieldToSpinningCaller);
-        last_activity = std::chrono::steady_clock::now();
-        continue;
-      }
       if (now - last_activity < kBusyPollAfterActivity) {
-        // Polling for more: let a thread that has work (this process's or
-        // another's) have the core meanwhile.
-        std::this_thread::yield();
+        // Polling for more. Now and then let a thread that has work (this
+        // process's or another's) have the core; yielding on every empty
+        // poll costs a system call each time, and a message that arrives
+        // meanwhile waits for it (a third of a small round trip, measured).
+        if (++empty_polls % kEmptyPollsPerYield == 0) std::this_thread::yield();
         continue;
       }
       progress_thread_sleeping_.store(true);
@@ -934,9 +944,9 @@ class Transport::Impl {
 
   void ServeRequest(const FrameHeader& header, ucp_ep_h reply_endpoint,
                     std::span<const std::byte> payload) {
-    Result<Bytes> result =
-        Status::NotFound("no handler for method " + std::to_string(header.method) + " on " +
-                         Describe(options_.rank));
+    // Built only when needed: describing a rank may ask PMIx, which costs
+    // more than serving a small request.
+    std::optional<Result<Bytes>> result;
     {
       std::shared_lock lock(handlers_mutex_);
       auto deferred = deferred_handlers_.find(header.method);
@@ -957,8 +967,12 @@ class Transport::Impl {
         result = found->second(header.source_rank, payload);
       }
     }
+    if (!result) {
+      result = Status::NotFound("no handler for method " + std::to_string(header.method) + " on " +
+                                Describe(options_.rank));
+    }
     requests_served_.fetch_add(1);
-    SendReply(reply_endpoint, header, std::move(result));
+    SendReply(reply_endpoint, header, std::move(*result));
   }
 
  public:

@@ -7,12 +7,12 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <mutex>
-#include <vector>
 #include <cstring>
 #include <future>
+#include <mutex>
 #include <numeric>
 #include <thread>
+#include <vector>
 
 namespace sray::transport {
 namespace {
@@ -40,11 +40,13 @@ JobToken TokenOf(std::uint8_t seed) {
 class TransportPair : public ::testing::Test {
  protected:
   std::unique_ptr<Transport> Make(std::uint32_t rank, JobToken token,
-                                  std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+                                  std::chrono::milliseconds timeout = std::chrono::seconds(20),
+                                  RankDescriber describe_rank = {}) {
     TransportOptions options;
     options.rank = rank;
     options.token = token;
     options.default_timeout = timeout;
+    options.describe_rank = std::move(describe_rank);
     options.resolve_address = [this](std::uint32_t peer) -> Result<Bytes> {
       std::lock_guard lock(mutex_);
       auto found = addresses_.find(peer);
@@ -115,14 +117,14 @@ TEST_F(TransportPair, HandlerErrorsTravelBackWithTheirCode) {
 TEST_F(TransportPair, EveryStatusCodeSurvivesTheTrip) {
   auto server = Make(0, TokenOf(1));
   auto client = Make(1, TokenOf(1));
-  const std::vector<Status> sent = {Status::InvalidArgument("a"), Status::NotFound("b"),
-                                    Status::AlreadyExists("c"), Status::PermissionDenied("d"),
-                                    Status::IoError("e"), Status::Unavailable("f"),
-                                    Status::Internal("g"), Status::ResourceExhausted("h"),
-                                    Status::DeadlineExceeded("i")};
+  const std::vector<Status> sent = {
+      Status::InvalidArgument("a"),  Status::NotFound("b"),          Status::AlreadyExists("c"),
+      Status::PermissionDenied("d"), Status::IoError("e"),           Status::Unavailable("f"),
+      Status::Internal("g"),         Status::ResourceExhausted("h"), Status::DeadlineExceeded("i")};
   for (std::uint32_t index = 0; index < sent.size(); ++index) {
-    server->RegisterRequestHandler(100 + index, [status = sent[index]](std::uint32_t, auto)
-                                                    -> Result<Bytes> { return status; });
+    server->RegisterRequestHandler(
+        100 + index,
+        [status = sent[index]](std::uint32_t, auto) -> Result<Bytes> { return status; });
     auto reply = client->Call(0, 100 + index, {});
     ASSERT_FALSE(reply.ok());
     EXPECT_EQ(reply.status().code(), sent[index].code()) << sent[index].message();
@@ -156,8 +158,10 @@ TEST_F(TransportPair, DeferredRepliesAndPostedMessagesArrive) {
   });
   for (int index = 0; index < 100; ++index) client->Post(0, kNote, Text(std::to_string(index)));
   std::unique_lock lock(mutex);
-  ASSERT_TRUE(changed.wait_for(lock, std::chrono::seconds(10), [&] { return received.size() == 100; }));
-  for (std::size_t index = 0; index < 100; ++index) EXPECT_EQ(received[index], std::to_string(index));
+  ASSERT_TRUE(
+      changed.wait_for(lock, std::chrono::seconds(10), [&] { return received.size() == 100; }));
+  for (std::size_t index = 0; index < 100; ++index)
+    EXPECT_EQ(received[index], std::to_string(index));
 }
 
 TEST_F(TransportPair, UnknownMethodIsANotFoundError) {
@@ -167,6 +171,26 @@ TEST_F(TransportPair, UnknownMethodIsANotFoundError) {
   ASSERT_FALSE(reply.ok());
   EXPECT_EQ(reply.status().code(), StatusCode::kNotFound);
   EXPECT_NE(reply.status().message().find("no handler for method 999"), std::string::npos);
+}
+
+// Describing a rank may ask PMIx (tens of microseconds); serving a request
+// did so for every request, for an error message it then threw away, which
+// made small calls between processes several times slower.
+TEST_F(TransportPair, ServingRequestsDoesNotDescribeRanks) {
+  std::atomic<int> descriptions{0};
+  auto server = Make(0, TokenOf(1), std::chrono::seconds(20), [&descriptions](std::uint32_t rank) {
+    descriptions.fetch_add(1);
+    return "rank " + std::to_string(rank);
+  });
+  auto client = Make(1, TokenOf(1));
+  RegisterHandlers(*server);
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(client->Call(0, kEcho, Text("x")).ok());
+  EXPECT_EQ(descriptions.load(), 0);
+  // The description still names the server where it is needed.
+  auto unknown = client->Call(0, 999, {});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(descriptions.load(), 1);
+  EXPECT_NE(unknown.status().message().find("on rank 0"), std::string::npos);
 }
 
 TEST_F(TransportPair, LargePayloadsArriveIntact) {
