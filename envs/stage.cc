@@ -135,6 +135,7 @@ std::vector<fs::path> StagedCopies(const fs::path& cache_root) {
   std::sort(copies.begin(), copies.end(),
             [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<fs::path> paths;
+  paths.reserve(copies.size());
   for (auto& copy : copies) paths.push_back(std::move(copy.second));
   return paths;
 }
