@@ -3,7 +3,8 @@
 # crossing nodes (shared memory and UCX_TLS=tcp,self), reference counting,
 # spilling 2 GiB through 512 MiB stores, a SIGKILLed worker's task retried,
 # remote exceptions, infeasible requests, fractional GPUs declared in
-# config; after each job no process, shared-memory object or spill file.
+# config, memory as a resource; the parallel_data and resources examples;
+# after each job no process, shared-memory object or spill file.
 source "$(dirname "$0")/lib.sh"
 TASKS=$SRAY_BUILD_DIR/tests/tasks_check
 
@@ -28,4 +29,14 @@ run_mode short-after-long 1 ""
 "$SRAY" run -N3 "$SRAY_BUILD_DIR/examples/parallel_data" >"$WORK/example.out" 2>&1 ||
   { cat "$WORK/example.out" >&2; fail "the parallel_data example failed"; }
 expect_lines "$WORK/example.out" '^result correct$' 1
+
+# The resource example on a machine without GPUs, one declared per node in a config file.
+printf 'resources = "GPU:1"\n' >"$WORK/gpus.toml"
+"$SRAY" run -N2 --cpus-per-node 2 --ray-cluster="config=$WORK/gpus.toml" \
+  "$SRAY_BUILD_DIR/examples/resources" >"$WORK/resources.out" 2>&1 ||
+  { cat "$WORK/resources.out" >&2; fail "the resources example failed"; }
+expect_lines "$WORK/resources.out" '^train_shard \(CPU: 2\) ran on node [01]$' 1
+expect_lines "$WORK/resources.out" '^infer \(GPU: 0.5\) ran on node [01] with CUDA_VISIBLE_DEVICES=0$' 4
+expect_lines "$WORK/resources.out" '^half-GPU tasks shared a device$' 1
+expect_lines "$WORK/resources.out" '^asking 64 GPUs fails at once: .*\{GPU: 64\}' 1
 echo PASS

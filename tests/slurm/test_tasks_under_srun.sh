@@ -24,6 +24,16 @@ run_mode short-after-long 1 ""
 as_user srun -N3 --ray-cluster "$EXAMPLES/parallel_data" >"$WORK/example.out" 2>&1 ||
   { cat "$WORK/example.out" >&2; fail "the parallel_data example failed under srun"; }
 expect_lines "$WORK/example.out" '^result correct$' 1
-left=$(pgrep -u "$SRAY_TEST_USER" -f 'tasks_check|parallel_data' || true)
+
+# The resource example: GPUs declared in the user's config file, 2 CPUs per task.
+printf 'resources = "GPU:1"\n' >"$WORK/gpus.toml"
+chown "$SRAY_TEST_USER:" "$WORK/gpus.toml"
+as_user srun -N2 -c2 --ray-cluster="config=$WORK/gpus.toml" "$EXAMPLES/resources" >"$WORK/resources.out" 2>&1 ||
+  { cat "$WORK/resources.out" >&2; fail "the resources example failed under srun"; }
+expect_lines "$WORK/resources.out" '^train_shard \(CPU: 2\) ran on node [01]$' 1
+expect_lines "$WORK/resources.out" '^infer \(GPU: 0.5\) ran on node [01] with CUDA_VISIBLE_DEVICES=0$' 4
+expect_lines "$WORK/resources.out" '^half-GPU tasks shared a device$' 1
+expect_lines "$WORK/resources.out" '^asking 64 GPUs fails at once: .*\{GPU: 64\}' 1
+left=$(pgrep -u "$SRAY_TEST_USER" -f 'tasks_check|parallel_data|examples/resources' || true)
 [ -z "$left" ] || fail "processes of the test user left: $left"
 echo PASS
