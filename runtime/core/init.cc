@@ -7,7 +7,6 @@
 //   nodes the launched process is only the node manager: it serves until the
 //   driver shuts the job down, or exits when the driver is gone.
 
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -36,6 +35,7 @@
 #include "core/worker_main.h"
 #include "jobsetup/node_setup.h"
 #include "jobsetup/task_environment.h"
+#include "object/store_capacity.h"
 #include "sched/resources.h"
 #include "sray/api.h"
 #include "wire/bootstrap.h"
@@ -46,7 +46,6 @@ namespace {
 using core::NodeDescription;
 
 constexpr auto kRegistrationTimeout = std::chrono::seconds(120);
-constexpr double kDefaultStoreFraction = 0.3;
 
 // Torn down in Shutdown in the order that keeps every callback's target
 // alive: the node manager, then the transport (which fails calls still in
@@ -94,17 +93,11 @@ std::uint32_t GpusFromSlurm() {
 }
 
 Result<std::uint64_t> StoreCapacity(std::uint32_t nodes_on_this_host) {
-  if (const char* configured = std::getenv("SRAY_OBJECT_STORE_MEMORY")) {
-    return static_cast<std::uint64_t>(std::stoull(configured));
+  std::optional<std::uint64_t> configured;
+  if (const char* value = std::getenv("SRAY_OBJECT_STORE_MEMORY")) {
+    configured = static_cast<std::uint64_t>(std::stoull(value));
   }
-  struct statvfs filesystem {};
-  if (::statvfs("/dev/shm", &filesystem) != 0) {
-    return Status::FromErrno(errno, "cannot inspect /dev/shm for the object store");
-  }
-  const double total =
-      static_cast<double>(filesystem.f_blocks) * static_cast<double>(filesystem.f_frsize);
-  return static_cast<std::uint64_t>(total * kDefaultStoreFraction /
-                                    std::max<std::uint32_t>(1, nodes_on_this_host));
+  return object::StoreCapacityHere("/dev/shm", configured, nodes_on_this_host);
 }
 
 core::NodeManagerConfig NodeConfig(const wire::WiredJob& job,
@@ -128,12 +121,15 @@ core::NodeManagerConfig NodeConfig(const wire::WiredJob& job,
   } else if (config.gpu_devices > 0) {
     config.total["GPU"] = config.gpu_devices;
   }
-  // Emulated nodes share this host's /dev/shm: divide the default among them.
+  // Nodes on one machine (emulated ones have names of their own) share its
+  // /dev/shm: the store's size is checked and divided among them.
   std::set<std::uint32_t> nodes_here;
+  const auto own = job.LocationOf(layout.rank);
   for (std::uint32_t rank = 0; rank < layout.size; ++rank) {
     auto location = job.LocationOf(rank);
-    if (location.ok() && location->hostname == layout.hostname)
+    if (location.ok() && own.ok() && location->machine == own->machine) {
       nodes_here.insert(location->node_id);
+    }
   }
   auto capacity = StoreCapacity(static_cast<std::uint32_t>(nodes_here.size()));
   if (!capacity.ok()) ThrowLaunch("cannot size the object store", capacity.status());

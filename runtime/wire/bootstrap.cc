@@ -37,12 +37,20 @@ Result<PeerLocation> LocationWith(PmixClient& pmix, std::uint32_t rank) {
   if (!bytes.ok()) return bytes.status();
   std::istringstream text{std::string(transport::TextOf(*bytes))};
   PeerLocation location;
-  text >> location.node_id >> location.pid >> location.start_time;
+  text >> location.node_id >> location.pid >> location.start_time >> location.machine;
   std::getline(text >> std::ws, location.hostname);
   if (!text && !text.eof()) {
     return Status::Internal("malformed location published by rank " + std::to_string(rank));
   }
   return location;
+}
+
+// This machine's boot id (one word), or "unknown" where it cannot be read.
+std::string MachineId() {
+  std::ifstream file("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (!(file >> id) || id.empty()) return "unknown";
+  return id;
 }
 
 // Field 22 of /proc/PID/stat, the start time in clock ticks since boot; 0
@@ -105,8 +113,8 @@ Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
   // still prefer the full address.
   SRAY_RETURN_IF_ERROR(client.Put(Scope::kGlobal, kNetworkAddressKey, *network_address));
   const std::string own_location = std::to_string(layout.node_id) + " " + std::to_string(getpid()) +
-                                   " " + std::to_string(StartTimeOf(getpid())) + " " +
-                                   layout.hostname;
+                                   " " + std::to_string(StartTimeOf(getpid())) + " " + MachineId() +
+                                   " " + layout.hostname;
   SRAY_RETURN_IF_ERROR(client.Put(Scope::kGlobal, kLocationKey, transport::BytesOf(own_location)));
   for (const auto& [key, value] : options.publish) {
     SRAY_RETURN_IF_ERROR(client.Put(Scope::kGlobal, key, value));

@@ -44,6 +44,10 @@ struct PeerLocation {
   // of the pid), so peers on the same node can tell whether it still runs.
   std::int64_t pid = 0;
   std::uint64_t start_time = 0;
+  // The kernel's boot id: processes with the same one run on one machine and
+  // share its /dev/shm, whatever node names the launcher gave them (emulated
+  // nodes have their own).
+  std::string machine;
 };
 
 struct WiredJob {

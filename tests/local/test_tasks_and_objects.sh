@@ -25,6 +25,14 @@ run_mode lineage 3 ""
 run_mode blocked 1 ""
 run_mode short-after-long 1 ""
 
+# A store that cannot fit in /dev/shm fails at start, before user code, with the fix.
+status=0
+"$SRAY" run -N3 --ray-cluster=object_store_memory=20T "$TASKS" basic >"$WORK/too-big.out" 2>&1 || status=$?
+[ "$status" -ne 0 ] || fail "a 20 TiB object store per node was accepted"
+grep -q 'object_store_memory=.* does not fit in /dev/shm (3 nodes of the step share .*: lower object_store_memory' \
+  "$WORK/too-big.out" || fail "no clear error for a store larger than /dev/shm: $(cat "$WORK/too-big.out")"
+expect_lines "$WORK/too-big.out" '^ok: ' 0
+
 # The seed's example: 100 chunks over three nodes.
 "$SRAY" run -N3 "$SRAY_BUILD_DIR/examples/parallel_data" >"$WORK/example.out" 2>&1 ||
   { cat "$WORK/example.out" >&2; fail "the parallel_data example failed"; }

@@ -1,4 +1,5 @@
 #include "object/object_store.h"
+#include "object/store_capacity.h"
 
 #include <gtest/gtest.h>
 
@@ -14,8 +15,8 @@ namespace {
 class ObjectStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    directory_ = std::filesystem::temp_directory_path() /
-                 ("sray-store-test-" + std::to_string(::getpid()));
+    directory_ =
+        std::filesystem::temp_directory_path() / ("sray-store-test-" + std::to_string(::getpid()));
     std::filesystem::create_directories(directory_ / "shm");
   }
   void TearDown() override { std::filesystem::remove_all(directory_); }
@@ -139,8 +140,8 @@ namespace sray::object {
 namespace {
 
 TEST(MappedFile, AWritableMappingIsReusedWhenItsFileComesBackUnderANewName) {
-  const auto directory = std::filesystem::temp_directory_path() /
-                         ("sray-mapping-test-" + std::to_string(::getpid()));
+  const auto directory =
+      std::filesystem::temp_directory_path() / ("sray-mapping-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(directory);
   constexpr std::size_t kSize = 2 << 20;
   std::byte* first_address = nullptr;
@@ -162,6 +163,52 @@ TEST(MappedFile, AWritableMappingIsReusedWhenItsFileComesBackUnderANewName) {
   EXPECT_EQ((*reader)->view().front(), 'b');
   EXPECT_EQ((*reader)->view().back(), 'b');
   std::filesystem::remove_all(directory);
+}
+
+}  // namespace
+}  // namespace sray::object
+
+namespace sray::object {
+namespace {
+
+constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
+
+TEST(StoreCapacity, DefaultsToAShareOfDevShmDividedAmongTheNodesHere) {
+  auto capacity = StoreCapacity(std::nullopt, 12 * kGiB, 3);
+  ASSERT_TRUE(capacity.ok());
+  EXPECT_EQ(*capacity, static_cast<std::uint64_t>(12.0 * kGiB * kDefaultStoreFraction / 3));
+}
+
+TEST(StoreCapacity, AConfiguredSizeThatFitsIsKept) {
+  auto capacity = StoreCapacity(512 * (std::uint64_t{1} << 20), 12 * kGiB, 3);
+  ASSERT_TRUE(capacity.ok());
+  EXPECT_EQ(*capacity, 512 * (std::uint64_t{1} << 20));
+}
+
+TEST(StoreCapacity, AConfiguredSizeBeyondDevShmFailsNamingSizesAndFix) {
+  auto capacity = StoreCapacity(5 * kGiB, 12 * kGiB, 3);
+  ASSERT_FALSE(capacity.ok());
+  const std::string& message = capacity.status().message();
+  for (const std::string part : {"object_store_memory=5120 MiB", "12288 MiB", "3 nodes",
+                                 "lower object_store_memory", "--shm-size"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << message;
+  }
+}
+
+TEST(StoreCapacity, ATinyDevShmFailsInsteadOfMakingAUselessStore) {
+  // Docker's default /dev/shm is 64 MiB.
+  auto capacity = StoreCapacity(std::nullopt, 64 * (std::uint64_t{1} << 20), 3);
+  ASSERT_FALSE(capacity.ok());
+  EXPECT_NE(capacity.status().message().find("/dev/shm holds only 64 MiB"), std::string::npos)
+      << capacity.status().message();
+  EXPECT_FALSE(StoreCapacity(std::uint64_t{1} << 20, 12 * kGiB, 1).ok());
+}
+
+TEST(StoreCapacity, ReadsTheSizeOfTheFileSystemItIsGiven) {
+  auto capacity = StoreCapacityHere("/dev/shm", std::nullopt, 1);
+  ASSERT_TRUE(capacity.ok()) << capacity.status().message();
+  EXPECT_GT(*capacity, 0U);
+  EXPECT_FALSE(StoreCapacityHere("/nonexistent-sray", std::nullopt, 1).ok());
 }
 
 }  // namespace
