@@ -420,7 +420,8 @@ class LocalJob {
       std::lock_guard lock(abort_mutex_);
       abort = abort_;
     }
-    if (!abort) return;
+    if (!abort || abort_handled_) return;
+    abort_handled_ = true;
     if (exit_status_ == 0) exit_status_ = abort->status;
     BeginTermination("rank " + std::to_string(abort->rank) + " aborted the job" +
                      (abort->message.empty() ? std::string() : ": " + abort->message));
@@ -452,8 +453,11 @@ class LocalJob {
         TerminateAll(SIGKILL);
       }
       (void)::poll(descriptors.data(), descriptors.size(), 100);
+      // An abort first, even before its pipe is readable: ranks that exit
+      // because of it must not be taken for the cause (a CI run once ended
+      // with another status than the one PMIx_Abort asked for).
+      HandleAbort();
       if (descriptors[0].revents != 0) HandleSignal();
-      if (descriptors[1].revents != 0) HandleAbort();
       for (std::size_t i = 2; i < descriptors.size(); ++i) {
         if (descriptors[i].revents == 0) continue;
         for (auto& stream : streams_) {
@@ -519,6 +523,7 @@ class LocalJob {
   int abort_pipe_[2] = {-1, -1};
   std::mutex abort_mutex_;
   std::optional<AbortRequest> abort_;
+  bool abort_handled_ = false;  // event-loop thread only
   bool terminating_ = false;
   std::chrono::steady_clock::time_point kill_deadline_{};
   std::optional<std::chrono::steady_clock::time_point> drain_deadline_;

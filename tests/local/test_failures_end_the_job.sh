@@ -33,7 +33,8 @@ done
 # PMIx_Abort from one rank ends all of them with its status.
 status=0
 "$SRAY" run -N2 --tasks-per-node 2 "$CHECK" abort >"$WORK/abort.out" 2>"$WORK/abort.err" || status=$?
-[ "$status" -eq 5 ] || fail "expected exit status 5 from PMIx_Abort, got $status"
+[ "$status" -eq 5 ] ||
+  fail "expected exit status 5 from PMIx_Abort, got $status: $(cat "$WORK/abort.err" "$WORK/abort.out")"
 expect_lines "$WORK/abort.err" '^sray: rank 1 aborted the job: transport_check asked for it$' 1
 
 # Ctrl-C ends every rank, including processes that left the rank's group.
