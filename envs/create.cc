@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <set>
 
+#include "common/executable_search.h"
 #include "envs/readers.h"
 #include "envs/verify.h"
 
@@ -46,19 +47,7 @@ Result<std::vector<std::string>> PinnedPackages(const fs::path& spec_file) {
 
 std::optional<fs::path> FindCondaTool(std::string_view path_variable) {
   for (const std::string_view tool : {"micromamba", "mamba", "conda"}) {
-    std::size_t start = 0;
-    while (start <= path_variable.size()) {
-      const std::size_t end = std::min(path_variable.find(':', start), path_variable.size());
-      const std::string_view directory = path_variable.substr(start, end - start);
-      // An empty entry means the working directory, which a job should not trust.
-      if (!directory.empty()) {
-        const fs::path candidate = fs::path(directory) / tool;
-        if (::access(candidate.c_str(), X_OK) == 0 && !fs::is_directory(candidate)) {
-          return candidate;
-        }
-      }
-      start = end + 1;
-    }
+    if (auto found = FindExecutableOnPath(tool, path_variable)) return found;
   }
   return std::nullopt;
 }

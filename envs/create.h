@@ -18,7 +18,7 @@
 namespace sray::envs {
 
 // The first of micromamba, mamba and conda found on `path_variable` (PATH's
-// format); none: nullopt.
+// format, searched as execvp does); none: nullopt.
 std::optional<std::filesystem::path> FindCondaTool(std::string_view path_variable);
 
 // The command that creates `prefix` from `spec_file`: `create --file` for an

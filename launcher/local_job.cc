@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -13,11 +14,13 @@
 #include <chrono>
 #include <climits>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <map>
 #include <memory>
 
+#include "common/executable_search.h"
 #include "embedded_pmix_server.h"
 #include "jobsetup/node_setup.h"
 #include "jobsetup/resolved_options.h"
@@ -59,26 +62,14 @@ std::string HostName() {
 Result<std::string> ResolveProgram(const std::string& program) {
   if (program.empty())
     return Status::InvalidArgument("no program given: usage: sray run [options] PROGRAM [ARGS...]");
-  auto executable = [](const std::string& path) {
-    struct stat info {};
-    return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
-           ::access(path.c_str(), X_OK) == 0;
-  };
   if (program.find('/') != std::string::npos) {
-    if (executable(program)) return program;
+    if (IsExecutableFile(program)) return program;
     return Status::NotFound("cannot run '" + program +
                             "': no executable file there: check the path");
   }
   const char* path = std::getenv("PATH");
-  std::string_view directories = path != nullptr ? path : "/usr/bin:/bin";
-  while (!directories.empty()) {
-    const auto colon = directories.find(':');
-    std::string directory(directories.substr(0, colon));
-    if (directory.empty()) directory = ".";
-    const std::string candidate = directory + "/" + program;
-    if (executable(candidate)) return candidate;
-    if (colon == std::string_view::npos) break;
-    directories.remove_prefix(colon + 1);
+  if (auto found = FindExecutableOnPath(program, path != nullptr ? path : "/usr/bin:/bin")) {
+    return found->string();
   }
   return Status::NotFound("cannot run '" + program +
                           "': not found in PATH: give its path, e.g. ./" + program);
@@ -92,6 +83,18 @@ struct OutputStream {
   int target_fd = STDOUT_FILENO;
   std::string pending;
 };
+
+// Eight hex digits from the kernel's random pool (job ids allow letters,
+// digits, '_' and '-').
+std::string RandomSuffix() {
+  std::uint32_t value = 0;
+  if (::getrandom(&value, sizeof(value), 0) != static_cast<ssize_t>(sizeof(value))) {
+    value = static_cast<std::uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+  char text[9];
+  std::snprintf(text, sizeof(text), "%08x", value);
+  return text;
+}
 
 void WriteAll(int fd, std::string_view text) {
   while (!text.empty()) {
@@ -144,7 +147,13 @@ class LocalJob {
     for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGQUIT}) sigaddset(&signals, signal);
     // Before any thread exists, so every thread inherits the mask and the
     // signals arrive only through the signalfd below.
-    if (pthread_sigmask(SIG_BLOCK, &signals, &original_mask_) != 0) {
+    // SIGPIPE too, but not through the signalfd: a reader that goes away
+    // (`sray run ... | head`) must not kill the launcher before it ends the
+    // ranks and removes its directories; its writes fail instead. The ranks
+    // get the original mask back, and a fork starts with no pending signal.
+    sigset_t blocked = signals;
+    sigaddset(&blocked, SIGPIPE);
+    if (pthread_sigmask(SIG_BLOCK, &blocked, &original_mask_) != 0) {
       return Status::Internal("cannot block signals");
     }
     signal_fd_ = signalfd(-1, &signals, SFD_CLOEXEC);
@@ -153,7 +162,9 @@ class LocalJob {
   }
 
   Status PrepareNodesAndServer() {
-    job_id_ = "local" + std::to_string(getpid());
+    // The pid alone repeats once pids wrap, and a launcher killed by SIGKILL
+    // leaves its directories: a random suffix keeps a new job off them.
+    job_id_ = "local" + std::to_string(getpid()) + "-" + RandomSuffix();
     cpus_per_node_ = request_.cpus_per_node != 0
                          ? request_.cpus_per_node
                          : static_cast<std::uint32_t>(sysconf(_SC_NPROCESSORS_ONLN));
@@ -453,10 +464,11 @@ class LocalJob {
         TerminateAll(SIGKILL);
       }
       (void)::poll(descriptors.data(), descriptors.size(), 100);
-      // An abort first, even before its pipe is readable: ranks that exit
-      // because of it must not be taken for the cause (a CI run once ended
-      // with another status than the one PMIx_Abort asked for).
-      HandleAbort();
+      // An abort before the ranks' exits, even when only their SIGCHLD is
+      // readable yet: ranks that exit because of it must not be taken for
+      // the cause (a CI run once ended with another status than the one
+      // PMIx_Abort asked for).
+      if (descriptors[0].revents != 0 || descriptors[1].revents != 0) HandleAbort();
       if (descriptors[0].revents != 0) HandleSignal();
       for (std::size_t i = 2; i < descriptors.size(); ++i) {
         if (descriptors[i].revents == 0) continue;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `sray run` returns the first non-zero exit status, reports a killed rank to
-# the others within 10 s, ends everything on PMIx_Abort and on Ctrl-C, and
+# the others within 10 s, ends everything on PMIx_Abort and on Ctrl-C, cleans
+# up when its reader goes away, and
 # leaves no process, session directory or PMIx file behind.
 source "$(dirname "$0")/lib.sh"
 
@@ -50,4 +51,10 @@ wait "$launcher" || status=$?
 [ "$status" -eq 130 ] || fail "expected exit status 130 after SIGINT, got $status"
 expect_lines "$WORK/int.out" '^sray: interrupted by Interrupt: ending every rank$' 1
 expect_nothing_left "$(awk '$2 == "job" {print $3; exit}' "$WORK/int.out")"
+
+# A reader that goes away (| head) does not kill the launcher before it has
+# cleaned up (it did: SIGPIPE left the session and PMIx directories).
+"$SRAY" run -N2 bash -c 'echo "job $SRAY_JOB_ID"; for i in $(seq 20000); do echo "line $i"; done' |
+  head -1 >"$WORK/pipe.out"
+expect_nothing_left "$(awk '$1 == "job" {print $2; exit}' "$WORK/pipe.out")"
 echo PASS

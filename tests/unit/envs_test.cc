@@ -537,6 +537,23 @@ TEST_F(EnvsTest, ALockBecomesPinnedMatchSpecsButPipPackagesAreRefused) {
   EXPECT_NE(with_pip.status().message().find("pip package requests"), std::string::npos);
 }
 
+TEST_F(EnvsTest, EachSpecFormatGetsTheCommandCondaReadsItWith) {
+  Write(root_ / "environment.yml",
+        "name: train\ndependencies:\n  - numpy=1.26.0=py311h64a7726_0\n");
+  Write(root_ / "explicit.txt", ExplicitFile());
+  auto yaml = CreateCommand("/opt/conda", root_ / "environment.yml", "/envs/x");
+  ASSERT_TRUE(yaml.ok()) << yaml.status().message();
+  EXPECT_EQ(*yaml,
+            (std::vector<std::string>{"/opt/conda", "env", "create", "--yes", "--prefix", "/envs/x",
+                                      "--file", (root_ / "environment.yml").string()}));
+  auto explicit_file = CreateCommand("/opt/conda", root_ / "explicit.txt", "/envs/x");
+  ASSERT_TRUE(explicit_file.ok());
+  EXPECT_EQ(*explicit_file,
+            (std::vector<std::string>{"/opt/conda", "create", "--yes", "--prefix", "/envs/x",
+                                      "--file", (root_ / "explicit.txt").string()}));
+  EXPECT_FALSE(CreateCommand("/opt/conda", prefix_, "/envs/x").ok()) << "a prefix is no spec";
+}
+
 TEST(CondaToolTest, TheFirstOfMicromambaMambaCondaOnPathIsUsed) {
   const fs::path root =
       fs::temp_directory_path() / ("sray-tool-test-" + std::to_string(::getpid()));
@@ -548,7 +565,14 @@ TEST(CondaToolTest, TheFirstOfMicromambaMambaCondaOnPathIsUsed) {
   const std::string path = (root / "a").string() + "::" + (root / "b").string();
   EXPECT_EQ(FindCondaTool(path), root / "b" / "micromamba");
   EXPECT_EQ(FindCondaTool((root / "a").string()), root / "a" / "conda");
-  EXPECT_EQ(FindCondaTool("/nonexistent:"), std::nullopt);
+  EXPECT_EQ(FindCondaTool("/nonexistent"), std::nullopt);
+  // Not executable, or a directory: skipped, as execvp would.
+  Write(root / "c" / "micromamba", "#!/bin/sh\n");
+  fs::permissions(root / "c" / "micromamba", fs::perms::owner_read);
+  fs::create_directories(root / "d" / "micromamba");
+  EXPECT_EQ(FindCondaTool((root / "c").string() + ":" + (root / "d").string() + ":" +
+                          (root / "a").string()),
+            root / "a" / "conda");
   fs::remove_all(root);
 }
 
