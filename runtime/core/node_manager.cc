@@ -9,7 +9,6 @@
 
 #include "core/worker_main.h"
 
-
 namespace sray::core {
 namespace {
 
@@ -159,7 +158,7 @@ std::uint32_t NodeManager::RankOfNode(std::uint32_t node) const {
 }
 
 void NodeManager::Submit(TaskSpec spec) {
-  loop_->Post([this, spec = std::move(spec)]() mutable { Schedule(std::move(spec)); });
+  loop_->RunHereOrPost([this, spec = std::move(spec)]() mutable { Schedule(std::move(spec)); });
 }
 
 void NodeManager::StopActor(ActorKill kill) {
@@ -189,9 +188,10 @@ void NodeManager::RegisterHandlers() {
     auto outcome = Decode<TaskOutcome>(payload, "task outcome");
     if (!outcome.ok()) return;
     with([&](NodeManager& manager) {
-      manager.loop_->Post([&manager, source, outcome = std::move(outcome).value()]() mutable {
-        manager.OnTaskDone(source, std::move(outcome));
-      });
+      manager.loop_->RunHereOrPost(
+          [&manager, source, outcome = std::move(outcome).value()]() mutable {
+            manager.OnTaskDone(source, std::move(outcome));
+          });
     });
   });
   for (const std::uint32_t method : {kWorkerBlocked, kWorkerUnblocked}) {
@@ -207,7 +207,7 @@ void NodeManager::RegisterHandlers() {
     auto outcome = Decode<TaskOutcome>(payload, "task outcome");
     if (!outcome.ok()) return;
     with([&](NodeManager& manager) {
-      manager.loop_->Post([&manager, outcome = std::move(outcome).value()]() mutable {
+      manager.loop_->RunHereOrPost([&manager, outcome = std::move(outcome).value()]() mutable {
         manager.Route(std::move(outcome));
       });
     });
@@ -215,9 +215,7 @@ void NodeManager::RegisterHandlers() {
   transport_.RegisterOneWayHandler(kStopActorWorker, [with](std::uint32_t, auto payload) {
     auto kill = Decode<ActorKill>(payload, "actor stop");
     if (!kill.ok()) return;
-    with([&](NodeManager& manager) {
-      manager.StopActor(*kill);
-    });
+    with([&](NodeManager& manager) { manager.StopActor(*kill); });
   });
   transport_.RegisterOneWayHandler(kActorChanged, [with](std::uint32_t, auto payload) {
     auto changed = Decode<ActorChanged>(payload, "actor change");
@@ -228,7 +226,7 @@ void NodeManager::RegisterHandlers() {
     auto update = Decode<ResourceUpdate>(payload, "resource update");
     if (!update.ok()) return;
     with([&](NodeManager& manager) {
-      manager.loop_->Post([&manager, update = std::move(update).value()]() mutable {
+      manager.loop_->RunHereOrPost([&manager, update = std::move(update).value()]() mutable {
         if (update.node_id < manager.node_available_.size()) {
           manager.node_available_[update.node_id] = std::move(update.available);
           manager.node_queued_[update.node_id] = update.queued;
@@ -246,9 +244,9 @@ void NodeManager::RegisterHandlers() {
           const auto& address = registration->address;
           manager.address_book_->Add(
               registration->rank,
-              {.address = transport::Bytes(reinterpret_cast<const std::byte*>(address.data()),
-                                           reinterpret_cast<const std::byte*>(address.data()) +
-                                               address.size()),
+              {.address = transport::Bytes(
+                   reinterpret_cast<const std::byte*>(address.data()),
+                   reinterpret_cast<const std::byte*>(address.data()) + address.size()),
                .pid = static_cast<pid_t>(registration->pid),
                .description = "worker " + std::to_string(registration->rank - kFirstWorkerRank) +
                               " (pid " + std::to_string(registration->pid) + ") of node " +
@@ -274,24 +272,27 @@ void NodeManager::RegisterHandlers() {
           });
         });
   };
-  serve_blocking(kCreateObject, [](NodeManager& manager, const ObjectRequest& request)
-                                    -> Result<transport::Bytes> {
-    auto path = manager.store_->Create(request.id, request.size, true);
-    if (!path.ok()) return path.status();
-    return Encode(ObjectPath{.path = path->string(), .size = request.size});
-  });
-  serve_blocking(kMakeLocal, [](NodeManager& manager, const ObjectRequest& request)
-                                 -> Result<transport::Bytes> {
-    auto path = manager.MakeLocal(request.id, request.node, request.size);
-    if (!path.ok()) return path.status();
-    return Encode(ObjectPath{.path = *path, .size = request.size});
-  });
-  serve_blocking(kPinForPull, [](NodeManager& manager, const ObjectRequest& request)
-                                  -> Result<transport::Bytes> {
-    auto source = manager.PinForPull(request.id, request.node);
-    if (!source.ok()) return source.status();
-    return Encode(*source);
-  });
+  serve_blocking(
+      kCreateObject,
+      [](NodeManager& manager, const ObjectRequest& request) -> Result<transport::Bytes> {
+        auto path = manager.store_->Create(request.id, request.size, true);
+        if (!path.ok()) return path.status();
+        return Encode(ObjectPath{.path = path->string(), .size = request.size});
+      });
+  serve_blocking(
+      kMakeLocal,
+      [](NodeManager& manager, const ObjectRequest& request) -> Result<transport::Bytes> {
+        auto path = manager.MakeLocal(request.id, request.node, request.size);
+        if (!path.ok()) return path.status();
+        return Encode(ObjectPath{.path = *path, .size = request.size});
+      });
+  serve_blocking(
+      kPinForPull,
+      [](NodeManager& manager, const ObjectRequest& request) -> Result<transport::Bytes> {
+        auto source = manager.PinForPull(request.id, request.node);
+        if (!source.ok()) return source.status();
+        return Encode(*source);
+      });
   transport_.RegisterOneWayHandler(kSealObject, [with](std::uint32_t, auto payload) {
     auto request = Decode<ObjectRequest>(payload, "object request");
     if (!request.ok()) return;
@@ -313,18 +314,18 @@ void NodeManager::RegisterHandlers() {
     if (!request.ok()) return;
     with([&](NodeManager& manager) { manager.UnpinForPull(request->id); });
   });
-  transport_.RegisterRequestHandler(
-      kStoreUsage, [with](std::uint32_t, auto) -> Result<transport::Bytes> {
-        core::StoreUsage usage;
-        with([&](NodeManager& manager) {
-          const auto snapshot = manager.store_->Usage();
-          usage = {.capacity = snapshot.capacity,
-                   .in_memory = snapshot.in_memory,
-                   .spilled = snapshot.spilled,
-                   .objects = snapshot.objects};
-        });
-        return Encode(usage);
-      });
+  transport_.RegisterRequestHandler(kStoreUsage,
+                                    [with](std::uint32_t, auto) -> Result<transport::Bytes> {
+                                      core::StoreUsage usage;
+                                      with([&](NodeManager& manager) {
+                                        const auto snapshot = manager.store_->Usage();
+                                        usage = {.capacity = snapshot.capacity,
+                                                 .in_memory = snapshot.in_memory,
+                                                 .spilled = snapshot.spilled,
+                                                 .objects = snapshot.objects};
+                                      });
+                                      return Encode(usage);
+                                    });
 }
 
 // ---- scheduling (event loop) ----
@@ -383,8 +384,9 @@ bool NodeManager::Forward(TaskSpec& spec, ForwardTo where) {
     const bool free = sched::Fits(spec.resources, node_available_[node]);
     const double cpus = nodes_[node].total.contains("CPU") ? nodes_[node].total.at("CPU") : 1.0;
     const auto queue_limit = static_cast<std::uint32_t>(kQueuedPerRemoteCpu * std::max(1.0, cpus));
-    const bool acceptable = where == ForwardTo::kAnyFeasible || free ||
-                            (where == ForwardTo::kFreeOrShortQueue && node_queued_[node] < queue_limit);
+    const bool acceptable =
+        where == ForwardTo::kAnyFeasible || free ||
+        (where == ForwardTo::kFreeOrShortQueue && node_queued_[node] < queue_limit);
     if (!acceptable) continue;
     if (!best || (free && !best_free) || (free == best_free && node_queued_[node] < best_queued)) {
       best = node;
@@ -450,7 +452,8 @@ void NodeManager::Dispatch() {
       const std::size_t fitting = TimesItFits(shape->first, available_, tasks.size());
       waiting_for_worker += fitting;
       for (std::size_t index = 0; index < fitting; ++index) {
-        if (tasks[index].kind == static_cast<std::uint8_t>(TaskKind::kActorCreation)) ++waiting_actors;
+        if (tasks[index].kind == static_cast<std::uint8_t>(TaskKind::kActorCreation))
+          ++waiting_actors;
       }
     }
     // 2. Other nodes with room or a short queue. Only tasks submitted here
@@ -497,8 +500,8 @@ void NodeManager::SendToWorker(std::uint32_t worker, WorkerState& state, TaskSpe
 }
 
 void NodeManager::StartWorker() {
-  const std::uint32_t rank =
-      kFirstWorkerRank + config_.node_id * kWorkersPerNodeLimit + (next_worker_++ % kWorkersPerNodeLimit);
+  const std::uint32_t rank = kFirstWorkerRank + config_.node_id * kWorkersPerNodeLimit +
+                             (next_worker_++ % kWorkersPerNodeLimit);
   auto address = transport_.LocalAddress(false);
   if (!address.ok()) {
     FailQueued(OutcomeKind::kSystemError, "cannot start a worker: " + address.status().message());
@@ -525,7 +528,8 @@ void NodeManager::StartWorker() {
                                               pid.status().message());
     return;
   }
-  workers_[rank] = WorkerState{.pid = *pid, .registered = false, .assigned = {}, .granted = {}, .devices = {}};
+  workers_[rank] =
+      WorkerState{.pid = *pid, .registered = false, .assigned = {}, .granted = {}, .devices = {}};
   worker_by_pid_[*pid] = rank;
   ++starting_;
 }
@@ -626,7 +630,8 @@ void NodeManager::OnWorkerExited(pid_t pid, int wait_status) {
     if (deaths_before_start_ >= 3 && !ever_registered_) {
       FailQueued(OutcomeKind::kSystemError,
                  "workers of node " + std::to_string(config_.node_id) +
-                     " end before they start (last: " + how + "): the program must call "
+                     " end before they start (last: " + how +
+                     "): the program must call "
                      "sray::Init(argc, argv) at the top of main, before anything that can fail "
                      "or exit; see the job's output for the workers' own messages");
       return;
@@ -635,10 +640,10 @@ void NodeManager::OnWorkerExited(pid_t pid, int wait_status) {
   if (!state.assigned.empty()) {
     ReleaseGrant(state);
     const TaskSpec& spec = state.assigned.front();
-    TaskOutcome outcome = OutcomeFor(
-        spec, OutcomeKind::kWorkerDied,
-        "its worker (pid " + std::to_string(pid) + ") on node " + std::to_string(config_.node_id) +
-            " died with " + how + " while running it");
+    TaskOutcome outcome =
+        OutcomeFor(spec, OutcomeKind::kWorkerDied,
+                   "its worker (pid " + std::to_string(pid) + ") on node " +
+                       std::to_string(config_.node_id) + " died with " + how + " while running it");
     outcome.pid = pid;
     Route(std::move(outcome));
     // Tasks waiting behind it never started: they go back to the queue.
@@ -652,7 +657,8 @@ void NodeManager::OnWorkerExited(pid_t pid, int wait_status) {
   Dispatch();
 }
 
-void NodeManager::OnActorCreated(std::uint32_t worker_rank, WorkerState& state, TaskOutcome outcome) {
+void NodeManager::OnActorCreated(std::uint32_t worker_rank, WorkerState& state,
+                                 TaskOutcome outcome) {
   const auto kind = static_cast<OutcomeKind>(outcome.kind);
   const bool created = kind == OutcomeKind::kInlineValue || kind == OutcomeKind::kStoredValue;
   if (created) {
@@ -676,7 +682,8 @@ void NodeManager::OnActorCreated(std::uint32_t worker_rank, WorkerState& state, 
 void NodeManager::StopActorWorker(const ActorKill& kill) {
   for (auto& [rank, state] : workers_) {
     const bool serves = state.actor_id == kill.id && state.incarnation == kill.incarnation;
-    const bool constructing = !state.assigned.empty() && state.assigned.front().actor_id == kill.id &&
+    const bool constructing = !state.assigned.empty() &&
+                              state.assigned.front().actor_id == kill.id &&
                               state.assigned.front().incarnation == kill.incarnation;
     // Its exit (pidfd) frees the grant and reports the death.
     if (serves || constructing) processes_->Kill(state.pid, SIGKILL);
@@ -741,7 +748,8 @@ std::chrono::milliseconds NodeManager::BroadcastIfDirty() {
   const auto now = std::chrono::steady_clock::now();
   constexpr auto kPeriod = std::chrono::milliseconds(2);
   if (now - last_broadcast_ < kPeriod) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(kPeriod - (now - last_broadcast_)) +
+    return std::chrono::duration_cast<std::chrono::milliseconds>(kPeriod -
+                                                                 (now - last_broadcast_)) +
            std::chrono::milliseconds(1);
   }
   dirty_ = false;
@@ -772,7 +780,8 @@ Result<std::string> NodeManager::MakeLocal(const ObjectId& id, std::uint32_t hol
     if (path.ok()) return path->string();
   }
   const std::uint32_t holder_rank = RankOfNode(holder);
-  const auto request = Encode(ObjectRequest{.id = id, .size = size, .node = config_.node_id, .owner_rank = 0});
+  const auto request =
+      Encode(ObjectRequest{.id = id, .size = size, .node = config_.node_id, .owner_rank = 0});
   auto reply = transport_.Call(holder_rank, kPinForPull, request);
   if (!reply.ok()) {
     return reply.status().WithContext("cannot reach object " + id.ToString() + " on node " +

@@ -34,7 +34,6 @@ std::string TaskLabel(const TaskSpec& spec) {
   return spec.name.empty() ? spec.function : spec.name;
 }
 
-
 }  // namespace
 
 Owner::Owner(OwnerIdentity identity, StoreAccess& store, std::function<void(TaskSpec)> submit)
@@ -53,6 +52,39 @@ void Owner::WakeWaiters() {
 
 void Owner::SetBlockingNotifier(std::function<void(bool blocked)> notify) {
   blocking_notifier_ = std::move(notify);
+}
+
+Owner::WatchScope::WatchScope(Owner& owner, const std::vector<internal::ObjectId>& ids,
+                              Waiter& waiter)
+    : owner_(owner), ids_(ids), waiter_(waiter) {
+  for (const auto& id : ids_) {
+    auto found = owner_.objects_.find(id);
+    if (found == owner_.objects_.end() || found->second.state != State::kPending) continue;
+    owner_.watchers_[id].push_back(&waiter_);
+    ++waiter_.completions_needed;
+  }
+}
+
+Owner::WatchScope::~WatchScope() {
+  for (const auto& id : ids_) {
+    auto found = owner_.watchers_.find(id);
+    if (found == owner_.watchers_.end()) continue;
+    auto& waiters = found->second;
+    std::erase(waiters, &waiter_);
+    if (waiters.empty()) owner_.watchers_.erase(found);
+  }
+}
+
+void Owner::NotifyCompletionLocked(const internal::ObjectId& id) {
+  if (watchers_.empty()) return;
+  auto found = watchers_.find(id);
+  if (found == watchers_.end()) return;
+  bool wake = false;
+  for (Waiter* waiter : found->second) {
+    if (waiter->completions_needed > 0 && --waiter->completions_needed == 0) wake = true;
+  }
+  watchers_.erase(found);
+  if (wake) changed_.notify_all();
 }
 
 template <typename Done>
@@ -80,14 +112,15 @@ internal::ObjectId Owner::SubmitTask(const std::string& function,
                                      const internal::TaskOptions& options) {
   auto resources = sched::NormalizeRequest(options.resources);
   if (!resources.ok()) {
-    throw ConfigError("sray: task " + function + ": bad resource request: " +
-                      resources.status().message());
+    throw ConfigError("sray: task " + function +
+                      ": bad resource request: " + resources.status().message());
   }
   TaskSpec spec;
   spec.function = function;
   spec.name = options.name;
   spec.resources = std::move(resources).value();
-  return Submit(std::move(spec), std::move(arguments), options.max_retries, options.retry_exceptions);
+  return Submit(std::move(spec), std::move(arguments), options.max_retries,
+                options.retry_exceptions);
 }
 
 internal::ObjectId Owner::SubmitActorTask(internal::ActorId actor, int max_task_retries,
@@ -164,8 +197,9 @@ void Owner::SetActorClient(ActorClient* client) {
 ActorClient& Owner::Actors() {
   ActorClient* client = actor_client_.load();
   if (client == nullptr) {
-    throw Error("sray: actors are not available in this process: use them after sray::Init, "
-                "and not after sray::Shutdown");
+    throw Error(
+        "sray: actors are not available in this process: use them after sray::Init, "
+        "and not after sray::Shutdown");
   }
   return *client;
 }
@@ -190,7 +224,8 @@ std::uint64_t Owner::CreatePlacementGroup(const std::string& name,
   return Actors().CreatePlacementGroup(name, bundles, strategy);
 }
 
-internal::PlacementGroupState Owner::WaitPlacementGroup(std::uint64_t id, internal::Timeout timeout) {
+internal::PlacementGroupState Owner::WaitPlacementGroup(std::uint64_t id,
+                                                        internal::Timeout timeout) {
   return Actors().WaitPlacementGroup(id, timeout);
 }
 
@@ -207,9 +242,9 @@ void Owner::ResolveArgumentsLocked(PendingTask& task, std::vector<TaskSpec>& to_
     auto found = objects_.find(argument.id);
     if (found == objects_.end()) {
       to_fail.push_back(FailedOutcome(task.spec, OutcomeKind::kSystemError,
-                                   "argument object " + argument.id.ToString() +
-                                       " is not owned by this process: pass ObjectRefs only "
-                                       "from the process that created them"));
+                                      "argument object " + argument.id.ToString() +
+                                          " is not owned by this process: pass ObjectRefs only "
+                                          "from the process that created them"));
       return;
     }
     const ObjectEntry& entry = found->second;
@@ -374,7 +409,7 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
             }
           }
         }
-        changed_.notify_all();
+        NotifyCompletionLocked(outcome.return_id);
       }
     }
   }
@@ -485,61 +520,76 @@ std::unique_ptr<internal::ObjectBuilder> Owner::CreateObject(std::size_t size) {
 
 std::vector<std::shared_ptr<const internal::ObjectValue>> Owner::Get(
     const std::vector<internal::ObjectId>& ids, internal::Timeout timeout) {
-  const auto deadline =
-      timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
+  const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout
+                                : std::chrono::steady_clock::time_point::max();
   std::vector<std::shared_ptr<const internal::ObjectValue>> values;
   values.reserve(ids.size());
   BlockedScope blocked(blocking_notifier_);
-  for (const auto& id : ids) {
-   while (true) {
+  {
+    // First until none is pending, with one wake-up for all of them; then
+    // each is read in order below (that loop also recomputes lost ones).
     std::unique_lock lock(mutex_);
-    auto ready = [&] {
+    Waiter waiter;
+    WatchScope watch(*this, ids, waiter);
+    if (!WaitHelping(lock, deadline, blocked, [&] { return waiter.completions_needed == 0; })) {
+      for (const auto& id : ids) {
+        auto found = objects_.find(id);
+        if (found == objects_.end() || found->second.state != State::kPending) continue;
+        throw GetTimeoutError("sray: Get timed out after " + std::to_string(timeout->count()) +
+                              " ms: object " + id.ToString() + " (result of task " +
+                              found->second.producer +
+                              ") is not ready yet: wait longer, or check with Wait first");
+      }
+    }
+  }
+  for (const auto& id : ids) {
+    while (true) {
+      std::unique_lock lock(mutex_);
+      const std::vector<internal::ObjectId> this_one{id};
+      Waiter waiter;
+      WatchScope watch(*this, this_one, waiter);
+      if (!WaitHelping(lock, deadline, blocked, [&] { return waiter.completions_needed == 0; })) {
+        const auto& entry = objects_.at(id);
+        throw GetTimeoutError("sray: Get timed out after " + std::to_string(timeout->count()) +
+                              " ms: object " + id.ToString() + " (result of task " +
+                              entry.producer +
+                              ") is not ready yet: wait longer, or check with Wait first");
+      }
       auto found = objects_.find(id);
-      return found == objects_.end() || found->second.state != State::kPending;
-    };
-    if (!WaitHelping(lock, deadline, blocked, ready)) {
-      const auto& entry = objects_.at(id);
-      throw GetTimeoutError("sray: Get timed out after " + std::to_string(timeout->count()) +
-                            " ms: object " + id.ToString() + " (result of task " +
-                            entry.producer +
-                            ") is not ready yet: wait longer, or check with Wait first");
-    }
-    auto found = objects_.find(id);
-    if (found == objects_.end()) {
-      throw ObjectLostError("sray: object " + id.ToString() +
-                            " is unknown to this process: its references were all dropped, or "
-                            "it belongs to another process");
-    }
-    const ObjectEntry& entry = found->second;
-    if (entry.state == State::kFailed) {
-      const std::shared_ptr<const TaskOutcome> failure = entry.failure;
+      if (found == objects_.end()) {
+        throw ObjectLostError("sray: object " + id.ToString() +
+                              " is unknown to this process: its references were all dropped, or "
+                              "it belongs to another process");
+      }
+      const ObjectEntry& entry = found->second;
+      if (entry.state == State::kFailed) {
+        const std::shared_ptr<const TaskOutcome> failure = entry.failure;
+        lock.unlock();
+        ThrowFailure(*failure);
+      }
+      if (!entry.in_store) {
+        values.push_back(std::make_shared<InlineValue>(entry.inline_value));
+        break;
+      }
+      const std::uint32_t node = entry.node;
+      const std::uint64_t size = entry.size;
+      const std::string producer = entry.producer;
       lock.unlock();
-      ThrowFailure(*failure);
+      auto value = ReadStored(id, node, size);
+      if (value) {
+        values.push_back(std::move(value));
+        break;
+      }
+      if (!Reconstruct(id, node)) {
+        throw ObjectLostError(
+            "sray: object " + id.ToString() + " is lost: node " + std::to_string(node) +
+            " no longer has it, and it cannot be " + "recomputed (" +
+            (producer.empty()
+                 ? std::string("it was Put, not computed by a task): keep a "
+                               "copy of data you Put, or Put it again")
+                 : "task " + producer + " has no retries left): raise its SetMaxRetries"));
+      }
     }
-    if (!entry.in_store) {
-      values.push_back(std::make_shared<InlineValue>(entry.inline_value));
-      break;
-    }
-    const std::uint32_t node = entry.node;
-    const std::uint64_t size = entry.size;
-    const std::string producer = entry.producer;
-    lock.unlock();
-    auto value = ReadStored(id, node, size);
-    if (value) {
-      values.push_back(std::move(value));
-      break;
-    }
-    if (!Reconstruct(id, node)) {
-      throw ObjectLostError("sray: object " + id.ToString() + " is lost: node " +
-                            std::to_string(node) + " no longer has it, and it cannot be " +
-                            "recomputed (" +
-                            (producer.empty()
-                                 ? std::string("it was Put, not computed by a task): keep a "
-                                               "copy of data you Put, or Put it again")
-                                 : "task " + producer +
-                                       " has no retries left): raise its SetMaxRetries"));
-    }
-   }
   }
   return values;
 }
@@ -568,8 +618,8 @@ std::shared_ptr<const internal::ObjectValue> Owner::ReadStored(const internal::O
 
 std::vector<bool> Owner::Wait(const std::vector<internal::ObjectId>& ids, std::size_t num_ready,
                               internal::Timeout timeout) {
-  const auto deadline =
-      timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
+  const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout
+                                : std::chrono::steady_clock::time_point::max();
   const std::size_t wanted = std::min(num_ready, ids.size());
   std::vector<bool> ready(ids.size(), false);
   BlockedScope blocked(blocking_notifier_);
@@ -582,16 +632,10 @@ std::vector<bool> Owner::Wait(const std::vector<internal::ObjectId>& ids, std::s
       if (ready[index]) ++count;
     }
     if (count >= wanted) return ready;
-    std::size_t seen = count;
-    auto more_ready = [&] {
-      std::size_t now_ready = 0;
-      for (const auto& id : ids) {
-        auto found = objects_.find(id);
-        if (found == objects_.end() || found->second.state != State::kPending) ++now_ready;
-      }
-      return now_ready > seen;
-    };
-    if (!WaitHelping(lock, deadline, blocked, more_ready)) {
+    Waiter waiter;
+    WatchScope watch(*this, ids, waiter);
+    waiter.completions_needed = wanted - count;
+    if (!WaitHelping(lock, deadline, blocked, [&] { return waiter.completions_needed == 0; })) {
       for (std::size_t index = 0; index < ids.size(); ++index) {
         auto found = objects_.find(ids[index]);
         ready[index] = found == objects_.end() || found->second.state != State::kPending;
@@ -616,9 +660,8 @@ void Owner::RemoveReference(const internal::ObjectId& id) noexcept {
 }
 
 void Owner::ThrowFailure(const TaskOutcome& failure) const {
-  const RemoteOrigin origin{.function = failure.function,
-                            .node_id = failure.node,
-                            .pid = failure.pid};
+  const RemoteOrigin origin{
+      .function = failure.function, .node_id = failure.node, .pid = failure.pid};
   switch (static_cast<OutcomeKind>(failure.kind)) {
     case OutcomeKind::kTaskThrew:
       throw TaskError("sray: task " + failure.function + " failed on node " +
@@ -637,8 +680,7 @@ void Owner::ThrowFailure(const TaskOutcome& failure) const {
                            failure.error_type, origin);
     case OutcomeKind::kStoreFull:
       throw ObjectStoreFullError("sray: task " + failure.function + ": " + failure.error_message);
-    default:
-      throw Error("sray: task " + failure.function + ": " + failure.error_message);
+    default: throw Error("sray: task " + failure.function + ": " + failure.error_message);
   }
 }
 

@@ -94,8 +94,8 @@ class Owner final : public internal::Runtime {
   enum class State { kPending, kReady, kFailed };
   struct ObjectEntry {
     State state = State::kPending;
-    bool referenced = true;   // the caller's handle is alive
-    int task_uses = 0;        // unfinished tasks that take it as an argument
+    bool referenced = true;  // the caller's handle is alive
+    int task_uses = 0;       // unfinished tasks that take it as an argument
     std::string inline_value;
     bool in_store = false;
     std::uint32_t node = 0;
@@ -162,11 +162,35 @@ class Owner final : public internal::Runtime {
     const std::function<void(bool)>& notify_;
     bool announced_ = false;
   };
+  // A Get or Wait that blocks: woken once `completions_needed` of the
+  // objects it watches have finished, not at every outcome (a Get of 1000
+  // results used to wake once per result).
+  struct Waiter {
+    std::size_t completions_needed = 0;
+  };
+  // Watches those of `ids` still pending for `waiter` (each adds one to
+  // completions_needed) while it lives. Construct and destroy under mutex_;
+  // `ids` must outlive it.
+  class WatchScope {
+   public:
+    WatchScope(Owner& owner, const std::vector<internal::ObjectId>& ids, Waiter& waiter);
+    ~WatchScope();
+    WatchScope(const WatchScope&) = delete;
+    WatchScope& operator=(const WatchScope&) = delete;
+
+   private:
+    Owner& owner_;
+    const std::vector<internal::ObjectId>& ids_;
+    Waiter& waiter_;
+  };
+  // `id` is no longer pending: counts it for its waiters, wakes those done.
+  void NotifyCompletionLocked(const internal::ObjectId& id);
   // Blocks on changed_ until `done`, the deadline, or a wake-up; runs
   // queued tasks through the helper meanwhile. Returns done().
   template <typename Done>
-  bool WaitHelping(std::unique_lock<std::mutex>& lock, std::chrono::steady_clock::time_point deadline,
-                   BlockedScope& blocked, Done done);
+  bool WaitHelping(std::unique_lock<std::mutex>& lock,
+                   std::chrono::steady_clock::time_point deadline, BlockedScope& blocked,
+                   Done done);
 
   std::mutex mutex_;
   std::condition_variable changed_;
@@ -178,6 +202,8 @@ class Owner final : public internal::Runtime {
   // arguments) while the result is referenced: lineage for recomputing it
   // when its node loses it.
   std::unordered_map<internal::ObjectId, PendingTask, internal::ObjectIdHash> lineage_;
+  // Pending object -> the blocked Gets and Waits watching it.
+  std::unordered_map<internal::ObjectId, std::vector<Waiter*>, internal::ObjectIdHash> watchers_;
   // Argument object -> tasks waiting for it.
   std::unordered_map<internal::ObjectId, std::vector<std::uint64_t>, internal::ObjectIdHash>
       waiting_;

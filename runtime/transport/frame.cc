@@ -63,7 +63,7 @@ Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte> bytes) {
   }
   const auto kind = Load<std::uint8_t>(bytes.data() + kKindOffset);
   if (kind < static_cast<std::uint8_t>(FrameKind::kRequest) ||
-      kind > static_cast<std::uint8_t>(FrameKind::kOneWay)) {
+      kind > static_cast<std::uint8_t>(FrameKind::kBatch)) {
     return Status::InvalidArgument("malformed frame: unknown kind " + std::to_string(kind));
   }
   FrameHeader header;

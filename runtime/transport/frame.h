@@ -26,6 +26,7 @@ enum class FrameKind : std::uint8_t {
   kResponse = 2,       // payload: the handler's result
   kErrorResponse = 3,  // payload: one status-code byte, then the message text
   kOneWay = 4,         // no reply
+  kBatch = 5,          // several one-way messages to one peer (transport/message_batch.h)
 };
 
 using JobToken = std::array<std::byte, kJobTokenSize>;

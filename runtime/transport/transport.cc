@@ -12,6 +12,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "transport/message_batch.h"
 #include "transport/ucx_status.h"
 
 namespace sray::transport {
@@ -332,7 +333,8 @@ class Transport::Impl {
   [[nodiscard]] TransportStatistics statistics() const {
     return {.requests_served = requests_served_.load(),
             .rejected_frames = rejected_frames_.load(),
-            .malformed_frames = malformed_frames_.load()};
+            .malformed_frames = malformed_frames_.load(),
+            .batches_received = batches_received_.load()};
   }
 
  private:
@@ -742,24 +744,84 @@ class Transport::Impl {
       if (outbox_.empty()) return false;
       batch.swap(outbox_);
     }
+    // Small messages to one peer share a frame (transport/message_batch.h);
+    // each peer's messages keep their order. Few peers per turn: a vector.
+    std::vector<OutgoingBatch> open;
+    auto open_for = [&](std::uint32_t rank) -> OutgoingBatch* {
+      for (auto& outgoing : open) {
+        if (outgoing.rank == rank) return &outgoing;
+      }
+      return nullptr;
+    };
     for (auto& message : batch) {
       if (message.kind == PostedKind::kReply) {
         TransmitReply(message.reply_endpoint, std::move(message.reply));
         continue;
       }
-      TransmitOneWay(message.rank, message.method, std::move(message.payload));
+      OutgoingBatch* outgoing = open_for(message.rank);
+      if (message.payload.size() > kBatchableMessageLimit) {
+        if (outgoing != nullptr) Flush(*outgoing);
+        TransmitOneWay(message.rank, message.method, std::move(message.payload));
+        continue;
+      }
+      if (outgoing == nullptr) {
+        outgoing = &open.emplace_back();
+        outgoing->rank = message.rank;
+      }
+      outgoing->Add(message.method, std::move(message.payload));
+      if (outgoing->batch.size_bytes() >= kBatchBytesLimit) Flush(*outgoing);
     }
+    for (auto& outgoing : open) Flush(outgoing);
     return true;
+  }
+
+  // Messages for one peer gathered in one turn of the progress thread. The
+  // first is held as it is, so a lone message is sent without a copy.
+  struct OutgoingBatch {
+    std::uint32_t rank = 0;
+    bool holds_first = false;
+    std::uint32_t first_method = 0;
+    Bytes first_payload;
+    MessageBatch batch;
+
+    void Add(std::uint32_t method, Bytes payload) {
+      if (!holds_first && batch.count() == 0) {
+        holds_first = true;
+        first_method = method;
+        first_payload = std::move(payload);
+        return;
+      }
+      if (holds_first) {
+        batch.Append(first_method, first_payload);
+        holds_first = false;
+        first_payload.clear();
+      }
+      batch.Append(method, payload);
+    }
+  };
+
+  void Flush(OutgoingBatch& outgoing) {
+    if (outgoing.holds_first) {
+      outgoing.holds_first = false;
+      TransmitOneWay(outgoing.rank, outgoing.first_method, std::move(outgoing.first_payload));
+      outgoing.first_payload = Bytes();
+    } else if (outgoing.batch.count() > 0) {
+      TransmitFrame(outgoing.rank, FrameKind::kBatch, 0, outgoing.batch.Take());
+    }
   }
 
   // Sends on an endpoint this transport made itself (never a peer's reply
   // endpoint, which UCX frees when the peer dies): a dead or unknown peer's
   // message is dropped, never a crash.
   void TransmitOneWay(std::uint32_t rank, std::uint32_t method, Bytes payload) {
+    TransmitFrame(rank, FrameKind::kOneWay, method, std::move(payload));
+  }
+
+  void TransmitFrame(std::uint32_t rank, FrameKind kind, std::uint32_t method, Bytes payload) {
     auto endpoint = EndpointFor(rank);
     if (!endpoint.ok()) return;  // the peer is gone or unknown: dropped
     auto frame = std::make_unique<std::pair<std::array<std::byte, kFrameHeaderSize>, Bytes>>();
-    frame->first = EncodeFrameHeader({.kind = FrameKind::kOneWay,
+    frame->first = EncodeFrameHeader({.kind = kind,
                                       .source_rank = options_.rank,
                                       .method = method,
                                       .request_id = 0,
@@ -923,6 +985,7 @@ class Transport::Impl {
           CompleteCall(header.request_id, DecodeError(payload));
           break;
         case FrameKind::kOneWay: ServeOneWay(header, payload); break;
+        case FrameKind::kBatch: ServeBatch(header, payload); break;
       }
     } catch (const std::exception&) {
       // A handler threw through its Result contract, or memory ran out; the
@@ -1018,6 +1081,21 @@ class Transport::Impl {
   }
 
  private:
+  void ServeBatch(const FrameHeader& header, std::span<const std::byte> payload) {
+    FrameHeader single = header;
+    single.kind = FrameKind::kOneWay;
+    const Status delivered = ForEachBatchedMessage(
+        payload, [&](std::uint32_t method, std::span<const std::byte> message) {
+          single.method = method;
+          ServeOneWay(single, message);
+        });
+    if (delivered.ok()) {
+      batches_received_.fetch_add(1);
+    } else {
+      malformed_frames_.fetch_add(1);
+    }
+  }
+
   void ServeOneWay(const FrameHeader& header, std::span<const std::byte> payload) {
     std::shared_lock lock(handlers_mutex_);
     auto found = one_way_handlers_.find(header.method);
@@ -1060,6 +1138,7 @@ class Transport::Impl {
   std::vector<std::unique_ptr<ErrorHandlerContext>> error_contexts_;
 
   std::atomic<std::uint64_t> requests_served_{0};
+  std::atomic<std::uint64_t> batches_received_{0};
   std::atomic<std::uint64_t> rejected_frames_{0};
   std::atomic<std::uint64_t> malformed_frames_{0};
 };

@@ -83,7 +83,8 @@ struct TransportOptions {
 struct TransportStatistics {
   std::uint64_t requests_served = 0;
   std::uint64_t rejected_frames = 0;   // wrong or missing job token
-  std::uint64_t malformed_frames = 0;  // header failed to decode
+  std::uint64_t malformed_frames = 0;  // header or batch failed to decode
+  std::uint64_t batches_received = 0;  // frames carrying several one-way messages
 };
 
 class Transport {

@@ -19,7 +19,8 @@ FrameHeader SampleHeader() {
 
 TEST(Frame, EveryKindRoundTrips) {
   for (auto kind :
-       {FrameKind::kRequest, FrameKind::kResponse, FrameKind::kErrorResponse, FrameKind::kOneWay}) {
+       {FrameKind::kRequest, FrameKind::kResponse, FrameKind::kErrorResponse, FrameKind::kOneWay,
+        FrameKind::kBatch}) {
     FrameHeader header = SampleHeader();
     header.kind = kind;
     const auto bytes = EncodeFrameHeader(header);
@@ -65,7 +66,7 @@ TEST(Frame, CorruptedFieldsAreRejectedWithTheReason) {
   EXPECT_NE(DecodeFrameHeader(bad_version).status().message().find("protocol version 9"),
             std::string::npos);
 
-  for (int kind : {0, 5, 255}) {
+  for (int kind : {0, 6, 255}) {
     auto bad_kind = EncodeFrameHeader(SampleHeader());
     bad_kind[5] = static_cast<std::byte>(kind);
     EXPECT_NE(DecodeFrameHeader(bad_kind).status().message().find("unknown kind"),

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <future>
+#include <optional>
 #include <vector>
 
 #include "sray/errors.h"
@@ -92,6 +94,51 @@ TEST_F(OwnerTest, GetTimesOutWithTheTaskName) {
   } catch (const GetTimeoutError& error) {
     EXPECT_NE(std::string(error.what()).find("slow_function"), std::string::npos);
   }
+}
+
+TEST_F(OwnerTest, GetOfManyReturnsOnceEveryResultIsThere) {
+  std::vector<internal::ObjectId> ids;
+  for (int index = 0; index < 3; ++index) ids.push_back(owner_.SubmitTask("f", {}, {}));
+  ASSERT_EQ(submitted_.size(), 3u);
+  auto getting = std::async(std::launch::async, [&] { return owner_.Get(ids, std::nullopt); });
+  // Out of order, as results arrive from different nodes.
+  owner_.OnTaskOutcome(ValueFor(submitted_[2], 30));
+  owner_.OnTaskOutcome(ValueFor(submitted_[0], 10));
+  EXPECT_EQ(getting.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout)
+      << "Get returned before its last result";
+  owner_.OnTaskOutcome(ValueFor(submitted_[1], 20));
+  ASSERT_EQ(getting.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  const auto values = getting.get();
+  ASSERT_EQ(values.size(), 3u);
+  for (std::size_t index = 0; index < 3; ++index) {
+    EXPECT_EQ(internal::Deserialize<std::int64_t>(values[index]->bytes(), "test"),
+              static_cast<std::int64_t>((index + 1) * 10));
+  }
+}
+
+TEST_F(OwnerTest, WaitReturnsAsSoonAsEnoughAreReady) {
+  std::vector<internal::ObjectId> ids;
+  for (int index = 0; index < 4; ++index) ids.push_back(owner_.SubmitTask("f", {}, {}));
+  owner_.OnTaskOutcome(ValueFor(submitted_[3], 3));
+  auto waiting = std::async(std::launch::async, [&] { return owner_.Wait(ids, 3, std::nullopt); });
+  owner_.OnTaskOutcome(ValueFor(submitted_[1], 1));
+  EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout)
+      << "Wait returned with 2 of the 3 it asked for";
+  owner_.OnTaskOutcome(ValueFor(submitted_[0], 0));
+  ASSERT_EQ(waiting.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_EQ(waiting.get(), (std::vector<bool>{true, true, false, true}));
+}
+
+TEST_F(OwnerTest, AFailureAmongManyReachesGetOnceTheRestIsThere) {
+  const auto first = owner_.SubmitTask("f", {}, {});
+  const auto failing = owner_.SubmitTask("g", {}, {});
+  auto getting = std::async(std::launch::async, [&] {
+    return owner_.Get({first, failing}, std::nullopt);
+  });
+  owner_.OnTaskOutcome(FailedOutcome(submitted_[1], OutcomeKind::kTaskThrew, "bad input"));
+  owner_.OnTaskOutcome(ValueFor(submitted_[0], 1));
+  ASSERT_EQ(getting.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_THROW((void)getting.get(), TaskError);
 }
 
 }  // namespace

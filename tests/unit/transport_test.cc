@@ -164,6 +164,37 @@ TEST_F(TransportPair, DeferredRepliesAndPostedMessagesArrive) {
     EXPECT_EQ(received[index], std::to_string(index));
 }
 
+// Small posted messages to one peer travel several to a frame; large ones
+// alone. Either way each peer's messages keep the order they were posted in.
+TEST_F(TransportPair, PostedMessagesShareFramesAndKeepTheirOrder) {
+  auto server = Make(0, TokenOf(1));
+  auto client = Make(1, TokenOf(1));
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::string> received;
+  server->RegisterOneWayHandler(kNote, [&](std::uint32_t, std::span<const std::byte> payload) {
+    std::lock_guard lock(mutex);
+    received.emplace_back(TextOf(payload));
+    changed.notify_all();
+  });
+  constexpr int kMessages = 2000;
+  std::vector<std::string> sent;
+  for (int index = 0; index < kMessages; ++index) {
+    // Every 97th is over the batching limit.
+    std::string text = std::to_string(index) + ":";
+    if (index % 97 == 0) text.append(8192, 'L');
+    sent.push_back(text);
+    client->Post(0, kNote, Text(text));
+  }
+  std::unique_lock lock(mutex);
+  ASSERT_TRUE(changed.wait_for(lock, std::chrono::seconds(30),
+                               [&] { return received.size() == sent.size(); }));
+  EXPECT_EQ(received, sent);
+  EXPECT_GT(server->statistics().batches_received, 0u)
+      << "2000 messages posted back to back and none shared a frame";
+  EXPECT_EQ(server->statistics().malformed_frames, 0u);
+}
+
 TEST_F(TransportPair, UnknownMethodIsANotFoundError) {
   auto server = Make(0, TokenOf(1));
   auto client = Make(1, TokenOf(1));
