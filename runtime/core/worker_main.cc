@@ -26,6 +26,10 @@
 namespace sray::core {
 namespace {
 
+// How long a worker polls for its next task before it sleeps: about a round
+// trip through its node manager under load.
+constexpr std::chrono::microseconds kDriveBetweenTasks{100};
+
 [[noreturn]] void Die(const std::string& message) {
   std::cerr << "sray: worker " << ::getpid() << ": " << message << "\n";
   std::_Exit(1);
@@ -56,7 +60,8 @@ class RemoteStoreAccess final : public StoreAccess {
       : transport_(transport), manager_(manager) {}
 
   Result<std::string> Create(const ObjectId& id, std::uint64_t size) override {
-    return PathFrom(kCreateObject, ObjectRequest{.id = id, .size = size, .node = 0, .owner_rank = 0});
+    return PathFrom(kCreateObject,
+                    ObjectRequest{.id = id, .size = size, .node = 0, .owner_rank = 0});
   }
   void Seal(const ObjectId& id, std::uint64_t size) override {
     transport_.Post(manager_, kSealObject,
@@ -64,7 +69,8 @@ class RemoteStoreAccess final : public StoreAccess {
   }
   Result<std::string> MakeLocal(const ObjectId& id, std::uint32_t holder,
                                 std::uint64_t size) override {
-    return PathFrom(kMakeLocal, ObjectRequest{.id = id, .size = size, .node = holder, .owner_rank = 0});
+    return PathFrom(kMakeLocal,
+                    ObjectRequest{.id = id, .size = size, .node = holder, .owner_rank = 0});
   }
   void Free(const ObjectId& id, std::uint32_t holder) override {
     transport_.Post(manager_, kFreeObject, Encode(FreeObject{.id = id, .node = holder}));
@@ -102,7 +108,8 @@ void RunWorker() {
   if (::getppid() != parent) std::_Exit(1);
 
   const auto rank = static_cast<std::uint32_t>(std::stoul(TakeVariable("SRAY_WORKER_RANK")));
-  const auto manager = static_cast<std::uint32_t>(std::stoul(TakeVariable("SRAY_WORKER_MANAGER_RANK")));
+  const auto manager =
+      static_cast<std::uint32_t>(std::stoul(TakeVariable("SRAY_WORKER_MANAGER_RANK")));
   const transport::Bytes manager_address = FromHex(TakeVariable("SRAY_WORKER_MANAGER_ADDRESS"));
   const auto head = static_cast<std::uint32_t>(std::stoul(TakeVariable("SRAY_WORKER_HEAD_RANK")));
   const transport::Bytes head_address = FromHex(TakeVariable("SRAY_WORKER_HEAD_ADDRESS"));
@@ -151,35 +158,37 @@ void RunWorker() {
 
   RemoteStoreAccess store(*transport, manager);
   transport::Transport* raw_transport = transport.get();
-  auto owner = std::make_unique<Owner>(
-      OwnerIdentity{.rank = rank, .node_id = node_id}, store,
-      [raw_transport, manager](const TaskSpec& spec) {
-        raw_transport->Post(manager, kSubmitTask, Encode(spec));
-      });
+  auto owner = std::make_unique<Owner>(OwnerIdentity{.rank = rank, .node_id = node_id}, store,
+                                       [raw_transport, manager](const TaskSpec& spec) {
+                                         raw_transport->Post(manager, kSubmitTask, Encode(spec));
+                                       });
   auto head_service = MakeRemoteHead(*transport, head, Caller{.rank = rank, .node = node_id});
-  auto actor_client = std::make_unique<ActorClient>(*owner, *head_service, *transport, book,
-                                                    HostName());
+  auto actor_client =
+      std::make_unique<ActorClient>(*owner, *head_service, *transport, book, HostName());
   owner->SetActorClient(actor_client.get());
   SetProcessRuntime(owner.get());
   // Set once this worker's constructor has made an actor; it then serves
   // only that actor's calls.
   std::atomic<ActorHost*> actor_host{nullptr};
-  transport->RegisterOneWayHandler(kActorCall, [&actor_host, raw_transport](std::uint32_t source, auto payload) {
-    ActorHost* host = actor_host.load();
-    if (host != nullptr) {
-      host->Accept(source, transport::Bytes(payload.begin(), payload.end()));
-      return;
-    }
-    auto spec = Decode<TaskSpec>(payload, "actor call");
-    if (!spec.ok()) return;
-    raw_transport->Post(source, kActorCallDone,
-                        Encode(FailedOutcome(*spec, OutcomeKind::kSystemError,
-                                             "no actor lives in the worker it reached")));
-  });
+  transport->RegisterOneWayHandler(
+      kActorCall, [&actor_host, raw_transport](std::uint32_t source, auto payload) {
+        ActorHost* host = actor_host.load();
+        if (host != nullptr) {
+          host->Accept(source, transport::Bytes(payload.begin(), payload.end()));
+          return;
+        }
+        auto spec = Decode<TaskSpec>(payload, "actor call");
+        if (!spec.ok()) return;
+        raw_transport->Post(source, kActorCallDone,
+                            Encode(FailedOutcome(*spec, OutcomeKind::kSystemError,
+                                                 "no actor lives in the worker it reached")));
+      });
 
   std::mutex mutex;
   std::condition_variable arrived;
   std::deque<TaskSpec> tasks;
+  // tasks.size(), readable without the lock while this thread polls.
+  std::atomic<std::size_t> queued{0};
   Owner* raw_owner = owner.get();
   transport->RegisterOneWayHandler(kExecuteTask, [&](std::uint32_t, auto payload) {
     auto spec = Decode<TaskSpec>(payload, "task");
@@ -187,14 +196,17 @@ void RunWorker() {
     {
       std::lock_guard lock(mutex);
       tasks.push_back(std::move(spec).value());
+      queued.fetch_add(1);
     }
     arrived.notify_one();
     raw_owner->WakeWaiters();  // a task waiting in Get may run it meanwhile
   });
   auto run = [&](const TaskSpec& spec) {
     const TaskOutcome outcome = ExecuteTask(spec, store, node_id);
-    // If the manager is gone, PR_SET_PDEATHSIG ends this process.
-    transport->Post(manager, kTaskDone, Encode(outcome));
+    // If the manager is gone, PR_SET_PDEATHSIG ends this process. Sent from
+    // here when the progress thread sleeps: this thread drives the worker
+    // between tasks (below), and waking it would cost more than the send.
+    transport->Post(manager, kTaskDone, Encode(outcome), /*send_here=*/true);
   };
   owner->SetBlockingNotifier([raw_transport, manager](bool blocked) {
     raw_transport->Post(manager, blocked ? kWorkerBlocked : kWorkerUnblocked, {});
@@ -206,6 +218,7 @@ void RunWorker() {
       if (tasks.empty()) return false;
       spec = std::move(tasks.front());
       tasks.pop_front();
+      queued.fetch_sub(1);
     }
     run(spec);
     return true;
@@ -220,15 +233,25 @@ void RunWorker() {
   auto registered = transport->Call(
       manager, kRegisterWorker,
       Encode(WorkerRegistration{.rank = rank, .pid = ::getpid(), .address = address_text}));
-  if (!registered.ok()) Die("cannot register with the node manager: " + registered.status().message());
+  if (!registered.ok())
+    Die("cannot register with the node manager: " + registered.status().message());
 
   while (true) {
     TaskSpec spec;
     {
       std::unique_lock lock(mutex);
+      if (tasks.empty()) {
+        // Between tasks this thread drives the transport for a while: the
+        // next task's message is then handled here, not handed over from
+        // the progress thread with a wake-up (two context switches a task).
+        lock.unlock();
+        (void)transport->ProgressHere([&] { return queued.load() > 0; }, kDriveBetweenTasks);
+        lock.lock();
+      }
       arrived.wait(lock, [&] { return !tasks.empty(); });
       spec = std::move(tasks.front());
       tasks.pop_front();
+      queued.fetch_sub(1);
     }
     if (spec.kind != static_cast<std::uint8_t>(TaskKind::kActorCreation)) {
       run(spec);
@@ -242,8 +265,9 @@ void RunWorker() {
           std::move(instance), spec.actor_id, spec.max_concurrency, store, node_id, *transport,
           [book](std::uint32_t caller, const std::string& address) {
             transport::AddressBook::Entry entry;
-            entry.address.assign(reinterpret_cast<const std::byte*>(address.data()),
-                                 reinterpret_cast<const std::byte*>(address.data()) + address.size());
+            entry.address.assign(
+                reinterpret_cast<const std::byte*>(address.data()),
+                reinterpret_cast<const std::byte*>(address.data()) + address.size());
             entry.description = "rank " + std::to_string(caller) + ", a caller of this actor";
             book->Add(caller, std::move(entry));
           });

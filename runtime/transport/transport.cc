@@ -34,8 +34,10 @@ constexpr std::chrono::microseconds kBusyPollAfterActivity{100};
 // While polling after activity, the progress thread yields its core once in
 // this many empty polls.
 constexpr std::uint32_t kEmptyPollsPerYield = 16;
-// How long the progress thread naps while a caller polls the worker.
-constexpr std::chrono::microseconds kYieldToSpinningCaller{20};
+// While another thread drives the worker, the progress thread sleeps; it
+// looks again this often, so a driver that went off to run long work (a
+// worker's task) does not leave messages unread for longer.
+constexpr std::chrono::microseconds kParkedRecheck{500};
 // Rendezvous receive buffers are recycled: a fresh large allocation costs
 // page faults on every byte, which would halve large-message bandwidth.
 constexpr std::size_t kPooledBufferMinimum = std::size_t{64} * 1024;
@@ -49,6 +51,9 @@ constexpr std::chrono::milliseconds kLivenessInterval{250};
 thread_local bool tls_in_ucx_callback = false;
 // True on a transport's progress thread, which may send without handing off.
 thread_local bool tls_on_progress_thread = false;
+// Set while a thread drives the worker in ProgressHere: it sends what it
+// posts itself before it leaves.
+thread_local bool tls_driving_progress = false;
 
 class CallbackScope {
  public:
@@ -286,12 +291,20 @@ class Transport::Impl {
 
   void Post(std::uint32_t rank, std::uint32_t method, Bytes payload, bool send_here) {
     if (stopping_.load()) return;
-    if (send_here && !tls_on_progress_thread && !tls_in_ucx_callback &&
-        progress_thread_sleeping_.load()) {
-      TransmitOneWay(rank, method, std::move(payload));
-      // The progress thread drives what did not complete inline.
-      ucp_worker_signal(worker_->handle());
-      return;
+    if (send_here && !tls_on_progress_thread && !tls_in_ucx_callback) {
+      const bool sleeping = progress_thread_sleeping_.load();
+      if (sleeping || progress_thread_parked_.load()) {
+        {
+          // Messages this thread posted before go first.
+          std::lock_guard lock(send_mutex_);
+          SendPostedLocked();
+          TransmitOneWay(rank, method, std::move(payload));
+        }
+        // A sleeping progress thread drives what did not complete inline; a
+        // parked one leaves that to the thread driving the worker.
+        if (sleeping) ucp_worker_signal(worker_->handle());
+        return;
+      }
     }
     PostedMessage message;
     message.rank = rank;
@@ -308,7 +321,11 @@ class Transport::Impl {
     }
     // Wake the progress thread only when it sleeps (or is about to): it
     // checks the outbox after announcing that, so no message is missed.
-    if (progress_thread_sleeping_.load()) ucp_worker_signal(worker_->handle());
+    if (progress_thread_sleeping_.load()) {
+      ucp_worker_signal(worker_->handle());
+    } else if (!tls_driving_progress) {
+      UnparkProgressThread();
+    }
   }
 
   Result<std::unique_ptr<RegisteredMemory>> Register(void* address, std::size_t length) {
@@ -464,10 +481,52 @@ class Transport::Impl {
       if (ucp_worker_progress(worker_->handle()) != 0) spin_until = now + kSpinWithoutProgress;
     }
     spinning_waiters_.fetch_sub(1);
+    UnparkProgressThread();  // this thread sleeps now: the progress thread drives
     std::unique_lock lock(completion.mutex);
     return completion.changed.wait_until(lock, deadline, [&] { return completion.done.load(); });
   }
 
+ public:
+  bool ProgressHere(const std::function<bool()>& done, std::chrono::microseconds spin) {
+    if (tls_in_ucx_callback || tls_on_progress_thread) return done();
+    const ucp_worker_h worker = worker_->handle();
+    spinning_waiters_.fetch_add(1);
+    tls_driving_progress = true;
+    auto spin_until = std::chrono::steady_clock::now() + spin;
+    std::uint32_t empty_polls = 0;
+    bool finished = done();
+    while (!finished) {
+      bool progressed = SendPosted();
+      while (ucp_worker_progress(worker) != 0) progressed = true;
+      finished = done();
+      if (finished) break;
+      const auto now = std::chrono::steady_clock::now();
+      if (progressed) {
+        spin_until = now + spin;
+      } else if (now >= spin_until) {
+        break;
+      } else if (++empty_polls % kEmptyPollsPerYield == 0) {
+        std::this_thread::yield();
+      }
+    }
+    // What handlers posted on this thread goes out before it leaves.
+    SendPosted();
+    tls_driving_progress = false;
+    spinning_waiters_.fetch_sub(1);
+    // Found work: the progress thread stays asleep, as this thread will
+    // probably be back soon (it looks again within kParkedRecheck if not).
+    // Gave up: it drives from now on.
+    if (!finished) UnparkProgressThread();
+    return finished;
+  }
+
+  void UnparkProgressThread() {
+    if (!progress_thread_parked_.load()) return;
+    std::lock_guard lock(park_mutex_);
+    park_changed_.notify_one();
+  }
+
+ private:
   // Starts one UCX operation through `start` (given the request parameters)
   // and waits for it, within `limit`.
   template <typename Start>
@@ -678,14 +737,22 @@ class Transport::Impl {
     std::uint32_t empty_polls = 0;
     while (!stopping_.load()) {
       if (spinning_waiters_.load() > 0 && !OutboxHasMessages()) {
-        // A caller is polling the worker itself. Stay off the CPU, off the
+        // Another thread drives the worker itself. Stay off the CPU, off the
         // worker's lock (progressing here would make the caller wait for it:
         // most of a small call's time, measured) and off the event fd (which
-        // would wake this thread for every message); the caller stops
-        // spinning within kSpinWithoutProgress when idle.
+        // would wake this thread for every message). The driver wakes this
+        // thread when it gives up, a post does, and it looks by itself now
+        // and then.
         CloseQueuedEndpoints();
         ProbeAwaitedPeers(std::chrono::steady_clock::now());
-        std::this_thread::sleep_for(kYieldToSpinningCaller);
+        {
+          std::unique_lock lock(park_mutex_);
+          progress_thread_parked_.store(true);
+          park_changed_.wait_for(lock, kParkedRecheck, [this] {
+            return spinning_waiters_.load() == 0 || OutboxHasMessages() || stopping_.load();
+          });
+          progress_thread_parked_.store(false);
+        }
         last_activity = std::chrono::steady_clock::now();
         continue;
       }
@@ -736,6 +803,13 @@ class Transport::Impl {
 
   // Progress thread: hands posted messages to UCX. True if there were any.
   bool SendPosted() {
+    if (!outbox_filled_.load(std::memory_order_acquire)) return false;
+    // One sender at a time keeps each peer's messages in posting order.
+    std::lock_guard lock(send_mutex_);
+    return SendPostedLocked();
+  }
+
+  bool SendPostedLocked() {
     if (!outbox_filled_.load(std::memory_order_acquire)) return false;
     std::vector<PostedMessage> batch;
     {
@@ -1114,6 +1188,14 @@ class Transport::Impl {
   std::chrono::steady_clock::time_point last_liveness_probe_{};  // progress thread only
   std::atomic<int> spinning_waiters_{0};
   std::atomic<bool> progress_thread_sleeping_{false};
+  // The progress thread waits on park_changed_ while another thread drives
+  // the worker (spinning_waiters_ > 0).
+  std::atomic<bool> progress_thread_parked_{false};
+  std::mutex park_mutex_;
+  std::condition_variable park_changed_;
+  // Held while posted messages are handed to UCX (by the progress thread,
+  // or by a thread that sends its own message directly).
+  std::mutex send_mutex_;
   std::mutex outbox_mutex_;
   std::vector<PostedMessage> outbox_;  // guarded by outbox_mutex_
   // True while outbox_ may hold messages: lets the progress thread skip the
@@ -1173,6 +1255,10 @@ void Transport::RegisterRequestHandler(std::uint32_t method, RequestHandler hand
 void Transport::RegisterOneWayHandler(std::uint32_t method, OneWayHandler handler) {
   impl_->RegisterOneWayHandler(method, std::move(handler));
 }
+bool Transport::ProgressHere(const std::function<bool()>& done, std::chrono::microseconds spin) {
+  return impl_->ProgressHere(done, spin);
+}
+
 void Transport::Post(std::uint32_t rank, std::uint32_t method, Bytes payload, bool send_here) {
   impl_->Post(rank, method, std::move(payload), send_here);
 }

@@ -122,10 +122,19 @@ class Transport {
   // handlers. Messages posted to one peer arrive in order. A send that fails
   // later (dead peer) is dropped; peer failure reaches callers by the usual
   // ways (pending calls fail, the liveness probe).
-  // With `send_here`, a sleeping progress thread is not woken for it: this
-  // thread sends it (lower latency for a lone message; order against other
-  // posts to the same peer is then not kept).
+  // With `send_here`, a progress thread that sleeps (or is parked while
+  // another thread drives the worker) is not woken for it: this thread sends
+  // it, after what it posted before (lower latency for a lone message, and
+  // no wake-up).
   void Post(std::uint32_t rank, std::uint32_t method, Bytes payload, bool send_here = false);
+
+  // Drives the worker on the calling thread until `done()` or until `spin`
+  // passes without progress; returns done(). Handlers then run on this
+  // thread, so work they hand over needs no wake-up of another thread, and
+  // the progress thread sleeps meanwhile. For a thread that waits for work
+  // arriving by message (a worker between tasks). `done` must be cheap and
+  // must not block. From a handler or the progress thread it only checks.
+  bool ProgressHere(const std::function<bool()>& done, std::chrono::microseconds spin);
 
   // Registers local memory so peers can Pull from it.
   Result<std::unique_ptr<RegisteredMemory>> Register(void* address, std::size_t length);

@@ -195,6 +195,72 @@ TEST_F(TransportPair, PostedMessagesShareFramesAndKeepTheirOrder) {
   EXPECT_EQ(server->statistics().malformed_frames, 0u);
 }
 
+TEST_F(TransportPair, ProgressHereRunsHandlersOnTheCallingThread) {
+  auto server = Make(0, TokenOf(1));
+  auto client = Make(1, TokenOf(1));
+  std::atomic<bool> received{false};
+  std::thread::id handled_on;
+  server->RegisterOneWayHandler(kNote, [&](std::uint32_t, std::span<const std::byte>) {
+    handled_on = std::this_thread::get_id();
+    received.store(true);
+  });
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    client->Post(0, kNote, Text("task"));
+  });
+  const bool arrived =
+      server->ProgressHere([&] { return received.load(); }, std::chrono::seconds(10));
+  sender.join();
+  ASSERT_TRUE(arrived);
+  EXPECT_EQ(handled_on, std::this_thread::get_id());
+}
+
+TEST_F(TransportPair, ProgressHereGivesUpAndTheProgressThreadTakesOver) {
+  auto server = Make(0, TokenOf(1));
+  auto client = Make(1, TokenOf(1));
+  std::atomic<int> received{0};
+  server->RegisterOneWayHandler(
+      kNote, [&](std::uint32_t, std::span<const std::byte>) { received.fetch_add(1); });
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_FALSE(
+      server->ProgressHere([&] { return received.load() > 0; }, std::chrono::milliseconds(5)));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+  // Nobody drives the server's worker by hand now: its progress thread must.
+  client->Post(0, kNote, Text("later"));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (received.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(received.load(), 1);
+}
+
+// A message sent directly from the posting thread goes after what that
+// thread posted before (a worker's Seal must reach its node manager before
+// the task's outcome).
+TEST_F(TransportPair, SendingHereKeepsOrderWithEarlierPosts) {
+  auto server = Make(0, TokenOf(1));
+  auto client = Make(1, TokenOf(1));
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::string> received;
+  server->RegisterOneWayHandler(kNote, [&](std::uint32_t, std::span<const std::byte> payload) {
+    std::lock_guard lock(mutex);
+    received.emplace_back(TextOf(payload));
+    changed.notify_all();
+  });
+  std::vector<std::string> sent;
+  for (int index = 0; index < 500; ++index) {
+    sent.push_back(std::to_string(index));
+    client->Post(0, kNote, Text(sent.back()), /*send_here=*/index % 2 == 1);
+    // Now and then let the progress thread fall asleep, so both paths run.
+    if (index % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  std::unique_lock lock(mutex);
+  ASSERT_TRUE(changed.wait_for(lock, std::chrono::seconds(30),
+                               [&] { return received.size() == sent.size(); }));
+  EXPECT_EQ(received, sent);
+}
+
 TEST_F(TransportPair, UnknownMethodIsANotFoundError) {
   auto server = Make(0, TokenOf(1));
   auto client = Make(1, TokenOf(1));
