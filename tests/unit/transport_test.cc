@@ -36,6 +36,35 @@ JobToken TokenOf(std::uint8_t seed) {
   return token;
 }
 
+// Collects the kNote messages a transport receives, in arrival order. The
+// handler shares the state, so a late message after the test is harmless.
+class NoteCollector {
+ public:
+  explicit NoteCollector(Transport& transport) : state_(std::make_shared<State>()) {
+    transport.RegisterOneWayHandler(
+        kNote, [state = state_](std::uint32_t, std::span<const std::byte> payload) {
+          std::lock_guard lock(state->mutex);
+          state->received.emplace_back(TextOf(payload));
+          state->changed.notify_all();
+        });
+  }
+  // Waits until `count` notes arrived, or `limit`; returns what arrived.
+  std::vector<std::string> WaitFor(std::size_t count,
+                                   std::chrono::seconds limit = std::chrono::seconds(30)) {
+    std::unique_lock lock(state_->mutex);
+    state_->changed.wait_for(lock, limit, [&] { return state_->received.size() >= count; });
+    return state_->received;
+  }
+
+ private:
+  struct State {
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::vector<std::string> received;
+  };
+  std::shared_ptr<State> state_;
+};
+
 // Two (or more) transports that find each other's addresses in a table.
 class TransportPair : public ::testing::Test {
  protected:
@@ -148,18 +177,10 @@ TEST_F(TransportPair, DeferredRepliesAndPostedMessagesArrive) {
   EXPECT_EQ(TextOf(*reply), "later hi");
   for (auto& thread : answering) thread.join();
 
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::vector<std::string> received;
-  server->RegisterOneWayHandler(kNote, [&](std::uint32_t, std::span<const std::byte> payload) {
-    std::lock_guard lock(mutex);
-    received.emplace_back(TextOf(payload));
-    changed.notify_all();
-  });
+  NoteCollector notes(*server);
   for (int index = 0; index < 100; ++index) client->Post(0, kNote, Text(std::to_string(index)));
-  std::unique_lock lock(mutex);
-  ASSERT_TRUE(
-      changed.wait_for(lock, std::chrono::seconds(10), [&] { return received.size() == 100; }));
+  const auto received = notes.WaitFor(100);
+  ASSERT_EQ(received.size(), 100u);
   for (std::size_t index = 0; index < 100; ++index)
     EXPECT_EQ(received[index], std::to_string(index));
 }
@@ -169,14 +190,7 @@ TEST_F(TransportPair, DeferredRepliesAndPostedMessagesArrive) {
 TEST_F(TransportPair, PostedMessagesShareFramesAndKeepTheirOrder) {
   auto server = Make(0, TokenOf(1));
   auto client = Make(1, TokenOf(1));
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::vector<std::string> received;
-  server->RegisterOneWayHandler(kNote, [&](std::uint32_t, std::span<const std::byte> payload) {
-    std::lock_guard lock(mutex);
-    received.emplace_back(TextOf(payload));
-    changed.notify_all();
-  });
+  NoteCollector notes(*server);
   constexpr int kMessages = 2000;
   std::vector<std::string> sent;
   for (int index = 0; index < kMessages; ++index) {
@@ -186,10 +200,7 @@ TEST_F(TransportPair, PostedMessagesShareFramesAndKeepTheirOrder) {
     sent.push_back(text);
     client->Post(0, kNote, Text(text));
   }
-  std::unique_lock lock(mutex);
-  ASSERT_TRUE(changed.wait_for(lock, std::chrono::seconds(30),
-                               [&] { return received.size() == sent.size(); }));
-  EXPECT_EQ(received, sent);
+  EXPECT_EQ(notes.WaitFor(sent.size()), sent);
   EXPECT_GT(server->statistics().batches_received, 0u)
       << "2000 messages posted back to back and none shared a frame";
   EXPECT_EQ(server->statistics().malformed_frames, 0u);
@@ -240,14 +251,7 @@ TEST_F(TransportPair, ProgressHereGivesUpAndTheProgressThreadTakesOver) {
 TEST_F(TransportPair, SendingHereKeepsOrderWithEarlierPosts) {
   auto server = Make(0, TokenOf(1));
   auto client = Make(1, TokenOf(1));
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::vector<std::string> received;
-  server->RegisterOneWayHandler(kNote, [&](std::uint32_t, std::span<const std::byte> payload) {
-    std::lock_guard lock(mutex);
-    received.emplace_back(TextOf(payload));
-    changed.notify_all();
-  });
+  NoteCollector notes(*server);
   std::vector<std::string> sent;
   for (int index = 0; index < 500; ++index) {
     sent.push_back(std::to_string(index));
@@ -255,10 +259,7 @@ TEST_F(TransportPair, SendingHereKeepsOrderWithEarlierPosts) {
     // Now and then let the progress thread fall asleep, so both paths run.
     if (index % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  std::unique_lock lock(mutex);
-  ASSERT_TRUE(changed.wait_for(lock, std::chrono::seconds(30),
-                               [&] { return received.size() == sent.size(); }));
-  EXPECT_EQ(received, sent);
+  EXPECT_EQ(notes.WaitFor(sent.size()), sent);
 }
 
 TEST_F(TransportPair, UnknownMethodIsANotFoundError) {
