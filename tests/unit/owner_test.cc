@@ -98,6 +98,7 @@ TEST_F(OwnerTest, GetTimesOutWithTheTaskName) {
 
 TEST_F(OwnerTest, GetOfManyReturnsOnceEveryResultIsThere) {
   std::vector<internal::ObjectId> ids;
+  ids.reserve(3);
   for (int index = 0; index < 3; ++index) ids.push_back(owner_.SubmitTask("f", {}, {}));
   ASSERT_EQ(submitted_.size(), 3u);
   auto getting = std::async(std::launch::async, [&] { return owner_.Get(ids, std::nullopt); });
@@ -118,6 +119,7 @@ TEST_F(OwnerTest, GetOfManyReturnsOnceEveryResultIsThere) {
 
 TEST_F(OwnerTest, WaitReturnsAsSoonAsEnoughAreReady) {
   std::vector<internal::ObjectId> ids;
+  ids.reserve(4);
   for (int index = 0; index < 4; ++index) ids.push_back(owner_.SubmitTask("f", {}, {}));
   owner_.OnTaskOutcome(ValueFor(submitted_[3], 3));
   auto waiting = std::async(std::launch::async, [&] { return owner_.Wait(ids, 3, std::nullopt); });

@@ -79,8 +79,10 @@ TEST(SerialExecutor, ClosuresNeverOverlap) {
     inside.fetch_sub(1);
     ran.fetch_add(1);
   };
+  constexpr int kCallers = 4;
   std::vector<std::thread> callers;
-  for (int caller = 0; caller < 4; ++caller) {
+  callers.reserve(kCallers);
+  for (int caller = 0; caller < kCallers; ++caller) {
     callers.emplace_back([&, caller] {
       for (int index = 0; index < 2000; ++index) {
         if ((index + caller) % 3 == 0) {
@@ -94,7 +96,7 @@ TEST(SerialExecutor, ClosuresNeverOverlap) {
   for (auto& caller : callers) caller.join();
   executor.Stop();
   EXPECT_EQ(overlaps.load(), 0);
-  EXPECT_EQ(ran.load(), 4 * 2000);
+  EXPECT_EQ(ran.load(), kCallers * 2000);
 }
 
 // The node manager's broadcast asks to be called again within milliseconds
