@@ -623,6 +623,11 @@ class Transport::Impl {
     const ucs_status_t status = ucp_ep_create(worker_->handle(), &params, &handle);
     if (status != UCS_OK) {
       delete error_context;
+      // Connecting to a process that already died fails here (on shared
+      // memory: "Shared memory error"); say so the way every peer death is said.
+      if (options_.peer_alive && !options_.peer_alive(rank)) {
+        return PeerFailure(rank, std::string("its process is gone: ") + ucs_status_string(status));
+      }
       return FromUcs(status, "cannot connect to " + Describe(rank));
     }
     std::lock_guard lock(endpoints_mutex_);

@@ -3,10 +3,15 @@
 
 #include "transport/transport.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <condition_variable>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <mutex>
@@ -413,5 +418,75 @@ TEST_F(TransportPair, ADeadPeerFailsPendingAndLaterCalls) {
   EXPECT_NE(reply.status().message().find("rank 0"), std::string::npos);
 }
 
+// A process that died before anyone connected to it: the first call fails
+// within seconds (on shared memory or TCP alike), not at its timeout. The
+// peer is this test binary started again (a fresh process, not a fork of
+// one whose UCX threads may hold locks), told by SRAY_TEST_DEAD_PEER_FD to
+// serve and write its address there.
+TEST(TransportDeadPeer, AFirstCallToAProcessThatAlreadyDiedFailsWithinSeconds) {
+  if (const char* fd_text = std::getenv("SRAY_TEST_DEAD_PEER_FD")) {
+    const int fd = std::atoi(fd_text);
+    TransportOptions options;
+    options.rank = 0;
+    options.token = TokenOf(1);
+    options.resolve_address = [](std::uint32_t) -> Result<Bytes> {
+      return Status::NotFound("the peer calls nobody");
+    };
+    auto transport = Transport::Create(std::move(options));
+    if (!transport.ok()) ::_exit(1);
+    auto address = (*transport)->LocalAddress(false);
+    if (!address.ok()) ::_exit(1);
+    const std::uint64_t size = address->size();
+    if (::write(fd, &size, sizeof(size)) != static_cast<ssize_t>(sizeof(size)) ||
+        ::write(fd, address->data(), address->size()) != static_cast<ssize_t>(address->size())) {
+      ::_exit(1);
+    }
+    for (;;) ::pause();
+  }
+  int pipe_ends[2];
+  ASSERT_EQ(::pipe(pipe_ends), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(pipe_ends[0]);
+    ::setenv("SRAY_TEST_DEAD_PEER_FD", std::to_string(pipe_ends[1]).c_str(), 1);
+    ::execl(
+        "/proc/self/exe", "sray_unit_tests",
+        "--gtest_filter=TransportDeadPeer.AFirstCallToAProcessThatAlreadyDiedFailsWithinSeconds",
+        static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(pipe_ends[1]);
+  std::uint64_t size = 0;
+  ASSERT_EQ(::read(pipe_ends[0], &size, sizeof(size)), static_cast<ssize_t>(sizeof(size)));
+  Bytes address(size);
+  std::size_t received = 0;
+  while (received < size) {
+    const ssize_t count = ::read(pipe_ends[0], address.data() + received, size - received);
+    ASSERT_GT(count, 0);
+    received += static_cast<std::size_t>(count);
+  }
+  ::close(pipe_ends[0]);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+
+  TransportOptions options;
+  options.rank = 1;
+  options.token = TokenOf(1);
+  options.resolve_address = [address](std::uint32_t) -> Result<Bytes> { return address; };
+  options.peer_alive = [child](std::uint32_t) { return ::kill(child, 0) == 0; };
+  auto client = Transport::Create(std::move(options));
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  const auto started = std::chrono::steady_clock::now();
+  auto reply = (*client)->Call(0, kEcho, Text("anyone?"), std::chrono::seconds(30));
+  const auto took = std::chrono::steady_clock::now() - started;
+  EXPECT_FALSE(reply.ok());
+  EXPECT_EQ(reply.status().code(), StatusCode::kUnavailable) << reply.status().message();
+  EXPECT_NE(reply.status().message().find("rank 0 is unreachable"), std::string::npos)
+      << reply.status().message();
+  EXPECT_LT(took, std::chrono::seconds(5))
+      << "took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+      << " ms: " << reply.status().message();
+}
 }  // namespace
 }  // namespace sray::transport

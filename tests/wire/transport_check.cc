@@ -16,12 +16,15 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <mutex>
 #include <numeric>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -85,10 +88,26 @@ int Fail(std::uint32_t rank, const std::string& what) {
   return 1;
 }
 
+// The ranks that have called this one's echo: the peer-death victim waits
+// for every survivor's first call before it says it is ready to die, so no
+// survivor's first connection is attempted to a dead process (that fails
+// with a connection error, not the peer failure the test is about).
+struct EchoCallers {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::set<std::uint32_t> ranks;
+};
+EchoCallers echo_callers;
+
 void RegisterHandlers(sray::wire::WiredJob& job) {
   auto& transport = *job.transport;
   transport.RegisterRequestHandler(
       kEcho, [&transport](std::uint32_t source, std::span<const std::byte> payload) {
+        {
+          std::lock_guard lock(echo_callers.mutex);
+          echo_callers.ranks.insert(source);
+        }
+        echo_callers.changed.notify_all();
         std::string reply = "echo from " + std::to_string(transport.rank()) + " to " +
                             std::to_string(source) + ": ";
         reply.append(TextOf(payload));
@@ -179,6 +198,14 @@ int PeerDeath(sray::wire::WiredJob& job) {
   const auto& layout = job.pmix->layout();
   const std::uint32_t victim = layout.size - 1;
   if (layout.rank == victim) {
+    {
+      std::unique_lock lock(echo_callers.mutex);
+      if (!echo_callers.changed.wait_for(lock, std::chrono::minutes(1), [&] {
+            return echo_callers.ranks.size() >= layout.size - 1;
+          })) {
+        return Fail(layout.rank, "not every survivor called the victim within a minute");
+      }
+    }
     std::cout << "rank " << victim << ": victim pid " << getpid() << std::endl;
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
@@ -300,8 +327,9 @@ int main(int argc, char** argv) {
                               std::chrono::steady_clock::now() - started)
                               .count();
       std::cout << "rank " << layout.rank << " left fence " << fence << " after "
-                << (waited >= 1000 * fence - kSkewAllowance ? "rank 1 arrived"
-                                                            : "only " + std::to_string(waited) + " ms")
+                << (waited >= 1000 * fence - kSkewAllowance
+                        ? "rank 1 arrived"
+                        : "only " + std::to_string(waited) + " ms")
                 << (s.ok() ? "" : ": " + s.message()) << std::endl;
     }
     result = 0;
