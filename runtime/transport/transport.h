@@ -7,8 +7,12 @@
 // - One UCX worker per process in UCS_THREAD_MODE_MULTI. A progress thread
 //   sleeps on the worker's event fd (arm + poll) instead of spinning a core;
 //   a thread waiting for its own reply progresses the worker itself for up
-//   to 500 us first, and after activity the progress thread polls for 100 us
-//   before it sleeps (docs/ARCHITECTURE.md has the measured costs).
+//   to 50 us without progress first, a thread waiting for work by message
+//   may drive it for longer (ProgressHere), and after activity the progress
+//   thread polls for 100 us before it sleeps (docs/ARCHITECTURE.md has the
+//   measured costs).
+// - Posted one-way messages that wait for the same peer travel in one frame
+//   (transport/message_batch.h), in the order they were posted.
 // - Endpoints are created lazily on first use, from the address the
 //   resolver returns (PMIx in a job), with peer error handling: when a peer
 //   dies every pending and future call to it fails with an error naming it.

@@ -45,11 +45,13 @@ Result<PeerLocation> LocationWith(PmixClient& pmix, std::uint32_t rank) {
   return location;
 }
 
-// This machine's boot id (one word), or "unknown" where it cannot be read.
-std::string MachineId() {
+// This machine's boot id (one word); where it cannot be read, the host's
+// name (a shared word such as "unknown" would make every node of a job count
+// as one machine and shrink each store to a fraction of its share).
+std::string MachineId(const std::string& hostname) {
   std::ifstream file("/proc/sys/kernel/random/boot_id");
   std::string id;
-  if (!(file >> id) || id.empty()) return "unknown";
+  if (!(file >> id) || id.empty()) return "host:" + hostname;
   return id;
 }
 
@@ -113,8 +115,8 @@ Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
   // still prefer the full address.
   SRAY_RETURN_IF_ERROR(client.Put(Scope::kGlobal, kNetworkAddressKey, *network_address));
   const std::string own_location = std::to_string(layout.node_id) + " " + std::to_string(getpid()) +
-                                   " " + std::to_string(StartTimeOf(getpid())) + " " + MachineId() +
-                                   " " + layout.hostname;
+                                   " " + std::to_string(StartTimeOf(getpid())) + " " +
+                                   MachineId(layout.hostname) + " " + layout.hostname;
   SRAY_RETURN_IF_ERROR(client.Put(Scope::kGlobal, kLocationKey, transport::BytesOf(own_location)));
   for (const auto& [key, value] : options.publish) {
     SRAY_RETURN_IF_ERROR(client.Put(Scope::kGlobal, key, value));
