@@ -28,8 +28,23 @@ if(SRAY_WITH_TORCH AND NOT Torch_FOUND)
                       "run scripts/install-deps (libtorch-dev libgloo-dev) or pass -DSRAY_WITH_TORCH=OFF")
 endif()
 if(SRAY_WITH_TORCH)
-  find_library(SRAY_GLOO_LIBRARY gloo REQUIRED)
+  # Debian's LibTorch links gloo into libtorch_cpu; a pip wheel's LibTorch too.
+  find_library(SRAY_GLOO_LIBRARY gloo)
+  if(NOT SRAY_GLOO_LIBRARY)
+    set(SRAY_GLOO_LIBRARY "")
+  endif()
   set(SRAY_TORCH_DEFINITIONS USE_C10D_GLOO)
+  # A CUDA LibTorch has torch_cuda; with SRAY_WITH_CUDA the training module
+  # builds its NCCL path (ProcessGroupNCCL).
+  if(SRAY_WITH_CUDA)
+    if(NOT TORCH_CUDA_LIBRARIES AND NOT TARGET torch_cuda)
+      message(FATAL_ERROR "sray: SRAY_WITH_CUDA=ON but the LibTorch found (${Torch_DIR}) has no CUDA: "
+                          "point CMAKE_PREFIX_PATH at a CUDA LibTorch, or configure with -DSRAY_WITH_CUDA=OFF")
+    endif()
+    list(APPEND SRAY_TORCH_DEFINITIONS USE_C10D_NCCL SRAY_TRAIN_WITH_NCCL)
+  endif()
+elseif(SRAY_WITH_CUDA)
+  message(FATAL_ERROR "sray: SRAY_WITH_CUDA=ON needs LibTorch: configure with -DSRAY_WITH_TORCH=ON")
 endif()
 
 # jemalloc for every program that links the runtime: glibc's malloc took a

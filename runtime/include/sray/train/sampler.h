@@ -1,0 +1,57 @@
+#pragma once
+
+// A sampler for torch::data::make_data_loader that gives each worker its own
+// share of a dataset, like PyTorch's DistributedSampler: each epoch, one
+// permutation (seeded by seed + epoch, the same on every worker) is padded
+// by repeating its start until it divides evenly, and worker r takes every
+// world_size-th index from r. Shards are disjoint apart from that padding,
+// equal in size (so every worker runs the same number of steps), and change
+// with set_epoch. With drop_last the tail is dropped instead of padded.
+//
+// The indices it hands out are counted towards the samples/s the trainer
+// prints.
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <c10/util/Optional.h>
+#include <torch/data/samplers/base.h>
+
+namespace sray::train {
+
+class DistributedSampler : public torch::data::samplers::Sampler<std::vector<std::size_t>> {
+ public:
+  struct Options {
+    bool shuffle = true;
+    std::uint64_t seed = 0;
+    bool drop_last = false;
+  };
+  // Sharded by GetContext(): throws sray::Error outside a training worker.
+  explicit DistributedSampler(std::size_t dataset_size) : DistributedSampler(dataset_size, Options{}) {}
+  DistributedSampler(std::size_t dataset_size, Options options);
+  // Explicit layout, for use outside the trainer.
+  DistributedSampler(std::size_t dataset_size, int world_size, int world_rank, Options options);
+
+  void set_epoch(std::uint64_t epoch);
+  // Indices of this worker's shard for the current epoch, in order.
+  [[nodiscard]] const std::vector<std::size_t>& indices() const { return indices_; }
+
+  void reset(c10::optional<std::size_t> new_size = c10::nullopt) override;
+  c10::optional<std::vector<std::size_t>> next(std::size_t batch_size) override;
+  void save(torch::serialize::OutputArchive& archive) const override;
+  void load(torch::serialize::InputArchive& archive) override;
+
+ private:
+  void Shard();
+
+  std::size_t dataset_size_;
+  int world_size_;
+  int world_rank_;
+  Options options_;
+  std::uint64_t epoch_ = 0;
+  std::vector<std::size_t> indices_;
+  std::size_t position_ = 0;
+};
+
+}  // namespace sray::train

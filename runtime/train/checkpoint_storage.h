@@ -1,0 +1,77 @@
+#pragma once
+
+// Checkpoints on disk: a directory read into memory (to travel from a worker
+// to the driver through the object store), written back elsewhere, and
+// stored in a run directory atomically as checkpoint_NNNNNN: the files go to
+// a hidden partial directory first, are synced, and the directory is renamed
+// into place, so a crash at any point leaves the previous checkpoints and at
+// most a partial directory that is never listed (and is removed at the next
+// start). Free of LibTorch; not thread-safe per run directory (the driver
+// alone writes there).
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <msgpack.hpp>
+
+#include "common/status.h"
+#include "sray/train/config.h"
+
+namespace sray::train::internal {
+
+struct CheckpointFile {
+  std::string path;  // relative to the checkpoint directory; a directory ends in '/'
+  std::uint32_t mode = 0;
+  std::string data;
+  MSGPACK_DEFINE(path, mode, data)
+};
+
+struct CheckpointFiles {
+  std::vector<CheckpointFile> files;
+  MSGPACK_DEFINE(files)
+};
+
+// Regular files and directories only: a symlink or device is refused by name.
+sray::Result<CheckpointFiles> ReadCheckpointDirectory(const std::string& directory);
+// Creates `directory` (which must not exist) with the files; paths that
+// would leave it ("..", absolute) are refused.
+Status WriteCheckpointDirectory(const CheckpointFiles& files, const std::string& directory);
+
+std::string CheckpointDirectoryName(std::uint64_t index);  // checkpoint_000012
+
+struct StoredCheckpoint {
+  std::uint64_t index = 0;
+  std::string path;
+};
+// The run directory's complete checkpoints, oldest (lowest index) first.
+std::vector<StoredCheckpoint> ListCheckpoints(const std::string& run_directory);
+// Removes partial directories a crashed writer left.
+Status RemovePartialCheckpoints(const std::string& run_directory);
+
+// Writes checkpoint `index` into the run directory atomically and returns its
+// path. `after_each_file`, for tests, runs after each file is written.
+sray::Result<std::string> StoreCheckpoint(const std::string& run_directory, std::uint64_t index,
+                                    const CheckpointFiles& files,
+                                    const std::function<void()>& after_each_file = {});
+Status RemoveCheckpoint(const std::string& path);
+
+// A stored checkpoint and the metrics reported with it.
+struct RankedCheckpoint {
+  std::uint64_t index = 0;
+  Metrics metrics;
+};
+// The checkpoints (given oldest first) that num_to_keep lets go: ranked by
+// score_attribute in score_order, or by age; the latest is always kept, and
+// a checkpoint whose metrics lack the score attribute ranks last.
+std::vector<std::uint64_t> CheckpointsToRemove(const std::vector<RankedCheckpoint>& checkpoints,
+                                               const CheckpointConfig& config);
+// The same checkpoints, best first (newest first without a score attribute).
+std::vector<RankedCheckpoint> BestFirst(std::vector<RankedCheckpoint> checkpoints,
+                                        const CheckpointConfig& config);
+// Refuses a score_order other than "max"/"min" and a negative num_to_keep.
+Status ValidateCheckpointConfig(const CheckpointConfig& config);
+
+}  // namespace sray::train::internal

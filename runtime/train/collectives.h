@@ -1,0 +1,111 @@
+#pragma once
+
+// The process group of one training run, as sray uses it: Gloo on CPU, NCCL
+// on GPU when LibTorch was built with CUDA, a TCPStore for the rendezvous,
+// and the autograd hooks the gradient reducer needs. Every difference
+// between LibTorch 1.13 (c10d::ProcessGroup) and 2.x (c10d::Backend) is
+// inside collectives.cc; nothing else names a c10d type.
+//
+// Thread-safety: operations are issued from one thread at a time (the
+// training loop's, or autograd's during backward); a Work may be waited on
+// from any thread.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/intrusive_ptr.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+namespace sray::train::internal {
+
+// The rendezvous server on rank 0: a TCPStore on an ephemeral port. Its keys
+// carry a random prefix that only the run's workers learn (through sray's
+// authenticated transport), so an outsider reaching the port cannot read or
+// forge the group's addresses.
+class StoreServer {
+ public:
+  // Throws c10::Error when no port can be bound.
+  StoreServer();
+  ~StoreServer();
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+  [[nodiscard]] std::uint16_t port() const;
+  [[nodiscard]] const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
+
+ private:
+  c10::intrusive_ptr<c10d::Store> store_;
+};
+
+// A port that was free a moment ago on this host, for MASTER_PORT: programs
+// that build their own TCPStore there expect it free, as under torchrun.
+std::uint16_t PickFreePort();
+
+struct GroupOptions {
+  int rank = 0;
+  int world_size = 1;
+  std::string store_host;         // rank 0's host
+  std::uint16_t store_port = 0;
+  std::string key_prefix;         // the run's secret prefix
+  std::chrono::milliseconds timeout{300000};
+  bool use_nccl = false;
+  // Rank 0 passes its server's store instead of connecting to itself.
+  c10::intrusive_ptr<c10d::Store> local_store;
+};
+
+class Collectives {
+ public:
+  // Joins the group; every rank must call it. Throws c10::Error or
+  // std::runtime_error naming what failed.
+  static std::unique_ptr<Collectives> Connect(const GroupOptions& options);
+  // Over an existing store, for tests (c10d::HashStore in one process).
+  static std::unique_ptr<Collectives> OverStore(const c10::intrusive_ptr<c10d::Store>& store,
+                                                int rank, int world_size,
+                                                std::chrono::milliseconds timeout);
+  ~Collectives();
+  Collectives(const Collectives&) = delete;
+  Collectives& operator=(const Collectives&) = delete;
+
+  [[nodiscard]] int rank() const { return rank_; }
+  [[nodiscard]] int world_size() const { return world_size_; }
+
+  // Starts summing `tensor` over the group in place; Wait finishes it.
+  c10::intrusive_ptr<c10d::Work> StartAllReduceSum(at::Tensor& tensor);
+  // Throws (the collective's error) when it failed or timed out.
+  static void Wait(const c10::intrusive_ptr<c10d::Work>& work);
+  void AllReduceSum(at::Tensor& tensor);
+  void Broadcast(at::Tensor& tensor, int root);
+  void Barrier();
+
+ private:
+  struct Group;
+  Collectives(std::unique_ptr<Group> group, int rank, int world_size);
+  std::unique_ptr<Group> group_;
+  int rank_;
+  int world_size_;
+};
+
+// Runs `ready` after autograd accumulated a gradient into `parameter`
+// (the hook DDP uses); the returned handle removes it when destroyed.
+class GradientHook {
+ public:
+  GradientHook(const at::Tensor& parameter, std::function<void()> ready);
+  ~GradientHook();
+  GradientHook(const GradientHook&) = delete;
+  GradientHook& operator=(const GradientHook&) = delete;
+
+ private:
+  std::shared_ptr<void> accumulator_;  // a torch::autograd::Node
+  std::uintptr_t key_ = 0;
+};
+
+// Queues `callback` to run when the current backward pass ends (only valid
+// inside one, from a hook).
+void AtEndOfBackward(std::function<void()> callback);
+
+}  // namespace sray::train::internal

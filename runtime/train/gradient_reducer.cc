@@ -1,0 +1,184 @@
+#include "train/gradient_reducer.h"
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include <ATen/ATen.h>
+
+#include "train/bucket_assignment.h"
+
+namespace sray::train::internal {
+
+struct GradientReducer::Bucket {
+  std::vector<std::size_t> parameters;
+  std::vector<std::int64_t> offsets;  // element offset of each parameter's gradient
+  std::int64_t gradient_elements = 0;  // the used flags follow
+  at::Tensor flat;
+  std::size_t pending = 0;
+  bool launched = false;
+  c10::intrusive_ptr<c10d::Work> work;
+};
+
+GradientReducer::GradientReducer(std::vector<at::Tensor> parameters, Collectives& collectives,
+                                 std::size_t first_bucket_bytes, std::size_t bucket_bytes)
+    : parameters_(std::move(parameters)), collectives_(collectives) {
+  std::vector<BucketParameter> sizes;
+  sizes.reserve(parameters_.size());
+  for (const at::Tensor& parameter : parameters_) {
+    if (parameter.is_sparse()) {
+      throw std::invalid_argument("sparse parameters are not supported by PrepareModel: use dense ones");
+    }
+    const int kind = static_cast<int>(parameter.scalar_type()) * 4096 +
+                     static_cast<int>(parameter.device().type()) * 256 + parameter.device().index() + 1;
+    sizes.push_back({static_cast<std::size_t>(parameter.numel() * static_cast<std::int64_t>(parameter.element_size())), kind});
+  }
+  buckets_ = AssignBuckets(sizes, first_bucket_bytes, bucket_bytes);
+  bucket_of_.assign(parameters_.size(), 0);
+  position_in_.assign(parameters_.size(), 0);
+  ready_.assign(parameters_.size(), false);
+  for (std::size_t index = 0; index < buckets_.size(); ++index) {
+    auto bucket = std::make_unique<Bucket>();
+    bucket->parameters = buckets_[index];
+    for (std::size_t position = 0; position < bucket->parameters.size(); ++position) {
+      const std::size_t parameter = bucket->parameters[position];
+      bucket_of_[parameter] = index;
+      position_in_[parameter] = position;
+      bucket->offsets.push_back(bucket->gradient_elements);
+      bucket->gradient_elements += parameters_[parameter].numel();
+    }
+    const at::Tensor& first = parameters_[bucket->parameters.front()];
+    bucket->flat = at::zeros({bucket->gradient_elements + static_cast<std::int64_t>(bucket->parameters.size())},
+                             first.options().requires_grad(false));
+    bucket->pending = bucket->parameters.size();
+    bucket_state_.push_back(std::move(bucket));
+  }
+  hooks_.reserve(parameters_.size());
+  for (std::size_t index = 0; index < parameters_.size(); ++index) {
+    hooks_.push_back(std::make_unique<GradientHook>(parameters_[index], [this, index] { OnGradientReady(index); }));
+  }
+}
+
+GradientReducer::~GradientReducer() = default;
+
+std::vector<std::size_t> GradientReducer::BucketBytes() const {
+  std::vector<std::size_t> bytes;
+  for (const auto& bucket : bucket_state_) {
+    bytes.push_back(static_cast<std::size_t>(bucket->flat.numel() * static_cast<std::int64_t>(bucket->flat.element_size())));
+  }
+  return bytes;
+}
+
+GradientReducer::Statistics GradientReducer::statistics() const {
+  std::lock_guard lock(mutex_);
+  return statistics_;
+}
+
+void GradientReducer::OnGradientReady(std::size_t parameter) {
+  std::lock_guard lock(mutex_);
+  if (!in_backward_) {
+    in_backward_ = true;
+    AtEndOfBackward([this] { Finish(); });
+  }
+  FillAndMaybeLaunch(parameter, true);
+}
+
+// Called with mutex_ held. `produced`: this pass gave the parameter a
+// gradient (else it contributes zeros, whatever its stale gradient holds).
+void GradientReducer::FillAndMaybeLaunch(std::size_t parameter, bool produced) {
+  if (ready_[parameter]) return;
+  ready_[parameter] = true;
+  Bucket& bucket = *bucket_state_[bucket_of_[parameter]];
+  const std::size_t position = position_in_[parameter];
+  const at::Tensor& gradient = parameters_[parameter].grad();
+  const std::int64_t elements = parameters_[parameter].numel();
+  at::Tensor region = bucket.flat.narrow(0, bucket.offsets[position], elements);
+  if (produced && gradient.defined()) {
+    if (gradient.is_sparse()) throw std::invalid_argument("sparse gradients are not supported by PrepareModel");
+    region.copy_(gradient.reshape({-1}));
+    bucket.flat[bucket.gradient_elements + static_cast<std::int64_t>(position)].fill_(1);
+  } else {
+    region.zero_();
+    bucket.flat[bucket.gradient_elements + static_cast<std::int64_t>(position)].fill_(0);
+  }
+  --bucket.pending;
+  LaunchReadyBuckets();
+}
+
+// Called with mutex_ held. Strictly in bucket order: Gloo and NCCL match
+// collectives by the order each rank issues them.
+void GradientReducer::LaunchReadyBuckets() {
+  while (next_to_launch_ < bucket_state_.size() && bucket_state_[next_to_launch_]->pending == 0) {
+    Bucket& bucket = *bucket_state_[next_to_launch_++];
+    if (next_to_launch_ == 1) first_launch_ = std::chrono::steady_clock::now();
+    bucket.flat.div_(collectives_.world_size());
+    bucket.work = collectives_.StartAllReduceSum(bucket.flat);
+    bucket.launched = true;
+  }
+}
+
+void GradientReducer::Finish() {
+  std::unique_lock lock(mutex_);
+  auto reset = [this] {
+    in_backward_ = false;
+    next_to_launch_ = 0;
+    ready_.assign(parameters_.size(), false);
+    for (auto& bucket : bucket_state_) {
+      bucket->pending = bucket->parameters.size();
+      bucket->launched = false;
+      bucket->work.reset();
+    }
+  };
+  try {
+    // Parameters that got no gradient in this pass contribute zeros.
+    for (std::size_t index = 0; index < parameters_.size(); ++index) {
+      if (!ready_[index]) FillAndMaybeLaunch(index, false);
+    }
+    for (auto& bucket : bucket_state_) Collectives::Wait(bucket->work);
+  } catch (...) {
+    // Wait for whatever was started before giving up: Gloo still writes
+    // into the buckets until its work ends.
+    for (auto& bucket : bucket_state_) {
+      if (!bucket->work) continue;
+      try {
+        Collectives::Wait(bucket->work);
+      } catch (...) {  // NOLINT(bugprone-empty-catch): the first error is the one rethrown
+      }
+    }
+    reset();
+    throw;
+  }
+  for (auto& bucket : bucket_state_) {
+    for (std::size_t position = 0; position < bucket->parameters.size(); ++position) {
+      at::Tensor& parameter = parameters_[bucket->parameters[position]];
+      const bool used_anywhere =
+          bucket->flat[bucket->gradient_elements + static_cast<std::int64_t>(position)].item<double>() > 0;
+      if (!used_anywhere) continue;
+      at::Tensor average =
+          bucket->flat.narrow(0, bucket->offsets[position], parameter.numel()).view(parameter.sizes());
+      at::Tensor& gradient = parameter.mutable_grad();
+      if (gradient.defined()) {
+        gradient.copy_(average);
+      } else {
+        gradient = average.clone();
+      }
+    }
+  }
+  ++statistics_.steps;
+  statistics_.communication_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - first_launch_).count();
+  reset();
+}
+
+void GradientReducer::SynchronizeNow() {
+  {
+    std::lock_guard lock(mutex_);
+    if (in_backward_) throw std::logic_error("SynchronizeNow during a backward pass");
+    for (std::size_t index = 0; index < parameters_.size(); ++index) {
+      FillAndMaybeLaunch(index, parameters_[index].grad().defined());
+    }
+  }
+  Finish();
+}
+
+}  // namespace sray::train::internal

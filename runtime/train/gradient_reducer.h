@@ -1,0 +1,84 @@
+#pragma once
+
+// Data-parallel gradients, as PyTorch's DistributedDataParallel computes
+// them: a hook on each parameter's gradient accumulator copies the gradient
+// into its bucket; a complete bucket is divided by the world size and its
+// all-reduce started at once (buckets strictly in order, so every worker
+// issues the same collectives in the same order); at the end of backward the
+// reducer finishes the remaining buckets, waits for all of them and copies
+// the averages back into the gradients.
+//
+// A parameter without a gradient in a step contributes zeros, and each
+// bucket carries one "used" flag per parameter: a parameter nobody used
+// keeps its gradient as it was (undefined stays undefined, so optimizers
+// skip it), one used elsewhere gets the average.
+//
+// Why not c10d::Reducer: it must be told of every forward pass
+// (prepare_for_backward, with the outputs when parameters may go unused),
+// and a LibTorch C++ module's forward cannot be intercepted (it is not
+// virtual), so PrepareModel could not return the user's module unchanged.
+//
+// Thread-safety: hooks run on autograd's thread for the device; the state is
+// guarded by one mutex. Not copyable; keep it alive as long as the module.
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "train/collectives.h"
+
+namespace sray::train::internal {
+
+class GradientReducer {
+ public:
+  // `parameters`: those that require a gradient, in the module's order.
+  GradientReducer(std::vector<at::Tensor> parameters, Collectives& collectives,
+                  std::size_t first_bucket_bytes, std::size_t bucket_bytes);
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  [[nodiscard]] const std::vector<std::vector<std::size_t>>& buckets() const { return buckets_; }
+  // Bytes of each bucket's flat tensor (gradients plus used flags).
+  [[nodiscard]] std::vector<std::size_t> BucketBytes() const;
+
+  // Averages the current gradients without a backward pass: every bucket
+  // filled, all-reduced and copied back, as the end of a backward pass does
+  // with nothing overlapped. For benchmarks (the same path, timed alone) and
+  // for loops that compute gradients some other way.
+  void SynchronizeNow();
+
+  struct Statistics {
+    std::uint64_t steps = 0;
+    double communication_seconds = 0;  // first launch to last bucket done, summed over steps
+  };
+  [[nodiscard]] Statistics statistics() const;
+
+ private:
+  struct Bucket;
+  void OnGradientReady(std::size_t parameter);
+  void FillAndMaybeLaunch(std::size_t parameter, bool produced);
+  void LaunchReadyBuckets();
+  void Finish();
+
+  std::vector<at::Tensor> parameters_;
+  Collectives& collectives_;
+  std::vector<std::vector<std::size_t>> buckets_;
+  std::vector<std::unique_ptr<Bucket>> bucket_state_;
+  std::vector<std::size_t> bucket_of_;    // parameter -> bucket
+  std::vector<std::size_t> position_in_;  // parameter -> index within its bucket
+  std::vector<std::unique_ptr<GradientHook>> hooks_;
+
+  mutable std::mutex mutex_;
+  bool in_backward_ = false;
+  std::size_t next_to_launch_ = 0;
+  std::vector<bool> ready_;
+  std::chrono::steady_clock::time_point first_launch_;
+  Statistics statistics_;
+};
+
+}  // namespace sray::train::internal

@@ -1,0 +1,35 @@
+#include "train/report_channel.h"
+
+#include <utility>
+
+namespace sray::train::internal {
+
+void ReportChannel::Push(WorkerEvent event) {
+  std::unique_lock lock(mutex_);
+  if (closed_) return;
+  changed_.wait(lock, [&] { return !waiting_ || closed_; });
+  if (closed_) return;
+  waiting_ = std::move(event);
+  const std::uint64_t mine = ++pushed_;
+  changed_.notify_all();
+  changed_.wait(lock, [&] { return taken_ >= mine || closed_; });
+}
+
+std::optional<WorkerEvent> ReportChannel::Take() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return waiting_.has_value() || closed_; });
+  if (!waiting_) return std::nullopt;
+  std::optional<WorkerEvent> event = std::move(waiting_);
+  waiting_.reset();
+  ++taken_;
+  changed_.notify_all();
+  return event;
+}
+
+void ReportChannel::Close() {
+  std::lock_guard lock(mutex_);
+  closed_ = true;
+  changed_.notify_all();
+}
+
+}  // namespace sray::train::internal

@@ -1,0 +1,41 @@
+#include "train/train_worker.h"
+
+#include <unistd.h>
+
+#include <utility>
+
+#include "sray/actor.h"
+#include "sray/node.h"
+#include "train/worker_session.h"
+
+namespace sray::train::internal {
+
+TrainWorker* TrainWorker::Create() { return new TrainWorker(); }
+
+WorkerDescription TrainWorker::Prepare(bool host_rendezvous) {
+  WorkerDescription description;
+  description.node_id = sray::CurrentNode().node_id;
+  char hostname[256] = {};
+  if (::gethostname(hostname, sizeof hostname - 1) == 0) description.hostname = hostname;
+  description.pid = ::getpid();
+  if (host_rendezvous) {
+    description.store_port = HostRendezvous();
+    description.master_port = FreePortForUserCode();
+  }
+  return description;
+}
+
+WorkerEvent TrainWorker::Run(WorkerAssignment assignment, CheckpointFiles resume) {
+  RunWorkerSession(assignment, resume, reports_);
+  return WorkerEvent{};
+}
+
+WorkerEvent TrainWorker::NextReport() {
+  if (auto event = reports_.Take()) return std::move(*event);
+  return WorkerEvent{};
+}
+
+}  // namespace sray::train::internal
+
+SRAY_REMOTE(sray::train::internal::TrainWorker::Create, &sray::train::internal::TrainWorker::Prepare,
+            &sray::train::internal::TrainWorker::Run, &sray::train::internal::TrainWorker::NextReport);

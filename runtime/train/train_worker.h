@@ -1,0 +1,32 @@
+#pragma once
+
+// A training worker: an actor in the run's placement group that hosts one
+// rank of the process group. It serves two calls at once: Run (the whole
+// loop, long) and NextReport (rank 0's next report, for the driver).
+// Registered with SRAY_REMOTE in libsray_train, so every process of a job
+// that links sray::train can host one.
+
+#include <cstdint>
+
+#include "train/checkpoint_storage.h"
+#include "train/report_channel.h"
+#include "train/worker_protocol.h"
+
+namespace sray::train::internal {
+
+class TrainWorker {
+ public:
+  static TrainWorker* Create();
+  // Where it runs; rank 0 (host_rendezvous) also starts the rendezvous.
+  WorkerDescription Prepare(bool host_rendezvous);
+  // Joins the group and runs the loop; answers kFinished when it returns,
+  // throws what it threw.
+  WorkerEvent Run(WorkerAssignment assignment, CheckpointFiles resume);
+  // Rank 0's next report; kFinished once the loop ended and none is left.
+  WorkerEvent NextReport();
+
+ private:
+  ReportChannel reports_;
+};
+
+}  // namespace sray::train::internal

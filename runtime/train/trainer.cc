@@ -1,0 +1,449 @@
+// The driver's side of TorchTrainer::Fit: places the workers, starts the
+// group, stores rank 0's reports and checkpoints, and restarts the group
+// after a failure while max_failures allows. Free of LibTorch: it speaks to
+// the workers through sray's actors only.
+
+#include <sys/random.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sray/api.h"
+#include "sray/train/result.h"
+#include "sray/train/trainer.h"
+#include "train/checkpoint_storage.h"
+#include "train/nccl_available.h"
+#include "train/progress_log.h"
+#include "train/train_worker.h"
+#include "train/worker_protocol.h"
+
+namespace sray::train::internal {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using WorkerHandle = sray::ActorHandle<TrainWorker>;
+
+constexpr auto kStartupTimeout = std::chrono::minutes(2);
+constexpr auto kPoll = std::chrono::milliseconds(500);
+// After the first failure of an attempt, how long to listen for the others:
+// a worker's death makes its peers' collectives fail moments later, and the
+// death, not their errors, is the cause to report.
+constexpr auto kCauseGrace = std::chrono::seconds(3);
+
+std::string DefaultName() {
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  ::localtime_r(&now, &local);
+  char text[64];
+  std::strftime(text, sizeof text, "TorchTrainer_%Y-%m-%d_%H-%M-%S", &local);
+  return text;
+}
+
+std::string RandomHex(std::size_t bytes) {
+  std::vector<unsigned char> random(bytes);
+  std::size_t filled = 0;
+  while (filled < bytes) {
+    const ssize_t got = ::getrandom(random.data() + filled, bytes - filled, 0);
+    if (got > 0) filled += static_cast<std::size_t>(got);
+  }
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char byte : random) {
+    hex += kDigits[byte >> 4U];
+    hex += kDigits[byte & 15U];
+  }
+  return hex;
+}
+
+std::string DescribeResources(const std::map<std::string, double>& resources) {
+  std::ostringstream text;
+  text << "{";
+  bool first = true;
+  for (const auto& [name, amount] : resources) {
+    text << (first ? "" : ", ") << name << ": " << amount;
+    first = false;
+  }
+  text << "}";
+  return text.str();
+}
+
+// One worker's failure, as the driver saw it.
+struct Failure {
+  int rank = -1;
+  std::uint32_t node_id = 0;
+  std::int64_t pid = 0;
+  std::string cause;
+  int preference = 0;  // higher: likelier the root cause
+};
+
+// A dead process is the likeliest root cause; an error of the loop's own
+// next; a failed collective (a peer went away) last.
+Failure Classify(int rank, std::uint32_t node_id, std::int64_t pid, const std::exception& error) {
+  Failure failure{rank, node_id, pid, error.what(), 1};
+  if (dynamic_cast<const sray::ActorDiedError*>(&error) != nullptr) {
+    failure.preference = 3;
+  } else if (const auto* task = dynamic_cast<const sray::TaskError*>(&error)) {
+    const std::string& type = task->remote_type();
+    const bool collective = type.find("c10") != std::string::npos ||
+                            task->remote_message().find("gloo") != std::string::npos ||
+                            task->remote_message().find("Connection closed by peer") != std::string::npos;
+    failure.preference = collective ? 1 : 2;
+  }
+  return failure;
+}
+
+struct RunState {
+  const TrainingRequest& request;
+  std::string name;
+  std::string run_directory;
+  std::map<std::string, double> resources;
+  int threads = 1;
+  std::uint64_t next_checkpoint_index = 0;
+  std::optional<StoredCheckpoint> latest;  // what a restart resumes from
+  std::vector<RankedCheckpoint> kept;
+  std::map<std::uint64_t, std::string> kept_paths;
+  std::uint64_t reports = 0;
+  Result result;
+};
+
+void Say(const RunState& state, const std::string& line) {
+  if (!state.request.run.verbose) return;
+  std::cout << "sray train " << state.name << ": " << line << std::endl;
+}
+
+void StoreReport(RunState& state, int attempt, WorkerEvent event) {
+  ReportRecord record;
+  record.report = ++state.reports;
+  record.attempt = attempt;
+  record.unix_time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  record.seconds = event.seconds;
+  record.samples = event.samples;
+  record.metrics = event.metrics;
+  if (event.has_checkpoint) {
+    const std::uint64_t index = state.next_checkpoint_index++;
+    auto stored = StoreCheckpoint(state.run_directory, index, event.checkpoint);
+    if (!stored.ok()) {
+      throw sray::Error("sray: training cannot store rank 0's checkpoint: " + stored.status().message() +
+                        ": free space there or choose another RunConfig::storage_path");
+    }
+    state.latest = StoredCheckpoint{index, *stored};
+    state.kept.push_back({index, event.metrics});
+    state.kept_paths[index] = *stored;
+    record.checkpoint = CheckpointDirectoryName(index);
+    for (std::uint64_t doomed : CheckpointsToRemove(state.kept, state.request.run.checkpoint_config)) {
+      Status removed = RemoveCheckpoint(state.kept_paths[doomed]);
+      if (!removed.ok()) std::cerr << "sray: warning: " << removed.message() << std::endl;
+      state.kept_paths.erase(doomed);
+      state.kept.erase(std::remove_if(state.kept.begin(), state.kept.end(),
+                                      [&](const RankedCheckpoint& kept) { return kept.index == doomed; }),
+                       state.kept.end());
+    }
+  }
+  state.result.metrics = event.metrics;
+  state.result.metrics_history.push_back(std::move(event.metrics));
+  if (state.request.run.verbose) std::cout << ProgressLine(state.name, record) << std::endl;
+  Status logged = AppendLine(state.run_directory + "/metrics.jsonl", JsonLine(record));
+  if (!logged.ok()) std::cerr << "sray: warning: cannot log metrics: " << logged.message() << std::endl;
+}
+
+// Ends every process of the attempt's group: nothing of it outlives it.
+class GroupGuard {
+ public:
+  explicit GroupGuard(sray::PlacementGroup group) : group_(group) {}
+  [[nodiscard]] const sray::PlacementGroup& group() const { return group_; }
+  ~GroupGuard() {
+    for (const auto& worker : workers_) {
+      try {
+        worker.Kill(true);
+      } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): already dead
+      }
+    }
+    try {
+      sray::RemovePlacementGroup(group_);
+    } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): already gone
+    }
+  }
+  GroupGuard(const GroupGuard&) = delete;
+  GroupGuard& operator=(const GroupGuard&) = delete;
+  std::vector<WorkerHandle>& workers() { return workers_; }
+
+ private:
+  sray::PlacementGroup group_;
+  std::vector<WorkerHandle> workers_;
+};
+
+// One attempt: a group from start to end. Returns the failure, if any.
+std::optional<Failure> RunAttempt(RunState& state, int attempt) {
+  const ScalingConfig& scaling = state.request.scaling;
+  const int world_size = scaling.num_workers;
+  sray::PlacementGroupCreationOptions options;
+  options.bundles.assign(static_cast<std::size_t>(world_size), state.resources);
+  options.strategy = scaling.placement_strategy;
+  GroupGuard guard(sray::CreatePlacementGroup(options));
+  // CreatePlacementGroup above throws InfeasibleResourcesError when no
+  // layout could ever hold the workers; here they wait for room.
+  const sray::PlacementGroup& group = guard.group();
+  {
+    const auto waiting_since = Clock::now();
+    while (!group.Wait(std::chrono::seconds(30))) {
+      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - waiting_since);
+      Say(state, "still waiting for room for " + std::to_string(world_size) + " workers of " +
+                     DescribeResources(state.resources) + " after " + std::to_string(waited.count()) +
+                     " s: other actors or groups hold the resources");
+    }
+  }
+  const std::vector<std::uint32_t> bundle_nodes = group.BundleNodes();
+
+  // Ranks follow nodes, so that a node's workers have consecutive ranks;
+  // bundle 0 stays rank 0 (it hosts the rendezvous).
+  std::vector<std::uint32_t> node_order;
+  for (std::uint32_t node : bundle_nodes) {
+    if (std::find(node_order.begin(), node_order.end(), node) == node_order.end()) node_order.push_back(node);
+  }
+  std::vector<int> bundle_of_rank(static_cast<std::size_t>(world_size));
+  for (int index = 0; index < world_size; ++index) bundle_of_rank[static_cast<std::size_t>(index)] = index;
+  auto node_rank_of = [&](std::uint32_t node) {
+    return static_cast<int>(std::find(node_order.begin(), node_order.end(), node) - node_order.begin());
+  };
+  std::stable_sort(bundle_of_rank.begin(), bundle_of_rank.end(), [&](int left, int right) {
+    return node_rank_of(bundle_nodes[static_cast<std::size_t>(left)]) <
+           node_rank_of(bundle_nodes[static_cast<std::size_t>(right)]);
+  });
+
+  std::vector<WorkerHandle>& handles = guard.workers();
+  for (int rank = 0; rank < world_size; ++rank) {
+    handles.push_back(sray::Actor(TrainWorker::Create)
+                          .SetPlacementGroup(group, bundle_of_rank[static_cast<std::size_t>(rank)])
+                          .SetResources(state.resources)
+                          .SetMaxConcurrency(2)
+                          .Remote());
+  }
+  std::vector<sray::ObjectRef<WorkerDescription>> prepared;
+  for (int rank = 0; rank < world_size; ++rank) {
+    prepared.push_back(handles[static_cast<std::size_t>(rank)].Task(&TrainWorker::Prepare).Remote(rank == 0));
+  }
+  std::vector<WorkerDescription> descriptions;
+  for (int rank = 0; rank < world_size; ++rank) {
+    const std::uint32_t node = bundle_nodes[static_cast<std::size_t>(bundle_of_rank[static_cast<std::size_t>(rank)])];
+    try {
+      descriptions.push_back(sray::Get(prepared[static_cast<std::size_t>(rank)],
+                                       std::chrono::duration_cast<std::chrono::milliseconds>(kStartupTimeout)));
+    } catch (const std::exception& error) {
+      return Classify(rank, node, 0, error);
+    }
+  }
+
+  std::map<std::uint32_t, int> workers_on_node;
+  for (const auto& description : descriptions) ++workers_on_node[description.node_id];
+  std::map<std::uint32_t, int> next_local_rank;
+  const std::string key_prefix = "sray-" + RandomHex(16) + "/";
+  std::optional<sray::ObjectRef<CheckpointFiles>> resume;
+  WorkerAssignment common;
+  common.function = state.request.function;
+  common.config = state.request.config;
+  common.experiment_name = state.name;
+  common.world_size = world_size;
+  common.attempt = attempt;
+  common.use_gpu = scaling.use_gpu;
+  common.threads = state.threads;
+  common.store_host = descriptions.front().hostname;
+  common.store_port = descriptions.front().store_port;
+  common.key_prefix = key_prefix;
+  common.master_address = descriptions.front().hostname;
+  common.master_port = descriptions.front().master_port;
+  common.timeout_milliseconds = state.request.torch.timeout.count();
+  common.bucket_bytes = state.request.torch.bucket_bytes;
+  common.first_bucket_bytes = state.request.torch.first_bucket_bytes;
+  CheckpointFiles resume_files;
+  if (state.latest) {
+    auto files = ReadCheckpointDirectory(state.latest->path);
+    if (!files.ok()) {
+      throw sray::Error("sray: training cannot read the checkpoint to resume from: " + files.status().message());
+    }
+    resume_files = std::move(files).value();
+    common.has_checkpoint = true;
+    common.checkpoint_index = state.latest->index;
+  }
+  // One copy in the object store, read by every worker (in place on its node).
+  const sray::ObjectRef<CheckpointFiles> resume_ref = sray::Put(resume_files);
+
+  std::vector<sray::ObjectRef<WorkerEvent>> runs;
+  for (int rank = 0; rank < world_size; ++rank) {
+    WorkerAssignment assignment = common;
+    const WorkerDescription& description = descriptions[static_cast<std::size_t>(rank)];
+    assignment.world_rank = rank;
+    assignment.local_rank = next_local_rank[description.node_id]++;
+    assignment.local_world_size = workers_on_node[description.node_id];
+    assignment.node_rank = node_rank_of(description.node_id);
+    runs.push_back(handles[static_cast<std::size_t>(rank)].Task(&TrainWorker::Run).Remote(assignment, resume_ref));
+  }
+  if (attempt == 0) {
+    std::string nodes;
+    for (const auto& description : descriptions) nodes += (nodes.empty() ? "" : ",") + std::to_string(description.node_id);
+    Say(state, std::to_string(world_size) + " workers on nodes " + nodes + ", results in " + state.run_directory);
+  }
+
+  std::optional<sray::ObjectRef<WorkerEvent>> next_report = handles.front().Task(&TrainWorker::NextReport).Remote();
+  std::vector<bool> finished(static_cast<std::size_t>(world_size), false);
+  std::vector<Failure> failures;
+  std::optional<Clock::time_point> first_failure;
+  auto fail = [&](int rank, const std::exception& error) {
+    const WorkerDescription& description = descriptions[static_cast<std::size_t>(rank)];
+    failures.push_back(Classify(rank, description.node_id, description.pid, error));
+    finished[static_cast<std::size_t>(rank)] = true;
+    if (!first_failure) first_failure = Clock::now();
+  };
+  while (true) {
+    std::vector<sray::ObjectRef<WorkerEvent>> watched;
+    std::vector<int> owners;  // rank of each watched run; -1: the report
+    for (int rank = 0; rank < world_size; ++rank) {
+      if (finished[static_cast<std::size_t>(rank)]) continue;
+      watched.push_back(runs[static_cast<std::size_t>(rank)]);
+      owners.push_back(rank);
+    }
+    if (next_report && !first_failure) {
+      watched.push_back(*next_report);
+      owners.push_back(-1);
+    }
+    if (first_failure && (watched.empty() || Clock::now() - *first_failure > kCauseGrace)) break;
+    if (watched.empty()) break;
+    const auto ready = sray::Wait(watched, 1, kPoll);
+    for (const auto& done : ready.ready) {
+      const auto position = static_cast<std::size_t>(
+          std::find_if(watched.begin(), watched.end(),
+                       [&](const auto& candidate) { return candidate.id() == done.id(); }) -
+          watched.begin());
+      const int owner = owners[position];
+      try {
+        WorkerEvent event = sray::Get(done);
+        if (owner >= 0) {
+          finished[static_cast<std::size_t>(owner)] = true;
+        } else if (event.kind == static_cast<std::uint8_t>(WorkerEventKind::kReport)) {
+          next_report = handles.front().Task(&TrainWorker::NextReport).Remote();
+          StoreReport(state, attempt, std::move(event));
+        } else {
+          next_report.reset();
+        }
+      } catch (const sray::Error& error) {
+        if (dynamic_cast<const sray::GetTimeoutError*>(&error) != nullptr) throw;
+        fail(owner >= 0 ? owner : 0, error);
+        if (owner < 0) next_report.reset();
+      }
+    }
+  }
+  if (failures.empty()) return std::nullopt;
+  return *std::max_element(failures.begin(), failures.end(), [](const Failure& left, const Failure& right) {
+    return left.preference < right.preference;
+  });
+}
+
+}  // namespace
+
+Result Fit(const TrainingRequest& request) {
+  const ScalingConfig& scaling = request.scaling;
+  if (scaling.num_workers < 1) {
+    throw sray::ConfigError("sray: ScalingConfig::num_workers is " + std::to_string(scaling.num_workers) +
+                            ": a run needs at least one worker");
+  }
+  if (request.run.failure_config.max_failures < -1) {
+    throw sray::ConfigError("sray: FailureConfig::max_failures is " +
+                            std::to_string(request.run.failure_config.max_failures) +
+                            ": use 0 (no restart), a positive count, or -1 (unlimited)");
+  }
+  if (Status valid = ValidateCheckpointConfig(request.run.checkpoint_config); !valid.ok()) {
+    throw sray::ConfigError("sray: " + valid.message());
+  }
+  if (scaling.use_gpu && !NcclAvailable()) {
+    throw sray::ConfigError(
+        "sray: ScalingConfig::use_gpu needs sray's NCCL path, and this sray was built without it "
+        "(LibTorch without CUDA, or SRAY_WITH_CUDA=OFF): rebuild against a CUDA LibTorch, or set use_gpu=false");
+  }
+  if (request.torch.timeout.count() <= 0) {
+    throw sray::ConfigError("sray: TorchConfig::timeout must be positive");
+  }
+
+  RunState state{request, request.run.name.empty() ? DefaultName() : request.run.name, {}, {}, 1, 0, {}, {}, {}, 0, {}};
+  std::string storage = request.run.storage_path;
+  if (storage.empty()) storage = sray::CurrentNode().session_dir + "/train";
+  state.run_directory = storage + "/" + state.name;
+  std::error_code error;
+  std::filesystem::create_directories(state.run_directory, error);
+  if (error) {
+    throw sray::ConfigError("sray: cannot create the run directory " + state.run_directory + ": " +
+                            error.message() + ": choose a writable RunConfig::storage_path");
+  }
+  if (Status cleaned = RemovePartialCheckpoints(state.run_directory); !cleaned.ok()) {
+    throw sray::Error("sray: " + cleaned.message());
+  }
+  for (const StoredCheckpoint& stored : ListCheckpoints(state.run_directory)) {
+    // Checkpoints of an earlier Fit in this directory: numbering goes on
+    // after them, and pruning counts them (their metrics are not known).
+    state.kept.push_back({stored.index, {}});
+    state.kept_paths[stored.index] = stored.path;
+    state.next_checkpoint_index = stored.index + 1;
+  }
+  if (request.resume_from) {
+    state.latest = StoredCheckpoint{0, request.resume_from->path()};
+    const std::string leaf = std::filesystem::path(request.resume_from->path()).filename().string();
+    for (const StoredCheckpoint& stored : ListCheckpoints(state.run_directory)) {
+      if (std::filesystem::path(stored.path).filename() == leaf) state.latest->index = stored.index;
+    }
+  }
+
+  state.resources = scaling.resources_per_worker;
+  if (state.resources.empty()) state.resources["CPU"] = 1;
+  if (scaling.use_gpu && !state.resources.contains("GPU")) state.resources["GPU"] = 1;
+  const auto cpus = state.resources.find("CPU");
+  state.threads = cpus == state.resources.end() ? 1 : std::max(1, static_cast<int>(cpus->second));
+  state.result.path = state.run_directory;
+
+  const int max_failures = request.run.failure_config.max_failures;
+  std::vector<Failure> history;
+  for (int attempt = 0;; ++attempt) {
+    std::optional<Failure> failure = RunAttempt(state, attempt);
+    if (!failure) break;
+    history.push_back(*failure);
+    const int failures = static_cast<int>(history.size());
+    const std::string where = "worker " + std::to_string(failure->rank) + " (node " +
+                              std::to_string(failure->node_id) +
+                              (failure->pid > 0 ? ", pid " + std::to_string(failure->pid) : std::string()) + ")";
+    if (max_failures != -1 && failures > max_failures) {
+      std::string what = "sray: training " + state.name + " failed: " + where + ": " + failure->cause;
+      if (failures > 1) {
+        what += " (after " + std::to_string(failures - 1) + " restart(s); the first failure was worker " +
+                std::to_string(history.front().rank) + ": " + history.front().cause + ")";
+      }
+      what += max_failures == 0 ? ": fix the cause, or allow restarts with FailureConfig::max_failures"
+                                : ": max_failures (" + std::to_string(max_failures) + ") is used up";
+      throw TrainingFailedError(what, failure->rank, failure->node_id, failure->pid, failure->cause, failures - 1);
+    }
+    Say(state, where + " failed: " + failure->cause + "; restarting the group (" + std::to_string(failures) +
+                   (max_failures == -1 ? "" : " of " + std::to_string(max_failures)) + ") from " +
+                   (state.latest ? std::filesystem::path(state.latest->path).filename().string()
+                                 : std::string("the start")));
+  }
+  state.result.num_failures = static_cast<int>(history.size());
+  if (state.latest) state.result.checkpoint = Checkpoint::FromDirectory(state.latest->path);
+  for (const RankedCheckpoint& ranked : BestFirst(state.kept, request.run.checkpoint_config)) {
+    state.result.best_checkpoints.emplace_back(Checkpoint::FromDirectory(state.kept_paths[ranked.index]),
+                                               ranked.metrics);
+  }
+  Say(state, "finished: " + std::to_string(state.reports) + " reports, " +
+                 std::to_string(state.result.num_failures) + " restart(s)" +
+                 (state.latest ? ", latest " + std::filesystem::path(state.latest->path).filename().string()
+                               : std::string()));
+  return state.result;
+}
+
+}  // namespace sray::train::internal

@@ -1,0 +1,71 @@
+#pragma once
+
+// What the driver's trainer and its training workers (TrainWorker actors)
+// say to each other, as msgpack values carried by actor calls. Free of
+// LibTorch.
+
+#include <cstdint>
+#include <string>
+
+#include <msgpack.hpp>
+
+#include "sray/train/config.h"
+#include "train/checkpoint_storage.h"
+
+namespace sray::train::internal {
+
+// Prepare's answer: where the worker runs; rank 0 also hosts the rendezvous.
+struct WorkerDescription {
+  std::uint32_t node_id = 0;
+  std::string hostname;
+  std::int64_t pid = 0;
+  std::uint16_t store_port = 0;   // rank 0 only
+  std::uint16_t master_port = 0;  // rank 0 only: free for MASTER_PORT
+  MSGPACK_DEFINE(node_id, hostname, pid, store_port, master_port)
+};
+
+// Everything Run needs to join the group and run the loop.
+struct WorkerAssignment {
+  std::string function;  // the loop's registered name
+  std::string config;    // its serialized argument
+  std::string experiment_name;
+  int world_size = 1;
+  int world_rank = 0;
+  int local_rank = 0;
+  int local_world_size = 1;
+  int node_rank = 0;
+  int attempt = 0;
+  bool use_gpu = false;
+  int threads = 1;  // intra-op threads: the CPUs the worker holds
+  std::string store_host;
+  std::uint16_t store_port = 0;
+  std::string key_prefix;
+  std::string master_address;
+  std::uint16_t master_port = 0;
+  std::int64_t timeout_milliseconds = 300000;
+  std::uint64_t bucket_bytes = 25U << 20U;
+  std::uint64_t first_bucket_bytes = 1U << 20U;
+  bool has_checkpoint = false;
+  std::uint64_t checkpoint_index = 0;  // its number in storage
+  MSGPACK_DEFINE(function, config, experiment_name, world_size, world_rank, local_rank,
+                 local_world_size, node_rank, attempt, use_gpu, threads, store_host, store_port,
+                 key_prefix, master_address, master_port, timeout_milliseconds, bucket_bytes,
+                 first_bucket_bytes, has_checkpoint, checkpoint_index)
+};
+
+enum class WorkerEventKind : std::uint8_t {
+  kReport = 0,    // rank 0 reported
+  kFinished = 1,  // the loop returned (Run's answer; NextReport's when no report is left)
+};
+
+struct WorkerEvent {
+  std::uint8_t kind = static_cast<std::uint8_t>(WorkerEventKind::kFinished);
+  Metrics metrics;
+  double seconds = 0;         // since rank 0's previous report (or its start)
+  std::uint64_t samples = 0;  // over all workers since then
+  bool has_checkpoint = false;
+  CheckpointFiles checkpoint;
+  MSGPACK_DEFINE(kind, metrics, seconds, samples, has_checkpoint, checkpoint)
+};
+
+}  // namespace sray::train::internal

@@ -1,0 +1,250 @@
+#include "train/worker_session.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/nn/module.h>
+
+#include "sray/errors.h"
+#include "sray/internal/function_registry.h"
+#include "sray/node.h"
+#include "sray/train/context.h"
+#include "sray/train/prepare.h"
+#include "train/collectives.h"
+#include "train/gradient_reducer.h"
+#include "train/session_state.h"
+
+namespace sray::train {
+namespace internal {
+namespace {
+
+std::mutex server_mutex;
+std::unique_ptr<StoreServer> server;  // rank 0's, from Prepare until the process ends
+
+void SetVariable(const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); }
+
+// The torchrun variables, so that LibTorch code written for torchrun finds
+// its place (MASTER_PORT is free for a store of the program's own).
+void ExportTorchrunVariables(const WorkerAssignment& assignment) {
+  SetVariable("RANK", std::to_string(assignment.world_rank));
+  SetVariable("LOCAL_RANK", std::to_string(assignment.local_rank));
+  SetVariable("WORLD_SIZE", std::to_string(assignment.world_size));
+  SetVariable("LOCAL_WORLD_SIZE", std::to_string(assignment.local_world_size));
+  SetVariable("GROUP_RANK", std::to_string(assignment.node_rank));
+  SetVariable("NODE_RANK", std::to_string(assignment.node_rank));
+  SetVariable("MASTER_ADDR", assignment.master_address);
+  SetVariable("MASTER_PORT", std::to_string(assignment.master_port));
+}
+
+std::string RestoreDirectory(const WorkerAssignment& assignment) {
+  std::string base;
+  try {
+    base = sray::CurrentNode().session_dir;
+  } catch (const std::exception&) {
+    base = std::filesystem::temp_directory_path().string();
+  }
+  return base + "/train-restore-rank" + std::to_string(assignment.world_rank) + "-" + std::to_string(::getpid());
+}
+
+}  // namespace
+
+std::uint16_t HostRendezvous() {
+  std::lock_guard lock(server_mutex);
+  if (!server) server = std::make_unique<StoreServer>();
+  return server->port();
+}
+
+std::uint16_t FreePortForUserCode() { return PickFreePort(); }
+
+void RunWorkerSession(const WorkerAssignment& assignment, const CheckpointFiles& resume,
+                      ReportChannel& reports) {
+  struct CloseAtEnd {
+    ReportChannel& channel;
+    ~CloseAtEnd() { channel.Close(); }
+  } close_at_end{reports};
+
+  ExportTorchrunVariables(assignment);
+  at::set_num_threads(std::max(1, assignment.threads));
+
+  auto session = std::make_shared<Session>();
+  session->context = std::make_unique<TrainContext>(TrainContext::Layout{
+      assignment.world_size, assignment.world_rank, assignment.local_rank,
+      assignment.local_world_size, assignment.node_rank, assignment.use_gpu,
+      assignment.experiment_name});
+  session->assignment = assignment;
+  session->reports = &reports;
+  session->last_report = std::chrono::steady_clock::now();
+
+  const std::string restore = RestoreDirectory(assignment);
+  std::error_code ignored;
+  std::filesystem::remove_all(restore, ignored);
+  if (assignment.has_checkpoint) {
+    const std::string path = restore + "/" + CheckpointDirectoryName(assignment.checkpoint_index);
+    Status written = WriteCheckpointDirectory(resume, path);
+    if (!written.ok()) {
+      throw Error("sray: cannot restore the checkpoint on this worker: " + written.message() +
+                  ": check the space in the session directory's file system");
+    }
+    session->checkpoint_path = path;
+  }
+
+  GroupOptions group;
+  group.rank = assignment.world_rank;
+  group.world_size = assignment.world_size;
+  group.store_host = assignment.store_host;
+  group.store_port = assignment.store_port;
+  group.key_prefix = assignment.key_prefix;
+  group.timeout = std::chrono::milliseconds(assignment.timeout_milliseconds);
+  group.use_nccl = assignment.use_gpu;
+  if (assignment.world_rank == 0) {
+    std::lock_guard lock(server_mutex);
+    if (server) group.local_store = server->store();
+  }
+  session->collectives = Collectives::Connect(group);
+
+  const sray::internal::Invoker* loop = sray::internal::FindInvoker(assignment.function);
+  if (loop == nullptr) {
+    throw Error("sray: the training loop '" + assignment.function +
+                "' is not registered in this process: register it with SRAY_REMOTE(" +
+                assignment.function + ") in the program (every process runs the same binary)");
+  }
+  SetCurrentSession(session);
+  struct ClearAtEnd {
+    std::string restore;
+    ~ClearAtEnd() {
+      SetCurrentSession(nullptr);
+      std::error_code error;
+      std::filesystem::remove_all(restore, error);
+    }
+  } clear_at_end{restore};
+  (*loop)({assignment.config});
+}
+
+}  // namespace internal
+
+c10::Device TrainContext::GetDevice() const {
+  if (layout_.use_gpu) return {c10::DeviceType::CUDA, 0};
+  return {c10::DeviceType::CPU};
+}
+
+const TrainContext& GetContext() { return *internal::CurrentSession().context; }
+
+std::optional<Checkpoint> GetCheckpoint() {
+  const auto& session = internal::CurrentSession();
+  if (session.checkpoint_path.empty()) return std::nullopt;
+  return Checkpoint::FromDirectory(session.checkpoint_path);
+}
+
+namespace {
+
+void ReportWith(const Metrics& metrics, const Checkpoint* checkpoint) {
+  internal::Session& session = internal::CurrentSession();
+  const auto now = std::chrono::steady_clock::now();
+  const auto samples = static_cast<double>(session.samples.exchange(0));
+  // A barrier, and every worker's sample count summed on the way.
+  at::Tensor count = at::full({1}, samples, at::TensorOptions().dtype(at::kDouble).device(
+                                                   GetContext().GetDevice()));
+  session.collectives->AllReduceSum(count);
+  const double seconds = std::chrono::duration<double>(now - session.last_report).count();
+  session.last_report = now;
+  if (session.assignment.world_rank != 0) return;
+
+  internal::WorkerEvent event;
+  event.kind = static_cast<std::uint8_t>(internal::WorkerEventKind::kReport);
+  event.metrics = metrics;
+  event.seconds = seconds;
+  event.samples = static_cast<std::uint64_t>(count.cpu().item<double>());
+  if (checkpoint != nullptr) {
+    auto files = internal::ReadCheckpointDirectory(checkpoint->path());
+    if (!files.ok()) throw Error("sray: Report cannot read the checkpoint: " + files.status().message());
+    event.has_checkpoint = true;
+    event.checkpoint = std::move(files).value();
+  }
+  session.reports->Push(std::move(event));
+  // The pushed checkpoint is in the driver's hands now; the next restart
+  // resumes from it (GetCheckpoint in this attempt still names the restored one).
+}
+
+}  // namespace
+
+void Report(const Metrics& metrics) { ReportWith(metrics, nullptr); }
+void Report(const Metrics& metrics, const Checkpoint& checkpoint) { ReportWith(metrics, &checkpoint); }
+
+namespace internal {
+
+void PrepareModule(const std::shared_ptr<torch::nn::Module>& module) {
+  if (!module) throw Error("sray: PrepareModel was given an empty module");
+  Session& session = CurrentSession();
+  module->to(GetContext().GetDevice());
+  Collectives& collectives = *session.collectives;
+  std::int64_t elements = 0;
+  for (const auto& parameter : module->parameters()) elements += parameter.numel();
+  {
+    // Every worker must hold the same model: compare the sizes before
+    // broadcasting into them (a sum equal to world_size times one's own
+    // count holds on every rank only when all counts are equal).
+    at::Tensor total = at::full({1}, static_cast<double>(elements),
+                                at::TensorOptions().dtype(at::kDouble).device(GetContext().GetDevice()));
+    collectives.AllReduceSum(total);
+    const double expected = static_cast<double>(elements) * collectives.world_size();
+    if (total.cpu().item<double>() != expected) {
+      throw Error("sray: PrepareModel: the workers' models differ (rank " +
+                  std::to_string(collectives.rank()) + " has " + std::to_string(elements) +
+                  " parameter elements, the others together " +
+                  std::to_string(static_cast<std::int64_t>(total.cpu().item<double>()) - elements) +
+                  "): build the same model on every worker");
+    }
+  }
+  // Rank 0's parameters and buffers everywhere, one flat tensor per kind.
+  std::vector<at::Tensor> state;
+  for (const auto& parameter : module->parameters()) state.push_back(parameter);
+  for (const auto& buffer : module->buffers()) state.push_back(buffer);
+  {
+    at::NoGradGuard no_grad;
+    std::vector<at::Tensor> pending;
+    auto flush = [&] {
+      if (pending.empty()) return;
+      std::vector<at::Tensor> flat_parts;
+      flat_parts.reserve(pending.size());
+      for (const auto& tensor : pending) flat_parts.push_back(tensor.reshape({-1}));
+      at::Tensor flat = at::cat(flat_parts);
+      collectives.Broadcast(flat, 0);
+      std::int64_t offset = 0;
+      for (auto& tensor : pending) {
+        tensor.copy_(flat.narrow(0, offset, tensor.numel()).view(tensor.sizes()));
+        offset += tensor.numel();
+      }
+      pending.clear();
+    };
+    for (const auto& tensor : state) {
+      if (!pending.empty() && (pending.front().scalar_type() != tensor.scalar_type() ||
+                               pending.front().device() != tensor.device())) {
+        flush();
+      }
+      pending.push_back(tensor);
+    }
+    flush();
+  }
+  std::vector<at::Tensor> trainable;
+  for (const auto& parameter : module->parameters()) {
+    if (parameter.requires_grad()) trainable.push_back(parameter);
+  }
+  if (trainable.empty()) return;
+  session.reducers.push_back(std::make_unique<GradientReducer>(
+      std::move(trainable), collectives, session.assignment.first_bucket_bytes, session.assignment.bucket_bytes));
+}
+
+}  // namespace internal
+}  // namespace sray::train
