@@ -34,6 +34,8 @@ if(SRAY_WITH_TORCH)
     set(SRAY_GLOO_LIBRARY "")
   endif()
   set(SRAY_TORCH_DEFINITIONS USE_C10D_GLOO)
+  # The training examples read gzip-compressed IDX files (Fashion-MNIST).
+  find_package(ZLIB REQUIRED)
   # A CUDA LibTorch has torch_cuda; with SRAY_WITH_CUDA the training module
   # builds its NCCL path (ProcessGroupNCCL).
   if(SRAY_WITH_CUDA)

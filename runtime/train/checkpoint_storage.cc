@@ -121,7 +121,7 @@ sray::Result<CheckpointFiles> ReadCheckpointDirectory(const std::string& directo
   if (error) return FromFilesystemError(error, "cannot list checkpoint directory " + directory);
   std::sort(entries.begin(), entries.end());
   for (const fs::path& entry : entries) {
-    const std::string relative = fs::relative(entry, directory).string();
+    const std::string relative = entry.lexically_relative(directory).string();
     const fs::file_status status = fs::symlink_status(entry, error);
     if (error) return FromFilesystemError(error, "cannot inspect " + entry.string());
     const auto mode = static_cast<std::uint32_t>(status.permissions()) & 07777U;

@@ -92,13 +92,23 @@ struct Failure {
 Failure Classify(int rank, std::uint32_t node_id, std::int64_t pid, const std::exception& error) {
   Failure failure{rank, node_id, pid, error.what(), 1};
   if (dynamic_cast<const sray::ActorDiedError*>(&error) != nullptr) {
+    // The actor's message names internals (the TrainWorker actor); keep how
+    // its process ended.
+    const std::string what = error.what();
+    const auto ended = what.find("ended with ");
+    failure.cause = ended == std::string::npos
+                        ? "died: " + what
+                        : "died: its process " + what.substr(ended, what.find(';', ended) - ended);
     failure.preference = 3;
   } else if (const auto* task = dynamic_cast<const sray::TaskError*>(&error)) {
     const std::string& type = task->remote_type();
     const bool collective = type.find("c10") != std::string::npos ||
                             task->remote_message().find("gloo") != std::string::npos ||
                             task->remote_message().find("Connection closed by peer") != std::string::npos;
+    failure.cause = "failed: the training loop threw " + type + ": " + task->remote_message();
     failure.preference = collective ? 1 : 2;
+  } else {
+    failure.cause = "failed: " + failure.cause;
   }
   return failure;
 }
@@ -417,18 +427,19 @@ Result Fit(const TrainingRequest& request) {
     const int failures = static_cast<int>(history.size());
     const std::string where = "worker " + std::to_string(failure->rank) + " (node " +
                               std::to_string(failure->node_id) +
-                              (failure->pid > 0 ? ", pid " + std::to_string(failure->pid) : std::string()) + ")";
+                              (failure->pid > 0 ? ", pid " + std::to_string(failure->pid) : std::string()) + ") " +
+                              failure->cause;
     if (max_failures != -1 && failures > max_failures) {
-      std::string what = "sray: training " + state.name + " failed: " + where + ": " + failure->cause;
+      std::string what = "sray: training " + state.name + " failed: " + where;
       if (failures > 1) {
         what += " (after " + std::to_string(failures - 1) + " restart(s); the first failure was worker " +
-                std::to_string(history.front().rank) + ": " + history.front().cause + ")";
+                std::to_string(history.front().rank) + ", which " + history.front().cause + ")";
       }
       what += max_failures == 0 ? ": fix the cause, or allow restarts with FailureConfig::max_failures"
                                 : ": max_failures (" + std::to_string(max_failures) + ") is used up";
       throw TrainingFailedError(what, failure->rank, failure->node_id, failure->pid, failure->cause, failures - 1);
     }
-    Say(state, where + " failed: " + failure->cause + "; restarting the group (" + std::to_string(failures) +
+    Say(state, where + "; restarting the group (" + std::to_string(failures) +
                    (max_failures == -1 ? "" : " of " + std::to_string(max_failures)) + ") from " +
                    (state.latest ? std::filesystem::path(state.latest->path).filename().string()
                                  : std::string("the start")));

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# sray::train under `sray run -N2`: a two-worker run whose loss falls, with
+# checkpoints pruned and metrics logged; kill -9 of a training worker
+# mid-epoch resumed from the last checkpoint (max_failures=1); the same kill
+# and an exception in the loop failing Fit with the worker's cause
+# (max_failures=0); the Fashion-MNIST example on a slice of the real data.
+# After each job no process, shared-memory object or session file is left.
+source "$(dirname "$0")/lib.sh"
+TRAIN=$SRAY_BUILD_DIR/tests/train_check
+[ -x "$TRAIN" ] || { echo "skipped: sray was built without LibTorch (SRAY_WITH_TORCH=OFF)"; exit 77; }
+
+run_train_mode() {
+  local mode=$1 expected=$2 out status=0
+  out=$WORK/train.$mode.out
+  mkdir -p "$WORK/$mode"
+  "$SRAY" run -N2 bash -c 'echo "job $SRAY_JOB_ID"; exec "$0" "$@"' "$TRAIN" "$mode" "$WORK/$mode" \
+    >"$out" 2>&1 || status=$?
+  [ "$status" -eq 0 ] || { cat "$out" >&2; fail "train_check $mode exited with $status"; }
+  expect_lines "$out" '^ok: ' "$expected"
+  local job
+  job=$(awk '$1 == "job" {print $2; exit}' "$out")
+  expect_nothing_left "$job"
+  expect_no_shared_memory_objects "$job"
+  echo "ok: $mode"
+}
+
+run_train_mode basic 8
+run_train_mode kill-resume 5
+run_train_mode kill-fail 4
+run_train_mode exception 4
+grep -q 'failed: worker 1 (node 1, pid [0-9]*) died: its process ended with signal 9' "$WORK/train.kill-fail.out" ||
+  { cat "$WORK/train.kill-fail.out" >&2; fail "the kill's error does not name the worker and the signal"; }
+
+# The example, as README shows it, on 2048 real Fashion-MNIST images.
+FASHION=$SRAY_BUILD_DIR/examples/train_fashion_mnist
+if [ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+  "$SRAY" run -N2 "$FASHION" --workers 2 --epochs 2 --train-limit 2048 --test-limit 1000 \
+    --storage-path "$WORK/results" >"$WORK/fashion.out" 2>&1 ||
+    { cat "$WORK/fashion.out" >&2; fail "train_fashion_mnist failed"; }
+  expect_lines "$WORK/fashion.out" '^sray train train_fashion_mnist: report [12]: .*samples/s' 2
+  expect_lines "$WORK/fashion.out" '^final test accuracy 0\.[5-9]' 1
+  [ -d "$WORK/results/train_fashion_mnist/checkpoint_000001" ] || fail "no checkpoint after epoch 2"
+  # --resume continues from the latest checkpoint: nothing is left to train.
+  "$SRAY" run -N2 "$FASHION" --workers 2 --epochs 2 --train-limit 2048 --test-limit 1000 \
+    --storage-path "$WORK/results" --resume >"$WORK/resumed.out" 2>&1 ||
+    { cat "$WORK/resumed.out" >&2; fail "train_fashion_mnist --resume failed"; }
+  expect_lines "$WORK/resumed.out" '^final test accuracy .* after 0 reports' 1
+  echo "ok: fashion-mnist example"
+else
+  echo "note: /usr/share/datasets/fashion-mnist missing (apt install dataset-fashion-mnist): example not run"
+fi
+echo PASS

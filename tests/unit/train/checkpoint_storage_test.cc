@@ -1,0 +1,175 @@
+#include "train/checkpoint_storage.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "../test_files.h"
+#include "sray/errors.h"
+#include "sray/train/checkpoint.h"
+
+namespace sray::train::internal {
+namespace {
+
+namespace fs = std::filesystem;
+
+CheckpointFiles SomeFiles(const std::string& tag, int count = 3) {
+  CheckpointFiles files;
+  files.files.push_back({"nested/", 0755, {}});
+  for (int index = 0; index < count; ++index) {
+    files.files.push_back({"nested/file" + std::to_string(index), 0644, tag + std::to_string(index)});
+  }
+  files.files.push_back({"model.pt", 0600, std::string("\0binary\xff", 8) + tag});
+  return files;
+}
+
+std::string Contents(const fs::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+}
+
+TEST(CheckpointStorage, ReadsBackWhatItWroteFileForFile) {
+  sray::testing::ScratchDirectory scratch;
+  const auto files = SomeFiles("a");
+  ASSERT_TRUE(WriteCheckpointDirectory(files, (scratch.path() / "copy").string()).ok());
+  auto read = ReadCheckpointDirectory((scratch.path() / "copy").string());
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  ASSERT_EQ(read->files.size(), files.files.size());
+  for (const auto& file : files.files) {
+    const auto found = std::find_if(read->files.begin(), read->files.end(),
+                                    [&](const CheckpointFile& other) { return other.path == file.path; });
+    ASSERT_NE(found, read->files.end()) << file.path;
+    EXPECT_EQ(found->data, file.data);
+    EXPECT_EQ(found->mode, file.mode);
+  }
+}
+
+TEST(CheckpointStorage, RefusesLinksAndPathsLeavingTheDirectory) {
+  sray::testing::ScratchDirectory scratch;
+  fs::create_directories(scratch.path() / "with-link");
+  fs::create_symlink("/etc/passwd", scratch.path() / "with-link" / "secret");
+  auto read = ReadCheckpointDirectory((scratch.path() / "with-link").string());
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find("secret"), std::string::npos);
+
+  CheckpointFiles escaping;
+  escaping.files.push_back({"../escaped", 0644, "x"});
+  const Status written = WriteCheckpointDirectory(escaping, (scratch.path() / "out").string());
+  EXPECT_FALSE(written.ok());
+  EXPECT_FALSE(fs::exists(scratch.path() / "escaped"));
+}
+
+TEST(CheckpointStorage, StoresCheckpointsUnderNumberedNamesAndListsThemInOrder) {
+  sray::testing::ScratchDirectory scratch;
+  const std::string run = scratch.path().string();
+  for (std::uint64_t index : {0U, 1U, 2U}) {
+    auto stored = StoreCheckpoint(run, index, SomeFiles(std::to_string(index)));
+    ASSERT_TRUE(stored.ok()) << stored.status().message();
+    EXPECT_EQ(fs::path(*stored).filename(), CheckpointDirectoryName(index));
+  }
+  const auto listed = ListCheckpoints(run);
+  ASSERT_EQ(listed.size(), 3U);
+  EXPECT_EQ(listed.back().index, 2U);
+  EXPECT_EQ(Contents(fs::path(listed.back().path) / "nested/file1"), "21");
+  EXPECT_EQ(sray::train::LatestCheckpoint(run)->path(), listed.back().path);
+  EXPECT_FALSE(StoreCheckpoint(run, 1, SomeFiles("again")).ok()) << "an existing checkpoint is never overwritten";
+}
+
+// A writer killed in the middle of a checkpoint (a real process, SIGKILL)
+// leaves the previous checkpoint as the latest, and its partial directory is
+// neither listed nor resumed; the next start removes it.
+TEST(CheckpointStorage, AWriterKilledMidWriteLeavesThePreviousCheckpoint) {
+  sray::testing::ScratchDirectory scratch;
+  const std::string run = scratch.path().string();
+  ASSERT_TRUE(StoreCheckpoint(run, 0, SomeFiles("old")).ok());
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t writer = ::fork();
+  ASSERT_GE(writer, 0);
+  if (writer == 0) {
+    ::close(ready[0]);
+    int files_written = 0;
+    (void)StoreCheckpoint(run, 1, SomeFiles("new", 50), [&] {
+      if (++files_written == 10) {
+        (void)!::write(ready[1], "x", 1);
+        ::pause();  // killed here, halfway
+      }
+    });
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  ::close(ready[0]);
+  ASSERT_EQ(::kill(writer, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(writer, &status, 0), writer);
+  ASSERT_TRUE(WIFSIGNALED(status));
+
+  const auto listed = ListCheckpoints(run);
+  ASSERT_EQ(listed.size(), 1U);
+  EXPECT_EQ(listed.front().index, 0U);
+  EXPECT_EQ(Contents(fs::path(listed.front().path) / "nested/file0"), "old0");
+  std::size_t entries = 0;
+  for (const auto& entry : fs::directory_iterator(run)) {
+    (void)entry;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 2U) << "the checkpoint and the partial directory";
+  ASSERT_TRUE(RemovePartialCheckpoints(run).ok());
+  entries = 0;
+  for (const auto& entry : fs::directory_iterator(run)) {
+    (void)entry;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 1U);
+  // Numbering goes on: the next checkpoint is stored without a clash.
+  EXPECT_TRUE(StoreCheckpoint(run, 1, SomeFiles("next")).ok());
+}
+
+CheckpointConfig KeepBy(int num_to_keep, std::string attribute, std::string order) {
+  CheckpointConfig config;
+  config.num_to_keep = num_to_keep;
+  config.score_attribute = std::move(attribute);
+  config.score_order = std::move(order);
+  return config;
+}
+
+TEST(CheckpointPruning, KeepsTheBestByScoreAndAlwaysTheLatest) {
+  const std::vector<RankedCheckpoint> checkpoints{
+      {0, {{"accuracy", 0.5}}}, {1, {{"accuracy", 0.9}}}, {2, {{"accuracy", 0.7}}}, {3, {{"accuracy", 0.6}}}};
+  EXPECT_EQ(CheckpointsToRemove(checkpoints, KeepBy(2, "accuracy", "max")), (std::vector<std::uint64_t>{0}));
+  EXPECT_EQ(CheckpointsToRemove(checkpoints, KeepBy(1, "accuracy", "max")), (std::vector<std::uint64_t>{2, 0}));
+  EXPECT_EQ(CheckpointsToRemove(checkpoints, KeepBy(2, "accuracy", "min")), (std::vector<std::uint64_t>{2, 1}));
+  const auto best = BestFirst(checkpoints, KeepBy(0, "accuracy", "max"));
+  EXPECT_EQ(best.front().index, 1U);
+  EXPECT_EQ(best.back().index, 0U);
+}
+
+TEST(CheckpointPruning, KeepsTheNewestWithoutAScoreAndEverythingWithZero) {
+  const std::vector<RankedCheckpoint> checkpoints{{0, {}}, {1, {}}, {2, {}}, {3, {}}};
+  EXPECT_EQ(CheckpointsToRemove(checkpoints, KeepBy(2, "", "max")), (std::vector<std::uint64_t>{1, 0}));
+  EXPECT_TRUE(CheckpointsToRemove(checkpoints, KeepBy(0, "", "max")).empty());
+}
+
+TEST(CheckpointPruning, RanksCheckpointsWithoutTheScoreLast) {
+  const std::vector<RankedCheckpoint> checkpoints{{0, {{"loss", 0.1}}}, {1, {}}, {2, {{"loss", 0.3}}}, {3, {{"loss", 0.2}}}};
+  EXPECT_EQ(CheckpointsToRemove(checkpoints, KeepBy(2, "loss", "min")), (std::vector<std::uint64_t>{2, 1}));
+}
+
+TEST(CheckpointPruning, RefusesABadOrderOrCount) {
+  EXPECT_FALSE(ValidateCheckpointConfig(KeepBy(1, "loss", "lowest")).ok());
+  EXPECT_FALSE(ValidateCheckpointConfig(KeepBy(-1, "", "max")).ok());
+  EXPECT_TRUE(ValidateCheckpointConfig(KeepBy(3, "loss", "min")).ok());
+}
+
+TEST(Checkpoint, FromDirectoryRefusesWhatIsNotADirectory) {
+  EXPECT_THROW(sray::train::Checkpoint::FromDirectory("/nonexistent/checkpoint"), sray::ConfigError);
+}
+
+}  // namespace
+}  // namespace sray::train::internal

@@ -1,0 +1,147 @@
+// Gradients under the reducer equal the single-process gradient of the
+// concatenated batch. Each rank is a thread with its own Gloo process group
+// (real Gloo, over loopback TCP) meeting through one in-process HashStore.
+
+#include "train/gradient_reducer.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ATen/Parallel.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/torch.h>
+
+#include "train/collectives.h"
+
+namespace sray::train::internal {
+namespace {
+
+struct NetImpl : torch::nn::Module {
+  NetImpl()
+      : first(register_module("first", torch::nn::Linear(6, 16))),
+        second(register_module("second", torch::nn::Linear(16, 16))),
+        sometimes(register_module("sometimes", torch::nn::Linear(16, 3))),
+        never(register_module("never", torch::nn::Linear(16, 3))),
+        last(register_module("last", torch::nn::Linear(16, 3))) {}
+  // `use_sometimes`: a branch only some ranks take; `never` is used by none.
+  torch::Tensor forward(const torch::Tensor& input, bool use_sometimes) {
+    auto hidden = torch::tanh(second->forward(torch::tanh(first->forward(input))));
+    auto output = last->forward(hidden);
+    if (use_sometimes) output = output + sometimes->forward(hidden);
+    return output;
+  }
+  torch::nn::Linear first, second, sometimes, never, last;
+};
+TORCH_MODULE(Net);
+
+Net MakeNet() {
+  torch::manual_seed(11);
+  return Net();
+}
+
+// One slice of the batch per rank; the loss of each is its mean, so the
+// average over ranks is the loss of the whole batch.
+torch::Tensor Loss(Net& net, const torch::Tensor& inputs, const torch::Tensor& targets, bool use_sometimes) {
+  return torch::nn::functional::mse_loss(net->forward(inputs, use_sometimes), targets);
+}
+
+void RunRanks(int world, const std::function<void(int, Collectives&)>& body) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<std::thread> ranks;
+  std::vector<std::string> errors(static_cast<std::size_t>(world));
+  for (int rank = 0; rank < world; ++rank) {
+    ranks.emplace_back([&, rank] {
+      try {
+        at::set_num_threads(1);
+        auto collectives = Collectives::OverStore(store, rank, world, std::chrono::seconds(60));
+        body(rank, *collectives);
+      } catch (const std::exception& error) {
+        errors[static_cast<std::size_t>(rank)] = error.what();
+      }
+    });
+  }
+  for (auto& rank : ranks) rank.join();
+  for (int rank = 0; rank < world; ++rank) EXPECT_EQ(errors[static_cast<std::size_t>(rank)], "") << "rank " << rank;
+}
+
+void ExpectAveragedGradientsMatch(int world) {
+  const std::int64_t per_rank = 8;
+  torch::manual_seed(5);
+  const auto inputs = torch::randn({per_rank * world, 6});
+  const auto targets = torch::randn({per_rank * world, 3});
+  auto slice = [&](int rank, const torch::Tensor& tensor) { return tensor.narrow(0, rank * per_rank, per_rank); };
+
+  // The reference: one process, the average of every rank's loss (rank 0
+  // alone takes the `sometimes` branch).
+  Net reference = MakeNet();
+  torch::Tensor total = torch::zeros({});
+  for (int rank = 0; rank < world; ++rank) total = total + Loss(reference, slice(rank, inputs), slice(rank, targets), rank == 0);
+  (total / world).backward();
+
+  std::vector<std::vector<torch::Tensor>> gradients(static_cast<std::size_t>(world));
+  // Made here, one after the other: the seed is global, threads would race for it.
+  std::vector<Net> nets;
+  for (int rank = 0; rank < world; ++rank) nets.push_back(MakeNet());
+  RunRanks(world, [&](int rank, Collectives& collectives) {
+    Net& net = nets[static_cast<std::size_t>(rank)];
+    std::vector<at::Tensor> parameters = net->parameters();
+    // Tiny buckets: several of them, launched during backward.
+    GradientReducer reducer(parameters, collectives, 64, 512);
+    EXPECT_GE(reducer.buckets().size(), 3U);
+    for (int step = 0; step < 2; ++step) {  // the second step checks the reducer resets
+      for (auto& parameter : parameters) parameter.mutable_grad() = torch::Tensor();
+      Loss(net, slice(rank, inputs), slice(rank, targets), rank == 0).backward();
+    }
+    EXPECT_EQ(reducer.statistics().steps, 2U) << "the end of each backward pass was seen";
+    for (const auto& parameter : parameters) {
+      gradients[static_cast<std::size_t>(rank)].push_back(parameter.grad().defined() ? parameter.grad().clone()
+                                                                                     : torch::Tensor());
+    }
+  });
+
+  const auto named = reference->named_parameters();
+  for (int rank = 0; rank < world; ++rank) {
+    ASSERT_EQ(gradients[static_cast<std::size_t>(rank)].size(), named.size());
+    for (std::size_t index = 0; index < named.size(); ++index) {
+      const auto& expected = named[index].value().grad();
+      const auto& actual = gradients[static_cast<std::size_t>(rank)][index];
+      ASSERT_EQ(actual.defined(), expected.defined()) << named[index].key() << " on rank " << rank;
+      if (!expected.defined()) continue;  // `never`: nobody used it, so no gradient
+      EXPECT_TRUE(torch::allclose(actual, expected, 1e-5, 1e-6))
+          << named[index].key() << " on rank " << rank << ": " << (actual - expected).abs().max().item<double>();
+    }
+  }
+}
+
+TEST(GradientReducer, TwoWorkersGetTheGradientOfTheWholeBatch) { ExpectAveragedGradientsMatch(2); }
+
+TEST(GradientReducer, ThreeWorkersGetTheGradientOfTheWholeBatch) { ExpectAveragedGradientsMatch(3); }
+
+TEST(GradientReducer, SynchronizeNowAveragesWithoutABackwardPass) {
+  RunRanks(2, [](int rank, Collectives& collectives) {
+    auto weight = torch::zeros({4}, torch::requires_grad());
+    GradientReducer reducer({weight}, collectives, 1U << 20U, 1U << 20U);
+    weight.mutable_grad() = torch::full({4}, static_cast<float>(rank + 1));
+    reducer.SynchronizeNow();
+    EXPECT_TRUE(torch::allclose(weight.grad(), torch::full({4}, 1.5F)));
+  });
+}
+
+TEST(Collectives, BroadcastAndBarrierReachEveryRank) {
+  RunRanks(3, [](int rank, Collectives& collectives) {
+    auto value = torch::full({3}, static_cast<float>(rank));
+    collectives.Broadcast(value, 0);
+    EXPECT_TRUE(torch::equal(value, torch::zeros({3})));
+    collectives.Barrier();
+    auto sum = torch::ones({1});
+    collectives.AllReduceSum(sum);
+    EXPECT_EQ(sum.item<float>(), 3.0F);
+  });
+}
+
+}  // namespace
+}  // namespace sray::train::internal
