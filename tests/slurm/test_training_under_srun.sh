@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# sray::train under `srun -N2 --ray-cluster` on the emulated cluster: a
+# two-worker run (one worker per node) whose loss falls, kill -9 of a
+# training worker resumed from the last checkpoint, the same kill failing Fit
+# with max_failures=0, and the Fashion-MNIST example on a slice of the real
+# data; checkpoints go to a directory every node sees. Nothing of a step may
+# remain afterwards.
+source "$(dirname "$0")/lib.sh"
+TRAIN=$SRAY_PREFIX/libexec/sray/tests/train_check
+[ -x "$TRAIN" ] || { echo "SKIP: sray was built without LibTorch"; exit 77; }
+
+run_train_mode() {
+  local mode=$1 expected=$2 out
+  out=$WORK/train.$mode.out
+  as_user mkdir -p "$WORK/$mode"
+  as_user srun -N2 --ray-cluster bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" "$@"' "$TRAIN" "$mode" "$WORK/$mode" \
+    >"$out" 2>&1 || { cat "$out" >&2; fail "train_check $mode failed under srun"; }
+  expect_lines "$out" '^ok: ' "$expected"
+  local job
+  job=$(awk '$1 == "job" {print $2; exit}' "$out")
+  expect_no_session_directories "$job"
+  expect_no_shared_memory_objects "$job"
+  echo "ok: $mode"
+}
+
+run_train_mode basic 8
+run_train_mode kill-resume 5
+run_train_mode kill-fail 4
+
+if [ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+  as_user srun -N2 --ray-cluster "$EXAMPLES/train_fashion_mnist" --workers 2 --spread --epochs 1 \
+    --train-limit 2048 --test-limit 1000 --storage-path "$WORK/results" >"$WORK/fashion.out" 2>&1 ||
+    { cat "$WORK/fashion.out" >&2; fail "train_fashion_mnist failed under srun"; }
+  expect_lines "$WORK/fashion.out" 'workers on nodes 0,1' 1
+  expect_lines "$WORK/fashion.out" '^final test accuracy 0\.[5-9]' 1
+  echo "ok: fashion-mnist example"
+fi
+left=$(pgrep -u "$SRAY_TEST_USER" -f 'train_check|train_fashion_mnist' || true)
+[ -z "$left" ] || fail "processes of the test user left: $left"
+echo PASS
