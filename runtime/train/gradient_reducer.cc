@@ -15,6 +15,7 @@ struct GradientReducer::Bucket {
   std::vector<std::int64_t> offsets;  // element offset of each parameter's gradient
   std::int64_t gradient_elements = 0;  // the used flags follow
   at::Tensor flat;
+  std::vector<float> used;  // this pass's used flag per parameter
   std::size_t pending = 0;
   bool launched = false;
   c10::intrusive_ptr<c10d::Work> work;
@@ -51,6 +52,7 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> parameters, Collectives
     bucket->flat = at::zeros({bucket->gradient_elements + static_cast<std::int64_t>(bucket->parameters.size())},
                              first.options().requires_grad(false));
     bucket->pending = bucket->parameters.size();
+    bucket->used.assign(bucket->parameters.size(), 0.0F);
     bucket_state_.push_back(std::move(bucket));
   }
   hooks_.reserve(parameters_.size());
@@ -95,11 +97,13 @@ void GradientReducer::FillAndMaybeLaunch(std::size_t parameter, bool produced) {
   at::Tensor region = bucket.flat.narrow(0, bucket.offsets[position], elements);
   if (produced && gradient.defined()) {
     if (gradient.is_sparse()) throw std::invalid_argument("sparse gradients are not supported by PrepareModel");
-    region.copy_(gradient.reshape({-1}));
-    bucket.flat[bucket.gradient_elements + static_cast<std::int64_t>(position)].fill_(1);
+    // After the first step the gradient is a view of its bucket (see
+    // Finish) and autograd accumulated into the bucket already: no copy.
+    if (gradient.data_ptr() != region.data_ptr() || !gradient.is_contiguous()) region.copy_(gradient.reshape({-1}));
+    bucket.used[position] = 1.0F;
   } else {
     region.zero_();
-    bucket.flat[bucket.gradient_elements + static_cast<std::int64_t>(position)].fill_(0);
+    bucket.used[position] = 0.0F;
   }
   --bucket.pending;
   LaunchReadyBuckets();
@@ -111,6 +115,9 @@ void GradientReducer::LaunchReadyBuckets() {
   while (next_to_launch_ < bucket_state_.size() && bucket_state_[next_to_launch_]->pending == 0) {
     Bucket& bucket = *bucket_state_[next_to_launch_++];
     if (next_to_launch_ == 1) first_launch_ = std::chrono::steady_clock::now();
+    const auto flags = static_cast<std::int64_t>(bucket.used.size());
+    bucket.flat.narrow(0, bucket.gradient_elements, flags)
+        .copy_(at::from_blob(bucket.used.data(), {flags}, at::kFloat).to(bucket.flat.scalar_type()));
     bucket.flat.div_(collectives_.world_size());
     bucket.work = collectives_.StartAllReduceSum(bucket.flat);
     bucket.launched = true;
@@ -149,19 +156,22 @@ void GradientReducer::Finish() {
     throw;
   }
   for (auto& bucket : bucket_state_) {
+    const auto flags = static_cast<std::int64_t>(bucket->parameters.size());
+    const at::Tensor used = bucket->flat.narrow(0, bucket->gradient_elements, flags).to(at::kCPU, at::kFloat);
+    const float* used_by = used.data_ptr<float>();
     for (std::size_t position = 0; position < bucket->parameters.size(); ++position) {
+      if (used_by[position] <= 0) continue;  // nobody used it: its gradient stays as it was
       at::Tensor& parameter = parameters_[bucket->parameters[position]];
-      const bool used_anywhere =
-          bucket->flat[bucket->gradient_elements + static_cast<std::int64_t>(position)].item<double>() > 0;
-      if (!used_anywhere) continue;
-      at::Tensor average =
-          bucket->flat.narrow(0, bucket->offsets[position], parameter.numel()).view(parameter.sizes());
+      // The gradient becomes an alias of its place in the bucket, so that the
+      // next backward pass accumulates straight into it (as DDP's
+      // gradient_as_bucket_view). An alias made with set_, not a view:
+      // LibTorch 1.13's Optimizer::zero_grad calls detach_(), which views refuse.
       at::Tensor& gradient = parameter.mutable_grad();
-      if (gradient.defined()) {
-        gradient.copy_(average);
-      } else {
-        gradient = average.clone();
-      }
+      const std::int64_t offset = bucket->offsets[position];
+      if (gradient.defined() && gradient.data_ptr() == bucket->flat[offset].data_ptr()) continue;
+      at::Tensor alias = at::empty({0}, bucket->flat.options());
+      alias.set_(bucket->flat.storage(), bucket->flat.storage_offset() + offset, parameter.sizes());
+      gradient = alias;
     }
   }
   ++statistics_.steps;

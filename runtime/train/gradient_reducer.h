@@ -13,6 +13,11 @@
 // keeps its gradient as it was (undefined stays undefined, so optimizers
 // skip it), one used elsewhere gets the average.
 //
+// After a step each averaged gradient aliases its place in the bucket (DDP's
+// gradient_as_bucket_view): autograd then accumulates into the bucket and
+// nothing is copied in or out, unless the optimizer set the gradients to
+// none (LibTorch 2's default), when they are copied in again.
+//
 // Why not c10d::Reducer: it must be told of every forward pass
 // (prepare_for_backward, with the outputs when parameters may go unused),
 // and a LibTorch C++ module's forward cannot be intercepted (it is not

@@ -241,6 +241,8 @@ void PrepareModule(const std::shared_ptr<torch::nn::Module>& module) {
   for (const auto& parameter : module->parameters()) {
     if (parameter.requires_grad()) trainable.push_back(parameter);
   }
+  // Samples/s is about training: count from here, not from the worker's start.
+  session.last_report = std::chrono::steady_clock::now();
   if (trainable.empty()) return;
   session.reducers.push_back(std::make_unique<GradientReducer>(
       std::move(trainable), collectives, session.assignment.first_bucket_bytes, session.assignment.bucket_bytes));

@@ -68,7 +68,12 @@ void RunRanks(int world, const std::function<void(int, Collectives&)>& body) {
   for (int rank = 0; rank < world; ++rank) EXPECT_EQ(errors[static_cast<std::size_t>(rank)], "") << "rank " << rank;
 }
 
-void ExpectAveragedGradientsMatch(int world) {
+// How gradients are cleared between steps: set to none (LibTorch 2's
+// zero_grad) or zeroed in place (1.13's), which keeps them views of the
+// reducer's buckets.
+enum class Clearing { kSetToNone, kZeroInPlace };
+
+void ExpectAveragedGradientsMatch(int world, Clearing clearing = Clearing::kSetToNone) {
   const std::int64_t per_rank = 8;
   torch::manual_seed(5);
   const auto inputs = torch::randn({per_rank * world, 6});
@@ -92,11 +97,17 @@ void ExpectAveragedGradientsMatch(int world) {
     // Tiny buckets: several of them, launched during backward.
     GradientReducer reducer(parameters, collectives, 64, 512);
     EXPECT_GE(reducer.buckets().size(), 3U);
-    for (int step = 0; step < 2; ++step) {  // the second step checks the reducer resets
-      for (auto& parameter : parameters) parameter.mutable_grad() = torch::Tensor();
+    for (int step = 0; step < 3; ++step) {  // later steps check the reducer resets
+      for (auto& parameter : parameters) {
+        if (clearing == Clearing::kSetToNone || !parameter.grad().defined()) {
+          parameter.mutable_grad() = torch::Tensor();
+        } else {
+          parameter.mutable_grad().zero_();
+        }
+      }
       Loss(net, slice(rank, inputs), slice(rank, targets), rank == 0).backward();
     }
-    EXPECT_EQ(reducer.statistics().steps, 2U) << "the end of each backward pass was seen";
+    EXPECT_EQ(reducer.statistics().steps, 3U) << "the end of each backward pass was seen";
     for (const auto& parameter : parameters) {
       gradients[static_cast<std::size_t>(rank)].push_back(parameter.grad().defined() ? parameter.grad().clone()
                                                                                      : torch::Tensor());
@@ -120,6 +131,10 @@ void ExpectAveragedGradientsMatch(int world) {
 TEST(GradientReducer, TwoWorkersGetTheGradientOfTheWholeBatch) { ExpectAveragedGradientsMatch(2); }
 
 TEST(GradientReducer, ThreeWorkersGetTheGradientOfTheWholeBatch) { ExpectAveragedGradientsMatch(3); }
+
+TEST(GradientReducer, GradientsZeroedInPlaceAccumulateStraightIntoTheBuckets) {
+  ExpectAveragedGradientsMatch(2, Clearing::kZeroInPlace);
+}
 
 TEST(GradientReducer, SynchronizeNowAveragesWithoutABackwardPass) {
   RunRanks(2, [](int rank, Collectives& collectives) {
