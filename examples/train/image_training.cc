@@ -132,18 +132,20 @@ void TrainImages(const ImageTrainingConfig& config) {
   const torch::Device device = context.GetDevice();
   torch::manual_seed(config.seed);
   Data data = Load(config);
-  auto model = sray::train::PrepareModel(SimpleCnn(data.channels, data.side));
-  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(config.learning_rate));
-
+  // A checkpoint is loaded before PrepareModel, which then copies rank 0's
+  // parameters to every worker.
+  SimpleCnn network(data.channels, data.side);
   int first_epoch = 0;
-  if (auto checkpoint = sray::train::GetCheckpoint()) {
-    torch::load(model, checkpoint->path() + "/model.pt");
-    torch::load(optimizer, checkpoint->path() + "/optimizer.pt");
+  const auto checkpoint = sray::train::GetCheckpoint();
+  if (checkpoint) {
+    torch::load(network, checkpoint->path() + "/model.pt");
     torch::Tensor epoch;
     torch::load(epoch, checkpoint->path() + "/epoch.pt");
     first_epoch = static_cast<int>(epoch.item<std::int64_t>()) + 1;
-    model->to(device);
   }
+  auto model = sray::train::PrepareModel(network);
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(config.learning_rate));
+  if (checkpoint) torch::load(optimizer, checkpoint->path() + "/optimizer.pt");
 
   sray::train::DistributedSampler sampler(data.train.size().value());
   auto loader = torch::data::make_data_loader(data.train, sampler,

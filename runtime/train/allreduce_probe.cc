@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 
+#include "sray/train/context.h"
 #include "train/session_state.h"
 
 namespace sray::train::internal {
@@ -22,7 +23,8 @@ AllReduceTiming MeasureAllReduce(int steps) {
   using Clock = std::chrono::steady_clock;
   std::vector<at::Tensor> raw;
   for (std::size_t bytes : timing.bucket_bytes) {
-    raw.push_back(at::zeros({static_cast<std::int64_t>(bytes / sizeof(float))}, at::kFloat));
+    raw.push_back(at::zeros({static_cast<std::int64_t>(bytes / sizeof(float))},
+                            at::TensorOptions().dtype(at::kFloat).device(GetContext().GetDevice())));
   }
   auto raw_step = [&] {
     std::vector<c10::intrusive_ptr<c10d::Work>> works;

@@ -54,6 +54,10 @@ c10::intrusive_ptr<GroupBase> MakeGloo(const c10::intrusive_ptr<c10d::Store>& st
 #ifdef SRAY_TRAIN_WITH_NCCL
 c10::intrusive_ptr<GroupBase> MakeNccl(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                        int world_size, std::chrono::milliseconds timeout) {
+  // Without asynchronous error handling NCCL ignores the timeout and a hung
+  // peer blocks forever (1.13 reads the first name, 2.x the second).
+  ::setenv("NCCL_ASYNC_ERROR_HANDLING", "1", 0);
+  ::setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1", 0);
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;
   return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world_size, options);
@@ -192,6 +196,10 @@ GradientHook::GradientHook(const at::Tensor& parameter, std::function<void()> re
 
 GradientHook::~GradientHook() {
   if (accumulator_) static_cast<torch::autograd::Node*>(accumulator_.get())->del_post_hook(key_);
+}
+
+bool GradientHook::AttachedTo(const at::Tensor& parameter) const {
+  return torch::autograd::impl::try_get_grad_accumulator(parameter).get() == accumulator_.get();
 }
 
 void AtEndOfBackward(std::function<void()> callback) {

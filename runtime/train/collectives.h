@@ -98,6 +98,9 @@ class GradientHook {
   ~GradientHook();
   GradientHook(const GradientHook&) = delete;
   GradientHook& operator=(const GradientHook&) = delete;
+  // False when `parameter`'s accumulator is no longer the hooked one (its
+  // dtype or device changed since).
+  [[nodiscard]] bool AttachedTo(const at::Tensor& parameter) const;
 
  private:
   std::shared_ptr<void> accumulator_;  // a torch::autograd::Node

@@ -78,6 +78,22 @@ GradientReducer::Statistics GradientReducer::statistics() const {
 
 void GradientReducer::OnGradientReady(std::size_t parameter) {
   std::lock_guard lock(mutex_);
+  if (broken_) {
+    throw std::runtime_error(
+        "sray: gradient averaging is out of step: an earlier backward pass on this worker was interrupted "
+        "by an exception, so its buckets never completed: end the training loop (the trainer restarts the "
+        "group when max_failures allows)");
+  }
+  // A gradient twice in one pass: the pass before it never reached its end
+  // (an exception inside backward), and its buckets are half sent. Going on
+  // would pair different collectives across workers.
+  if (in_backward_ && ready_[parameter]) {
+    broken_ = true;
+    throw std::runtime_error(
+        "sray: a backward pass on this worker was interrupted by an exception and left gradient buckets "
+        "half sent: gradients can no longer be averaged in step with the other workers; end the training "
+        "loop (the trainer restarts the group when max_failures allows)");
+  }
   if (!in_backward_) {
     in_backward_ = true;
     AtEndOfBackward([this] { Finish(); });
@@ -102,6 +118,11 @@ void GradientReducer::FillAndMaybeLaunch(std::size_t parameter, bool produced) {
     if (gradient.data_ptr() != region.data_ptr() || !gradient.is_contiguous()) region.copy_(gradient.reshape({-1}));
     bucket.used[position] = 1.0F;
   } else {
+    // An alias of the region is the user's gradient: keep a copy of it
+    // before the region is zeroed (it stays as it was if nobody used it).
+    if (gradient.defined() && gradient.data_ptr() == region.data_ptr()) {
+      parameters_[parameter].mutable_grad() = gradient.clone();
+    }
     region.zero_();
     bucket.used[position] = 0.0F;
   }
@@ -178,6 +199,29 @@ void GradientReducer::Finish() {
   statistics_.communication_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - first_launch_).count();
   reset();
+}
+
+bool GradientReducer::HooksAttached() const {
+  std::lock_guard lock(mutex_);
+  for (std::size_t index = 0; index < parameters_.size(); ++index) {
+    if (!hooks_[index]->AttachedTo(parameters_[index])) return false;
+  }
+  return true;
+}
+
+void GradientReducer::Reattach() {
+  std::lock_guard lock(mutex_);
+  for (std::size_t index = 0; index < parameters_.size(); ++index) {
+    if (hooks_[index]->AttachedTo(parameters_[index])) continue;
+    const at::Tensor& parameter = parameters_[index];
+    const at::Tensor& flat = bucket_state_[bucket_of_[index]]->flat;
+    if (parameter.scalar_type() != flat.scalar_type() || parameter.device() != flat.device()) {
+      throw std::runtime_error(
+          "sray: the model was moved to another device or cast to another type after PrepareModel: move or "
+          "cast it first, then call PrepareModel");
+    }
+    hooks_[index] = std::make_unique<GradientHook>(parameter, [this, index] { OnGradientReady(index); });
+  }
 }
 
 void GradientReducer::SynchronizeNow() {

@@ -57,6 +57,15 @@ class GradientReducer {
   // for loops that compute gradients some other way.
   void SynchronizeNow();
 
+  // False once a parameter's gradient accumulator was replaced (the module
+  // was moved to another device or cast after PrepareModel): its gradients
+  // would no longer be averaged.
+  [[nodiscard]] bool HooksAttached() const;
+  // Hooks the accumulators anew where they were replaced without a change of
+  // device or type (torch::load into the prepared module does that); throws
+  // for a change of device or type. Not during a backward pass.
+  void Reattach();
+
   struct Statistics {
     std::uint64_t steps = 0;
     double communication_seconds = 0;  // first launch to last bucket done, summed over steps
@@ -80,6 +89,7 @@ class GradientReducer {
 
   mutable std::mutex mutex_;
   bool in_backward_ = false;
+  bool broken_ = false;  // a pass was interrupted: every later one fails
   std::size_t next_to_launch_ = 0;
   std::vector<bool> ready_;
   std::chrono::steady_clock::time_point first_launch_;

@@ -12,7 +12,14 @@ void ReportChannel::Push(WorkerEvent event) {
   waiting_ = std::move(event);
   const std::uint64_t mine = ++pushed_;
   changed_.notify_all();
-  changed_.wait(lock, [&] { return taken_ >= mine || closed_; });
+  changed_.wait(lock, [&] { return acknowledged_ >= mine || closed_; });
+}
+
+void ReportChannel::Acknowledge(std::uint64_t stored) {
+  std::lock_guard lock(mutex_);
+  if (stored <= acknowledged_) return;
+  acknowledged_ = stored;
+  changed_.notify_all();
 }
 
 std::optional<WorkerEvent> ReportChannel::Take() {

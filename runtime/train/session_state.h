@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "sray/train/context.h"
@@ -29,6 +30,7 @@ struct Session {
   std::string checkpoint_path;  // the restored checkpoint, if any
   std::unique_ptr<Collectives> collectives;
   std::vector<std::unique_ptr<GradientReducer>> reducers;  // after collectives: destroyed first
+  std::unordered_set<const void*> prepared;  // TensorImpls of parameters under a reducer
   std::atomic<std::uint64_t> samples{0};
   std::chrono::steady_clock::time_point last_report;
 };
@@ -38,5 +40,8 @@ void SetCurrentSession(std::shared_ptr<Session> session);
 Session& CurrentSession();
 // Null outside a training worker.
 std::shared_ptr<Session> CurrentSessionOrNull();
+// Before a training step (DistributedSampler::next): hooks the gradients of
+// prepared modules again where torch::load replaced their accumulators.
+void ReattachGradientHooks(Session& session);
 
 }  // namespace sray::train::internal

@@ -30,7 +30,8 @@ WorkerEvent TrainWorker::Run(WorkerAssignment assignment, CheckpointFiles resume
   return WorkerEvent{};
 }
 
-WorkerEvent TrainWorker::NextReport() {
+WorkerEvent TrainWorker::NextReport(std::uint64_t stored) {
+  reports_.Acknowledge(stored);
   if (auto event = reports_.Take()) return std::move(*event);
   return WorkerEvent{};
 }

@@ -23,7 +23,9 @@ class TrainWorker {
   // throws what it threw.
   WorkerEvent Run(WorkerAssignment assignment, CheckpointFiles resume);
   // Rank 0's next report; kFinished once the loop ended and none is left.
-  WorkerEvent NextReport();
+  // `stored`: how many of this worker's reports the driver has stored, which
+  // lets the Report calls waiting for that return.
+  WorkerEvent NextReport(std::uint64_t stored);
 
  private:
   ReportChannel reports_;

@@ -102,9 +102,14 @@ Failure Classify(int rank, std::uint32_t node_id, std::int64_t pid, const std::e
     failure.preference = 3;
   } else if (const auto* task = dynamic_cast<const sray::TaskError*>(&error)) {
     const std::string& type = task->remote_type();
-    const bool collective = type.find("c10") != std::string::npos ||
-                            task->remote_message().find("gloo") != std::string::npos ||
-                            task->remote_message().find("Connection closed by peer") != std::string::npos;
+    const std::string& message = task->remote_message();
+    // By what the message says, not by type: c10::Error is also what a
+    // shape mismatch in the user's own code throws.
+    bool collective = type.find("DistBackendError") != std::string::npos;
+    for (const char* sign : {"gloo", "Gloo", "NCCL", "Connection closed by peer", "Connection reset by peer",
+                             "Broken pipe", "Timed out", "timed out"}) {
+      collective = collective || message.find(sign) != std::string::npos;
+    }
     failure.cause = "failed: the training loop threw " + type + ": " + task->remote_message();
     failure.preference = collective ? 1 : 2;
   } else {
@@ -304,7 +309,10 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
     Say(state, std::to_string(world_size) + " workers on nodes " + nodes + ", results in " + state.run_directory);
   }
 
-  std::optional<sray::ObjectRef<WorkerEvent>> next_report = handles.front().Task(&TrainWorker::NextReport).Remote();
+  // NextReport(n) also tells rank 0 that the driver has stored n reports:
+  // its Report returns only then.
+  std::uint64_t stored = 0;
+  std::optional<sray::ObjectRef<WorkerEvent>> next_report = handles.front().Task(&TrainWorker::NextReport).Remote(stored);
   std::vector<bool> finished(static_cast<std::size_t>(world_size), false);
   std::vector<Failure> failures;
   std::optional<Clock::time_point> first_failure;
@@ -322,7 +330,9 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
       watched.push_back(runs[static_cast<std::size_t>(rank)]);
       owners.push_back(rank);
     }
-    if (next_report && !first_failure) {
+    // Also during the grace after a failure: a report rank 0 handed over
+    // before the failure is complete, and is stored.
+    if (next_report) {
       watched.push_back(*next_report);
       owners.push_back(-1);
     }
@@ -335,13 +345,13 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
                        [&](const auto& candidate) { return candidate.id() == done.id(); }) -
           watched.begin());
       const int owner = owners[position];
+      std::optional<WorkerEvent> report;
       try {
         WorkerEvent event = sray::Get(done);
         if (owner >= 0) {
           finished[static_cast<std::size_t>(owner)] = true;
         } else if (event.kind == static_cast<std::uint8_t>(WorkerEventKind::kReport)) {
-          next_report = handles.front().Task(&TrainWorker::NextReport).Remote();
-          StoreReport(state, attempt, std::move(event));
+          report = std::move(event);
         } else {
           next_report.reset();
         }
@@ -350,9 +360,18 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
         fail(owner >= 0 ? owner : 0, error);
         if (owner < 0) next_report.reset();
       }
+      if (report) {
+        // Outside the try: a report the driver cannot store (a full disk)
+        // ends Fit; it is no worker's failure to restart for.
+        StoreReport(state, attempt, std::move(*report));
+        ++stored;
+        next_report.reset();
+        if (!first_failure) next_report = handles.front().Task(&TrainWorker::NextReport).Remote(stored);
+      }
     }
   }
   if (failures.empty()) return std::nullopt;
+  // The likeliest cause; among equals, the first that arrived.
   return *std::max_element(failures.begin(), failures.end(), [](const Failure& left, const Failure& right) {
     return left.preference < right.preference;
   });

@@ -90,6 +90,14 @@ void RunWorkerSession(const WorkerAssignment& assignment, const CheckpointFiles&
   const std::string restore = RestoreDirectory(assignment);
   std::error_code ignored;
   std::filesystem::remove_all(restore, ignored);
+  struct ClearAtEnd {
+    std::string restore;
+    ~ClearAtEnd() {
+      SetCurrentSession(nullptr);
+      std::error_code error;
+      std::filesystem::remove_all(restore, error);
+    }
+  } clear_at_end{restore};
   if (assignment.has_checkpoint) {
     const std::string path = restore + "/" + CheckpointDirectoryName(assignment.checkpoint_index);
     Status written = WriteCheckpointDirectory(resume, path);
@@ -121,14 +129,6 @@ void RunWorkerSession(const WorkerAssignment& assignment, const CheckpointFiles&
                 assignment.function + ") in the program (every process runs the same binary)");
   }
   SetCurrentSession(session);
-  struct ClearAtEnd {
-    std::string restore;
-    ~ClearAtEnd() {
-      SetCurrentSession(nullptr);
-      std::error_code error;
-      std::filesystem::remove_all(restore, error);
-    }
-  } clear_at_end{restore};
   (*loop)({assignment.config});
 }
 
@@ -151,6 +151,14 @@ namespace {
 
 void ReportWith(const Metrics& metrics, const Checkpoint* checkpoint) {
   internal::Session& session = internal::CurrentSession();
+  for (const auto& reducer : session.reducers) {
+    if (!reducer->HooksAttached()) {
+      throw Error(
+          "sray: the model's parameters were replaced after PrepareModel (torch::load, a move to another "
+          "device or a cast), so steps since then were not averaged over the workers: load checkpoints and "
+          "move or cast the model before PrepareModel");
+    }
+  }
   const auto now = std::chrono::steady_clock::now();
   const auto samples = static_cast<double>(session.samples.exchange(0));
   // A barrier, and every worker's sample count summed on the way.
@@ -184,27 +192,52 @@ void Report(const Metrics& metrics, const Checkpoint& checkpoint) { ReportWith(m
 
 namespace internal {
 
+void ReattachGradientHooks(Session& session) {
+  for (const auto& reducer : session.reducers) reducer->Reattach();
+}
+
 void PrepareModule(const std::shared_ptr<torch::nn::Module>& module) {
   if (!module) throw Error("sray: PrepareModel was given an empty module");
   Session& session = CurrentSession();
   module->to(GetContext().GetDevice());
   Collectives& collectives = *session.collectives;
-  std::int64_t elements = 0;
-  for (const auto& parameter : module->parameters()) elements += parameter.numel();
+  std::vector<at::Tensor> parameters;
+  for (const auto& parameter : module->parameters()) {
+    // Tied weights appear once per module using them; average them once.
+    const bool seen = std::any_of(parameters.begin(), parameters.end(), [&](const at::Tensor& other) {
+      return other.unsafeGetTensorImpl() == parameter.unsafeGetTensorImpl();
+    });
+    if (!seen) parameters.push_back(parameter);
+  }
+  // Preparing the same module again changes nothing (model = PrepareModel(model)).
+  const bool prepared = !parameters.empty() && std::all_of(parameters.begin(), parameters.end(), [&](const at::Tensor& parameter) {
+    return session.prepared.contains(parameter.unsafeGetTensorImpl());
+  });
+  if (prepared) return;
   {
-    // Every worker must hold the same model: compare the sizes before
-    // broadcasting into them (a sum equal to world_size times one's own
-    // count holds on every rank only when all counts are equal).
-    at::Tensor total = at::full({1}, static_cast<double>(elements),
-                                at::TensorOptions().dtype(at::kDouble).device(GetContext().GetDevice()));
-    collectives.AllReduceSum(total);
-    const double expected = static_cast<double>(elements) * collectives.world_size();
-    if (total.cpu().item<double>() != expected) {
-      throw Error("sray: PrepareModel: the workers' models differ (rank " +
-                  std::to_string(collectives.rank()) + " has " + std::to_string(elements) +
-                  " parameter elements, the others together " +
-                  std::to_string(static_cast<std::int64_t>(total.cpu().item<double>()) - elements) +
-                  "): build the same model on every worker");
+    // Every worker must hold the same model: rank 0's signature (element
+    // count and a hash of every shape and type) against each one's own.
+    std::uint64_t hash = 1469598103934665603ULL;
+    std::int64_t elements = 0;
+    auto mix = [&](std::int64_t value) { hash = (hash ^ static_cast<std::uint64_t>(value)) * 1099511628211ULL; };
+    for (const auto& parameter : parameters) {
+      elements += parameter.numel();
+      mix(static_cast<std::int64_t>(parameter.scalar_type()));
+      for (std::int64_t size : parameter.sizes()) mix(size);
+    }
+    const auto device_options = at::TensorOptions().dtype(at::kDouble).device(GetContext().GetDevice());
+    const double mine[2] = {static_cast<double>(elements), static_cast<double>(hash >> 12U)};
+    at::Tensor signature = at::tensor(at::ArrayRef<double>(mine, 2), at::kDouble).to(GetContext().GetDevice());
+    collectives.Broadcast(signature, 0);
+    const at::Tensor rank0 = signature.cpu();
+    const bool same = rank0[0].item<double>() == mine[0] && rank0[1].item<double>() == mine[1];
+    at::Tensor differing = at::full({1}, same ? 0.0 : 1.0, device_options);
+    collectives.AllReduceSum(differing);
+    if (differing.cpu().item<double>() > 0) {
+      throw Error("sray: PrepareModel: the workers' models differ (rank " + std::to_string(collectives.rank()) +
+                  " has " + std::to_string(elements) + " parameter elements, rank 0 " +
+                  std::to_string(static_cast<std::int64_t>(rank0[0].item<double>())) +
+                  ", or their shapes or types differ): build the same model on every worker");
     }
   }
   // Rank 0's parameters and buffers everywhere, one flat tensor per kind.
@@ -238,7 +271,8 @@ void PrepareModule(const std::shared_ptr<torch::nn::Module>& module) {
     flush();
   }
   std::vector<at::Tensor> trainable;
-  for (const auto& parameter : module->parameters()) {
+  for (const auto& parameter : parameters) {
+    session.prepared.insert(parameter.unsafeGetTensorImpl());
     if (parameter.requires_grad()) trainable.push_back(parameter);
   }
   // Samples/s is about training: count from here, not from the worker's start.

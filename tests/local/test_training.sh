@@ -49,4 +49,20 @@ if [ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
 else
   echo "note: /usr/share/datasets/fashion-mnist missing (apt install dataset-fashion-mnist): example not run"
 fi
+# train_cifar10 on a small file written here in CIFAR-10's binary format
+# (label byte, then 3x32x32 pixels per record): it reads and trains.
+python3 - "$WORK/cifar" <<'PYTHON'
+import os, random, sys
+os.makedirs(sys.argv[1])
+random.seed(1)
+with open(os.path.join(sys.argv[1], "data_batch_1.bin"), "wb") as batch:
+    for record in range(256):
+        label = record % 10
+        batch.write(bytes([label]) + bytes(random.randrange(256) // 4 + label * 16 for _ in range(3072)))
+PYTHON
+"$SRAY" run -N2 "$SRAY_BUILD_DIR/examples/train_cifar10" --workers 2 --epochs 2 --data "$WORK/cifar" \
+  >"$WORK/cifar.out" 2>&1 || { cat "$WORK/cifar.out" >&2; fail "train_cifar10 failed"; }
+expect_lines "$WORK/cifar.out" '^sray train train_cifar10: report [12]: ' 2
+expect_lines "$WORK/cifar.out" '^final test accuracy ' 1
+echo "ok: cifar-10 example"
 echo PASS

@@ -81,18 +81,19 @@ void TrainLoop(const CheckConfig& config) {
     pid_file << ::getpid() << "\n";
   }
   auto [inputs, labels] = SyntheticData();
-  auto model = sray::train::PrepareModel(SmallNet());
-  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05));
+  SmallNet network;
   int first_epoch = 0;
   double resumed_from = -1;
   if (auto checkpoint = sray::train::GetCheckpoint()) {
-    torch::load(model, checkpoint->path() + "/model.pt");
+    torch::load(network, checkpoint->path() + "/model.pt");
     std::ifstream epoch_file(checkpoint->path() + "/epoch");
     int epoch = 0;
     epoch_file >> epoch;
     first_epoch = epoch + 1;
     resumed_from = epoch;
   }
+  auto model = sray::train::PrepareModel(network);
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05));
   sray::train::DistributedSampler sampler(static_cast<std::size_t>(inputs.size(0)));
   const std::string marker = config.storage + "/failed-once";
   for (int epoch = first_epoch; epoch < config.epochs; ++epoch) {

@@ -15,6 +15,7 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/torch.h>
 
+#include "../test_files.h"
 #include "train/collectives.h"
 
 namespace sray::train::internal {
@@ -143,6 +144,36 @@ TEST(GradientReducer, SynchronizeNowAveragesWithoutABackwardPass) {
     weight.mutable_grad() = torch::full({4}, static_cast<float>(rank + 1));
     reducer.SynchronizeNow();
     EXPECT_TRUE(torch::allclose(weight.grad(), torch::full({4}, 1.5F)));
+  });
+}
+
+// torch::load into a prepared module replaces its parameters' gradient
+// accumulators (InputArchive::read uses set_): the hooks go with them, and
+// gradients would silently stop being averaged. Reattach hooks them again.
+TEST(GradientReducer, HooksLostToTorchLoadAreNoticedAndAttachedAgain) {
+  sray::testing::ScratchDirectory scratch;
+  const std::string saved = (scratch.path() / "net.pt").string();
+  {
+    Net original = MakeNet();
+    torch::save(original, saved);
+  }
+  std::vector<Net> nets;
+  for (int rank = 0; rank < 2; ++rank) nets.push_back(MakeNet());
+  RunRanks(2, [&](int rank, Collectives& collectives) {
+    Net& net = nets[static_cast<std::size_t>(rank)];
+    GradientReducer reducer(net->parameters(), collectives, 1U << 20U, 1U << 20U);
+    torch::load(net, saved);
+    EXPECT_FALSE(reducer.HooksAttached());
+    reducer.Reattach();
+    EXPECT_TRUE(reducer.HooksAttached());
+    auto weight = net->last->weight;
+    weight.mutable_grad() = torch::Tensor();
+    (net->forward(torch::ones({2, 6}), false).sum() * static_cast<float>(rank + 1)).backward();
+    // Rank 1's loss is twice rank 0's: the average is 1.5 times rank 0's own.
+    auto single = MakeNet();
+    torch::load(single, saved);
+    (single->forward(torch::ones({2, 6}), false).sum() * 1.5F).backward();
+    EXPECT_TRUE(torch::allclose(weight.grad(), single->last->weight.grad(), 1e-5, 1e-6));
   });
 }
 

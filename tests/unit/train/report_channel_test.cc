@@ -16,7 +16,7 @@ WorkerEvent ReportOf(double loss) {
   return event;
 }
 
-TEST(ReportChannel, PushWaitsUntilTheReportIsTaken) {
+TEST(ReportChannel, PushWaitsUntilTheReportIsTakenAndStored) {
   ReportChannel channel;
   std::atomic<bool> returned{false};
   std::thread loop([&] {
@@ -28,6 +28,9 @@ TEST(ReportChannel, PushWaitsUntilTheReportIsTaken) {
   auto taken = channel.Take();
   ASSERT_TRUE(taken);
   EXPECT_EQ(taken->metrics.at("loss"), 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(returned.load()) << "taken but not yet stored";
+  channel.Acknowledge(1);
   loop.join();
   EXPECT_TRUE(returned.load());
 }
@@ -42,6 +45,7 @@ TEST(ReportChannel, DeliversReportsInOrderThenNothingOnceClosed) {
     auto taken = channel.Take();
     ASSERT_TRUE(taken);
     EXPECT_EQ(taken->metrics.at("loss"), index);
+    channel.Acknowledge(static_cast<std::uint64_t>(index) + 1);
   }
   EXPECT_FALSE(channel.Take());
   loop.join();

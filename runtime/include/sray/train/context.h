@@ -56,8 +56,10 @@ const TrainContext& GetContext();
 void Report(const Metrics& metrics);
 void Report(const Metrics& metrics, const Checkpoint& checkpoint);
 
-// The latest checkpoint reported in this run (or the one Fit was told to
-// resume from), as a directory on this worker's node; empty on a fresh start.
+// The checkpoint this group started from: the latest one stored before the
+// group (re)started, or the one Fit was told to resume from, as a directory
+// on this worker's node; empty on a fresh start. (Checkpoints reported by
+// this group are in storage, and reach GetCheckpoint after a restart.)
 std::optional<Checkpoint> GetCheckpoint();
 
 }  // namespace sray::train

@@ -11,7 +11,11 @@
 //   model = sray::train::PrepareModel(model);  // the same module back
 //
 // Every worker must run forward and backward the same number of times (the
-// DistributedSampler gives each the same number of batches). Parameters
+// DistributedSampler gives each the same number of batches). Load
+// checkpoints (torch::load) and move or cast the model before PrepareModel:
+// torch::load replaces the parameters' gradient accumulators, which a
+// DistributedSampler notices and repairs at the next batch, and Report
+// refuses to go on when steps were missed. Parameters
 // that get no gradient in a step are averaged as zeros where others used
 // them, and left alone where nobody did. Buffers (BatchNorm statistics) are
 // copied once, here, not at every step.

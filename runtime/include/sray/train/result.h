@@ -17,7 +17,8 @@ namespace sray::train {
 struct Result {
   Metrics metrics;                   // rank 0's last report
   std::vector<Metrics> metrics_history;  // every report of rank 0, in order, across restarts
-  std::optional<Checkpoint> checkpoint;  // the latest one, in storage
+  // The latest one in storage (the one resumed from, when this Fit stored none).
+  std::optional<Checkpoint> checkpoint;
   // The kept checkpoints with their reports, best first when a
   // score_attribute is set, else newest first.
   std::vector<std::pair<Checkpoint, Metrics>> best_checkpoints;

@@ -9,10 +9,13 @@
 // with set_epoch. With drop_last the tail is dropped instead of padded.
 //
 // The indices it hands out are counted towards the samples/s the trainer
-// prints.
+// prints. make_data_loader keeps a copy of the sampler: copies share their
+// epoch, so set_epoch on the caller's sampler reaches the loader's copy (it
+// takes effect when the loader starts the next epoch).
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <c10/util/Optional.h>
@@ -34,8 +37,9 @@ class DistributedSampler : public torch::data::samplers::Sampler<std::vector<std
   DistributedSampler(std::size_t dataset_size, int world_size, int world_rank, Options options);
 
   void set_epoch(std::uint64_t epoch);
+  [[nodiscard]] std::uint64_t epoch() const { return *epoch_; }
   // Indices of this worker's shard for the current epoch, in order.
-  [[nodiscard]] const std::vector<std::size_t>& indices() const { return indices_; }
+  [[nodiscard]] const std::vector<std::size_t>& indices();
 
   void reset(c10::optional<std::size_t> new_size = c10::nullopt) override;
   c10::optional<std::vector<std::size_t>> next(std::size_t batch_size) override;
@@ -43,13 +47,17 @@ class DistributedSampler : public torch::data::samplers::Sampler<std::vector<std
   void load(torch::serialize::InputArchive& archive) override;
 
  private:
-  void Shard();
+  // Recomputes the shard when the shared epoch or the size changed.
+  void ShardIfStale();
 
   std::size_t dataset_size_;
   int world_size_;
   int world_rank_;
   Options options_;
-  std::uint64_t epoch_ = 0;
+  std::shared_ptr<std::uint64_t> epoch_;  // shared by copies
+  std::uint64_t sharded_epoch_ = 0;
+  std::size_t sharded_size_ = 0;
+  bool sharded_ = false;
   std::vector<std::size_t> indices_;
   std::size_t position_ = 0;
 };

@@ -32,8 +32,9 @@ struct TrainingRequest {
   TorchConfig torch;
   std::optional<Checkpoint> resume_from;
 };
-// Throws TrainingFailedError, sray::ConfigError (bad configuration) or
-// sray::InfeasibleResourcesError (no layout of the job could hold the workers).
+// Throws TrainingFailedError, sray::ConfigError (bad configuration),
+// sray::InfeasibleResourcesError (no layout of the job could hold the
+// workers), or sray::Error when the driver cannot store a report (a full disk).
 Result Fit(const TrainingRequest& request);
 }  // namespace internal
 
