@@ -12,6 +12,8 @@ namespace sray::train::internal {
 
 AllReduceTiming MeasureAllReduce(int steps) {
   Session& session = CurrentSession();
+  // One worker has no reducer (nothing to average with): nothing to time.
+  if (session.collectives->world_size() == 1) return {};
   if (session.reducers.empty()) throw std::logic_error("MeasureAllReduce needs a model prepared with PrepareModel");
   GradientReducer& reducer = *session.reducers.front();
   Collectives& collectives = *session.collectives;

@@ -277,7 +277,8 @@ void PrepareModule(const std::shared_ptr<torch::nn::Module>& module) {
   }
   // Samples/s is about training: count from here, not from the worker's start.
   session.last_report = std::chrono::steady_clock::now();
-  if (trainable.empty()) return;
+  // One worker has nothing to average with.
+  if (trainable.empty() || collectives.world_size() == 1) return;
   session.reducers.push_back(std::make_unique<GradientReducer>(
       std::move(trainable), collectives, session.assignment.first_bucket_bytes, session.assignment.bucket_bytes));
 }
