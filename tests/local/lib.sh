@@ -32,10 +32,16 @@ run_job_check() {
   "$@" "$SRAY" run -N3 "${cluster[@]}" bash -c 'echo "job $SRAY_JOB_ID"; exec "$0" "$@"' \
     "$binary" "$mode" >"$out" 2>&1 || status=$?
   [ "$status" -eq 0 ] || { cat "$out" >&2; fail "$(basename "$binary") $mode exited with $status"; }
+  expect_job_output "$out" "$expected"
+  echo "ok: $mode"
+}
+
+# OUT (a job's output that starts with "job <id>") has EXPECTED "ok:" lines,
+# and nothing of that job remains.
+expect_job_output() {
+  local out=$1 expected=$2 job
   expect_lines "$out" '^ok: ' "$expected"
-  local job
   job=$(awk '$1 == "job" {print $2; exit}' "$out")
   expect_nothing_left "$job"
   expect_no_shared_memory_objects "$job"
-  echo "ok: $mode"
 }

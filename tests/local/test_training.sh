@@ -16,12 +16,8 @@ run_train_mode() {
   "$SRAY" run -N2 bash -c 'echo "job $SRAY_JOB_ID"; exec "$0" "$@"' "$TRAIN" "$mode" "$WORK/$mode" \
     >"$out" 2>&1 || status=$?
   [ "$status" -eq 0 ] || { cat "$out" >&2; fail "train_check $mode exited with $status"; }
-  expect_lines "$out" '^ok: ' "$expected"
-  local job
-  job=$(awk '$1 == "job" {print $2; exit}' "$out")
-  expect_nothing_left "$job"
-  expect_no_shared_memory_objects "$job"
-  echo "ok: $mode"
+  expect_job_output "$out" "$expected"
+  echo "ok: $mode""
 }
 
 run_train_mode basic 8

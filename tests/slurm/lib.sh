@@ -120,10 +120,16 @@ run_step_check() {
   out=$WORK/$(basename "$binary").$mode.out
   as_user srun -N3 "$@" "$option" bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" "$@"' "$binary" "$mode" \
     >"$out" 2>&1 || { cat "$out" >&2; fail "$(basename "$binary") $mode failed under srun"; }
+  expect_step_output "$out" "$expected"
+  echo "ok: $mode"
+}
+
+# OUT (a step's output that starts with "job <id>") has EXPECTED "ok:" lines,
+# and no session directory or shared-memory object of that job remains.
+expect_step_output() {
+  local out=$1 expected=$2 job
   expect_lines "$out" '^ok: ' "$expected"
-  local job
   job=$(awk '$1 == "job" {print $2; exit}' "$out")
   expect_no_session_directories "$job"
   expect_no_shared_memory_objects "$job"
-  echo "ok: $mode"
 }
