@@ -19,7 +19,9 @@ echo "$output"
 grep -q 'sray: SRAY_ROLE is not set: start the program with `srun --ray-cluster` or `sray run`' <<<"$output" ||
   { echo "FAIL: the consumer did not get sray's LaunchError"; exit 1; }
 if [ -e "$scratch/prefix/lib/libsray_train.so" ]; then
+  [ -x "$scratch/consumer/train_consumer" ] || { echo "FAIL: the sray::train consumer was not built"; exit 1; }
   output=$("$scratch/consumer/train_consumer")
+  echo "$output"
   grep -q 'sray: this is not a training worker' <<<"$output" ||
     { echo "FAIL: the sray::train consumer did not get sray's error: $output"; exit 1; }
 fi

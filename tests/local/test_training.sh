@@ -17,7 +17,7 @@ run_train_mode() {
     >"$out" 2>&1 || status=$?
   [ "$status" -eq 0 ] || { cat "$out" >&2; fail "train_check $mode exited with $status"; }
   expect_job_output "$out" "$expected"
-  echo "ok: $mode""
+  echo "ok: $mode"
 }
 
 run_train_mode basic 8
