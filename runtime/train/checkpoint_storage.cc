@@ -100,9 +100,9 @@ Status WriteAndSync(const CheckpointFiles& files, const std::string& directory,
     if (synced != 0) return Status::FromErrno(saved, "cannot sync " + target);
     if (after_each_file) after_each_file();
   }
-  for (auto entry = directories.rbegin(); entry != directories.rend(); ++entry) {
-    SRAY_RETURN_IF_ERROR(SyncPath(*entry, true));
-  }
+  // Deepest first, so that each directory's entries are durable before it.
+  std::reverse(directories.begin(), directories.end());
+  for (const std::string& entry : directories) SRAY_RETURN_IF_ERROR(SyncPath(entry, true));
   return Status::Ok();
 }
 
@@ -149,7 +149,7 @@ Status WriteCheckpointDirectory(const CheckpointFiles& files, const std::string&
 
 std::string CheckpointDirectoryName(std::uint64_t index) {
   char name[32];
-  std::snprintf(name, sizeof name, "checkpoint_%06llu", static_cast<unsigned long long>(index));
+  (void)std::snprintf(name, sizeof name, "checkpoint_%06llu", static_cast<unsigned long long>(index));
   return name;
 }
 
@@ -232,7 +232,7 @@ Status ValidateCheckpointConfig(const CheckpointConfig& config) {
   }
   if (config.score_order != "max" && config.score_order != "min") {
     return Status::InvalidArgument("checkpoint_config.score_order is '" + config.score_order +
-                                   "': use \"max\" or \"min\"");
+                                   R"(': use "max" or "min")");
   }
   return Status::Ok();
 }

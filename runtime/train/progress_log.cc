@@ -14,9 +14,9 @@ namespace {
 std::string FormatValue(double value) {
   char text[32];
   if (std::isfinite(value) && value == std::floor(value) && std::fabs(value) < 1e15) {
-    std::snprintf(text, sizeof text, "%.0f", value);
+    (void)std::snprintf(text, sizeof text, "%.0f", value);
   } else {
-    std::snprintf(text, sizeof text, "%.4g", value);
+    (void)std::snprintf(text, sizeof text, "%.4g", value);
   }
   return text;
 }

@@ -15,7 +15,7 @@ std::vector<std::size_t> ShardIndices(const ShardSpec& spec) {
     // must not depend on the standard library that built each worker.
     std::mt19937_64 engine(spec.seed + spec.epoch);
     for (std::size_t index = order.size(); index > 1; --index) {
-      const std::size_t other = static_cast<std::size_t>(engine() % index);
+      const auto other = static_cast<std::size_t>(engine() % index);
       std::swap(order[index - 1], order[other]);
     }
   }

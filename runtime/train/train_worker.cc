@@ -25,7 +25,7 @@ WorkerDescription TrainWorker::Prepare(bool host_rendezvous) {
   return description;
 }
 
-WorkerEvent TrainWorker::Run(WorkerAssignment assignment, CheckpointFiles resume) {
+WorkerEvent TrainWorker::Run(const WorkerAssignment& assignment, const CheckpointFiles& resume) {
   RunWorkerSession(assignment, resume, reports_);
   return WorkerEvent{};
 }

@@ -21,7 +21,7 @@ class TrainWorker {
   WorkerDescription Prepare(bool host_rendezvous);
   // Joins the group and runs the loop; answers kFinished when it returns,
   // throws what it threw.
-  WorkerEvent Run(WorkerAssignment assignment, CheckpointFiles resume);
+  WorkerEvent Run(const WorkerAssignment& assignment, const CheckpointFiles& resume);
   // Rank 0's next report; kFinished once the loop ended and none is left.
   // `stored`: how many of this worker's reports the driver has stored, which
   // lets the Report calls waiting for that return.

@@ -46,7 +46,7 @@ std::string DefaultName() {
   std::tm local{};
   ::localtime_r(&now, &local);
   char text[64];
-  std::strftime(text, sizeof text, "TorchTrainer_%Y-%m-%d_%H-%M-%S", &local);
+  (void)std::strftime(text, sizeof text, "TorchTrainer_%Y-%m-%d_%H-%M-%S", &local);
   return text;
 }
 
@@ -245,6 +245,7 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
                           .Remote());
   }
   std::vector<sray::ObjectRef<WorkerDescription>> prepared;
+  prepared.reserve(handles.size());
   for (int rank = 0; rank < world_size; ++rank) {
     prepared.push_back(handles[static_cast<std::size_t>(rank)].Task(&TrainWorker::Prepare).Remote(rank == 0));
   }
