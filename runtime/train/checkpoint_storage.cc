@@ -227,11 +227,11 @@ Status RemoveCheckpoint(const std::string& path) {
 
 Status ValidateCheckpointConfig(const CheckpointConfig& config) {
   if (config.num_to_keep < 0) {
-    return Status::InvalidArgument("checkpoint_config.num_to_keep is " + std::to_string(config.num_to_keep) +
+    return Status::InvalidArgument("CheckpointConfig::num_to_keep is " + std::to_string(config.num_to_keep) +
                                    ": use 0 to keep every checkpoint, or a positive count");
   }
   if (config.score_order != "max" && config.score_order != "min") {
-    return Status::InvalidArgument("checkpoint_config.score_order is '" + config.score_order +
+    return Status::InvalidArgument("CheckpointConfig::score_order is '" + config.score_order +
                                    R"(': use "max" or "min")");
   }
   return Status::Ok();

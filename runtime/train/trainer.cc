@@ -6,6 +6,8 @@
 #include <sys/random.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -55,6 +57,10 @@ std::string RandomHex(std::size_t bytes) {
   std::size_t filled = 0;
   while (filled < bytes) {
     const ssize_t got = ::getrandom(random.data() + filled, bytes - filled, 0);
+    if (got < 0 && errno != EINTR) {
+      throw sray::Error(std::string("sray: training cannot make the group's secret key prefix: getrandom: ") +
+                        std::strerror(errno));
+    }
     if (got > 0) filled += static_cast<std::size_t>(got);
   }
   static constexpr char kDigits[] = "0123456789abcdef";
@@ -264,7 +270,6 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
   for (const auto& description : descriptions) ++workers_on_node[description.node_id];
   std::map<std::uint32_t, int> next_local_rank;
   const std::string key_prefix = "sray-" + RandomHex(16) + "/";
-  std::optional<sray::ObjectRef<CheckpointFiles>> resume;
   WorkerAssignment common;
   common.function = state.request.function;
   common.config = state.request.config;

@@ -3,7 +3,9 @@
 # checkpoints pruned and metrics logged; kill -9 of a training worker
 # mid-epoch resumed from the last checkpoint (max_failures=1); the same kill
 # and an exception in the loop failing Fit with the worker's cause
-# (max_failures=0); the Fashion-MNIST example on a slice of the real data.
+# (max_failures=0); bad configuration and models that differ between workers
+# refused with messages naming them; the Fashion-MNIST example on a slice of
+# the real data.
 # After each job no process, shared-memory object or session file is left.
 source "$(dirname "$0")/lib.sh"
 TRAIN=$SRAY_BUILD_DIR/tests/train_check
@@ -24,6 +26,7 @@ run_train_mode basic 8
 run_train_mode kill-resume 5
 run_train_mode kill-fail 4
 run_train_mode exception 4
+run_train_mode bad-input 6
 grep -q 'failed: worker 1 (node 1, pid [0-9]*) died: its process ended with signal 9' "$WORK/train.kill-fail.out" ||
   { cat "$WORK/train.kill-fail.out" >&2; fail "the kill's error does not name the worker and the signal"; }
 

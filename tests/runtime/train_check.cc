@@ -3,7 +3,7 @@
 // each mode takes seconds. Prints "ok: <what>" lines, or "FAIL: ..." and
 // exits 1.
 //
-//   train_check basic | kill-resume | kill-fail | exception   STORAGE_DIRECTORY
+//   train_check basic | kill-resume | kill-fail | exception | bad-input   STORAGE_DIRECTORY
 
 #include <signal.h>
 #include <unistd.h>
@@ -81,6 +81,13 @@ void TrainLoop(const CheckConfig& config) {
     pid_file << ::getpid() << "\n";
   }
   auto [inputs, labels] = SyntheticData();
+  if (config.mode == "bad-input") {
+    // Rank 1 builds a different model: PrepareModel must refuse, not
+    // broadcast into mismatched tensors.
+    torch::nn::Linear other(16, context.GetWorldRank() == 1 ? 3 : 2);
+    sray::train::PrepareModel(other);
+    return;
+  }
   SmallNet network;
   int first_epoch = 0;
   double resumed_from = -1;
@@ -187,7 +194,7 @@ std::size_t CountCheckpoints(const std::string& run_directory) {
 
 int main(int argc, char** argv) {
   sray::Init(argc, argv);
-  if (argc != 3) Fail("usage: train_check basic|kill-resume|kill-fail|exception STORAGE_DIRECTORY");
+  if (argc != 3) Fail("usage: train_check basic|kill-resume|kill-fail|exception|bad-input STORAGE_DIRECTORY");
   CheckConfig config{argv[1], argv[2], 5};
   std::filesystem::create_directories(config.storage);
   const std::string run_directory = config.storage + "/check";
@@ -227,6 +234,47 @@ int main(int argc, char** argv) {
                "the cause is the loop's exception");
       }
       Expect(error.num_failures() == 0, "no restart was made");
+    }
+    ExpectNoWorkerLeft(config.storage);
+  } else if (config.mode == "bad-input") {
+    auto expect_refused = [](const char* what, auto&& fit, const std::string& says) {
+      try {
+        fit();
+        Fail(std::string(what) + " was accepted");
+      } catch (const sray::Error& error) {
+        Expect(std::string(error.what()).find(says) != std::string::npos,
+               std::string(what) + " is refused: " + error.what());
+      }
+    };
+    auto scaling_of = [](int workers, std::map<std::string, double> resources = {}) {
+      sray::train::ScalingConfig scaling;
+      scaling.num_workers = workers;
+      scaling.resources_per_worker = std::move(resources);
+      scaling.placement_strategy = sray::PlacementStrategy::kSpread;
+      return scaling;
+    };
+    auto fit_with = [&](sray::train::ScalingConfig scaling, sray::train::RunConfig run) {
+      run.name = "bad";
+      if (run.storage_path.empty()) run.storage_path = config.storage;
+      return sray::train::TorchTrainer(TrainLoop, config, scaling, run).Fit();
+    };
+    expect_refused("num_workers=0", [&] { fit_with(scaling_of(0), {}); }, "num_workers is 0");
+    sray::train::RunConfig bad_order;
+    bad_order.checkpoint_config.score_order = "lowest";
+    expect_refused("score_order=lowest", [&] { fit_with(scaling_of(2), bad_order); }, "score_order");
+    expect_refused("1000 CPUs per worker", [&] {
+      fit_with(scaling_of(2, {{"CPU", 1000}}), {});
+    }, "CPU");
+    sray::train::RunConfig unwritable;
+    unwritable.storage_path = "/proc/sray-cannot-write-here";
+    expect_refused("an unwritable storage_path", [&] { fit_with(scaling_of(2), unwritable); },
+                   "cannot create the run directory");
+    try {
+      fit_with(scaling_of(2), {});
+      Fail("workers with different models trained");
+    } catch (const sray::train::TrainingFailedError& error) {
+      Expect(error.cause().find("the workers' models differ") != std::string::npos,
+             "PrepareModel refuses models that differ between workers");
     }
     ExpectNoWorkerLeft(config.storage);
   } else {
