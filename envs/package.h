@@ -37,6 +37,9 @@ struct Package {
 struct PackageList {
   std::vector<Package> packages;
   bool complete = true;
+  // False for formats that cannot express pip packages (conda's explicit
+  // file): the pip packages of an environment are then not compared.
+  bool lists_pip = true;
   std::string source;  // the file or prefix, for messages
   // environment.yml extras, kept for activation.
   std::string name;

@@ -236,6 +236,7 @@ Result<PackageList> ReadExplicitFile(const fs::path& file) {
   PackageList list;
   list.source = file.string();
   list.complete = true;
+  list.lists_pip = false;  // `conda list --explicit` leaves pip packages out
   int number = 0;
   while (std::getline(lines, line)) {
     ++number;

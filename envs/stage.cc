@@ -194,7 +194,11 @@ Result<StagedEnvironment> StageSpec(const fs::path& spec_file, const fs::path& c
   std::error_code error;
   for (const fs::path& copy : StagedCopies(cache_root)) {
     auto installed = ReadPrefix(copy);
-    if (!installed.ok() || !Compare(*spec, *installed).empty()) continue;
+    if (!installed.ok()) continue;
+    // A copy is what creating from the spec would make: pip packages the
+    // spec cannot list (an explicit file) would not be there.
+    const auto differences = Compare(*spec, *installed);
+    if (!differences.empty() || !differences.not_compared.empty()) continue;
     auto hash = LockHashOf(copy);
     if (!hash.ok()) continue;
     fs::last_write_time(copy / kMarker, fs::file_time_type::clock::now(), error);

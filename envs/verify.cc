@@ -20,7 +20,8 @@ std::string Pinned(const Package& package) {
 
 Differences Compare(const PackageList& spec, const PackageList& installed) {
   std::map<std::pair<Manager, std::string>, const Package*> present;
-  for (const auto& package : installed.packages) present[{package.manager, package.name}] = &package;
+  for (const auto& package : installed.packages)
+    present[{package.manager, package.name}] = &package;
   Differences differences;
   for (const auto& wanted : spec.packages) {
     auto found = present.find({wanted.manager, wanted.name});
@@ -40,8 +41,12 @@ Differences Compare(const PackageList& spec, const PackageList& installed) {
       differences.mismatched.push_back({wanted, have, "md5"});
     }
   }
-  if (spec.complete) {
-    for (const auto& [key, package] : present) differences.extra.push_back(*package);
+  for (const auto& [key, package] : present) {
+    if (package->manager == Manager::kPip && !spec.lists_pip) {
+      differences.not_compared.push_back(*package);
+    } else if (spec.complete) {
+      differences.extra.push_back(*package);
+    }
   }
   return differences;
 }

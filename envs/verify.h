@@ -4,6 +4,8 @@
 // holds: packages missing from the prefix, extra in it (only against a
 // complete spec: a --from-history file names what the user asked for, not
 // its dependencies), and packages whose version, build or checksum differ.
+// Only what the spec's format can express is compared: against an explicit
+// file the prefix's pip packages are listed as not compared.
 //
 // Thread-safety: pure functions.
 
@@ -24,7 +26,12 @@ struct Differences {
   std::vector<Package> missing;
   std::vector<Package> extra;
   std::vector<Mismatch> mismatched;
-  [[nodiscard]] bool empty() const { return missing.empty() && extra.empty() && mismatched.empty(); }
+  // Installed pip packages left alone because the spec's format cannot list
+  // them (PackageList::lists_pip); not a difference.
+  std::vector<Package> not_compared;
+  [[nodiscard]] bool empty() const {
+    return missing.empty() && extra.empty() && mismatched.empty();
+  }
 };
 
 Differences Compare(const PackageList& spec, const PackageList& installed);

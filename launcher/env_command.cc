@@ -68,6 +68,13 @@ int RunVerify(const EnvArguments& arguments) {
   auto installed = envs::ReadPrefix(arguments.prefix);
   if (!installed.ok()) return Report(installed.status(), "verify");
   const auto differences = envs::Compare(*spec, *installed);
+  if (!differences.not_compared.empty()) {
+    std::cout << "sray: " << differences.not_compared.size() << " pip package"
+              << (differences.not_compared.size() == 1 ? " was" : "s were")
+              << " not compared: " << spec->source
+              << " is a conda explicit file, which cannot list pip packages (verify against "
+                 "`conda env export` or a sray lock to check them)\n";
+  }
   if (differences.empty()) {
     std::cout << "sray: " << installed->source << " matches " << spec->source << " ("
               << spec->packages.size() << " packages" << (spec->complete ? "" : " asked for")

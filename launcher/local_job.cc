@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "common/executable_search.h"
+#include "common/host_name.h"
 #include "embedded_pmix_server.h"
 #include "jobsetup/node_setup.h"
 #include "jobsetup/resolved_options.h"
@@ -50,12 +51,6 @@ void ScrubOuterJobEnvironment() {
     if (BelongsToOuterJob(text)) names.emplace_back(text.substr(0, text.find('=')));
   }
   for (const auto& name : names) unsetenv(name.c_str());
-}
-
-std::string HostName() {
-  char name[HOST_NAME_MAX + 1] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "localhost";
-  return name;
 }
 
 // Finds the program like execvp would, so a typo fails before anything starts.

@@ -19,6 +19,7 @@
 
 #include <slurm/slurm.h>  // SLURM_BATCH_SCRIPT and the other special step ids
 
+#include "common/host_name.h"
 #include "contexts.h"
 #include "job_user_process.h"
 #include "jobsetup/hostlist.h"
@@ -147,12 +148,6 @@ Status PrepareStep(spank_t handle, std::string& node_name) {
   return Status::Ok();
 }
 
-std::string ThisHost() {
-  char name[HOST_NAME_MAX + 1] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown host";
-  return name;
-}
-
 }  // namespace
 
 Status PrepareStepOnNode(spank_t handle) {
@@ -161,7 +156,7 @@ Status PrepareStepOnNode(spank_t handle) {
   std::string node_name;
   Status status = PrepareStep(handle, node_name);
   if (!status.ok()) {
-    std::string where = "on " + (node_name.empty() ? ThisHost() : node_name);
+    std::string where = "on " + (node_name.empty() ? HostName("unknown host") : node_name);
     std::uint32_t node_id = 0;
     if (spank_get_item(handle, S_JOB_NODEID, &node_id) == ESPANK_SUCCESS) {
       where += " (node " + std::to_string(node_id) + ")";

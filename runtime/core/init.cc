@@ -24,6 +24,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/host_name.h"
 #include "core/actor_client.h"
 #include "core/actor_directory.h"
 #include "core/environment_check.h"
@@ -46,6 +47,8 @@ namespace {
 using core::NodeDescription;
 
 constexpr auto kRegistrationTimeout = std::chrono::seconds(120);
+// How a process that cannot join its job ends (see Init).
+constexpr int kLaunchFailedExitCode = 1;
 
 // Torn down in Shutdown in the order that keeps every callback's target
 // alive: the node manager, then the transport (which fails calls still in
@@ -361,7 +364,7 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
   manager->SetLocalOwner(state->owner.get());
   state->head = core::MakeLocalHead(*state->directory);
   state->actor_client = std::make_unique<core::ActorClient>(*state->owner, *state->head, transport,
-                                                            std::move(book), core::HostName());
+                                                            std::move(book), HostName());
   state->owner->SetActorClient(state->actor_client.get());
   state->node_manager = std::move(manager);
   state->job = std::move(job);
@@ -372,7 +375,9 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
 
 }  // namespace
 
-void Init(int argc, char** argv) {
+namespace {
+// Init's work; every way it cannot join a job throws LaunchError.
+void JoinJob(int argc, char** argv) {
   if (core::IsWorkerProcess()) core::RunWorker();
   {
     std::lock_guard lock(driver_mutex);
@@ -414,6 +419,20 @@ void Init(int argc, char** argv) {
                    "returns\n";
     }
   });
+}
+
+}  // namespace
+
+void Init(int argc, char** argv) {
+  try {
+    JoinJob(argc, argv);
+  } catch (const LaunchError& error) {
+    // Nothing can go on without a job, and an uncaught exception would end
+    // the program with "terminate called..." and a core dump: one line, and
+    // a plain non-zero exit (atexit handlers run, nothing was started).
+    std::cerr << error.what() << std::endl;
+    std::exit(kLaunchFailedExitCode);
+  }
 }
 
 void Shutdown() {

@@ -7,22 +7,12 @@
 #include <cstdio>
 #include <shared_mutex>
 
+#include "common/host_name.h"
+#include "core/worker_launch.h"
 #include "core/worker_main.h"
 
 namespace sray::core {
 namespace {
-
-std::string Hex(std::span<const std::byte> bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string text;
-  text.reserve(bytes.size() * 2);
-  for (const auto byte : bytes) {
-    const auto value = static_cast<unsigned>(byte);
-    text += kDigits[value >> 4];
-    text += kDigits[value & 15];
-  }
-  return text;
-}
 
 transport::Bytes Empty() {
   return {};
@@ -507,20 +497,18 @@ void NodeManager::StartWorker() {
     FailQueued(OutcomeKind::kSystemError, "cannot start a worker: " + address.status().message());
     return;
   }
-  std::vector<std::string> environment;
-  for (char** variable = environ; *variable != nullptr; ++variable) {
-    const std::string_view entry(*variable);
-    if (entry.starts_with("SRAY_WORKER_")) continue;
-    environment.emplace_back(entry);
-  }
-  environment.push_back("SRAY_WORKER_RANK=" + std::to_string(rank));
-  environment.push_back("SRAY_WORKER_MANAGER_RANK=" + std::to_string(config_.rank));
-  environment.push_back("SRAY_WORKER_MANAGER_ADDRESS=" + Hex(*address));
-  environment.push_back("SRAY_WORKER_SECRET=" + Hex(config_.secret));
-  environment.push_back("SRAY_WORKER_PARENT=" + std::to_string(::getpid()));
-  environment.push_back("SRAY_WORKER_HEAD_RANK=" + std::to_string(config_.head_rank));
-  environment.push_back("SRAY_WORKER_HEAD_ADDRESS=" +
-                        Hex(config_.head_address.empty() ? *address : config_.head_address));
+  std::vector<std::string> inherited;
+  for (char** variable = environ; *variable != nullptr; ++variable)
+    inherited.emplace_back(*variable);
+  const WorkerLaunch launch{
+      .rank = rank,
+      .manager_rank = config_.rank,
+      .manager_address = *address,
+      .head_rank = config_.head_rank,
+      .head_address = config_.head_address.empty() ? *address : config_.head_address,
+      .secret = config_.secret,
+      .parent = ::getpid()};
+  const std::vector<std::string> environment = WorkerEnvironment(launch, inherited);
   auto pid = processes_->Spawn(config_.executable, config_.arguments, environment);
   if (!pid.ok()) {
     FailQueued(OutcomeKind::kSystemError, "cannot start a worker on node " +

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <mutex>
 
+#include "common/host_name.h"
 #include "core/actor_client.h"
 #include "core/actor_host.h"
 #include "core/head_service.h"
@@ -19,6 +20,7 @@
 #include "core/process_runtime.h"
 #include "core/protocol.h"
 #include "core/task_execution.h"
+#include "core/worker_launch.h"
 #include "jobsetup/task_environment.h"
 #include "transport/transport.h"
 #include "transport/ucx_handles.h"
@@ -33,22 +35,6 @@ constexpr std::chrono::microseconds kDriveBetweenTasks{100};
 [[noreturn]] void Die(const std::string& message) {
   std::cerr << "sray: worker " << ::getpid() << ": " << message << "\n";
   std::_Exit(1);
-}
-
-std::string TakeVariable(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr) Die(std::string("missing ") + name + ": workers are started by sray");
-  std::string text(value);
-  ::unsetenv(name);
-  return text;
-}
-
-transport::Bytes FromHex(const std::string& text) {
-  transport::Bytes bytes(text.size() / 2);
-  for (std::size_t index = 0; index < bytes.size(); ++index) {
-    bytes[index] = static_cast<std::byte>(std::stoul(text.substr(index * 2, 2), nullptr, 16));
-  }
-  return bytes;
 }
 
 // The worker's way to its node's store: RPCs to the node manager. Seal and
@@ -89,50 +75,72 @@ class RemoteStoreAccess final : public StoreAccess {
   std::uint32_t manager_;
 };
 
-}  // namespace
+// Tasks the node manager sent, waiting for this worker's main thread (or
+// for a task of its own that waits in Get and runs them meanwhile).
+class TaskInbox {
+ public:
+  void Push(TaskSpec spec) {
+    {
+      std::lock_guard lock(mutex_);
+      tasks_.push_back(std::move(spec));
+      queued_.fetch_add(1);
+    }
+    arrived_.notify_one();
+  }
+  // Without waiting; false when none is queued.
+  bool TryPop(TaskSpec& spec) {
+    std::lock_guard lock(mutex_);
+    if (tasks_.empty()) return false;
+    TakeFrontLocked(spec);
+    return true;
+  }
+  // Waits for a task. While none is queued, this thread first drives the
+  // transport for a while: the next task's message is then handled here,
+  // not handed over from the progress thread with a wake-up (two context
+  // switches a task).
+  TaskSpec Pop(transport::Transport& transport) {
+    TaskSpec spec;
+    std::unique_lock lock(mutex_);
+    if (tasks_.empty()) {
+      lock.unlock();
+      (void)transport.ProgressHere([this] { return queued_.load() > 0; }, kDriveBetweenTasks);
+      lock.lock();
+    }
+    arrived_.wait(lock, [this] { return !tasks_.empty(); });
+    TakeFrontLocked(spec);
+    return spec;
+  }
 
-std::string HostName() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) != 0) return "localhost";
-  return name;
-}
+ private:
+  void TakeFrontLocked(TaskSpec& spec) {
+    spec = std::move(tasks_.front());
+    tasks_.pop_front();
+    queued_.fetch_sub(1);
+  }
 
-bool IsWorkerProcess() {
-  return std::getenv("SRAY_WORKER_RANK") != nullptr;
-}
+  std::mutex mutex_;
+  std::condition_variable arrived_;
+  std::deque<TaskSpec> tasks_;  // guarded by mutex_
+  // tasks_.size(), readable without the lock while a thread polls.
+  std::atomic<std::size_t> queued_{0};
+};
 
-void RunWorker() {
-  const pid_t parent = static_cast<pid_t>(std::stol(TakeVariable("SRAY_WORKER_PARENT")));
-  // Die with the node manager, whatever way it ends.
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) std::_Exit(1);
-
-  const auto rank = static_cast<std::uint32_t>(std::stoul(TakeVariable("SRAY_WORKER_RANK")));
-  const auto manager =
-      static_cast<std::uint32_t>(std::stoul(TakeVariable("SRAY_WORKER_MANAGER_RANK")));
-  const transport::Bytes manager_address = FromHex(TakeVariable("SRAY_WORKER_MANAGER_ADDRESS"));
-  const auto head = static_cast<std::uint32_t>(std::stoul(TakeVariable("SRAY_WORKER_HEAD_RANK")));
-  const transport::Bytes head_address = FromHex(TakeVariable("SRAY_WORKER_HEAD_ADDRESS"));
-  const transport::Bytes secret = FromHex(TakeVariable("SRAY_WORKER_SECRET"));
-  auto environment =
-      jobsetup::ReadTaskEnvironment([](const char* name) { return std::getenv(name); });
-  if (!environment.ok()) Die(environment.status().message());
-  const std::uint32_t node_id = environment->node_id;
-
+// The worker's transport: it reaches its node manager, the head, and the
+// actors it calls (their addresses arrive in `book`).
+std::unique_ptr<transport::Transport> ConnectWorker(
+    const WorkerLaunch& launch, std::uint32_t node_id,
+    const std::shared_ptr<transport::AddressBook>& book) {
   auto context = transport::UcxContext::Create("1s");
   if (!context.ok()) Die(context.status().message());
   auto worker = transport::UcxWorker::Create(*context);
   if (!worker.ok()) Die(worker.status().message());
-  auto own_address = (*worker)->Address(false);
-  if (!own_address.ok()) Die(own_address.status().message());
 
   transport::TransportOptions options;
-  options.rank = rank;
-  if (secret.size() != options.token.size()) Die("malformed job secret");
-  std::memcpy(options.token.data(), secret.data(), secret.size());
-  // Actors this process calls: their workers' addresses, from the head.
-  auto book = std::make_shared<transport::AddressBook>();
-  options.resolve_address = [manager, manager_address, head, head_address,
+  options.rank = launch.rank;
+  options.token = launch.secret;
+  const std::uint32_t manager = launch.manager_rank;
+  options.resolve_address = [manager, manager_address = launch.manager_address,
+                             head = launch.head_rank, head_address = launch.head_address,
                              book](std::uint32_t peer) -> Result<transport::Bytes> {
     if (peer == manager) return manager_address;
     // Before the head's network address: a caller that is the driver sent
@@ -147,14 +155,65 @@ void RunWorker() {
     if (auto entry = book->Find(peer)) return entry->description;
     return peer == 0 ? std::string("the head (rank 0)") : "rank " + std::to_string(peer);
   };
-  options.peer_alive = [parent, manager, book](std::uint32_t peer) {
+  options.peer_alive = [parent = launch.parent, manager, book](std::uint32_t peer) {
     if (peer == manager) return ::getppid() == parent;
     if (auto entry = book->Find(peer)) return entry->pid <= 0 || ::kill(entry->pid, 0) == 0;
     return true;
   };
   auto created = transport::Transport::Create(std::move(options), *worker);
   if (!created.ok()) Die(created.status().message());
-  std::unique_ptr<transport::Transport> transport = std::move(created).value();
+  return std::move(created).value();
+}
+
+// Runs an actor's constructor. When it makes the actor, serves that actor's
+// calls until the process ends (never returns); when it fails, returns, and
+// the node manager hands the worker ordinary tasks again.
+void ServeActor(const TaskSpec& constructor, StoreAccess& store, std::uint32_t node_id,
+                transport::Transport& transport, std::uint32_t manager,
+                std::atomic<ActorHost*>& actor_host,
+                const std::shared_ptr<transport::AddressBook>& book) {
+  internal::ActorInstance instance;
+  const TaskOutcome outcome = ConstructActor(constructor, store, node_id, instance);
+  std::unique_ptr<ActorHost> host;
+  if (instance.object) {
+    host = std::make_unique<ActorHost>(
+        std::move(instance), constructor.actor_id, constructor.max_concurrency, store, node_id,
+        transport, [book](std::uint32_t caller, const std::string& address) {
+          transport::AddressBook::Entry entry;
+          entry.address = transport::BytesOf(address);
+          entry.description = "rank " + std::to_string(caller) + ", a caller of this actor";
+          book->Add(caller, std::move(entry));
+        });
+    actor_host.store(host.get());
+  }
+  transport.Post(manager, kTaskDone, Encode(outcome));
+  if (host) host->Serve();
+}
+
+}  // namespace
+
+bool IsWorkerProcess() {
+  return IsWorkerLaunch([](const char* name) { return std::getenv(name); });
+}
+
+void RunWorker() {
+  auto launch = ReadWorkerLaunch([](const char* name) { return std::getenv(name); });
+  if (!launch.ok()) Die(launch.status().message());
+  ClearWorkerLaunchVariables();
+  // Die with the node manager, whatever way it ends.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != launch->parent) std::_Exit(1);
+  auto environment =
+      jobsetup::ReadTaskEnvironment([](const char* name) { return std::getenv(name); });
+  if (!environment.ok()) Die(environment.status().message());
+  const std::uint32_t node_id = environment->node_id;
+  const std::uint32_t rank = launch->rank;
+  const std::uint32_t manager = launch->manager_rank;
+
+  auto book = std::make_shared<transport::AddressBook>();
+  std::unique_ptr<transport::Transport> transport = ConnectWorker(*launch, node_id, book);
+  auto own_address = transport->LocalAddress(false);
+  if (!own_address.ok()) Die(own_address.status().message());
 
   RemoteStoreAccess store(*transport, manager);
   transport::Transport* raw_transport = transport.get();
@@ -162,7 +221,8 @@ void RunWorker() {
                                        [raw_transport, manager](const TaskSpec& spec) {
                                          raw_transport->Post(manager, kSubmitTask, Encode(spec));
                                        });
-  auto head_service = MakeRemoteHead(*transport, head, Caller{.rank = rank, .node = node_id});
+  auto head_service =
+      MakeRemoteHead(*transport, launch->head_rank, Caller{.rank = rank, .node = node_id});
   auto actor_client =
       std::make_unique<ActorClient>(*owner, *head_service, *transport, book, HostName());
   owner->SetActorClient(actor_client.get());
@@ -184,28 +244,20 @@ void RunWorker() {
                                                  "no actor lives in the worker it reached")));
       });
 
-  std::mutex mutex;
-  std::condition_variable arrived;
-  std::deque<TaskSpec> tasks;
-  // tasks.size(), readable without the lock while this thread polls.
-  std::atomic<std::size_t> queued{0};
+  TaskInbox inbox;
   Owner* raw_owner = owner.get();
-  transport->RegisterOneWayHandler(kExecuteTask, [&](std::uint32_t, auto payload) {
+  transport->RegisterOneWayHandler(kExecuteTask, [&inbox, raw_owner](std::uint32_t, auto payload) {
     auto spec = Decode<TaskSpec>(payload, "task");
     if (!spec.ok()) return;
-    {
-      std::lock_guard lock(mutex);
-      tasks.push_back(std::move(spec).value());
-      queued.fetch_add(1);
-    }
-    arrived.notify_one();
+    inbox.Push(std::move(spec).value());
     raw_owner->WakeWaiters();  // a task waiting in Get may run it meanwhile
   });
   auto run = [&](const TaskSpec& spec) {
     const TaskOutcome outcome = ExecuteTask(spec, store, node_id);
     // If the manager is gone, PR_SET_PDEATHSIG ends this process. Sent from
     // here when the progress thread sleeps: this thread drives the worker
-    // between tasks (below), and waking it would cost more than the send.
+    // between tasks (TaskInbox::Pop), and waking it would cost more than
+    // the send.
     transport->Post(manager, kTaskDone, Encode(outcome), /*send_here=*/true);
   };
   owner->SetBlockingNotifier([raw_transport, manager](bool blocked) {
@@ -213,13 +265,7 @@ void RunWorker() {
   });
   owner->SetHelper([&] {
     TaskSpec spec;
-    {
-      std::lock_guard lock(mutex);
-      if (tasks.empty()) return false;
-      spec = std::move(tasks.front());
-      tasks.pop_front();
-      queued.fetch_sub(1);
-    }
+    if (!inbox.TryPop(spec)) return false;
     run(spec);
     return true;
   });
@@ -228,53 +274,21 @@ void RunWorker() {
     if (outcome.ok()) raw_owner->OnTaskOutcome(std::move(outcome).value());
   });
 
-  const std::string address_text(reinterpret_cast<const char*>(own_address->data()),
-                                 own_address->size());
   auto registered = transport->Call(
       manager, kRegisterWorker,
-      Encode(WorkerRegistration{.rank = rank, .pid = ::getpid(), .address = address_text}));
+      Encode(WorkerRegistration{.rank = rank,
+                                .pid = ::getpid(),
+                                .address = std::string(transport::TextOf(*own_address))}));
   if (!registered.ok())
     Die("cannot register with the node manager: " + registered.status().message());
 
   while (true) {
-    TaskSpec spec;
-    {
-      std::unique_lock lock(mutex);
-      if (tasks.empty()) {
-        // Between tasks this thread drives the transport for a while: the
-        // next task's message is then handled here, not handed over from
-        // the progress thread with a wake-up (two context switches a task).
-        lock.unlock();
-        (void)transport->ProgressHere([&] { return queued.load() > 0; }, kDriveBetweenTasks);
-        lock.lock();
-      }
-      arrived.wait(lock, [&] { return !tasks.empty(); });
-      spec = std::move(tasks.front());
-      tasks.pop_front();
-      queued.fetch_sub(1);
-    }
-    if (spec.kind != static_cast<std::uint8_t>(TaskKind::kActorCreation)) {
+    TaskSpec spec = inbox.Pop(*transport);
+    if (spec.kind == static_cast<std::uint8_t>(TaskKind::kActorCreation)) {
+      ServeActor(spec, store, node_id, *transport, manager, actor_host, book);
+    } else {
       run(spec);
-      continue;
     }
-    internal::ActorInstance instance;
-    const TaskOutcome outcome = ConstructActor(spec, store, node_id, instance);
-    std::unique_ptr<ActorHost> host;
-    if (instance.object) {
-      host = std::make_unique<ActorHost>(
-          std::move(instance), spec.actor_id, spec.max_concurrency, store, node_id, *transport,
-          [book](std::uint32_t caller, const std::string& address) {
-            transport::AddressBook::Entry entry;
-            entry.address.assign(
-                reinterpret_cast<const std::byte*>(address.data()),
-                reinterpret_cast<const std::byte*>(address.data()) + address.size());
-            entry.description = "rank " + std::to_string(caller) + ", a caller of this actor";
-            book->Add(caller, std::move(entry));
-          });
-      actor_host.store(host.get());
-    }
-    transport->Post(manager, kTaskDone, Encode(outcome));
-    if (host) host->Serve();
   }
 }
 

@@ -4,10 +4,6 @@
 
 namespace sray::core {
 
-// This machine's real host name (emulated nodes share it): whether a
-// process can be probed by pid.
-std::string HostName();
-
 // True when this process was started by a node manager as a worker.
 bool IsWorkerProcess();
 // Serves tasks from the node manager until it ends the process.

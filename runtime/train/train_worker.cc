@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "common/host_name.h"
 #include "sray/actor.h"
 #include "sray/node.h"
 #include "train/worker_session.h"
@@ -15,8 +16,7 @@ TrainWorker* TrainWorker::Create() { return new TrainWorker(); }
 WorkerDescription TrainWorker::Prepare(bool host_rendezvous) {
   WorkerDescription description;
   description.node_id = sray::CurrentNode().node_id;
-  char hostname[256] = {};
-  if (::gethostname(hostname, sizeof hostname - 1) == 0) description.hostname = hostname;
+  description.hostname = HostName("");
   description.pid = ::getpid();
   if (host_rendezvous) {
     description.store_port = HostRendezvous();

@@ -34,8 +34,8 @@ static_assert(kTokenOffset + kJobTokenSize == kFrameHeaderSize);
 
 }  // namespace
 
-std::array<std::byte, kFrameHeaderSize> EncodeFrameHeader(const FrameHeader& header) {
-  std::array<std::byte, kFrameHeaderSize> bytes{};
+EncodedFrameHeader EncodeFrameHeader(const FrameHeader& header) {
+  EncodedFrameHeader bytes{};
   Store<std::uint32_t>(bytes.data() + kMagicOffset, kFrameMagic);
   Store<std::uint8_t>(bytes.data() + kVersionOffset, kFrameVersion);
   Store<std::uint8_t>(bytes.data() + kKindOffset, static_cast<std::uint8_t>(header.kind));

@@ -13,6 +13,7 @@
 #include <span>
 
 #include "common/status.h"
+#include "transport/bytes.h"
 
 namespace sray::transport {
 
@@ -40,7 +41,16 @@ struct FrameHeader {
   JobToken token{};
 };
 
-std::array<std::byte, kFrameHeaderSize> EncodeFrameHeader(const FrameHeader& header);
+using EncodedFrameHeader = std::array<std::byte, kFrameHeaderSize>;
+
+EncodedFrameHeader EncodeFrameHeader(const FrameHeader& header);
+
+// A frame that owns its bytes: what a send hands to UCX, which may read them
+// until it reports the send complete.
+struct OwnedFrame {
+  EncodedFrameHeader header{};
+  Bytes payload;
+};
 
 // Fails with InvalidArgument naming what is wrong: truncated, bad magic,
 // unknown version or kind.

@@ -72,6 +72,66 @@ Result<std::vector<std::byte>> UcxWorker::Address(bool network_only) const {
   return address;
 }
 
+Result<std::unique_ptr<UcxEndpoint>> UcxEndpoint::Connect(std::shared_ptr<UcxWorker> worker,
+                                                          std::span<const std::byte> address,
+                                                          std::string_view peer,
+                                                          ErrorHandler on_error) {
+  auto error_context = std::make_unique<ErrorContext>(ErrorContext{std::move(on_error)});
+  ucp_ep_params_t params{};
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  params.address = reinterpret_cast<const ucp_address_t*>(address.data());
+  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  params.err_handler.cb = &UcxEndpoint::OnError;
+  params.err_handler.arg = error_context.get();
+  ucp_ep_h handle = nullptr;
+  SRAY_RETURN_IF_ERROR(FromUcs(ucp_ep_create(worker->handle(), &params, &handle),
+                               "cannot connect to " + std::string(peer)));
+  return std::unique_ptr<UcxEndpoint>(
+      new UcxEndpoint(std::move(worker), std::move(error_context), handle));
+}
+
+void UcxEndpoint::OnError(void* arg, ucp_ep_h endpoint, ucs_status_t status) noexcept {
+  static_cast<ErrorContext*>(arg)->handler(endpoint, status);
+}
+
+UcxEndpoint::~UcxEndpoint() {
+  if (handle_ == nullptr) return;
+  BeginClose(/*force=*/true);
+  FinishClose(std::chrono::steady_clock::time_point::max());  // forced: nothing to cancel
+}
+
+void UcxEndpoint::CloseAll(std::vector<std::unique_ptr<UcxEndpoint>> endpoints,
+                           std::chrono::milliseconds flush_for) {
+  for (auto& endpoint : endpoints) endpoint->BeginClose(/*force=*/false);
+  const auto deadline = std::chrono::steady_clock::now() + flush_for;
+  for (auto& endpoint : endpoints) endpoint->FinishClose(deadline);
+}
+
+void UcxEndpoint::BeginClose(bool force) {
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+  const ucs_status_ptr_t request = ucp_ep_close_nbx(handle_, &param);
+  handle_ = nullptr;
+  close_request_ = (request != nullptr && !UCS_PTR_IS_ERR(request)) ? request : nullptr;
+}
+
+void UcxEndpoint::FinishClose(std::chrono::steady_clock::time_point flush_deadline) {
+  if (close_request_ == nullptr) return;
+  const ucp_worker_h worker = worker_->handle();
+  while (ucp_request_check_status(close_request_) == UCS_INPROGRESS &&
+         std::chrono::steady_clock::now() < flush_deadline) {
+    ucp_worker_progress(worker);
+  }
+  if (ucp_request_check_status(close_request_) == UCS_INPROGRESS) {
+    ucp_request_cancel(worker, close_request_);
+    while (ucp_request_check_status(close_request_) == UCS_INPROGRESS) ucp_worker_progress(worker);
+  }
+  ucp_request_free(close_request_);
+  close_request_ = nullptr;
+}
+
 Result<std::unique_ptr<RegisteredMemory>> RegisteredMemory::Map(std::shared_ptr<UcxWorker> worker,
                                                                 void* address, std::size_t length) {
   ucp_mem_map_params_t params{};

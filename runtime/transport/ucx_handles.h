@@ -6,14 +6,17 @@
 //
 // Thread-safety: the worker is created in UCS_THREAD_MODE_MULTI, so UCX calls
 // on these handles may come from any thread; the classes add no state of
-// their own beyond the handle.
+// their own beyond the handle (and an endpoint's error handler).
 
 #include <ucp/api/ucp.h>
 
+#include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -54,6 +57,53 @@ class UcxWorker {
       : context_(std::move(context)), handle_(handle) {}
   std::shared_ptr<UcxContext> context_;
   ucp_worker_h handle_;
+};
+
+// A connection to one peer's worker, with UCX's peer-failure detection
+// (UCP_ERR_HANDLING_MODE_PEER). It owns what its error callback receives, so
+// that stays valid for as long as UCX may call it: until the endpoint is
+// closed, which the destructor does (forcibly, if nobody closed it before).
+// Closing progresses the worker on the calling thread, so an endpoint must
+// not be closed or destroyed inside a UCX callback.
+class UcxEndpoint {
+ public:
+  // Runs inside a UCX callback when the peer fails: must be quick, must not
+  // throw, and must not close this endpoint (operations on it just fail).
+  using ErrorHandler = std::function<void(ucp_ep_h endpoint, ucs_status_t status)>;
+
+  // `peer` names the peer in the error when the connection fails.
+  static Result<std::unique_ptr<UcxEndpoint>> Connect(std::shared_ptr<UcxWorker> worker,
+                                                      std::span<const std::byte> address,
+                                                      std::string_view peer, ErrorHandler on_error);
+  ~UcxEndpoint();
+  UcxEndpoint(const UcxEndpoint&) = delete;
+  UcxEndpoint& operator=(const UcxEndpoint&) = delete;
+
+  [[nodiscard]] ucp_ep_h handle() const { return handle_; }
+
+  // Closes every endpoint of `endpoints` (all of one worker) together: each
+  // flushes for up to `flush_for` so its peer sees an orderly disconnect,
+  // then whatever is still open is forced.
+  static void CloseAll(std::vector<std::unique_ptr<UcxEndpoint>> endpoints,
+                       std::chrono::milliseconds flush_for);
+
+ private:
+  struct ErrorContext {
+    ErrorHandler handler;
+  };
+  UcxEndpoint(std::shared_ptr<UcxWorker> worker, std::unique_ptr<ErrorContext> error_context,
+              ucp_ep_h handle)
+      : worker_(std::move(worker)), error_context_(std::move(error_context)), handle_(handle) {}
+  static void OnError(void* arg, ucp_ep_h endpoint, ucs_status_t status) noexcept;
+  // The one close path: asks UCX to close (flushing, or forced), then waits
+  // until `flush_deadline`, forcing the close by cancelling after it.
+  void BeginClose(bool force);
+  void FinishClose(std::chrono::steady_clock::time_point flush_deadline);
+
+  std::shared_ptr<UcxWorker> worker_;
+  std::unique_ptr<ErrorContext> error_context_;
+  ucp_ep_h handle_;                           // null once closed
+  ucs_status_ptr_t close_request_ = nullptr;  // while a close is in flight
 };
 
 // Registered memory that peers may read with RMA. Unmapped on destruction.

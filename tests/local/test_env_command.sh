@@ -97,6 +97,16 @@ cat >"$WORK/explicit.txt" <<'TXT'
 https://conda.anaconda.org/conda-forge/linux-64/numpy-1.26.0-py311h64a7726_0.conda#7b0c9f3fe0b2a4cf3b5d0e8f7c61a1d2
 https://conda.anaconda.org/conda-forge/linux-64/python-3.11.5-hab00c5b_0_cpython.conda#4bea2c4e29ba9a6fe6d9e3b4f5ca2e6b
 TXT
+# `conda list --explicit` cannot list pip packages: verify compares the conda
+# packages, says the pip one was not compared, and passes (it failed before,
+# calling requests "extra").
+"$SRAY" env verify "$WORK/explicit.txt" "$prefix" >"$WORK/verify-explicit.out" 2>&1 ||
+  fail "verify against an explicit file failed: $(cat "$WORK/verify-explicit.out")"
+grep -q '^sray: 1 pip package was not compared: .*explicit.txt is a conda explicit file, which cannot list pip packages' \
+  "$WORK/verify-explicit.out" || fail "verify did not say what it left out: $(cat "$WORK/verify-explicit.out")"
+grep -q '^sray: .* matches .*explicit.txt (2 packages)$' "$WORK/verify-explicit.out" ||
+  fail "verify did not report the match: $(cat "$WORK/verify-explicit.out")"
+echo "ok: verify against an explicit file leaves pip packages out and says so"
 status=0
 PATH=/usr/bin:/bin "$SRAY" run -N2 --ray-cluster="env=$WORK/explicit.txt,tmpdir=$WORK/tmp" \
   bash -c 'echo "user code ran"' >"$WORK/no-tool.out" 2>&1 || status=$?

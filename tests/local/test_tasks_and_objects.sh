@@ -25,6 +25,14 @@ run_mode lineage 3 ""
 run_mode blocked 1 ""
 run_mode short-after-long 1 ""
 
+# Started directly, without a launcher: one sray line and exit status 1, not
+# "terminate called after throwing" and a core dump (status 134 before).
+status=0
+env -u SRAY_ROLE "$SRAY_BUILD_DIR/examples/parallel_data" >"$WORK/direct.out" 2>&1 || status=$?
+[ "$status" -eq 1 ] || fail "a program started directly exited with $status: $(cat "$WORK/direct.out")"
+expect_lines "$WORK/direct.out" '^sray: this process was not started by sray: SRAY_ROLE is not set: start the program with `srun --ray-cluster` or `sray run`$' 1
+expect_lines "$WORK/direct.out" '.' 1
+
 # A store that cannot fit in /dev/shm fails at start, before user code, with the fix.
 status=0
 "$SRAY" run -N3 --ray-cluster=object_store_memory=20T "$TASKS" basic >"$WORK/too-big.out" 2>&1 || status=$?

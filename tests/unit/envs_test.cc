@@ -136,9 +136,11 @@ https://conda.anaconda.org/conda-forge/linux-64/python-3.11.5-hab00c5b_0_cpython
   ASSERT_EQ(differences.mismatched.size(), 1u);
   EXPECT_EQ(differences.mismatched[0].field, "md5");
   EXPECT_EQ(differences.mismatched[0].wanted.name, "numpy");
-  // An explicit file has no pip packages: requests is extra.
-  ASSERT_EQ(differences.extra.size(), 1u);
-  EXPECT_EQ(differences.extra[0].name, "requests");
+  // An explicit file cannot list pip packages: requests is not compared,
+  // not extra (it was reported as extra before).
+  EXPECT_TRUE(differences.extra.empty());
+  ASSERT_EQ(differences.not_compared.size(), 1u);
+  EXPECT_EQ(differences.not_compared[0].name, "requests");
 }
 
 TEST_F(EnvsTest, AFromHistoryExportReportsNoExtrasButChecksVersions) {
@@ -432,6 +434,15 @@ std::string ExplicitFile() {
          "\nhttps://conda.anaconda.org/conda-forge/linux-64/"
          "python-3.11.5-hab00c5b_0_cpython.conda#" +
          kPythonMd5 + "\n";
+}
+
+TEST_F(EnvsTest, AnExplicitFileOfEveryCondaPackageMatchesAPrefixWithPipPackages) {
+  Write(root_ / "explicit.txt", ExplicitFile());
+  auto spec = ReadSpec(root_ / "explicit.txt");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  const auto differences = Compare(*spec, *ReadPrefix(prefix_));
+  EXPECT_TRUE(differences.empty()) << testing::PrintToString(Describe(differences));
+  EXPECT_EQ(differences.not_compared.size(), 1u);
 }
 
 // tests/fixtures/micromamba stands in for micromamba, which cannot be

@@ -32,9 +32,10 @@ namespace sray {
 
 // Joins the job. On the driver (global rank 0) it returns once every node is
 // up; in every other process it runs the node manager or a worker and never
-// returns (the process exits when the driver shuts the job down). Throws
-// LaunchError when the process was not started by srun --ray-cluster or
-// sray run.
+// returns (the process exits when the driver shuts the job down). When the
+// process cannot join a job (it was not started by srun --ray-cluster or sray
+// run, or the launch failed) it prints one `sray: ...` line saying why and
+// what to do, and exits with status 1.
 void Init(int argc, char** argv);
 // Ends the job: workers stop, objects and spill files are removed. Runs at
 // exit when the driver does not call it. Idempotent.
@@ -66,7 +67,8 @@ ObjectRef<T> Put(const T& value) {
 // InfeasibleResourcesError, ObjectStoreFullError, or GetTimeoutError.
 template <typename T>
 T Get(const ObjectRef<T>& ref, internal::Timeout timeout = std::nullopt) {
-  const auto values = internal::CurrentRuntime().Get({ref.id()}, timeout);
+  const internal::ObjectId& id = ref.id();  // an empty ref throws before the runtime is asked
+  const auto values = internal::CurrentRuntime().Get({id}, timeout);
   return internal::Deserialize<T>(values.front()->bytes(), "an object");
 }
 

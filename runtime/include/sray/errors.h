@@ -112,4 +112,11 @@ class ObjectStoreFullError : public Error {
   using Error::Error;
 };
 
+// An ObjectRef that refers to nothing (default-constructed, or moved from)
+// was given to Get, Wait or a task.
+class EmptyObjectRefError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace sray

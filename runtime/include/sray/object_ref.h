@@ -9,6 +9,7 @@
 #include <memory>
 #include <utility>
 
+#include "sray/errors.h"
 #include "sray/internal/runtime.h"
 
 namespace sray {
@@ -18,11 +19,20 @@ class ObjectRef {
  public:
   using value_type = T;
   ObjectRef() = default;
-  explicit ObjectRef(std::shared_ptr<internal::ObjectHandle> handle)
-      : handle_(std::move(handle)) {}
+  explicit ObjectRef(std::shared_ptr<internal::ObjectHandle> handle) : handle_(std::move(handle)) {}
 
   [[nodiscard]] bool valid() const { return handle_ != nullptr; }
-  [[nodiscard]] const internal::ObjectId& id() const { return handle_->id(); }
+  // Both throw EmptyObjectRefError when !valid().
+  [[nodiscard]] const internal::ObjectId& id() const { return checked_handle()->id(); }
+  [[nodiscard]] const std::shared_ptr<internal::ObjectHandle>& checked_handle() const {
+    if (!handle_) {
+      throw EmptyObjectRefError(
+          "sray: this ObjectRef is empty (default-constructed or moved from): give it the result "
+          "of Put, of Task(...).Remote() or of an actor call before using it");
+    }
+    return handle_;
+  }
+  // May be null.
   [[nodiscard]] const std::shared_ptr<internal::ObjectHandle>& handle() const { return handle_; }
 
  private:

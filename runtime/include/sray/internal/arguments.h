@@ -22,7 +22,7 @@ TaskArgument PackArgument(Argument&& argument) {
   if constexpr (IsObjectRef<Plain>::value) {
     static_assert(std::is_convertible_v<typename Plain::value_type, std::decay_t<Parameter>>,
                   "sray: an ObjectRef<T> argument needs a parameter of type T");
-    return TaskArgument{.value = {}, .reference = argument.handle()};
+    return TaskArgument{.value = {}, .reference = argument.checked_handle()};
   } else {
     // Converted as the callee will see it (an int literal for a double).
     const auto converted = static_cast<std::decay_t<Parameter>>(std::forward<Argument>(argument));

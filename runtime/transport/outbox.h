@@ -1,0 +1,70 @@
+#pragma once
+
+// Messages posted for the progress thread to send, and how a turn's worth of
+// them becomes frames.
+//
+// Post (and a reply from a thread that must not send itself) puts a message
+// in the Outbox and returns at once; whoever sends next (the progress
+// thread, or a thread driving the worker) takes everything with TakeAll and
+// hands it to SendAsFrames: small one-way messages to one peer share a
+// kBatch frame (transport/message_batch.h), each peer's messages keep their
+// order, replies go out as they come.
+//
+// Thread-safety: Outbox's members may be called from any thread.
+// SendAsFrames is a pure function of its input that calls the sink.
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "transport/bytes.h"
+#include "transport/frame.h"
+
+namespace sray::transport {
+
+struct PostedMessage {
+  enum class Kind : std::uint8_t { kOneWay, kReply };
+  Kind kind = Kind::kOneWay;
+  // kOneWay: to whom, and what.
+  std::uint32_t rank = 0;
+  std::uint32_t method = 0;
+  Bytes payload;
+  // kReply: the encoded reply, on the endpoint its request came by.
+  ucp_ep_h reply_endpoint = nullptr;
+  OwnedFrame reply;
+};
+
+class Outbox {
+ public:
+  void Push(PostedMessage message);
+  // True while messages may be waiting: a lock-free look for the progress
+  // loop. Set (sequentially consistent) after a message is in, so a thread
+  // that announces it sleeps and then looks cannot miss one.
+  [[nodiscard]] bool HasMessages() const { return filled_.load(); }
+  std::vector<PostedMessage> TakeAll();
+
+ private:
+  std::mutex mutex_;
+  std::vector<PostedMessage> messages_;  // guarded by mutex_
+  std::atomic<bool> filled_{false};
+};
+
+// Where SendAsFrames puts the frames, in the order they must go.
+class FrameSink {
+ public:
+  virtual ~FrameSink() = default;
+  virtual void TransmitReply(ucp_ep_h reply_endpoint, OwnedFrame reply) = 0;
+  virtual void TransmitOneWay(std::uint32_t rank, std::uint32_t method, Bytes payload) = 0;
+  virtual void TransmitBatch(std::uint32_t rank, Bytes batch) = 0;
+};
+
+// Turns one turn's messages into frames: a lone message goes as it is
+// (without a copy), several small ones to one peer as batches of up to
+// kBatchBytesLimit, one above kBatchableMessageLimit alone after the
+// messages posted to that peer before it.
+void SendAsFrames(std::vector<PostedMessage> messages, FrameSink& sink);
+
+}  // namespace sray::transport

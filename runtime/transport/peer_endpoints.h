@@ -1,0 +1,77 @@
+#pragma once
+
+// A transport's endpoints: one per peer rank, connected on first use from
+// the address the resolver returns, with the peer's failure recorded beside
+// it once known (from UCX's error callback or the liveness probe). A failed
+// endpoint stays open until shutdown: another thread may be about to send on
+// it (operations on it just fail), and closing it would free it under that
+// thread's feet.
+//
+// Thread-safety: every member may be called from any thread, except
+// CloseUnused and CloseAll, which progress the worker (never inside a UCX
+// callback). `on_failure` runs inside UCX's error callback.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "transport/bytes.h"
+#include "transport/ucx_handles.h"
+
+namespace sray::transport {
+
+class PeerEndpoints {
+ public:
+  struct Peers {
+    std::function<Result<Bytes>(std::uint32_t rank)> resolve_address;  // may be empty
+    std::function<bool(std::uint32_t rank)> alive;                     // may be empty
+    std::function<std::string(std::uint32_t rank)> describe;
+    // A peer was found dead by UCX: fail what waits for it.
+    std::function<void(std::uint32_t rank, const Status& failure)> on_failure;
+  };
+
+  PeerEndpoints(std::shared_ptr<UcxWorker> worker, Peers peers);
+  ~PeerEndpoints();
+  PeerEndpoints(const PeerEndpoints&) = delete;
+  PeerEndpoints& operator=(const PeerEndpoints&) = delete;
+
+  // The endpoint to `rank`, connecting first if needed; the peer's failure
+  // once it is known. Resolving may block (a PMIx lookup).
+  Result<ucp_ep_h> For(std::uint32_t rank);
+  // Ok while no failure of `rank` is known.
+  Status FailureOf(std::uint32_t rank);
+  // Records that `rank`'s process is gone (the first failure recorded wins).
+  void MarkFailed(std::uint32_t rank, const Status& failure);
+  // One wording for every way a peer is found dead, so callers and tests
+  // can rely on it.
+  [[nodiscard]] Status PeerFailure(std::uint32_t rank, std::string_view cause) const;
+
+  // Closes endpoints that lost a race to connect (made by two threads at
+  // once); the progress thread calls it.
+  void CloseUnused();
+  // Closes everything, letting peers see an orderly disconnect for a moment.
+  void CloseAll();
+
+ private:
+  struct Peer {
+    std::unique_ptr<UcxEndpoint> endpoint;
+    Status failure;
+  };
+  void OnEndpointError(std::uint32_t rank, ucp_ep_h endpoint, ucs_status_t status);
+
+  std::shared_ptr<UcxWorker> worker_;
+  Peers peers_;
+  std::mutex mutex_;
+  std::map<std::uint32_t, Peer> by_rank_;             // guarded by mutex_
+  std::vector<std::unique_ptr<UcxEndpoint>> unused_;  // guarded by mutex_
+  std::atomic<bool> unused_waiting_{false};
+};
+
+}  // namespace sray::transport

@@ -1,0 +1,208 @@
+#include "transport/progress_loop.h"
+
+#include <poll.h>
+
+#include "transport/ucx_status.h"
+
+namespace sray::transport {
+namespace {
+
+// A waiting caller polls the worker itself for this long without progress
+// before it sleeps and leaves the work to the progress thread.
+constexpr std::chrono::microseconds kSpinWithoutProgress{50};
+// The progress thread wakes at least this often to notice shutdown.
+constexpr int kPollTimeoutMilliseconds = 200;
+// After activity the progress thread keeps polling this long before it
+// sleeps, so a request that follows a reply closely is served without a
+// wake-up (several microseconds each way).
+constexpr std::chrono::microseconds kBusyPollAfterActivity{100};
+// While polling, the progress thread (and a driving thread) yields its core
+// once in this many empty polls: yielding on every one costs a system call
+// each, and a message arriving meanwhile waits for it (a third of a small
+// round trip, measured).
+constexpr std::uint32_t kEmptyPollsPerYield = 16;
+// How long the progress thread naps while a caller polls for its reply.
+constexpr std::chrono::microseconds kYieldToSpinningCaller{20};
+// How often a parked progress thread looks again by itself, so a driving
+// thread that went off to run long work (a worker's task) does not leave
+// messages unread for longer.
+constexpr std::chrono::microseconds kParkedRecheck{500};
+// Bound on waiting out a cancelled request.
+constexpr std::chrono::seconds kCancelledRequestWait{5};
+
+thread_local bool tls_in_ucx_callback = false;
+thread_local bool tls_on_progress_thread = false;
+thread_local bool tls_driving_progress = false;
+
+}  // namespace
+
+bool InUcxCallback() {
+  return tls_in_ucx_callback;
+}
+bool OnProgressThread() {
+  return tls_on_progress_thread;
+}
+bool DrivingProgress() {
+  return tls_driving_progress;
+}
+
+CallbackScope::CallbackScope() : previous_(tls_in_ucx_callback) {
+  tls_in_ucx_callback = true;
+}
+CallbackScope::~CallbackScope() {
+  tls_in_ucx_callback = previous_;
+}
+
+ProgressLoop::ProgressLoop(std::shared_ptr<UcxWorker> worker, Client& client)
+    : worker_(std::move(worker)), client_(client) {}
+
+ProgressLoop::~ProgressLoop() {
+  Stop();
+}
+
+Status ProgressLoop::Start() {
+  SRAY_RETURN_IF_ERROR(FromUcs(ucp_worker_get_efd(worker_->handle(), &event_fd_),
+                               "cannot get the UCX worker's event file descriptor"));
+  thread_ = std::thread([this] { Run(); });
+  return Status::Ok();
+}
+
+void ProgressLoop::Stop() {
+  if (!thread_.joinable()) return;
+  stopping_.store(true);
+  ucp_worker_signal(worker_->handle());
+  thread_.join();
+}
+
+void ProgressLoop::Signal() {
+  ucp_worker_signal(worker_->handle());
+}
+
+void ProgressLoop::NoticePosted() {
+  if (sleeping_.load()) {
+    ucp_worker_signal(worker_->handle());
+  } else if (!tls_driving_progress) {
+    UnparkProgressThread();
+  }
+}
+
+void ProgressLoop::UnparkProgressThread() {
+  if (!parked_.load()) return;
+  std::lock_guard lock(park_mutex_);
+  park_changed_.notify_one();
+}
+
+bool ProgressLoop::WaitFor(Completion& completion, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  auto spin_until = std::chrono::steady_clock::now() + kSpinWithoutProgress;
+  spinning_waiters_.fetch_add(1);
+  while (!completion.done.load(std::memory_order_acquire)) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      spinning_waiters_.fetch_sub(1);
+      return false;
+    }
+    if (now >= spin_until) break;
+    if (ucp_worker_progress(worker_->handle()) != 0) spin_until = now + kSpinWithoutProgress;
+  }
+  spinning_waiters_.fetch_sub(1);
+  UnparkProgressThread();  // this thread sleeps now: the progress thread drives
+  std::unique_lock lock(completion.mutex);
+  return completion.changed.wait_until(lock, deadline, [&] { return completion.done.load(); });
+}
+
+bool ProgressLoop::ProgressHere(const std::function<bool()>& done, std::chrono::microseconds spin) {
+  if (tls_in_ucx_callback || tls_on_progress_thread) return done();
+  const ucp_worker_h worker = worker_->handle();
+  driving_threads_.fetch_add(1);
+  spinning_waiters_.fetch_add(1);
+  tls_driving_progress = true;
+  auto spin_until = std::chrono::steady_clock::now() + spin;
+  std::uint32_t empty_polls = 0;
+  bool finished = done();
+  while (!finished) {
+    bool progressed = client_.SendPosted();
+    while (ucp_worker_progress(worker) != 0) progressed = true;
+    finished = done();
+    if (finished) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (progressed) {
+      spin_until = now + spin;
+    } else if (now >= spin_until) {
+      break;
+    } else if (++empty_polls % kEmptyPollsPerYield == 0) {
+      std::this_thread::yield();
+    }
+  }
+  // What handlers posted on this thread goes out before it leaves.
+  client_.SendPosted();
+  tls_driving_progress = false;
+  spinning_waiters_.fetch_sub(1);
+  driving_threads_.fetch_sub(1);
+  // Found work: the progress thread stays parked, as this thread will
+  // probably be back soon (it looks again within kParkedRecheck if not).
+  // Gave up: it drives from now on.
+  if (!finished) UnparkProgressThread();
+  return finished;
+}
+
+void ProgressLoop::ProgressUntil(const std::function<bool()>& finished) {
+  const auto deadline = std::chrono::steady_clock::now() + kCancelledRequestWait;
+  while (!finished() && std::chrono::steady_clock::now() < deadline) {
+    if (ucp_worker_progress(worker_->handle()) == 0) std::this_thread::yield();
+  }
+}
+
+void ProgressLoop::Run() {
+  tls_on_progress_thread = true;
+  const ucp_worker_h worker = worker_->handle();
+  auto last_activity = std::chrono::steady_clock::now();
+  std::uint32_t empty_polls = 0;
+  while (!stopping_.load()) {
+    if (spinning_waiters_.load() > 0 && !client_.HasPosted()) {
+      // Another thread drives the worker itself: stay off the CPU, off the
+      // worker's lock and off the event fd (which would wake this thread
+      // for every message).
+      client_.Housekeeping(std::chrono::steady_clock::now());
+      if (driving_threads_.load() == 0) {
+        std::this_thread::sleep_for(kYieldToSpinningCaller);
+      } else {
+        std::unique_lock lock(park_mutex_);
+        parked_.store(true);
+        park_changed_.wait_for(lock, kParkedRecheck, [this] {
+          return spinning_waiters_.load() == 0 || client_.HasPosted() || stopping_.load();
+        });
+        parked_.store(false);
+      }
+      last_activity = std::chrono::steady_clock::now();
+      continue;
+    }
+    bool progressed = client_.SendPosted();
+    while (ucp_worker_progress(worker) != 0) progressed = true;
+    const auto now = std::chrono::steady_clock::now();
+    if (progressed) last_activity = now;
+    client_.Housekeeping(now);
+    if (now - last_activity < kBusyPollAfterActivity) {
+      if (++empty_polls % kEmptyPollsPerYield == 0) std::this_thread::yield();
+      continue;
+    }
+    sleeping_.store(true);
+    if (client_.HasPosted()) {
+      sleeping_.store(false);
+      continue;
+    }
+    const ucs_status_t armed = ucp_worker_arm(worker);
+    // Arming may swallow a signal a poster just sent: look once more.
+    if (armed == UCS_ERR_BUSY || client_.HasPosted()) {
+      sleeping_.store(false);
+      continue;
+    }
+    pollfd descriptor{.fd = event_fd_, .events = POLLIN, .revents = 0};
+    if (poll(&descriptor, 1, kPollTimeoutMilliseconds) > 0) {
+      last_activity = std::chrono::steady_clock::now();
+    }
+    sleeping_.store(false);
+  }
+}
+
+}  // namespace sray::transport

@@ -1,0 +1,184 @@
+#pragma once
+
+// Transport's implementation, shared by the files that define it:
+// transport.cc (calls, sends, posts, pulls: what leaves this process) and
+// transport_serving.cc (what arrives: receiving, checking and serving
+// frames). Its parts live in their own files: endpoints
+// (peer_endpoints.h), calls awaiting replies (pending_calls.h), posted
+// messages (outbox.h), who drives the worker (progress_loop.h), receive
+// buffers (receive_buffers.h) and the wire format (frame.h,
+// message_batch.h, active_message.h).
+//
+// Ownership: the Impl owns its parts; the progress loop is declared last so
+// that its thread is joined before anything it uses is destroyed.
+// Thread-safety: as Transport's (transport.h).
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "transport/outbox.h"
+#include "transport/peer_endpoints.h"
+#include "transport/pending_calls.h"
+#include "transport/progress_loop.h"
+#include "transport/receive_buffers.h"
+#include "transport/transport.h"
+
+namespace sray::transport {
+
+struct Responder::State {
+  Transport::Impl* impl = nullptr;
+  ucp_ep_h reply_endpoint = nullptr;
+  FrameHeader header{};
+  std::atomic<bool> answered{false};
+  ~State();
+};
+
+class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
+ public:
+  Impl(TransportOptions options, std::shared_ptr<UcxWorker> worker);
+  ~Impl() override;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  Status Start();
+  // Stops the progress thread, fails the calls still pending, closes the
+  // endpoints. Idempotent.
+  void Shutdown();
+
+  [[nodiscard]] std::uint32_t rank() const { return options_.rank; }
+  [[nodiscard]] Result<Bytes> LocalAddress(bool network_only) const {
+    return worker_->Address(network_only);
+  }
+  void RegisterRequestHandler(std::uint32_t method, RequestHandler handler);
+  void RegisterDeferredRequestHandler(std::uint32_t method, DeferredRequestHandler handler);
+  void RegisterOneWayHandler(std::uint32_t method, OneWayHandler handler);
+
+  void CallAsync(std::uint32_t rank, std::uint32_t method, std::span<const std::byte> payload,
+                 std::function<void(Result<Bytes>)> done);
+  Result<Bytes> Call(std::uint32_t rank, std::uint32_t method, std::span<const std::byte> payload,
+                     std::optional<std::chrono::milliseconds> timeout);
+  Status Send(std::uint32_t rank, std::uint32_t method, std::span<const std::byte> payload);
+  void Post(std::uint32_t rank, std::uint32_t method, Bytes payload, bool send_here);
+  Result<std::unique_ptr<RegisteredMemory>> Register(void* address, std::size_t length) {
+    return RegisteredMemory::Map(worker_, address, length);
+  }
+  Status Pull(std::uint32_t rank, std::uint64_t remote_address,
+              std::span<const std::byte> packed_key, void* local, std::size_t length,
+              std::optional<std::chrono::milliseconds> timeout);
+  bool ProgressHere(const std::function<bool()>& done, std::chrono::microseconds spin) {
+    return loop_.ProgressHere(done, spin);
+  }
+  [[nodiscard]] TransportStatistics statistics() const;
+
+  // Answers a request, from any thread: UCX runs in multi-thread mode, and
+  // the reply endpoint stays valid until shutdown.
+  void SendReply(ucp_ep_h reply_endpoint, const FrameHeader& header, Result<Bytes> result);
+
+ private:
+  // What a send callback gets: the call whose request it sent, or the frame
+  // it sent (UCX reads header and payload until the send completes).
+  struct SendContext {
+    Impl* impl;
+    std::shared_ptr<PendingCall> call;
+    OwnedFrame frame;
+  };
+  // A Send or Pull waited for by its caller.
+  struct OperationContext {
+    std::shared_ptr<Completion> completion;
+  };
+
+  [[nodiscard]] std::string Describe(std::uint32_t rank) const;
+
+  // ---- what leaves (transport.cc) ----
+  std::shared_ptr<PendingCall> StartCall(std::uint32_t rank, std::uint32_t method,
+                                         std::span<const std::byte> payload,
+                                         std::function<void(Result<Bytes>)> done);
+  void Transmit(const std::shared_ptr<PendingCall>& call, std::span<const std::byte> payload);
+  void FailCall(std::uint64_t id, const Status& status);
+  void CancelAndAwait(PendingCall& call);
+  // Starts one UCX operation through `start` (given the request parameters)
+  // and waits for it, within `limit`. Defined in transport.cc, its only user.
+  template <typename StartOperation>
+  Status RunOperation(std::uint32_t rank, std::string_view verb, std::chrono::milliseconds limit,
+                      StartOperation&& start);
+  Status FinishOperation(ucs_status_ptr_t request, OperationContext* context,
+                         const std::shared_ptr<Completion>& completion, std::uint32_t rank,
+                         std::string_view verb, std::chrono::milliseconds limit);
+  // True when a reply from this thread should go through the outbox.
+  [[nodiscard]] bool ShouldHandOff() const;
+  void TransmitFrame(std::uint32_t rank, FrameKind kind, std::uint32_t method, Bytes payload);
+  // Posted messages to UCX, under send_mutex_ (one sender at a time keeps
+  // each peer's messages in posting order). True if there were any.
+  bool SendPostedLocked();
+  // Fails the calls to peers whose process is gone, when the liveness probe
+  // can tell (same node) and UCX has not noticed yet.
+  void ProbeAwaitedPeers(std::chrono::steady_clock::time_point now);
+
+  // ProgressLoop::Client
+  bool SendPosted() override;
+  [[nodiscard]] bool HasPosted() const override { return outbox_.HasMessages(); }
+  void Housekeeping(std::chrono::steady_clock::time_point now) override;
+  // FrameSink: sends on endpoints this transport made itself (never a
+  // peer's reply endpoint, which UCX frees when the peer dies), so a dead or
+  // unknown peer's message is dropped, never a crash. Replies excepted.
+  void TransmitReply(ucp_ep_h reply_endpoint, OwnedFrame reply) override;
+  void TransmitOneWay(std::uint32_t rank, std::uint32_t method, Bytes payload) override;
+  void TransmitBatch(std::uint32_t rank, Bytes batch) override;
+
+  static void OnSendComplete(void* request, ucs_status_t status, void* user_data) noexcept;
+  static void OnOperationComplete(void* request, ucs_status_t status, void* user_data) noexcept;
+
+  // ---- what arrives (transport_serving.cc) ----
+  struct IncomingRendezvous {
+    Impl* impl;
+    FrameHeader header;
+    ucp_ep_h reply_endpoint;
+    ReceiveBuffer buffer;
+    std::size_t length;
+  };
+  static ucs_status_t OnActiveMessage(void* arg, const void* header, std::size_t header_length,
+                                      void* data, std::size_t length,
+                                      const ucp_am_recv_param_t* param) noexcept;
+  static void OnRendezvousData(void* request, ucs_status_t status, std::size_t length,
+                               void* user_data) noexcept;
+  // Hands a checked frame to what it is for: a handler, a waiting call.
+  void DeliverFrame(const FrameHeader& header, ucp_ep_h reply_endpoint,
+                    std::span<const std::byte> payload) noexcept;
+  void ServeRequest(const FrameHeader& header, ucp_ep_h reply_endpoint,
+                    std::span<const std::byte> payload);
+  void ServeOneWay(const FrameHeader& header, std::span<const std::byte> payload);
+  void ServeBatch(const FrameHeader& header, std::span<const std::byte> payload);
+
+  const TransportOptions options_;
+  const std::shared_ptr<UcxWorker> worker_;
+  std::atomic<std::uint64_t> next_request_id_{1};
+  PendingCalls pending_calls_;
+  PeerEndpoints endpoints_;
+  Outbox outbox_;
+  // Held while posted messages are handed to UCX (by the progress thread,
+  // or by a thread that sends its own message directly).
+  std::mutex send_mutex_;
+  ReceiveBufferPool receive_buffers_;
+  std::chrono::steady_clock::time_point last_liveness_probe_{};  // progress thread only
+
+  std::shared_mutex handlers_mutex_;
+  std::unordered_map<std::uint32_t, RequestHandler> request_handlers_;
+  std::unordered_map<std::uint32_t, OneWayHandler> one_way_handlers_;
+  std::unordered_map<std::uint32_t, DeferredRequestHandler> deferred_handlers_;
+
+  std::atomic<std::uint64_t> requests_served_{0};
+  std::atomic<std::uint64_t> batches_received_{0};
+  std::atomic<std::uint64_t> rejected_frames_{0};
+  std::atomic<std::uint64_t> malformed_frames_{0};
+
+  ProgressLoop loop_;  // last: see Ownership above
+};
+
+}  // namespace sray::transport
