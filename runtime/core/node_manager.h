@@ -7,8 +7,11 @@
 // in worker mode, reused across tasks, capped by the node's CPUs), and turns
 // a worker's death into a retryable outcome for the task's owner.
 //
+// The decisions are LocalScheduler's (core/local_scheduler.h); this class
+// carries them out and serves the node's messages.
+//
 // Threads: transport handlers decode and post to the manager's event loop
-// (a SerialExecutor); scheduling state is touched only there. Pulls between
+// (a SerialExecutor); the scheduler is touched only there. Pulls between
 // nodes and spills block, so they run on a second executor. The object store
 // is thread-safe on its own.
 
@@ -26,6 +29,7 @@
 #include <vector>
 
 #include "core/actor_directory.h"
+#include "core/local_scheduler.h"
 #include "core/owner.h"
 #include "core/protocol.h"
 #include "core/serial_executor.h"
@@ -40,17 +44,6 @@
 namespace sray::core {
 
 struct HandlerGuard;
-
-// Tasks a busy worker may hold beyond the one it runs: hides the round trip
-// to the node manager between tasks.
-inline constexpr std::size_t kTasksPipelinedPerWorker = 4;
-// A node takes tasks from busy neighbours while its queue is shorter than
-// this many per CPU.
-inline constexpr double kQueuedPerRemoteCpu = 32;
-
-// Transport ranks of workers a node manager starts: above every PMIx rank.
-inline constexpr std::uint32_t kFirstWorkerRank = 0x40000000;
-inline constexpr std::uint32_t kWorkersPerNodeLimit = 0x10000;
 
 struct NodeManagerConfig {
   std::uint32_t node_id = 0;
@@ -103,52 +96,19 @@ class NodeManager {
 
  private:
   class LocalStoreAccess;
-  struct WorkerState {
-    pid_t pid = 0;
-    bool registered = false;
-    // Tasks handed to the worker: the front one runs, the rest wait in the
-    // worker (pipelined, as on a Ray worker lease). They share one grant of
-    // resources, because the worker runs them one after another.
-    std::deque<TaskSpec> assigned;
-    sched::ResourceMap granted;
-    std::vector<std::uint32_t> devices;
-    // CPUs of the grant lent to other tasks while its task waits in Get.
-    double lent_cpus = 0;
-    // The actor it serves once its constructor succeeded (0: none); the
-    // grant is then held until the process ends.
-    std::uint64_t actor_id = 0;
-    std::int32_t incarnation = 0;
-  };
 
   NodeManager(NodeManagerConfig config, transport::Transport& transport,
               std::shared_ptr<transport::AddressBook> address_book,
               std::unique_ptr<object::ObjectStore> store);
   void RegisterHandlers();
 
-  // Event loop only.
-  void Schedule(TaskSpec spec);
-  void Dispatch();
-  void SendToWorker(std::uint32_t worker, WorkerState& state, TaskSpec task);
-  void ReleaseGrant(WorkerState& state);
-  void OnWorkerBlocked(std::uint32_t worker_rank, bool blocked);
-  enum class ForwardTo {
-    kFreeOrShortQueue,  // resources free now, or a queue shorter than the limit
-    kAnyFeasible,       // any node whose totals fit (this one's do not)
-  };
-  bool Forward(TaskSpec& spec, ForwardTo where);
-  void StartWorker();
-  void OnWorkerRegistered(std::uint32_t rank);
-  void OnTaskDone(std::uint32_t worker_rank, TaskOutcome outcome);
-  void OnWorkerExited(pid_t pid, int wait_status);
-  void OnActorCreated(std::uint32_t worker_rank, WorkerState& state, TaskOutcome outcome);
-  void StopActorWorker(const ActorKill& kill);
+  // Event loop only: carries out what the scheduler decided, in order.
+  void Apply(SchedulerEffects effects);
+  void SpawnWorker(std::uint32_t rank);
+  void Route(TaskOutcome outcome);
   void ReportActorCreated(TaskOutcome outcome);
   void ReportActorDeath(const ActorDeath& death);
-  void Route(TaskOutcome outcome);
-  void FailQueued(OutcomeKind kind, const std::string& message);
   std::chrono::milliseconds BroadcastIfDirty();
-  TaskOutcome OutcomeFor(const TaskSpec& spec, OutcomeKind kind, std::string message) const;
-  std::string InfeasibleMessage(const TaskSpec& spec) const;
 
   // Any thread (blocking).
   Result<std::string> MakeLocal(const ObjectId& id, std::uint32_t holder, std::uint64_t size);
@@ -171,25 +131,7 @@ class NodeManager {
   std::vector<std::uint32_t> node_ranks_;
 
   // Event-loop state.
-  std::vector<NodeDescription> nodes_;
-  std::vector<sched::ResourceMap> node_available_;
-  std::vector<std::uint32_t> node_queued_;
-  std::size_t last_broadcast_queued_ = 0;
-  sched::ResourceMap available_;
-  sched::GpuDevices gpus_;
-  // Waiting tasks by resource shape (Ray's scheduling classes): FIFO within a
-  // shape, and a shape that does not fit is skipped as a whole.
-  std::map<sched::ResourceMap, std::deque<TaskSpec>> queues_;
-  std::size_t queued_ = 0;
-  std::map<std::uint32_t, WorkerState> workers_;
-  std::map<pid_t, std::uint32_t> worker_by_pid_;
-  std::vector<std::uint32_t> idle_;
-  std::uint32_t starting_ = 0;
-  std::uint32_t actor_workers_ = 0;
-  std::uint32_t next_worker_ = 0;
-  std::uint32_t deaths_before_start_ = 0;
-  bool ever_registered_ = false;
-  bool dirty_ = false;
+  LocalScheduler scheduler_;
   std::chrono::steady_clock::time_point last_broadcast_{};
 
   // Objects of this node that other nodes hold copies of, and registrations

@@ -1,0 +1,436 @@
+#include "core/local_scheduler.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+namespace sray::core {
+namespace {
+
+// Workers that die before they register, before any ever did, after which
+// the queue fails: the program is not a sray program.
+constexpr std::uint32_t kDeathsBeforeStartLimit = 3;
+
+bool IsKind(const TaskSpec& task, TaskKind kind) {
+  return task.kind == static_cast<std::uint8_t>(kind);
+}
+
+double Amount(const sched::ResourceMap& resources, const std::string& name, double otherwise) {
+  const auto found = resources.find(name);
+  return found == resources.end() ? otherwise : found->second;
+}
+
+// How many tasks of `shape` fit into `available` at once.
+std::size_t TimesItFits(const sched::ResourceMap& shape, const sched::ResourceMap& available,
+                        std::size_t at_most) {
+  std::size_t times = at_most;
+  for (const auto& [name, amount] : shape) {
+    if (amount <= 0) continue;
+    const double have = Amount(available, name, 0.0);
+    times = std::min(times, static_cast<std::size_t>(std::max(0.0, (have + 1e-9) / amount)));
+  }
+  return times;
+}
+
+}  // namespace
+
+LocalScheduler::LocalScheduler(LocalSchedulerConfig config)
+    : config_(std::move(config)), available_(config_.total), gpus_(config_.gpu_devices) {}
+
+SchedulerEffects LocalScheduler::ApplyClusterView(std::vector<NodeDescription> nodes) {
+  nodes_ = std::move(nodes);
+  node_available_.clear();
+  for (const auto& node : nodes_) node_available_.push_back(node.total);
+  node_queued_.assign(nodes_.size(), 0);
+  SchedulerEffects effects;
+  Dispatch(effects);
+  return effects;
+}
+
+SchedulerEffects LocalScheduler::OnResourceUpdate(const ResourceUpdate& update) {
+  SchedulerEffects effects;
+  if (update.node_id >= node_available_.size()) return effects;
+  node_available_[update.node_id] = update.available;
+  node_queued_[update.node_id] = update.queued;
+  Dispatch(effects);
+  return effects;
+}
+
+SchedulerEffects LocalScheduler::Submit(TaskSpec spec) {
+  SchedulerEffects effects;
+  Schedule(std::move(spec), effects);
+  return effects;
+}
+
+std::string LocalScheduler::InfeasibleMessage(const TaskSpec& spec) const {
+  std::string largest;
+  double most_cpus = -1;
+  std::uint32_t largest_node = 0;
+  for (const auto& node : nodes_) {
+    const double cpus = Amount(node.total, "CPU", 0.0);
+    if (cpus > most_cpus) {
+      most_cpus = cpus;
+      largest = sched::Describe(node.total);
+      largest_node = node.node_id;
+    }
+  }
+  return "asks " + sched::Describe(spec.resources) +
+         " but no node of this job can ever provide that (the largest, node " +
+         std::to_string(largest_node) + ", has " + largest +
+         "): lower the request, or give the nodes more (srun --cpus-per-task, sray run "
+         "--cpus-per-node, or --ray-cluster=resources=NAME:AMOUNT for custom resources and GPUs)";
+}
+
+TaskOutcome LocalScheduler::OutcomeFor(const TaskSpec& spec, OutcomeKind kind,
+                                       std::string message) const {
+  TaskOutcome outcome = FailedOutcome(spec, kind, std::move(message));
+  outcome.node = config_.node_id;
+  return outcome;
+}
+
+void LocalScheduler::Schedule(TaskSpec spec, SchedulerEffects& effects) {
+  if (!sched::Fits(spec.resources, config_.total)) {
+    const bool anywhere = std::any_of(nodes_.begin(), nodes_.end(), [&](const auto& node) {
+      return sched::Fits(spec.resources, node.total);
+    });
+    if (!anywhere) {
+      effects.emplace_back(effects::DeliverOutcome{
+          OutcomeFor(spec, OutcomeKind::kInfeasible, InfeasibleMessage(spec))});
+      return;
+    }
+    if (!Forward(spec, ForwardTo::kFreeOrShortQueue, effects)) {
+      Forward(spec, ForwardTo::kAnyFeasible, effects);
+    }
+    return;
+  }
+  queues_[spec.resources].push_back(std::move(spec));
+  ++queued_;
+  Dispatch(effects);
+}
+
+bool LocalScheduler::Forward(TaskSpec& spec, ForwardTo where, SchedulerEffects& effects) {
+  // Prefer a node with the resources free now, then the shortest queue.
+  std::optional<std::uint32_t> best;
+  bool best_free = false;
+  std::uint32_t best_queued = 0;
+  for (std::uint32_t node = 0; node < nodes_.size(); ++node) {
+    if (node == config_.node_id || !sched::Fits(spec.resources, nodes_[node].total)) continue;
+    const bool free = sched::Fits(spec.resources, node_available_[node]);
+    const double cpus = Amount(nodes_[node].total, "CPU", 1.0);
+    const auto queue_limit = static_cast<std::uint32_t>(kQueuedPerRemoteCpu * std::max(1.0, cpus));
+    const bool acceptable =
+        where == ForwardTo::kAnyFeasible || free ||
+        (where == ForwardTo::kFreeOrShortQueue && node_queued_[node] < queue_limit);
+    if (!acceptable) continue;
+    if (!best || (free && !best_free) || (free == best_free && node_queued_[node] < best_queued)) {
+      best = node;
+      best_free = free;
+      best_queued = node_queued_[node];
+    }
+  }
+  if (!best) return false;
+  // Assume it is taken until the node's next update says otherwise.
+  if (best_free) {
+    sched::Subtract(node_available_[*best], spec.resources);
+  } else {
+    node_queued_[*best]++;
+  }
+  spec.hops++;
+  // A node that died takes the job with it (the launcher ends the step).
+  effects.emplace_back(effects::ForwardToNode{nodes_[*best].rank, std::move(spec)});
+  return true;
+}
+
+void LocalScheduler::Assign(std::uint32_t rank, Worker& worker, TaskSpec task,
+                            SchedulerEffects& effects) {
+  // If the worker is dying, its exit hands the assigned tasks back.
+  worker.assigned.push_back(task);
+  effects.emplace_back(effects::RunOnWorker{rank, std::move(task)});
+}
+
+void LocalScheduler::Dispatch(SchedulerEffects& effects) {
+  if (nodes_.empty()) return;
+  std::size_t waiting_for_worker = 0;
+  std::size_t waiting_actors = 0;
+  for (auto shape = queues_.begin(); shape != queues_.end();) {
+    auto& tasks = shape->second;
+    // 1. Idle workers here, with fresh grants of resources.
+    while (!tasks.empty() && !idle_.empty() && sched::Fits(shape->first, available_)) {
+      const double gpus = Amount(shape->first, "GPU", 0.0);
+      auto devices = gpus_.Acquire(gpus);
+      if (!devices) break;
+      const std::uint32_t rank = idle_.back();
+      idle_.pop_back();
+      sched::Subtract(available_, shape->first);
+      dirty_ = true;
+      Worker& worker = workers_[rank];
+      worker.devices = *devices;
+      worker.granted = shape->first;
+      TaskSpec task = std::move(tasks.front());
+      tasks.pop_front();
+      --queued_;
+      task.visible_devices = gpus > 0 ? sched::DeviceList(*devices) : std::string();
+      Assign(rank, worker, std::move(task), effects);
+    }
+    if (!tasks.empty() && sched::Fits(shape->first, available_)) {
+      const std::size_t fitting = TimesItFits(shape->first, available_, tasks.size());
+      waiting_for_worker += fitting;
+      for (std::size_t index = 0; index < fitting; ++index) {
+        if (IsKind(tasks[index], TaskKind::kActorCreation)) ++waiting_actors;
+      }
+    }
+    // 2. Other nodes with room or a short queue. Only tasks submitted here
+    // move for load, so a task is not passed around.
+    while (!tasks.empty() && tasks.front().hops == 0 && !sched::Fits(shape->first, available_) &&
+           Forward(tasks.front(), ForwardTo::kFreeOrShortQueue, effects)) {
+      tasks.pop_front();
+      --queued_;
+    }
+    // 3. Behind a task of the same shape on a busy worker here, only when
+    // the node has no room of its own for them: with room, a worker is
+    // starting for them, and a short task must not wait behind a long one.
+    for (auto& [rank, worker] : workers_) {
+      if (tasks.empty() || sched::Fits(shape->first, available_)) break;
+      if (worker.assigned.empty() || worker.granted != shape->first || worker.lent_cpus > 0) {
+        continue;
+      }
+      // A constructor needs a worker of its own, and so does the actor.
+      if (!IsKind(worker.assigned.front(), TaskKind::kFunction)) continue;
+      while (!tasks.empty() && worker.assigned.size() <= kTasksPipelinedPerWorker &&
+             IsKind(tasks.front(), TaskKind::kFunction)) {
+        TaskSpec task = std::move(tasks.front());
+        tasks.pop_front();
+        --queued_;
+        task.visible_devices = worker.assigned.front().visible_devices;
+        Assign(rank, worker, std::move(task), effects);
+      }
+    }
+    shape = tasks.empty() ? queues_.erase(shape) : std::next(shape);
+  }
+  // Actors' workers do not count against the pool's cap: each actor needs
+  // a process of its own.
+  const auto task_workers = workers_.size() - actor_workers_;
+  while (waiting_for_worker > starting_ &&
+         task_workers + starting_ < config_.max_workers + waiting_actors &&
+         deaths_before_start_ < kDeathsBeforeStartLimit) {
+    const std::uint32_t rank = kFirstWorkerRank + config_.node_id * kWorkersPerNodeLimit +
+                               (next_worker_++ % kWorkersPerNodeLimit);
+    workers_[rank] = Worker{};
+    ++starting_;
+    effects.emplace_back(effects::StartWorker{rank});
+  }
+}
+
+SchedulerEffects LocalScheduler::OnWorkerSpawned(std::uint32_t rank, pid_t pid) {
+  auto found = workers_.find(rank);
+  if (found != workers_.end()) {
+    found->second.pid = pid;
+    worker_by_pid_[pid] = rank;
+  }
+  return {};
+}
+
+SchedulerEffects LocalScheduler::OnWorkerSpawnFailed(std::uint32_t rank, const std::string& why) {
+  SchedulerEffects effects;
+  if (workers_.erase(rank) == 0) return effects;
+  if (starting_ > 0) --starting_;
+  FailQueued(OutcomeKind::kSystemError,
+             "cannot start a worker on node " + std::to_string(config_.node_id) + ": " + why,
+             effects);
+  return effects;
+}
+
+SchedulerEffects LocalScheduler::OnWorkerRegistered(std::uint32_t rank) {
+  SchedulerEffects effects;
+  auto found = workers_.find(rank);
+  if (found == workers_.end() || found->second.registered) return effects;
+  found->second.registered = true;
+  ever_registered_ = true;
+  deaths_before_start_ = 0;
+  if (starting_ > 0) --starting_;
+  idle_.push_back(rank);
+  Dispatch(effects);
+  return effects;
+}
+
+SchedulerEffects LocalScheduler::OnTaskDone(std::uint32_t worker_rank, TaskOutcome outcome) {
+  SchedulerEffects effects;
+  auto found = workers_.find(worker_rank);
+  if (found == workers_.end() || found->second.assigned.empty()) return effects;
+  Worker& worker = found->second;
+  // Usually the front one; a worker waiting in Get runs later ones first.
+  auto done =
+      std::find_if(worker.assigned.begin(), worker.assigned.end(), [&](const TaskSpec& task) {
+        return task.task_id == outcome.task_id && task.return_id == outcome.return_id;
+      });
+  if (done == worker.assigned.end()) return effects;
+  const bool constructor = IsKind(*done, TaskKind::kActorCreation);
+  worker.assigned.erase(done);
+  if (constructor) {
+    const auto kind = static_cast<OutcomeKind>(outcome.kind);
+    if (kind == OutcomeKind::kInlineValue || kind == OutcomeKind::kStoredValue) {
+      // The worker is the actor's now, with the grant, until its process ends.
+      worker.actor_id = outcome.actor_id;
+      worker.incarnation = outcome.incarnation;
+      ++actor_workers_;
+      outcome.worker_rank = worker_rank;
+      effects.emplace_back(effects::ActorReady{std::move(outcome)});
+    } else {
+      ReleaseGrant(worker);
+      idle_.push_back(worker_rank);
+      effects.emplace_back(effects::DeliverOutcome{std::move(outcome)});
+    }
+    Dispatch(effects);
+    return effects;
+  }
+  if (worker.assigned.empty()) {
+    ReleaseGrant(worker);
+    idle_.push_back(worker_rank);
+  }
+  effects.emplace_back(effects::DeliverOutcome{std::move(outcome)});
+  Dispatch(effects);
+  return effects;
+}
+
+SchedulerEffects LocalScheduler::OnWorkerBlocked(std::uint32_t worker_rank, bool blocked) {
+  SchedulerEffects effects;
+  auto found = workers_.find(worker_rank);
+  if (found == workers_.end()) return effects;
+  Worker& worker = found->second;
+  if (blocked) {
+    // Ray's rule: a task waiting for others lends its CPUs (not its GPUs).
+    const auto cpus = worker.granted.find("CPU");
+    if (worker.assigned.empty() || cpus == worker.granted.end() || worker.lent_cpus > 0) {
+      return effects;
+    }
+    worker.lent_cpus = cpus->second;
+    available_["CPU"] += worker.lent_cpus;
+  } else {
+    if (worker.lent_cpus <= 0) return effects;
+    // Taken back at once, even if others use them now: the node runs over
+    // its CPUs until they finish.
+    available_["CPU"] -= worker.lent_cpus;
+    worker.lent_cpus = 0;
+  }
+  dirty_ = true;
+  Dispatch(effects);
+  return effects;
+}
+
+void LocalScheduler::ReleaseGrant(Worker& worker) {
+  sched::Add(available_, worker.granted);
+  available_["CPU"] -= worker.lent_cpus;  // already given back while it waited
+  worker.lent_cpus = 0;
+  gpus_.Release(worker.devices, Amount(worker.granted, "GPU", 0.0));
+  worker.devices.clear();
+  worker.granted.clear();
+  dirty_ = true;
+}
+
+SchedulerEffects LocalScheduler::OnWorkerExited(pid_t pid, const std::string& how) {
+  SchedulerEffects effects;
+  auto by_pid = worker_by_pid_.find(pid);
+  if (by_pid == worker_by_pid_.end()) return effects;
+  const std::uint32_t rank = by_pid->second;
+  worker_by_pid_.erase(by_pid);
+  effects.emplace_back(effects::ForgetWorker{rank});
+  auto found = workers_.find(rank);
+  if (found == workers_.end()) return effects;
+  Worker worker = std::move(found->second);
+  workers_.erase(found);
+  idle_.erase(std::remove(idle_.begin(), idle_.end(), rank), idle_.end());
+  if (worker.actor_id != 0) {
+    --actor_workers_;
+    ReleaseGrant(worker);
+    effects.emplace_back(effects::ActorProcessDied{ActorDeath{.id = worker.actor_id,
+                                                              .incarnation = worker.incarnation,
+                                                              .node = config_.node_id,
+                                                              .pid = pid,
+                                                              .cause = "ended with " + how}});
+    Dispatch(effects);
+    return effects;
+  }
+  if (!worker.registered) {
+    if (starting_ > 0) --starting_;
+    ++deaths_before_start_;
+    if (deaths_before_start_ >= kDeathsBeforeStartLimit && !ever_registered_) {
+      FailQueued(OutcomeKind::kSystemError,
+                 "workers of node " + std::to_string(config_.node_id) +
+                     " end before they start (last: " + how +
+                     "): the program must call "
+                     "sray::Init(argc, argv) at the top of main, before anything that can fail "
+                     "or exit; see the job's output for the workers' own messages",
+                 effects);
+      return effects;
+    }
+  }
+  if (!worker.assigned.empty()) {
+    ReleaseGrant(worker);
+    const TaskSpec& spec = worker.assigned.front();
+    TaskOutcome outcome =
+        OutcomeFor(spec, OutcomeKind::kWorkerDied,
+                   "its worker (pid " + std::to_string(pid) + ") on node " +
+                       std::to_string(config_.node_id) + " died with " + how + " while running it");
+    outcome.pid = pid;
+    effects.emplace_back(effects::DeliverOutcome{std::move(outcome)});
+    // Tasks waiting behind it never started: they go back to the queue.
+    for (std::size_t index = worker.assigned.size(); index-- > 1;) {
+      auto& waiting = worker.assigned[index];
+      waiting.visible_devices.clear();
+      queues_[waiting.resources].push_front(std::move(waiting));
+      ++queued_;
+    }
+  }
+  Dispatch(effects);
+  return effects;
+}
+
+SchedulerEffects LocalScheduler::StopActor(const ActorKill& kill) {
+  SchedulerEffects effects;
+  for (auto& [rank, worker] : workers_) {
+    const bool serves = worker.actor_id == kill.id && worker.incarnation == kill.incarnation;
+    const bool constructing = !worker.assigned.empty() &&
+                              worker.assigned.front().actor_id == kill.id &&
+                              worker.assigned.front().incarnation == kill.incarnation;
+    // Its exit frees the grant and reports the death.
+    if ((serves || constructing) && worker.pid > 0) {
+      effects.emplace_back(effects::KillWorker{worker.pid});
+    }
+  }
+  for (auto& [shape, tasks] : queues_) {
+    const auto before = tasks.size();
+    std::erase_if(tasks, [&](const TaskSpec& task) {
+      return task.actor_id == kill.id && task.incarnation == kill.incarnation &&
+             IsKind(task, TaskKind::kActorCreation);
+    });
+    queued_ -= before - tasks.size();
+  }
+  Dispatch(effects);
+  return effects;
+}
+
+void LocalScheduler::FailQueued(OutcomeKind kind, const std::string& message,
+                                SchedulerEffects& effects) {
+  std::map<sched::ResourceMap, std::deque<TaskSpec>> failed;
+  failed.swap(queues_);
+  queued_ = 0;
+  for (const auto& [shape, tasks] : failed) {
+    for (const auto& spec : tasks) {
+      effects.emplace_back(effects::DeliverOutcome{OutcomeFor(spec, kind, message)});
+    }
+  }
+}
+
+bool LocalScheduler::NeedsBroadcast() const {
+  return !nodes_.empty() && (dirty_ || queued_ != last_broadcast_queued_);
+}
+
+ResourceUpdate LocalScheduler::MarkBroadcast() {
+  dirty_ = false;
+  last_broadcast_queued_ = queued_;
+  return ResourceUpdate{.node_id = config_.node_id,
+                        .available = available_,
+                        .queued = static_cast<std::uint32_t>(queued_)};
+}
+
+}  // namespace sray::core

@@ -1,0 +1,176 @@
+#pragma once
+
+// A node's scheduling decisions, with no transport and no processes: which
+// task goes to which worker here, which moves to another node, when a worker
+// must be started, what a finished task or a dead worker means. Each step
+// returns the effects it decided, in order, and the node manager carries
+// them out (send, spawn, kill, report), as ActorDirectory::Run does for
+// actors. That keeps every rule here testable with plain values.
+//
+// Rules (Ray's raylet, kept):
+// - Waiting tasks queue by resource shape (scheduling classes): FIFO within
+//   a shape, a shape that does not fit is skipped as a whole.
+// - A task goes to an idle worker here with a fresh grant; a task submitted
+//   here that does not fit moves to a node with the resources free, or a
+//   short queue; one no node could ever run fails at once as infeasible.
+// - Behind a busy worker of the same shape, up to kTasksPipelinedPerWorker
+//   tasks wait in the worker, only when this node has no room of its own.
+// - A task waiting in Get lends its CPUs (not GPUs) until it resumes.
+// - Workers are started for tasks that fit but find no idle worker, capped
+//   by max_workers (actors' workers not counted); three workers dying
+//   before they register, before any ever did, fail the queue with the fix.
+//
+// Thread-safety: none; the node manager calls it from its event loop only.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/protocol.h"
+#include "sched/resources.h"
+
+namespace sray::core {
+
+// Tasks a busy worker may hold beyond the one it runs: hides the round trip
+// to the node manager between tasks.
+inline constexpr std::size_t kTasksPipelinedPerWorker = 4;
+// A node takes tasks from busy neighbours while its queue is shorter than
+// this many per CPU.
+inline constexpr double kQueuedPerRemoteCpu = 32;
+
+// Transport ranks of workers a node manager starts: above every PMIx rank.
+inline constexpr std::uint32_t kFirstWorkerRank = 0x40000000;
+inline constexpr std::uint32_t kWorkersPerNodeLimit = 0x10000;
+
+namespace effects {
+// Hand `task` to worker `worker` (kExecuteTask).
+struct RunOnWorker {
+  std::uint32_t worker = 0;
+  TaskSpec task;
+};
+// Pass `task` to the node manager at `node_rank` (kSubmitTask).
+struct ForwardToNode {
+  std::uint32_t node_rank = 0;
+  TaskSpec task;
+};
+// Deliver a task's outcome to its owner (or the actor directory, for an
+// actor's constructor).
+struct DeliverOutcome {
+  TaskOutcome outcome;
+};
+// An actor's constructor succeeded in `outcome.worker_rank`: report it to
+// the actor directory with that worker's address.
+struct ActorReady {
+  TaskOutcome outcome;
+};
+struct ActorProcessDied {
+  ActorDeath death;
+};
+// Start a worker process with transport rank `rank`; report back with
+// OnWorkerSpawned or OnWorkerSpawnFailed.
+struct StartWorker {
+  std::uint32_t rank = 0;
+};
+struct KillWorker {
+  pid_t pid = 0;
+};
+// The worker's process is gone: forget its address.
+struct ForgetWorker {
+  std::uint32_t rank = 0;
+};
+}  // namespace effects
+
+using SchedulerEffect =
+    std::variant<effects::RunOnWorker, effects::ForwardToNode, effects::DeliverOutcome,
+                 effects::ActorReady, effects::ActorProcessDied, effects::StartWorker,
+                 effects::KillWorker, effects::ForgetWorker>;
+using SchedulerEffects = std::vector<SchedulerEffect>;
+
+struct LocalSchedulerConfig {
+  std::uint32_t node_id = 0;
+  sched::ResourceMap total;
+  std::uint32_t gpu_devices = 0;
+  std::uint32_t max_workers = 4;
+};
+
+class LocalScheduler {
+ public:
+  explicit LocalScheduler(LocalSchedulerConfig config);
+
+  // Node ranks and totals of the whole job; nothing is dispatched before.
+  SchedulerEffects ApplyClusterView(std::vector<NodeDescription> nodes);
+  SchedulerEffects OnResourceUpdate(const ResourceUpdate& update);
+  SchedulerEffects Submit(TaskSpec spec);
+  SchedulerEffects OnWorkerSpawned(std::uint32_t rank, pid_t pid);
+  SchedulerEffects OnWorkerSpawnFailed(std::uint32_t rank, const std::string& why);
+  SchedulerEffects OnWorkerRegistered(std::uint32_t rank);
+  SchedulerEffects OnTaskDone(std::uint32_t worker_rank, TaskOutcome outcome);
+  SchedulerEffects OnWorkerBlocked(std::uint32_t worker_rank, bool blocked);
+  SchedulerEffects OnWorkerExited(pid_t pid, const std::string& how);
+  SchedulerEffects StopActor(const ActorKill& kill);
+
+  // What other nodes should hear of this one, when it changed since the
+  // last MarkBroadcast.
+  [[nodiscard]] bool NeedsBroadcast() const;
+  ResourceUpdate MarkBroadcast();
+  [[nodiscard]] const std::vector<NodeDescription>& nodes() const { return nodes_; }
+  [[nodiscard]] std::size_t queued() const { return queued_; }
+  [[nodiscard]] const sched::ResourceMap& available() const { return available_; }
+
+ private:
+  struct Worker {
+    pid_t pid = 0;  // 0 until spawned
+    bool registered = false;
+    // Tasks handed to the worker: the front one runs, the rest wait in the
+    // worker. They share one grant, as the worker runs them in turn.
+    std::deque<TaskSpec> assigned;
+    sched::ResourceMap granted;
+    std::vector<std::uint32_t> devices;
+    // CPUs of the grant lent to other tasks while its task waits in Get.
+    double lent_cpus = 0;
+    // The actor it serves once its constructor succeeded (0: none); the
+    // grant is then held until the process ends.
+    std::uint64_t actor_id = 0;
+    std::int32_t incarnation = 0;
+  };
+  enum class ForwardTo {
+    kFreeOrShortQueue,  // resources free now, or a queue shorter than the limit
+    kAnyFeasible,       // any node whose totals fit (this one's do not)
+  };
+
+  void Schedule(TaskSpec spec, SchedulerEffects& effects);
+  void Dispatch(SchedulerEffects& effects);
+  bool Forward(TaskSpec& spec, ForwardTo where, SchedulerEffects& effects);
+  void Assign(std::uint32_t rank, Worker& worker, TaskSpec task, SchedulerEffects& effects);
+  void ReleaseGrant(Worker& worker);
+  void FailQueued(OutcomeKind kind, const std::string& message, SchedulerEffects& effects);
+  [[nodiscard]] TaskOutcome OutcomeFor(const TaskSpec& spec, OutcomeKind kind,
+                                       std::string message) const;
+  [[nodiscard]] std::string InfeasibleMessage(const TaskSpec& spec) const;
+
+  const LocalSchedulerConfig config_;
+  std::vector<NodeDescription> nodes_;
+  std::vector<sched::ResourceMap> node_available_;
+  std::vector<std::uint32_t> node_queued_;
+  sched::ResourceMap available_;
+  sched::GpuDevices gpus_;
+  std::map<sched::ResourceMap, std::deque<TaskSpec>> queues_;
+  std::size_t queued_ = 0;
+  std::map<std::uint32_t, Worker> workers_;
+  std::map<pid_t, std::uint32_t> worker_by_pid_;
+  std::vector<std::uint32_t> idle_;
+  std::uint32_t starting_ = 0;
+  std::uint32_t actor_workers_ = 0;
+  std::uint32_t next_worker_ = 0;
+  std::uint32_t deaths_before_start_ = 0;
+  bool ever_registered_ = false;
+  bool dirty_ = false;
+  std::size_t last_broadcast_queued_ = 0;
+};
+
+}  // namespace sray::core
