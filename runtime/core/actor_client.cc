@@ -126,7 +126,7 @@ void ActorClient::Kill(internal::ActorId actor, bool no_restart) {
 
 std::uint64_t ActorClient::CreatePlacementGroup(
     const std::string& name, const std::vector<std::map<std::string, double>>& bundles,
-    std::uint8_t strategy) {
+    PlacementStrategy strategy) {
   PlacementGroupCreation creation;
   creation.name = name;
   creation.strategy = strategy;

@@ -50,7 +50,7 @@ class ActorClient {
   void Kill(internal::ActorId actor, bool no_restart);
   std::uint64_t CreatePlacementGroup(const std::string& name,
                                      const std::vector<std::map<std::string, double>>& bundles,
-                                     std::uint8_t strategy);
+                                     PlacementStrategy strategy);
   internal::PlacementGroupState WaitPlacementGroup(std::uint64_t id, internal::Timeout timeout);
   void RemovePlacementGroup(std::uint64_t id);
 

@@ -199,7 +199,7 @@ bool ActorDirectory::TryPlace(ActorRecord& record, Effects& effects) {
   spec.owner_rank = head_rank_;
   spec.owner_node = 0;
   spec.hops = 1;  // placed here: the node manager must not move it on
-  spec.kind = static_cast<std::uint8_t>(TaskKind::kActorCreation);
+  spec.kind = TaskKind::kActorCreation;
   spec.actor_id = record.info.id;
   spec.incarnation = record.info.incarnation;
   spec.max_concurrency = record.creation.max_concurrency;
@@ -416,7 +416,7 @@ bool ActorDirectory::TryPlaceGroup(Group& group) {
     sched::Subtract(remaining.back(), held_[node]);
   }
   auto layout = Layout(group.creation.bundles,
-                       static_cast<PlacementStrategy>(group.creation.strategy), std::move(remaining));
+                       group.creation.strategy, std::move(remaining));
   if (!layout) return false;
   for (std::size_t index = 0; index < group.bundles.size(); ++index) {
     group.bundles[index].node = (*layout)[index];
@@ -442,9 +442,11 @@ Result<PlacementGroupInfo> ActorDirectory::CreatePlacementGroup(const PlacementG
   if (creation.bundles.empty()) {
     return Status::InvalidArgument("sray: a placement group needs at least one bundle");
   }
-  if (creation.strategy > static_cast<std::uint8_t>(PlacementStrategy::kStrictSpread)) {
+  // Decoding takes any number for the enum: a peer's garbage stops here.
+  if (static_cast<std::uint8_t>(creation.strategy) >
+      static_cast<std::uint8_t>(PlacementStrategy::kStrictSpread)) {
     return Status::InvalidArgument("sray: unknown placement strategy " +
-                                   std::to_string(creation.strategy));
+                                   std::to_string(static_cast<unsigned>(creation.strategy)));
   }
   for (const auto& bundle : creation.bundles) {
     if (Status valid = ValidateResources(bundle, "placement group bundle"); !valid.ok()) return valid;
@@ -455,7 +457,7 @@ Result<PlacementGroupInfo> ActorDirectory::CreatePlacementGroup(const PlacementG
   }
   std::vector<ResourceMap> totals;
   for (const auto& node : nodes_) totals.push_back(node.total);
-  if (!Layout(creation.bundles, static_cast<PlacementStrategy>(creation.strategy), totals)) {
+  if (!Layout(creation.bundles, creation.strategy, totals)) {
     std::string bundles;
     for (const auto& bundle : creation.bundles) bundles += (bundles.empty() ? "" : " | ") + Describe(bundle);
     return Status::ResourceExhausted(

@@ -12,7 +12,7 @@ namespace {
 constexpr std::uint32_t kDeathsBeforeStartLimit = 3;
 
 bool IsKind(const TaskSpec& task, TaskKind kind) {
-  return task.kind == static_cast<std::uint8_t>(kind);
+  return task.kind == kind;
 }
 
 double Amount(const sched::ResourceMap& resources, const std::string& name, double otherwise) {

@@ -131,7 +131,7 @@ internal::ObjectId Owner::SubmitActorTask(internal::ActorId actor, int max_task_
   TaskSpec spec;
   spec.function = method;
   spec.name = name;
-  spec.kind = static_cast<std::uint8_t>(TaskKind::kActorMethod);
+  spec.kind = TaskKind::kActorMethod;
   spec.actor_id = actor;
   return Submit(std::move(spec), std::move(arguments), max_task_retries, false);
 }
@@ -167,7 +167,7 @@ internal::ObjectId Owner::Submit(TaskSpec spec, std::vector<internal::TaskArgume
       }
       task.spec.arguments.push_back(std::move(argument_spec));
     }
-    if (task.spec.kind == static_cast<std::uint8_t>(TaskKind::kActorMethod)) {
+    if (task.spec.kind == TaskKind::kActorMethod) {
       // Under the lock: the actor's queue then has submission order.
       Actors().Enqueue(task.spec.actor_id, task_id);
     }
@@ -183,7 +183,7 @@ internal::ObjectId Owner::Submit(TaskSpec spec, std::vector<internal::TaskArgume
 }
 
 void Owner::Dispatch(TaskSpec spec) {
-  if (spec.kind == static_cast<std::uint8_t>(TaskKind::kActorMethod)) {
+  if (spec.kind == TaskKind::kActorMethod) {
     Actors().Send(std::move(spec));
   } else {
     submit_(std::move(spec));
@@ -220,7 +220,7 @@ void Owner::KillActor(internal::ActorId actor, bool no_restart) {
 
 std::uint64_t Owner::CreatePlacementGroup(const std::string& name,
                                           const std::vector<std::map<std::string, double>>& bundles,
-                                          std::uint8_t strategy) {
+                                          PlacementStrategy strategy) {
   return Actors().CreatePlacementGroup(name, bundles, strategy);
 }
 
@@ -387,7 +387,7 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
             ReleaseIfUnusedLocked(argument.id, to_free, released);
           }
         }
-        if (task.spec.kind == static_cast<std::uint8_t>(TaskKind::kActorMethod)) {
+        if (task.spec.kind == TaskKind::kActorMethod) {
           // An actor's state moved on: its results cannot be recomputed.
           finished_actor_calls.emplace_back(task.spec.actor_id, task.spec.task_id);
           for (auto& handle : task.argument_handles) released.push_back(std::move(handle));

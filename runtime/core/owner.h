@@ -65,7 +65,7 @@ class Owner final : public internal::Runtime {
   void KillActor(internal::ActorId actor, bool no_restart) override;
   std::uint64_t CreatePlacementGroup(const std::string& name,
                                      const std::vector<std::map<std::string, double>>& bundles,
-                                     std::uint8_t strategy) override;
+                                     PlacementStrategy strategy) override;
   internal::PlacementGroupState WaitPlacementGroup(std::uint64_t id,
                                                    internal::Timeout timeout) override;
   void RemovePlacementGroup(std::uint64_t id) override;

@@ -16,6 +16,7 @@
 
 #include "common/status.h"
 #include "sray/internal/object_id.h"
+#include "sray/placement_strategy.h"
 #include "transport/bytes.h"
 
 namespace sray::core {
@@ -107,7 +108,7 @@ struct TaskSpec {
   std::int32_t attempt = 0;
   std::uint32_t hops = 0;           // node managers it was forwarded through
   std::string visible_devices;      // CUDA_VISIBLE_DEVICES chosen at dispatch
-  std::uint8_t kind = 0;            // TaskKind
+  TaskKind kind = TaskKind::kFunction;
   std::uint64_t actor_id = 0;
   std::int32_t incarnation = 0;     // of the actor: 0 first, +1 per restart
   std::uint64_t sequence = 0;       // actor calls: per caller and incarnation, from 0
@@ -291,17 +292,10 @@ struct ActorDeath {
   MSGPACK_DEFINE(id, incarnation, node, pid, cause)
 };
 
-enum class PlacementStrategy : std::uint8_t {
-  kPack = 0,
-  kSpread = 1,
-  kStrictPack = 2,
-  kStrictSpread = 3,
-};
-
 struct PlacementGroupCreation {
   std::string name;
   std::vector<ResourceMap> bundles;
-  std::uint8_t strategy = 0;  // PlacementStrategy
+  PlacementStrategy strategy = PlacementStrategy::kPack;
   MSGPACK_DEFINE(name, bundles, strategy)
 };
 
@@ -357,3 +351,5 @@ Result<Message> Decode(std::span<const std::byte> bytes, const char* what) {
 }
 
 }  // namespace sray::core
+
+MSGPACK_ADD_ENUM(sray::core::TaskKind);

@@ -284,7 +284,7 @@ void RunWorker() {
 
   while (true) {
     TaskSpec spec = inbox.Pop(*transport);
-    if (spec.kind == static_cast<std::uint8_t>(TaskKind::kActorCreation)) {
+    if (spec.kind == TaskKind::kActorCreation) {
       ServeActor(spec, store, node_id, *transport, manager, actor_host, book);
     } else {
       run(spec);

@@ -164,13 +164,13 @@ TEST_F(ActorDirectoryTest, AConstructorFinishingAfterAKillEndsItsProcess) {
 TEST_F(ActorDirectoryTest, SpreadPutsBundlesOnDifferentNodesAndPackOnOne) {
   auto spread = directory_.CreatePlacementGroup(PlacementGroupCreation{
       .name = "", .bundles = {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}},
-      .strategy = static_cast<std::uint8_t>(PlacementStrategy::kSpread)});
+      .strategy = PlacementStrategy::kSpread});
   ASSERT_TRUE(spread.ok());
   ASSERT_TRUE(spread->placed);
   EXPECT_EQ(std::set<std::uint32_t>(spread->bundle_nodes.begin(), spread->bundle_nodes.end()).size(), 3u);
   auto pack = directory_.CreatePlacementGroup(PlacementGroupCreation{
       .name = "", .bundles = {{{"CPU", 0.5}}, {{"CPU", 0.5}}},
-      .strategy = static_cast<std::uint8_t>(PlacementStrategy::kPack)});
+      .strategy = PlacementStrategy::kPack});
   ASSERT_TRUE(pack.ok());
   ASSERT_TRUE(pack->placed);
   EXPECT_EQ(pack->bundle_nodes[0], pack->bundle_nodes[1]);
@@ -179,11 +179,11 @@ TEST_F(ActorDirectoryTest, SpreadPutsBundlesOnDifferentNodesAndPackOnOne) {
 TEST_F(ActorDirectoryTest, AStrictSpreadGroupWaitsUntilRemovingAnotherFreesNodes) {
   auto first = directory_.CreatePlacementGroup(PlacementGroupCreation{
       .name = "", .bundles = {{{"CPU", 2}}, {{"CPU", 2}}, {{"CPU", 2}}},
-      .strategy = static_cast<std::uint8_t>(PlacementStrategy::kStrictSpread)});
+      .strategy = PlacementStrategy::kStrictSpread});
   ASSERT_TRUE(first.ok() && first->placed);
   auto second = directory_.CreatePlacementGroup(PlacementGroupCreation{
       .name = "", .bundles = {{{"CPU", 1}}, {{"CPU", 1}}},
-      .strategy = static_cast<std::uint8_t>(PlacementStrategy::kStrictSpread)});
+      .strategy = PlacementStrategy::kStrictSpread});
   ASSERT_TRUE(second.ok());
   EXPECT_FALSE(second->placed);
   std::optional<PlacementGroupInfo> placed;
@@ -198,7 +198,7 @@ TEST_F(ActorDirectoryTest, AStrictSpreadGroupWaitsUntilRemovingAnotherFreesNodes
 TEST_F(ActorDirectoryTest, AnActorInABundleRunsOnTheBundlesNode) {
   auto group = directory_.CreatePlacementGroup(PlacementGroupCreation{
       .name = "", .bundles = {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}},
-      .strategy = static_cast<std::uint8_t>(PlacementStrategy::kSpread)});
+      .strategy = PlacementStrategy::kSpread});
   ASSERT_TRUE(group.ok() && group->placed);
   for (std::int32_t index = 0; index < 3; ++index) {
     Create(Creation({{"CPU", 1}}, "", 0, group->id, index));

@@ -34,7 +34,7 @@ TaskSpec Task(std::uint64_t id, double cpus, TaskKind kind = TaskKind::kFunction
   spec.function = "f";
   spec.resources = {{"CPU", cpus}};
   spec.owner_rank = 0;
-  spec.kind = static_cast<std::uint8_t>(kind);
+  spec.kind = kind;
   return spec;
 }
 

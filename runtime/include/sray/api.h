@@ -1,8 +1,9 @@
 #pragma once
 
 // sray's public C++ API, after Ray's: remote tasks returning ObjectRefs, Get,
-// Wait and Put over a shared-memory object store, across the nodes of a
-// Slurm step (`srun --ray-cluster`) or of `sray run`.
+// Wait and Put over a shared-memory object store, stateful actors and
+// placement groups, across the nodes of a Slurm step (`srun --ray-cluster`)
+// or of `sray run`.
 //
 //   int main(int argc, char** argv) {
 //     sray::Init(argc, argv);           // workers never return from here
@@ -10,25 +11,32 @@
 //     int value = sray::Get(ref);
 //   }
 //
+// This header is the table of contents: every entry point is declared below,
+// each group naming the header that defines its types; the object functions
+// are defined at the end of this file.
+//
 // Thread-safety: after Init, every function may be called from any thread.
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
+#include "sray/actor.h"
 #include "sray/errors.h"
 #include "sray/internal/function_registry.h"
 #include "sray/internal/runtime.h"
 #include "sray/internal/serialization.h"
 #include "sray/node.h"
 #include "sray/object_ref.h"
-#include "sray/actor.h"
 #include "sray/placement_group.h"
 #include "sray/task.h"
 
 namespace sray {
+
+// ---- the job ---------------------------------------------------------------
 
 // Joins the job. On the driver (global rank 0) it returns once every node is
 // up; in every other process it runs the node manager or a worker and never
@@ -41,6 +49,8 @@ void Init(int argc, char** argv);
 // exit when the driver does not call it. Idempotent.
 void Shutdown();
 [[nodiscard]] bool IsInitialized();
+// This process's node (sray/node.h).
+NodeInfo CurrentNode();
 
 // What each node's object store holds now, like `ray memory` (driver only).
 struct NodeStoreUsage {
@@ -52,8 +62,102 @@ struct NodeStoreUsage {
 };
 std::vector<NodeStoreUsage> StoreUsage();
 
+// ---- objects (sray/object_ref.h) ---------------------------------------------
+
 // Stores a copy of `value` in the object store; throws ObjectStoreFullError
 // when even spilling cannot make room.
+template <typename T>
+ObjectRef<T> Put(const T& value);
+
+// Waits for the value; throws TaskError, WorkerDiedError, ObjectLostError,
+// InfeasibleResourcesError, ObjectStoreFullError, EmptyObjectRefError, or
+// (with a timeout) GetTimeoutError.
+template <typename T>
+T Get(const ObjectRef<T>& ref);
+template <typename T>
+T Get(const ObjectRef<T>& ref, std::chrono::milliseconds timeout);
+template <typename T>
+std::vector<T> Get(const std::vector<ObjectRef<T>>& refs);
+template <typename T>
+std::vector<T> Get(const std::vector<ObjectRef<T>>& refs, std::chrono::milliseconds timeout);
+
+template <typename T>
+struct WaitResult {
+  std::vector<ObjectRef<T>> ready;
+  std::vector<ObjectRef<T>> unready;
+};
+// Returns once `num_objects` of `refs` are ready (or the timeout passed), in
+// the order of `refs`.
+template <typename T>
+WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, std::size_t num_objects);
+template <typename T>
+WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, std::size_t num_objects,
+                   std::chrono::milliseconds timeout);
+
+// ---- tasks (sray/task.h) -----------------------------------------------------
+
+// sray::Task(f).SetResources(...).SetMaxRetries(n).Remote(args...) -> ObjectRef.
+// `f` must be registered with SRAY_REMOTE(f).
+template <typename Result, typename... Parameters>
+TaskCaller<Result (*)(Parameters...)> Task(Result (*function)(Parameters...));
+
+// ---- actors (sray/actor.h) ---------------------------------------------------
+
+// sray::Actor(Class::Create).SetName(...).Remote(args...) -> ActorHandle<Class>.
+template <typename Class, typename... Parameters>
+ActorCreator<Class, Parameters...> Actor(Class* (*factory)(Parameters...));
+// The live actor of that name, if any.
+template <typename Class>
+std::optional<ActorHandle<Class>> GetActor(const std::string& name);
+
+// ---- placement groups (sray/placement_group.h) -------------------------------
+
+PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options);
+void RemovePlacementGroup(const PlacementGroup& group);
+
+// ---- definitions -------------------------------------------------------------
+
+namespace internal {
+
+template <typename T>
+std::vector<ObjectId> IdsOf(const std::vector<ObjectRef<T>>& refs) {
+  std::vector<ObjectId> ids;
+  ids.reserve(refs.size());
+  for (const auto& ref : refs) ids.push_back(ref.id());  // an empty ref throws here
+  return ids;
+}
+
+template <typename T>
+std::vector<T> GetValues(const std::vector<ObjectRef<T>>& refs, Timeout timeout) {
+  const std::vector<ObjectId> ids = IdsOf(refs);
+  const auto values = CurrentRuntime().Get(ids, timeout);
+  std::vector<T> results;
+  results.reserve(values.size());
+  for (const auto& value : values) results.push_back(Deserialize<T>(value->bytes(), "an object"));
+  return results;
+}
+
+template <typename T>
+T GetValue(const ObjectRef<T>& ref, Timeout timeout) {
+  const ObjectId& id = ref.id();  // an empty ref throws before the runtime is asked
+  const auto values = CurrentRuntime().Get({id}, timeout);
+  return Deserialize<T>(values.front()->bytes(), "an object");
+}
+
+template <typename T>
+WaitResult<T> WaitFor(const std::vector<ObjectRef<T>>& refs, std::size_t num_objects,
+                      Timeout timeout) {
+  const std::vector<ObjectId> ids = IdsOf(refs);  // before the runtime: empty refs throw
+  const std::vector<bool> ready = CurrentRuntime().Wait(ids, num_objects, timeout);
+  WaitResult<T> result;
+  for (std::size_t index = 0; index < refs.size(); ++index) {
+    (ready[index] ? result.ready : result.unready).push_back(refs[index]);
+  }
+  return result;
+}
+
+}  // namespace internal
+
 template <typename T>
 ObjectRef<T> Put(const T& value) {
   // Counting first lets the value be packed once, straight into its place.
@@ -63,49 +167,31 @@ ObjectRef<T> Put(const T& value) {
   return ObjectRef<T>(std::make_shared<internal::ObjectHandle>(builder->Seal()));
 }
 
-// Waits for the value; throws TaskError, WorkerDiedError, ObjectLostError,
-// InfeasibleResourcesError, ObjectStoreFullError, or GetTimeoutError.
 template <typename T>
-T Get(const ObjectRef<T>& ref, internal::Timeout timeout = std::nullopt) {
-  const internal::ObjectId& id = ref.id();  // an empty ref throws before the runtime is asked
-  const auto values = internal::CurrentRuntime().Get({id}, timeout);
-  return internal::Deserialize<T>(values.front()->bytes(), "an object");
+T Get(const ObjectRef<T>& ref) {
+  return internal::GetValue(ref, std::nullopt);
+}
+template <typename T>
+T Get(const ObjectRef<T>& ref, std::chrono::milliseconds timeout) {
+  return internal::GetValue(ref, timeout);
+}
+template <typename T>
+std::vector<T> Get(const std::vector<ObjectRef<T>>& refs) {
+  return internal::GetValues(refs, std::nullopt);
+}
+template <typename T>
+std::vector<T> Get(const std::vector<ObjectRef<T>>& refs, std::chrono::milliseconds timeout) {
+  return internal::GetValues(refs, timeout);
 }
 
 template <typename T>
-std::vector<T> Get(const std::vector<ObjectRef<T>>& refs, internal::Timeout timeout = std::nullopt) {
-  std::vector<internal::ObjectId> ids;
-  ids.reserve(refs.size());
-  for (const auto& ref : refs) ids.push_back(ref.id());
-  const auto values = internal::CurrentRuntime().Get(ids, timeout);
-  std::vector<T> results;
-  results.reserve(values.size());
-  for (const auto& value : values) {
-    results.push_back(internal::Deserialize<T>(value->bytes(), "an object"));
-  }
-  return results;
+WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, std::size_t num_objects) {
+  return internal::WaitFor(refs, num_objects, std::nullopt);
 }
-
-template <typename T>
-struct WaitResult {
-  std::vector<ObjectRef<T>> ready;
-  std::vector<ObjectRef<T>> unready;
-};
-
-// Returns once `num_objects` of `refs` are ready or the timeout passed, in
-// the order of `refs`.
 template <typename T>
 WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, std::size_t num_objects,
-                   internal::Timeout timeout = std::nullopt) {
-  std::vector<internal::ObjectId> ids;
-  ids.reserve(refs.size());
-  for (const auto& ref : refs) ids.push_back(ref.id());
-  const std::vector<bool> ready = internal::CurrentRuntime().Wait(ids, num_objects, timeout);
-  WaitResult<T> result;
-  for (std::size_t index = 0; index < refs.size(); ++index) {
-    (ready[index] ? result.ready : result.unready).push_back(refs[index]);
-  }
-  return result;
+                   std::chrono::milliseconds timeout) {
+  return internal::WaitFor(refs, num_objects, timeout);
 }
 
 }  // namespace sray

@@ -20,15 +20,9 @@
 #include "sray/errors.h"
 #include "sray/internal/runtime.h"
 #include "sray/internal/serialization.h"
+#include "sray/placement_strategy.h"
 
 namespace sray {
-
-enum class PlacementStrategy : std::uint8_t {
-  kPack = 0,          // as few nodes as possible
-  kSpread = 1,        // as many nodes as possible
-  kStrictPack = 2,    // one node, or wait
-  kStrictSpread = 3,  // one node per bundle, or wait
-};
 
 struct PlacementGroupCreationOptions {
   std::string name;
@@ -65,7 +59,7 @@ class PlacementGroup {
 // free (see Wait).
 inline PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options) {
   return PlacementGroup(internal::CurrentRuntime().CreatePlacementGroup(
-      options.name, options.bundles, static_cast<std::uint8_t>(options.strategy)));
+      options.name, options.bundles, options.strategy));
 }
 
 // Frees the bundles; actors placed in the group are killed.

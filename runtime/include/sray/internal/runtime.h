@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "sray/internal/object_id.h"
+#include "sray/placement_strategy.h"
 
 namespace sray::internal {
 
@@ -119,12 +120,11 @@ class Runtime {
   virtual std::optional<NamedActor> FindNamedActor(const std::string& name) = 0;
   virtual void KillActor(ActorId actor, bool no_restart) = 0;
 
-  // Placement groups: bundles of resources reserved on nodes; strategy as in
-  // the head's PlacementStrategy (0 pack, 1 spread, 2 strict pack, 3 strict
-  // spread). Throws InfeasibleResourcesError when no layout could ever fit.
+  // Placement groups: bundles of resources reserved on nodes. Throws
+  // InfeasibleResourcesError when no layout could ever fit.
   virtual std::uint64_t CreatePlacementGroup(const std::string& name,
                                              const std::vector<std::map<std::string, double>>& bundles,
-                                             std::uint8_t strategy) = 0;
+                                             PlacementStrategy strategy) = 0;
   virtual PlacementGroupState WaitPlacementGroup(std::uint64_t id, Timeout timeout) = 0;
   virtual void RemovePlacementGroup(std::uint64_t id) = 0;
 };
