@@ -34,7 +34,7 @@ ActorClient::ActorClient(Owner& owner, HeadService& head, transport::Transport& 
       address_book_(std::move(address_book)),
       hostname_(std::move(hostname)) {
   if (auto address = transport_.LocalAddress(false); address.ok()) {
-    own_address_.assign(reinterpret_cast<const char*>(address->data()), address->size());
+    own_address_ = std::string(transport::TextOf(*address));
   }
   transport_.RegisterOneWayHandler(kActorCallDone, [this](std::uint32_t, auto payload) {
     auto outcome = Decode<TaskOutcome>(payload, "actor call outcome");
@@ -106,7 +106,8 @@ std::optional<internal::NamedActor> ActorClient::FindNamed(const std::string& na
 }
 
 void ActorClient::Kill(internal::ActorId actor, bool no_restart) {
-  const Status killed = head_.KillActor(ActorKill{.id = actor, .no_restart = no_restart, .incarnation = 0});
+  const Status killed =
+      head_.KillActor(ActorKill{.id = actor, .no_restart = no_restart, .incarnation = 0});
   if (!killed.ok()) ThrowStatus(killed, "cannot kill actor " + std::to_string(actor));
   if (!no_restart) return;
   Actions actions;
@@ -139,7 +140,8 @@ std::uint64_t ActorClient::CreatePlacementGroup(
 internal::PlacementGroupState ActorClient::WaitPlacementGroup(std::uint64_t id,
                                                               internal::Timeout timeout) {
   auto info = head_.WaitPlacementGroup(id, timeout);
-  if (!info.ok()) ThrowStatus(info.status(), "cannot wait for placement group " + std::to_string(id));
+  if (!info.ok())
+    ThrowStatus(info.status(), "cannot wait for placement group " + std::to_string(id));
   return internal::PlacementGroupState{
       .placed = info->placed, .removed = info->removed, .bundle_nodes = info->bundle_nodes};
 }
@@ -193,21 +195,18 @@ void ActorClient::Finished(internal::ActorId actor, std::uint64_t task_id) {
 void ActorClient::LearnLocked(ActorEntry& entry, const ActorInfo& info) {
   const bool newer = !entry.info || info.incarnation > entry.info->incarnation ||
                      StateOf(info) == ActorState::kDead ||
-                     (info.incarnation == entry.info->incarnation && info.state != entry.info->state &&
-                      StateOf(*entry.info) != ActorState::kDead);
+                     (info.incarnation == entry.info->incarnation &&
+                      info.state != entry.info->state && StateOf(*entry.info) != ActorState::kDead);
   if (!newer) return;
   entry.info = info;
   if (StateOf(info) == ActorState::kAlive && address_book_) {
     transport::AddressBook::Entry book_entry;
-    book_entry.address.assign(reinterpret_cast<const std::byte*>(info.worker_address.data()),
-                              reinterpret_cast<const std::byte*>(info.worker_address.data()) +
-                                  info.worker_address.size());
+    book_entry.address = transport::BytesOf(info.worker_address);
     // Only a process on this host can be probed by pid.
     book_entry.pid = info.hostname == hostname_ ? static_cast<pid_t>(info.pid) : 0;
-    book_entry.description = (info.name.empty() ? "actor " + std::to_string(info.id)
-                                                : "actor '" + info.name + "'") +
-                             " (pid " + std::to_string(info.pid) + ", node " +
-                             std::to_string(info.node) + ")";
+    book_entry.description =
+        (info.name.empty() ? "actor " + std::to_string(info.id) : "actor '" + info.name + "'") +
+        " (pid " + std::to_string(info.pid) + ", node " + std::to_string(info.node) + ")";
     address_book_->Add(info.worker_rank, std::move(book_entry));
   }
 }
@@ -216,11 +215,11 @@ TaskOutcome ActorClient::LostOutcome(const ActorEntry& entry, const TaskSpec& sp
   const ActorInfo& info = *entry.info;
   const std::string label = Label(spec.actor_id, entry);
   const bool dead = StateOf(info) == ActorState::kDead;
-  TaskOutcome outcome = FailedOutcome(
-      spec, dead ? OutcomeKind::kActorDied : OutcomeKind::kActorRestarting,
-      dead ? label + " is dead: " + info.cause
-           : "the call was lost when " + label + "'s process died (" + info.cause +
-                 "): raise the actor's SetMaxTaskRetries to retry such calls");
+  TaskOutcome outcome =
+      FailedOutcome(spec, dead ? OutcomeKind::kActorDied : OutcomeKind::kActorRestarting,
+                    dead ? label + " is dead: " + info.cause
+                         : "the call was lost when " + label + "'s process died (" + info.cause +
+                               "): raise the actor's SetMaxTaskRetries to retry such calls");
   outcome.error_type = label;
   outcome.node = info.node;
   return outcome;
@@ -230,7 +229,8 @@ void ActorClient::FailLostLocked(ActorEntry& entry, Actions& actions) {
   const ActorInfo& info = *entry.info;
   const bool dead = StateOf(info) == ActorState::kDead;
   for (auto& [task_id, call] : entry.calls) {
-    const bool lost = call.state == CallState::kSent && (dead || call.sent_incarnation < info.incarnation);
+    const bool lost =
+        call.state == CallState::kSent && (dead || call.sent_incarnation < info.incarnation);
     if (lost || (dead && call.state == CallState::kReady)) {
       actions.failures.push_back(LostOutcome(entry, call.spec));
       if (call.state == CallState::kSent) --entry.in_flight;
@@ -273,15 +273,17 @@ void ActorClient::FlushLocked(internal::ActorId actor, ActorEntry& entry, Action
     if (call.spec.sequence == 0) call.spec.caller_address = own_address_;
     call.sent_incarnation = info.incarnation;
     call.state = CallState::kSent;
-    actions.sends.push_back(Outgoing{.actor = actor,
-                                     .rank = info.worker_rank,
-                                     .task_id = call.task_id,
-                                     .incarnation = info.incarnation,
-                                     .payload = std::make_shared<transport::Bytes>(Encode(call.spec)),
-                                     .pipelined = entry.in_flight > 0});
+    actions.sends.push_back(
+        Outgoing{.actor = actor,
+                 .rank = info.worker_rank,
+                 .task_id = call.task_id,
+                 .incarnation = info.incarnation,
+                 .payload = std::make_shared<transport::Bytes>(Encode(call.spec)),
+                 .pipelined = entry.in_flight > 0});
     ++entry.in_flight;
   }
-  entry.unsent_from = next == entry.calls.end() ? std::numeric_limits<std::uint64_t>::max() : next->first;
+  entry.unsent_from =
+      next == entry.calls.end() ? std::numeric_limits<std::uint64_t>::max() : next->first;
 }
 
 void ActorClient::Perform(Actions actions) {
@@ -293,8 +295,9 @@ void ActorClient::Perform(Actions actions) {
   for (auto& failure : actions.failures) owner_.OnTaskOutcome(std::move(failure));
   for (const auto& ask : actions.asks) {
     const internal::ActorId actor = ask.first;
-    head_.WaitForChange(ActorWait{.id = actor, .seen = ask.second, .caller_rank = 0, .caller_node = 0},
-                        [this, actor](Result<ActorInfo> info) { OnInfo(actor, std::move(info)); });
+    head_.WaitForChange(
+        ActorWait{.id = actor, .seen = ask.second, .caller_rank = 0, .caller_node = 0},
+        [this, actor](Result<ActorInfo> info) { OnInfo(actor, std::move(info)); });
   }
 }
 

@@ -8,13 +8,9 @@ namespace sray::core {
 namespace {
 
 Status ValidateResources(const ResourceMap& resources, const std::string& what) {
-  for (const auto& [name, amount] : resources) {
-    if (!std::isfinite(amount) || amount < 0) {
-      return Status::InvalidArgument("sray: " + what + ": resource " + name + " has amount " +
-                                     std::to_string(amount) + ": use a number of 0 or more");
-    }
-  }
-  return Status::Ok();
+  Status valid = sched::ValidateAmounts(resources);
+  if (valid.ok()) return valid;
+  return Status::InvalidArgument("sray: " + what + ": " + valid.message());
 }
 
 std::string Describe(const ResourceMap& resources) {
@@ -58,7 +54,8 @@ std::string ActorDirectory::Feasibility(const ActorCreation& creation) const {
              std::to_string(bundles.size()) + " bundles";
     }
     for (std::size_t index = 0; index < bundles.size(); ++index) {
-      if (creation.bundle_index >= 0 && static_cast<std::int32_t>(index) != creation.bundle_index) continue;
+      if (creation.bundle_index >= 0 && static_cast<std::int32_t>(index) != creation.bundle_index)
+        continue;
       if (sched::Fits(creation.resources, bundles[index].total)) return {};
     }
     return "it asks for " + Describe(creation.resources) +
@@ -69,15 +66,16 @@ std::string ActorDirectory::Feasibility(const ActorCreation& creation) const {
   }
   std::string largest;
   for (const auto& node : nodes_) {
-    largest += (largest.empty() ? "" : "; ") + ("node " + std::to_string(node.node_id) + ": " +
-                                                 Describe(node.total));
+    largest += (largest.empty() ? "" : "; ") +
+               ("node " + std::to_string(node.node_id) + ": " + Describe(node.total));
   }
   return "it asks for " + Describe(creation.resources) + " but no node of the job has that (" +
          largest + "): ask for less, or add resources= to the step's options";
 }
 
 Result<ActorInfo> ActorDirectory::Create(ActorCreation creation) {
-  if (Status valid = ValidateResources(creation.resources, "actor " + creation.factory); !valid.ok()) {
+  if (Status valid = ValidateResources(creation.resources, "actor " + creation.factory);
+      !valid.ok()) {
     return valid;
   }
   if (creation.max_concurrency == 0) {
@@ -98,8 +96,8 @@ Result<ActorInfo> ActorDirectory::Create(ActorCreation creation) {
                                    "sray::GetActor to reach it");
     }
     if (const std::string problem = Feasibility(creation); !problem.empty()) {
-      return Status::ResourceExhausted("sray: actor " + creation.factory + " cannot be placed: " +
-                                       problem);
+      return Status::ResourceExhausted("sray: actor " + creation.factory +
+                                       " cannot be placed: " + problem);
     }
     const std::uint64_t id = next_actor_++;
     ActorRecord& record = actors_[id];
@@ -198,7 +196,7 @@ bool ActorDirectory::TryPlace(ActorRecord& record, Effects& effects) {
   spec.resources = request;
   spec.owner_rank = head_rank_;
   spec.owner_node = 0;
-  spec.hops = 1;  // placed here: the node manager must not move it on
+  spec.placed = true;
   spec.kind = TaskKind::kActorCreation;
   spec.actor_id = record.info.id;
   spec.incarnation = record.info.incarnation;
@@ -212,7 +210,8 @@ void ActorDirectory::Release(ActorRecord& record) {
   const auto& request = record.creation.resources;
   if (record.bundle >= 0) {
     auto group = groups_.find(record.creation.placement_group);
-    if (group != groups_.end() && static_cast<std::size_t>(record.bundle) < group->second.bundles.size()) {
+    if (group != groups_.end() &&
+        static_cast<std::size_t>(record.bundle) < group->second.bundles.size()) {
       sched::Add(group->second.bundles[static_cast<std::size_t>(record.bundle)].free, request);
     }
   } else {
@@ -226,12 +225,14 @@ void ActorDirectory::Release(ActorRecord& record) {
 void ActorDirectory::PlacePending(Effects& effects) {
   for (auto& [id, group] : groups_) {
     if (group.placed || group.removed || !TryPlaceGroup(group)) continue;
-    for (auto& waiter : group.waiters) effects.groups.emplace_back(std::move(waiter), GroupInfo(id, group));
+    for (auto& waiter : group.waiters)
+      effects.groups.emplace_back(std::move(waiter), GroupInfo(id, group));
     group.waiters.clear();
   }
   for (auto id = unplaced_.begin(); id != unplaced_.end();) {
     auto found = actors_.find(*id);
-    if (found == actors_.end() || static_cast<ActorState>(found->second.info.state) == ActorState::kDead ||
+    if (found == actors_.end() ||
+        static_cast<ActorState>(found->second.info.state) == ActorState::kDead ||
         TryPlace(found->second, effects)) {
       id = unplaced_.erase(id);
     } else {
@@ -315,8 +316,8 @@ void ActorDirectory::OnCreated(TaskOutcome outcome) {
           MarkDead(record, "its constructor's process died: " + outcome.error_message, effects);
         }
       } else {
-        std::string cause = "its constructor " + info.factory + " failed on node " +
-                            std::to_string(outcome.node);
+        std::string cause =
+            "its constructor " + info.factory + " failed on node " + std::to_string(outcome.node);
         if (outcome.pid != 0) cause += " (pid " + std::to_string(outcome.pid) + ")";
         cause += ": " + (outcome.error_type.empty() ? std::string() : outcome.error_type + ": ") +
                  outcome.error_message;
@@ -376,7 +377,8 @@ std::optional<std::vector<std::uint32_t>> Layout(const std::vector<ResourceMap>&
     auto found = remaining[node].find("CPU");
     return found == remaining[node].end() ? 0.0 : found->second;
   };
-  const bool pack = strategy == PlacementStrategy::kPack || strategy == PlacementStrategy::kStrictPack;
+  const bool pack =
+      strategy == PlacementStrategy::kPack || strategy == PlacementStrategy::kStrictPack;
   const bool strict =
       strategy == PlacementStrategy::kStrictPack || strategy == PlacementStrategy::kStrictSpread;
   if (pack) {
@@ -415,8 +417,7 @@ bool ActorDirectory::TryPlaceGroup(Group& group) {
     remaining.push_back(nodes_[node].total);
     sched::Subtract(remaining.back(), held_[node]);
   }
-  auto layout = Layout(group.creation.bundles,
-                       group.creation.strategy, std::move(remaining));
+  auto layout = Layout(group.creation.bundles, group.creation.strategy, std::move(remaining));
   if (!layout) return false;
   for (std::size_t index = 0; index < group.bundles.size(); ++index) {
     group.bundles[index].node = (*layout)[index];
@@ -438,7 +439,8 @@ PlacementGroupInfo ActorDirectory::GroupInfo(std::uint64_t id, const Group& grou
   return info;
 }
 
-Result<PlacementGroupInfo> ActorDirectory::CreatePlacementGroup(const PlacementGroupCreation& creation) {
+Result<PlacementGroupInfo> ActorDirectory::CreatePlacementGroup(
+    const PlacementGroupCreation& creation) {
   if (creation.bundles.empty()) {
     return Status::InvalidArgument("sray: a placement group needs at least one bundle");
   }
@@ -449,17 +451,20 @@ Result<PlacementGroupInfo> ActorDirectory::CreatePlacementGroup(const PlacementG
                                    std::to_string(static_cast<unsigned>(creation.strategy)));
   }
   for (const auto& bundle : creation.bundles) {
-    if (Status valid = ValidateResources(bundle, "placement group bundle"); !valid.ok()) return valid;
+    if (Status valid = ValidateResources(bundle, "placement group bundle"); !valid.ok())
+      return valid;
     if (bundle.empty()) {
-      return Status::InvalidArgument("sray: a placement group bundle is empty: give each bundle "
-                                     "resources, e.g. {{\"CPU\", 1}}");
+      return Status::InvalidArgument(
+          "sray: a placement group bundle is empty: give each bundle "
+          "resources, e.g. {{\"CPU\", 1}}");
     }
   }
   std::vector<ResourceMap> totals;
   for (const auto& node : nodes_) totals.push_back(node.total);
   if (!Layout(creation.bundles, creation.strategy, totals)) {
     std::string bundles;
-    for (const auto& bundle : creation.bundles) bundles += (bundles.empty() ? "" : " | ") + Describe(bundle);
+    for (const auto& bundle : creation.bundles)
+      bundles += (bundles.empty() ? "" : " | ") + Describe(bundle);
     return Status::ResourceExhausted(
         "sray: placement group cannot be placed: its bundles (" + bundles +
         ") do not fit the job's " + std::to_string(nodes_.size()) +
@@ -512,9 +517,9 @@ Status ActorDirectory::RemovePlacementGroup(std::uint64_t id) {
         continue;
       }
       if (record.placed) {
-        effects.stops.emplace_back(record.info.node,
-                                   ActorKill{.id = actor_id, .no_restart = true,
-                                             .incarnation = record.info.incarnation});
+        effects.stops.emplace_back(
+            record.info.node,
+            ActorKill{.id = actor_id, .no_restart = true, .incarnation = record.info.incarnation});
       }
       MarkDead(record, "its placement group was removed", effects);
     }
@@ -524,7 +529,8 @@ Status ActorDirectory::RemovePlacementGroup(std::uint64_t id) {
     }
     group.placed = false;
     group.removed = true;
-    for (auto& waiter : group.waiters) effects.groups.emplace_back(std::move(waiter), GroupInfo(id, group));
+    for (auto& waiter : group.waiters)
+      effects.groups.emplace_back(std::move(waiter), GroupInfo(id, group));
     group.waiters.clear();
     PlacePending(effects);
   }
@@ -563,16 +569,18 @@ void ActorDirectory::RegisterHandlers(transport::Transport& transport) {
     if (!result.ok()) return result.status();
     return Encode(*result);
   };
-  transport.RegisterRequestHandler(kCreateActor, [this, reply](std::uint32_t, auto payload) -> Result<transport::Bytes> {
-    auto creation = Decode<ActorCreation>(payload, "actor creation");
-    if (!creation.ok()) return creation.status();
-    return reply(Create(std::move(creation).value()));
-  });
-  transport.RegisterRequestHandler(kLookupActor, [this, reply](std::uint32_t, auto payload) -> Result<transport::Bytes> {
-    auto lookup = Decode<ActorLookup>(payload, "actor lookup");
-    if (!lookup.ok()) return lookup.status();
-    return reply(Lookup(lookup->name));
-  });
+  transport.RegisterRequestHandler(
+      kCreateActor, [this, reply](std::uint32_t, auto payload) -> Result<transport::Bytes> {
+        auto creation = Decode<ActorCreation>(payload, "actor creation");
+        if (!creation.ok()) return creation.status();
+        return reply(Create(std::move(creation).value()));
+      });
+  transport.RegisterRequestHandler(
+      kLookupActor, [this, reply](std::uint32_t, auto payload) -> Result<transport::Bytes> {
+        auto lookup = Decode<ActorLookup>(payload, "actor lookup");
+        if (!lookup.ok()) return lookup.status();
+        return reply(Lookup(lookup->name));
+      });
   transport.RegisterOneWayHandler(kWaitActorChange, [this](std::uint32_t, auto payload) {
     auto wait = Decode<ActorWait>(payload, "actor wait");
     if (!wait.ok()) return;
@@ -590,12 +598,13 @@ void ActorDirectory::RegisterHandlers(transport::Transport& transport) {
       hooks_.notify(request.caller_node, std::move(changed));
     });
   });
-  transport.RegisterRequestHandler(kKillActor, [this](std::uint32_t, auto payload) -> Result<transport::Bytes> {
-    auto kill = Decode<ActorKill>(payload, "actor kill");
-    if (!kill.ok()) return kill.status();
-    if (Status status = Kill(*kill); !status.ok()) return status;
-    return transport::Bytes{};
-  });
+  transport.RegisterRequestHandler(kKillActor,
+                                   [this](std::uint32_t, auto payload) -> Result<transport::Bytes> {
+                                     auto kill = Decode<ActorKill>(payload, "actor kill");
+                                     if (!kill.ok()) return kill.status();
+                                     if (Status status = Kill(*kill); !status.ok()) return status;
+                                     return transport::Bytes{};
+                                   });
   transport.RegisterOneWayHandler(kActorCreated, [this](std::uint32_t, auto payload) {
     auto outcome = Decode<TaskOutcome>(payload, "actor creation outcome");
     if (outcome.ok()) OnCreated(std::move(outcome).value());
@@ -605,7 +614,8 @@ void ActorDirectory::RegisterHandlers(transport::Transport& transport) {
     if (death.ok()) OnWorkerDied(*death);
   });
   transport.RegisterRequestHandler(
-      kCreatePlacementGroup, [this, reply](std::uint32_t, auto payload) -> Result<transport::Bytes> {
+      kCreatePlacementGroup,
+      [this, reply](std::uint32_t, auto payload) -> Result<transport::Bytes> {
         auto creation = Decode<PlacementGroupCreation>(payload, "placement group creation");
         if (!creation.ok()) return creation.status();
         return reply(CreatePlacementGroup(*creation));
@@ -621,9 +631,9 @@ void ActorDirectory::RegisterHandlers(transport::Transport& transport) {
       });
   transport.RegisterRequestHandler(
       kRemovePlacementGroup, [this](std::uint32_t, auto payload) -> Result<transport::Bytes> {
-        auto wait = Decode<PlacementGroupWait>(payload, "placement group removal");
-        if (!wait.ok()) return wait.status();
-        if (Status status = RemovePlacementGroup(wait->id); !status.ok()) return status;
+        auto removal = Decode<PlacementGroupRemoval>(payload, "placement group removal");
+        if (!removal.ok()) return removal.status();
+        if (Status status = RemovePlacementGroup(removal->id); !status.ok()) return status;
         return transport::Bytes{};
       });
 }

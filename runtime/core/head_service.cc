@@ -16,7 +16,9 @@ class LocalHead final : public HeadService {
   Result<ActorInfo> CreateActor(const ActorCreation& creation) override {
     return directory_.Create(creation);
   }
-  Result<ActorInfo> LookupActor(const std::string& name) override { return directory_.Lookup(name); }
+  Result<ActorInfo> LookupActor(const std::string& name) override {
+    return directory_.Lookup(name);
+  }
   void WaitForChange(const ActorWait& wait, std::function<void(Result<ActorInfo>)> done) override {
     directory_.WaitForChange(wait, std::move(done));
   }
@@ -24,7 +26,8 @@ class LocalHead final : public HeadService {
   Result<PlacementGroupInfo> CreatePlacementGroup(const PlacementGroupCreation& creation) override {
     return directory_.CreatePlacementGroup(creation);
   }
-  Result<PlacementGroupInfo> WaitPlacementGroup(std::uint64_t id, internal::Timeout timeout) override {
+  Result<PlacementGroupInfo> WaitPlacementGroup(std::uint64_t id,
+                                                internal::Timeout timeout) override {
     struct Shared {
       std::mutex mutex;
       std::condition_variable changed;
@@ -41,14 +44,17 @@ class LocalHead final : public HeadService {
                                     shared->changed.notify_all();
                                   });
     std::unique_lock lock(shared->mutex);
-    if (!shared->changed.wait_for(lock, timeout.value_or(kForever), [&] { return shared->info.has_value(); })) {
+    if (!shared->changed.wait_for(lock, timeout.value_or(kForever),
+                                  [&] { return shared->info.has_value(); })) {
       PlacementGroupInfo pending;
       pending.id = id;
       return pending;
     }
     return *shared->info;
   }
-  Status RemovePlacementGroup(std::uint64_t id) override { return directory_.RemovePlacementGroup(id); }
+  Status RemovePlacementGroup(std::uint64_t id) override {
+    return directory_.RemovePlacementGroup(id);
+  }
 
  private:
   ActorDirectory& directory_;
@@ -91,7 +97,8 @@ class RemoteHead final : public HeadService {
   }
   // Polls: a request left waiting at the head would be answered on a
   // connection that may be gone by then.
-  Result<PlacementGroupInfo> WaitPlacementGroup(std::uint64_t id, internal::Timeout timeout) override {
+  Result<PlacementGroupInfo> WaitPlacementGroup(std::uint64_t id,
+                                                internal::Timeout timeout) override {
     const auto deadline = std::chrono::steady_clock::now() + timeout.value_or(kForever);
     const auto payload = Encode(PlacementGroupWait{.id = id, .block = false});
     while (true) {
@@ -106,7 +113,8 @@ class RemoteHead final : public HeadService {
     }
   }
   Status RemovePlacementGroup(std::uint64_t id) override {
-    auto reply = transport_.Call(head_rank_, kRemovePlacementGroup, Encode(PlacementGroupWait{.id = id, .block = false}));
+    auto reply =
+        transport_.Call(head_rank_, kRemovePlacementGroup, Encode(PlacementGroupRemoval{.id = id}));
     return reply.ok() ? Status::Ok() : reply.status();
   }
 
@@ -147,8 +155,8 @@ std::unique_ptr<HeadService> MakeLocalHead(ActorDirectory& directory) {
   return std::make_unique<LocalHead>(directory);
 }
 
-std::unique_ptr<HeadService> MakeRemoteHead(transport::Transport& transport, std::uint32_t head_rank,
-                                            Caller self) {
+std::unique_ptr<HeadService> MakeRemoteHead(transport::Transport& transport,
+                                            std::uint32_t head_rank, Caller self) {
   return std::make_unique<RemoteHead>(transport, head_rank, self);
 }
 

@@ -180,8 +180,9 @@ void LocalScheduler::Dispatch(SchedulerEffects& effects) {
       }
     }
     // 2. Other nodes with room or a short queue. Only tasks submitted here
-    // move for load, so a task is not passed around.
-    while (!tasks.empty() && tasks.front().hops == 0 && !sched::Fits(shape->first, available_) &&
+    // move for load, so a task is not passed around; placed ones never do.
+    while (!tasks.empty() && tasks.front().hops == 0 && !tasks.front().placed &&
+           !sched::Fits(shape->first, available_) &&
            Forward(tasks.front(), ForwardTo::kFreeOrShortQueue, effects)) {
       tasks.pop_front();
       --queued_;

@@ -296,14 +296,14 @@ void NodeManager::RegisterHandlers() {
   serve_blocking(
       kMakeLocal,
       [](NodeManager& manager, const ObjectRequest& request) -> Result<transport::Bytes> {
-        auto path = manager.MakeLocal(request.id, request.node, request.size);
+        auto path = manager.MakeLocal(request.id, request.holder_node, request.size);
         if (!path.ok()) return path.status();
         return Encode(ObjectPath{.path = *path, .size = request.size});
       });
   serve_blocking(
       kPinForPull,
       [](NodeManager& manager, const ObjectRequest& request) -> Result<transport::Bytes> {
-        auto source = manager.PinForPull(request.id, request.node);
+        auto source = manager.PinForPull(request.id, request.puller_node);
         if (!source.ok()) return source.status();
         return Encode(*source);
       });
@@ -472,8 +472,8 @@ Result<std::string> NodeManager::MakeLocal(const ObjectId& id, std::uint32_t hol
     if (path.ok()) return path->string();
   }
   const std::uint32_t holder_rank = RankOfNode(holder);
-  const auto request =
-      Encode(ObjectRequest{.id = id, .size = size, .node = config_.node_id, .owner_rank = 0});
+  const auto request = Encode(ObjectRequest{
+      .id = id, .size = size, .holder_node = 0, .puller_node = config_.node_id, .owner_rank = 0});
   auto reply = transport_.Call(holder_rank, kPinForPull, request);
   if (!reply.ok()) {
     return reply.status().WithContext("cannot reach object " + id.ToString() + " on node " +
@@ -539,7 +539,7 @@ Result<PullSource> NodeManager::PinForPull(const ObjectId& id, std::uint32_t pul
   source.size = registration.file->size();
   if (registration.memory) {
     const auto key = registration.memory->packed_key();
-    source.key.assign(reinterpret_cast<const char*>(key.data()), key.size());
+    source.key = std::string(transport::TextOf(key));
   }
   return source;
 }

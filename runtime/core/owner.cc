@@ -11,6 +11,20 @@
 namespace sray::core {
 namespace {
 
+// A task about to run again: one more attempt, placed afresh.
+void PrepareRetry(TaskSpec& spec) {
+  spec.attempt++;
+  spec.hops = 0;
+  spec.visible_devices.clear();
+}
+
+std::string GetTimeoutMessage(std::chrono::milliseconds timeout, const internal::ObjectId& id,
+                              const std::string& producer) {
+  return "sray: Get timed out after " + std::to_string(timeout.count()) + " ms: object " +
+         id.ToString() + " (result of task " + producer +
+         ") is not ready yet: wait longer, or check with Wait first";
+}
+
 class InlineValue final : public internal::ObjectValue {
  public:
   explicit InlineValue(std::string bytes) : bytes_(std::move(bytes)) {}
@@ -177,12 +191,12 @@ internal::ObjectId Owner::Submit(TaskSpec spec, std::vector<internal::TaskArgume
     auto [inserted, unused] = tasks_.emplace(task_id, std::move(task));
     ResolveArgumentsLocked(inserted->second, to_send, to_fail);
   }
-  for (auto& ready : to_send) Dispatch(std::move(ready));
+  for (auto& ready : to_send) SendTask(std::move(ready));
   for (auto& failure : to_fail) OnTaskOutcome(std::move(failure));
   return id;
 }
 
-void Owner::Dispatch(TaskSpec spec) {
+void Owner::SendTask(TaskSpec spec) {
   if (spec.kind == TaskKind::kActorMethod) {
     Actors().Send(std::move(spec));
   } else {
@@ -313,9 +327,7 @@ bool Owner::Reconstruct(const internal::ObjectId& id, std::uint32_t lost_on_node
     if (task.spec.attempt >= task.max_retries) return false;
     // Someone else already started it again.
     if (entry->second.state == State::kPending) return true;
-    task.spec.attempt++;
-    task.spec.hops = 0;
-    task.spec.visible_devices.clear();
+    PrepareRetry(task.spec);
     task.sent = true;
     for (const auto& argument : task.spec.arguments) {
       auto used = objects_.find(argument.id);
@@ -328,7 +340,7 @@ bool Owner::Reconstruct(const internal::ObjectId& id, std::uint32_t lost_on_node
     lineage_.erase(lineage);
   }
   store_.Free(id, lost_on_node);  // the stale record of the lost copy
-  Dispatch(std::move(spec));
+  SendTask(std::move(spec));
   return true;
 }
 
@@ -352,9 +364,7 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
           (kind == OutcomeKind::kWorkerDied || kind == OutcomeKind::kActorRestarting ||
            (kind == OutcomeKind::kTaskThrew && task.retry_exceptions));
       if (retry) {
-        task.spec.attempt++;
-        task.spec.hops = 0;
-        task.spec.visible_devices.clear();
+        PrepareRetry(task.spec);
         to_send.push_back(task.spec);
       } else {
         ObjectEntry& entry = objects_[outcome.return_id];
@@ -415,7 +425,7 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
   }
   for (const auto& [id, node] : to_free) store_.Free(id, node);
   for (const auto& [actor, task_id] : finished_actor_calls) Actors().Finished(actor, task_id);
-  for (auto& spec : to_send) Dispatch(std::move(spec));
+  for (auto& spec : to_send) SendTask(std::move(spec));
   for (auto& failure : to_fail) OnTaskOutcome(std::move(failure));
   released.clear();  // may call RemoveReference, which takes mutex_
 }
@@ -535,10 +545,7 @@ std::vector<std::shared_ptr<const internal::ObjectValue>> Owner::Get(
       for (const auto& id : ids) {
         auto found = objects_.find(id);
         if (found == objects_.end() || found->second.state != State::kPending) continue;
-        throw GetTimeoutError("sray: Get timed out after " + std::to_string(timeout->count()) +
-                              " ms: object " + id.ToString() + " (result of task " +
-                              found->second.producer +
-                              ") is not ready yet: wait longer, or check with Wait first");
+        throw GetTimeoutError(GetTimeoutMessage(*timeout, id, found->second.producer));
       }
     }
   }
@@ -550,10 +557,7 @@ std::vector<std::shared_ptr<const internal::ObjectValue>> Owner::Get(
       WatchScope watch(*this, this_one, waiter);
       if (!WaitHelping(lock, deadline, blocked, [&] { return waiter.completions_needed == 0; })) {
         const auto& entry = objects_.at(id);
-        throw GetTimeoutError("sray: Get timed out after " + std::to_string(timeout->count()) +
-                              " ms: object " + id.ToString() + " (result of task " +
-                              entry.producer +
-                              ") is not ready yet: wait longer, or check with Wait first");
+        throw GetTimeoutError(GetTimeoutMessage(*timeout, id, entry.producer));
       }
       auto found = objects_.find(id);
       if (found == objects_.end()) {

@@ -119,7 +119,7 @@ class Owner final : public internal::Runtime {
   internal::ObjectId Submit(TaskSpec spec, std::vector<internal::TaskArgument> arguments,
                             int max_retries, bool retry_exceptions);
   // A resolved task to where it runs: the node manager, or the actor.
-  void Dispatch(TaskSpec spec);
+  void SendTask(TaskSpec spec);
   ActorClient& Actors();
   // Each returns the work to do once mutex_ is released.
   void ResolveArgumentsLocked(PendingTask& task, std::vector<TaskSpec>& to_send,
@@ -163,8 +163,8 @@ class Owner final : public internal::Runtime {
     bool announced_ = false;
   };
   // A Get or Wait that blocks: woken once `completions_needed` of the
-  // objects it watches have finished, not at every outcome (a Get of 1000
-  // results used to wake once per result).
+  // objects it watches have finished, not at every outcome (waking for each
+  // result would wake a Get of 1000 results a thousand times).
   struct Waiter {
     std::size_t completions_needed = 0;
   };

@@ -7,8 +7,8 @@
 
 #include <cstdint>
 #include <cstring>
-#include <span>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,39 +25,39 @@ using internal::ObjectId;
 using ResourceMap = std::map<std::string, double>;
 
 enum Method : std::uint32_t {
-  kRegisterNode = 100,    // node manager -> head, request: NodeDescription
-  kClusterView = 101,     // head -> node managers, one-way: ClusterView
-  kResourceUpdate = 102,  // node manager -> node managers, one-way: ResourceUpdate
-  kShutdownNode = 103,    // head -> node manager, request
-  kHeartbeat = 104,       // node manager -> head, request
-  kSubmitTask = 110,      // owner -> its node manager, or forwarded, one-way: TaskSpec
-  kExecuteTask = 111,     // node manager -> worker, one-way: TaskSpec
-  kTaskDone = 112,        // worker -> node manager, one-way: TaskOutcome
-  kTaskOutcome = 113,     // node manager -> owner or owner's node manager, one-way
-  kRegisterWorker = 120,  // worker -> node manager, request: WorkerRegistration
-  kCreateObject = 130,    // process -> its node manager, request: ObjectRequest -> ObjectPath
-  kSealObject = 131,      // process -> its node manager, one-way: ObjectRequest
-  kMakeLocal = 132,       // process -> its node manager, request: ObjectRequest -> ObjectPath
-  kFreeObject = 134,      // owner -> holder node manager, one-way: FreeObject
-  kPinForPull = 135,      // node manager -> holder node manager, request -> PullSource
-  kUnpinForPull = 136,    // node manager -> holder node manager, one-way: ObjectRequest
-  kStoreUsage = 137,      // any -> node manager, request -> StoreUsage
-  kWorkerBlocked = 121,   // worker -> node manager, one-way: its task waits in Get
-  kWorkerUnblocked = 122, // worker -> node manager, one-way: it runs again
+  kRegisterNode = 100,     // node manager -> head, request: NodeDescription
+  kClusterView = 101,      // head -> node managers, one-way: ClusterView
+  kResourceUpdate = 102,   // node manager -> node managers, one-way: ResourceUpdate
+  kShutdownNode = 103,     // head -> node manager, request
+  kHeartbeat = 104,        // node manager -> head, request
+  kSubmitTask = 110,       // owner -> its node manager, or forwarded, one-way: TaskSpec
+  kExecuteTask = 111,      // node manager -> worker, one-way: TaskSpec
+  kTaskDone = 112,         // worker -> node manager, one-way: TaskOutcome
+  kTaskOutcome = 113,      // node manager -> owner or owner's node manager, one-way
+  kRegisterWorker = 120,   // worker -> node manager, request: WorkerRegistration
+  kCreateObject = 130,     // process -> its node manager, request: ObjectRequest -> ObjectPath
+  kSealObject = 131,       // process -> its node manager, one-way: ObjectRequest
+  kMakeLocal = 132,        // process -> its node manager, request: ObjectRequest -> ObjectPath
+  kFreeObject = 134,       // owner -> holder node manager, one-way: FreeObject
+  kPinForPull = 135,       // node manager -> holder node manager, request -> PullSource
+  kUnpinForPull = 136,     // node manager -> holder node manager, one-way: ObjectRequest
+  kStoreUsage = 137,       // any -> node manager, request -> StoreUsage
+  kWorkerBlocked = 121,    // worker -> node manager, one-way: its task waits in Get
+  kWorkerUnblocked = 122,  // worker -> node manager, one-way: it runs again
   // The head's actor directory (requests from any process of the job).
-  kCreateActor = 140,      // request: ActorCreation -> ActorInfo
-  kLookupActor = 141,      // request: ActorLookup -> ActorInfo
-  kWaitActorChange = 142,  // one-way to the head: ActorWait; answered by kActorChanged
-  kKillActor = 143,        // request: ActorKill
-  kActorCreated = 144,     // node manager -> head, one-way: TaskOutcome of the constructor
-  kActorWorkerDied = 145,  // node manager -> head, one-way: ActorDeath
-  kStopActorWorker = 146,  // head -> node manager, one-way: ActorKill
-  kActorCall = 147,        // caller -> actor's worker, one-way: TaskSpec
-  kActorCallDone = 149,    // actor's worker -> caller, one-way: TaskOutcome
-  kActorChanged = 148,     // head -> caller's node manager -> caller, one-way: ActorChanged
+  kCreateActor = 140,           // request: ActorCreation -> ActorInfo
+  kLookupActor = 141,           // request: ActorLookup -> ActorInfo
+  kWaitActorChange = 142,       // one-way to the head: ActorWait; answered by kActorChanged
+  kKillActor = 143,             // request: ActorKill
+  kActorCreated = 144,          // node manager -> head, one-way: TaskOutcome of the constructor
+  kActorWorkerDied = 145,       // node manager -> head, one-way: ActorDeath
+  kStopActorWorker = 146,       // head -> node manager, one-way: ActorKill
+  kActorCall = 147,             // caller -> actor's worker, one-way: TaskSpec
+  kActorCallDone = 149,         // actor's worker -> caller, one-way: TaskOutcome
+  kActorChanged = 148,          // head -> caller's node manager -> caller, one-way: ActorChanged
   kCreatePlacementGroup = 150,  // request: PlacementGroupCreation -> PlacementGroupInfo
   kWaitPlacementGroup = 151,    // request: PlacementGroupWait -> PlacementGroupInfo (now)
-  kRemovePlacementGroup = 152,  // request: PlacementGroupWait
+  kRemovePlacementGroup = 152,  // request: PlacementGroupRemoval
 };
 
 enum class TaskKind : std::uint8_t {
@@ -106,25 +106,28 @@ struct TaskSpec {
   std::uint32_t owner_rank = 0;
   std::uint32_t owner_node = 0;
   std::int32_t attempt = 0;
-  std::uint32_t hops = 0;           // node managers it was forwarded through
-  std::string visible_devices;      // CUDA_VISIBLE_DEVICES chosen at dispatch
+  std::uint32_t hops = 0;  // node managers it was forwarded through
+  // Its node was chosen by the head (an actor's constructor): the node
+  // manager runs it there and never moves it for load.
+  bool placed = false;
+  std::string visible_devices;  // CUDA_VISIBLE_DEVICES chosen at dispatch
   TaskKind kind = TaskKind::kFunction;
   std::uint64_t actor_id = 0;
-  std::int32_t incarnation = 0;     // of the actor: 0 first, +1 per restart
-  std::uint64_t sequence = 0;       // actor calls: per caller and incarnation, from 0
+  std::int32_t incarnation = 0;       // of the actor: 0 first, +1 per restart
+  std::uint64_t sequence = 0;         // actor calls: per caller and incarnation, from 0
   std::uint32_t max_concurrency = 1;  // actor creation
   // Actor calls numbered 0: the caller's UCX address, so the actor answers
   // on an endpoint of its own (a caller's reply endpoint is freed by UCX
   // when the caller dies, and answering on it crashed the actor).
   std::string caller_address;
   MSGPACK_DEFINE(task_id, return_id, function, name, arguments, resources, owner_rank, owner_node,
-                 attempt, hops, visible_devices, kind, actor_id, incarnation, sequence,
+                 attempt, hops, placed, visible_devices, kind, actor_id, incarnation, sequence,
                  max_concurrency, caller_address)
 };
 
 enum class OutcomeKind : std::uint8_t {
   kInlineValue = 0,
-  kStoredValue = 1,   // in the store of `node`, `size` bytes
+  kStoredValue = 1,  // in the store of `node`, `size` bytes
   kTaskThrew = 2,
   kWorkerDied = 3,
   kInfeasible = 4,
@@ -183,9 +186,10 @@ struct WorkerRegistration {
 struct ObjectRequest {
   ObjectId id;
   std::uint64_t size = 0;
-  std::uint32_t node = 0;  // holder, for kMakeLocal
+  std::uint32_t holder_node = 0;  // kMakeLocal: the node whose store has the object
+  std::uint32_t puller_node = 0;  // kPinForPull: the node that will pull it
   std::uint32_t owner_rank = 0;
-  MSGPACK_DEFINE(id, size, node, owner_rank)
+  MSGPACK_DEFINE(id, size, holder_node, puller_node, owner_rank)
 };
 
 struct ObjectPath {
@@ -218,8 +222,8 @@ struct StoreUsage {
 // ---- actors and placement groups ----
 
 struct ActorCreation {
-  std::string factory;  // registered name of Class::Create
-  std::string name;     // empty: anonymous
+  std::string factory;                  // registered name of Class::Create
+  std::string name;                     // empty: anonymous
   std::vector<ArgumentSpec> arguments;  // values only
   ResourceMap resources;                // held for the actor's lifetime
   std::int32_t max_restarts = 0;
@@ -246,8 +250,8 @@ struct ActorInfo {
   std::int64_t pid = 0;
   std::int32_t max_task_retries = 0;
   std::string cause;  // why it died (kDead), or why it last restarted
-  MSGPACK_DEFINE(id, name, factory, state, incarnation, node, worker_rank, worker_address,
-                 hostname, pid, max_task_retries, cause)
+  MSGPACK_DEFINE(id, name, factory, state, incarnation, node, worker_rank, worker_address, hostname,
+                 pid, max_task_retries, cause)
 };
 
 struct ActorLookup {
@@ -311,6 +315,11 @@ struct PlacementGroupWait {
   std::uint64_t id = 0;
   bool block = true;  // false: answer with the state now
   MSGPACK_DEFINE(id, block)
+};
+
+struct PlacementGroupRemoval {
+  std::uint64_t id = 0;
+  MSGPACK_DEFINE(id)
 };
 
 // Appends what msgpack writes to a Bytes: messages are packed straight into

@@ -46,17 +46,22 @@ class RemoteStoreAccess final : public StoreAccess {
       : transport_(transport), manager_(manager) {}
 
   Result<std::string> Create(const ObjectId& id, std::uint64_t size) override {
-    return PathFrom(kCreateObject,
-                    ObjectRequest{.id = id, .size = size, .node = 0, .owner_rank = 0});
+    return PathFrom(
+        kCreateObject,
+        ObjectRequest{.id = id, .size = size, .holder_node = 0, .puller_node = 0, .owner_rank = 0});
   }
   void Seal(const ObjectId& id, std::uint64_t size) override {
-    transport_.Post(manager_, kSealObject,
-                    Encode(ObjectRequest{.id = id, .size = size, .node = 0, .owner_rank = 0}));
+    transport_.Post(
+        manager_, kSealObject,
+        Encode(ObjectRequest{
+            .id = id, .size = size, .holder_node = 0, .puller_node = 0, .owner_rank = 0}));
   }
   Result<std::string> MakeLocal(const ObjectId& id, std::uint32_t holder,
                                 std::uint64_t size) override {
-    return PathFrom(kMakeLocal,
-                    ObjectRequest{.id = id, .size = size, .node = holder, .owner_rank = 0});
+    return PathFrom(
+        kMakeLocal,
+        ObjectRequest{
+            .id = id, .size = size, .holder_node = holder, .puller_node = 0, .owner_rank = 0});
   }
   void Free(const ObjectId& id, std::uint32_t holder) override {
     transport_.Post(manager_, kFreeObject, Encode(FreeObject{.id = id, .node = holder}));

@@ -59,15 +59,22 @@ Result<ResourceMap> ParseResourceList(std::string_view text) {
   return resources;
 }
 
-Result<ResourceMap> NormalizeRequest(const ResourceMap& request) {
-  if (request.empty()) return ResourceMap{{"CPU", 1.0}};
-  ResourceMap normal;
-  for (const auto& [name, amount] : request) {
+Status ValidateAmounts(const ResourceMap& resources) {
+  for (const auto& [name, amount] : resources) {
     if (name.empty()) return Status::InvalidArgument("a resource request has an empty name");
     if (!std::isfinite(amount) || amount < 0) {
       return Status::InvalidArgument("resource '" + name + "' asks " + FormatAmount(amount) +
                                      ": amounts must be finite and non-negative");
     }
+  }
+  return Status::Ok();
+}
+
+Result<ResourceMap> NormalizeRequest(const ResourceMap& request) {
+  if (request.empty()) return ResourceMap{{"CPU", 1.0}};
+  SRAY_RETURN_IF_ERROR(ValidateAmounts(request));
+  ResourceMap normal;
+  for (const auto& [name, amount] : request) {
     if (name == "GPU" && amount > 1 && std::abs(amount - std::round(amount)) > kEpsilon) {
       return Status::InvalidArgument("GPU request " + FormatAmount(amount) +
                                      " mixes whole and shared devices: ask below 1 or a whole "

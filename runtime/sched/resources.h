@@ -23,6 +23,9 @@ Result<ResourceMap> ParseResourceList(std::string_view text);
 // A task's request, checked: names non-empty, amounts finite and >= 0, GPU
 // either below 1 or whole. Empty means {CPU: 1}.
 Result<ResourceMap> NormalizeRequest(const ResourceMap& request);
+// Every name non-empty, every amount finite and 0 or more; InvalidArgument
+// naming the first that is not.
+Status ValidateAmounts(const ResourceMap& resources);
 
 bool Fits(const ResourceMap& request, const ResourceMap& available);
 void Subtract(ResourceMap& from, const ResourceMap& amount);

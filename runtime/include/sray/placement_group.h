@@ -5,7 +5,8 @@
 // (one training worker per node). After Ray's C++ API.
 //
 //   auto group = sray::CreatePlacementGroup(
-//       {.name = "", .bundles = {{{"CPU", 1}}, {{"CPU", 1}}}, .strategy = sray::PlacementStrategy::kSpread});
+//       {.name = "", .bundles = {{{"CPU", 1}}, {{"CPU", 1}}}, .strategy =
+//       sray::PlacementStrategy::kSpread});
 //   group.Wait(std::chrono::seconds(10));
 //   sray::Actor(Worker::Create).SetPlacementGroup(group, 0).Remote();
 //
@@ -45,7 +46,9 @@ class PlacementGroup {
   }
   // The node of each bundle; empty until placed.
   [[nodiscard]] std::vector<std::uint32_t> BundleNodes() const {
-    return internal::CurrentRuntime().WaitPlacementGroup(id_, std::chrono::milliseconds(0)).bundle_nodes;
+    return internal::CurrentRuntime()
+        .WaitPlacementGroup(id_, std::chrono::milliseconds(0))
+        .bundle_nodes;
   }
 
   MSGPACK_DEFINE(id_)
