@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/actor_calls.h"
 #include "core/head_service.h"
 #include "core/protocol.h"
 #include "sray/internal/runtime.h"
@@ -35,32 +36,29 @@ namespace sray::core {
 
 class Owner;
 
-class ActorClient {
+class ActorClient final : public ActorCalls {
  public:
   ActorClient(Owner& owner, HeadService& head, transport::Transport& transport,
               std::shared_ptr<transport::AddressBook> address_book, std::string hostname);
-  ~ActorClient();
+  ~ActorClient() override;
   ActorClient(const ActorClient&) = delete;
   ActorClient& operator=(const ActorClient&) = delete;
 
-  // The public API's entry points (throw sray's typed errors).
-  internal::ActorId Create(const std::string& factory, std::vector<internal::TaskArgument> arguments,
-                           const internal::ActorOptions& options);
-  std::optional<internal::NamedActor> FindNamed(const std::string& name);
-  void Kill(internal::ActorId actor, bool no_restart);
+  // ActorCalls (core/actor_calls.h).
+  internal::ActorId Create(const std::string& factory,
+                           std::vector<internal::TaskArgument> arguments,
+                           const internal::ActorOptions& options) override;
+  std::optional<internal::NamedActor> FindNamed(const std::string& name) override;
+  void Kill(internal::ActorId actor, bool no_restart) override;
   std::uint64_t CreatePlacementGroup(const std::string& name,
                                      const std::vector<std::map<std::string, double>>& bundles,
-                                     PlacementStrategy strategy);
-  internal::PlacementGroupState WaitPlacementGroup(std::uint64_t id, internal::Timeout timeout);
-  void RemovePlacementGroup(std::uint64_t id);
-
-  // From the Owner. Enqueue at submission (under the owner's lock, so the
-  // queue has submission order); Send once the arguments are resolved (and
-  // again for a retry); Finished once the owner holds the call's final
-  // outcome.
-  void Enqueue(internal::ActorId actor, std::uint64_t task_id);
-  void Send(TaskSpec spec);
-  void Finished(internal::ActorId actor, std::uint64_t task_id);
+                                     PlacementStrategy strategy) override;
+  internal::PlacementGroupState WaitPlacementGroup(std::uint64_t id,
+                                                   internal::Timeout timeout) override;
+  void RemovePlacementGroup(std::uint64_t id) override;
+  void Enqueue(internal::ActorId actor, std::uint64_t task_id) override;
+  void Send(TaskSpec spec) override;
+  void Finished(internal::ActorId actor, std::uint64_t task_id) override;
 
   // Ignores replies from now on (shutdown).
   void Stop();
@@ -80,7 +78,7 @@ class ActorClient {
     std::uint64_t unsent_from = 0;
     std::size_t in_flight = 0;
     std::optional<ActorInfo> info;
-    bool asking = false;          // a WaitForChange is outstanding (always, until dead)
+    bool asking = false;  // a WaitForChange is outstanding (always, until dead)
     std::int32_t numbered_incarnation = -1;
     std::uint64_t next_sequence = 0;
   };

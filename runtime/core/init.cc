@@ -29,6 +29,7 @@
 #include "core/actor_directory.h"
 #include "core/environment_check.h"
 #include "core/head_service.h"
+#include "core/local_mode.h"
 #include "core/node_manager.h"
 #include "core/owner.h"
 #include "core/process_runtime.h"
@@ -64,7 +65,8 @@ struct DriverState {
 };
 
 std::mutex driver_mutex;
-std::unique_ptr<DriverState> driver;  // guarded by driver_mutex
+std::unique_ptr<DriverState> driver;     // guarded by driver_mutex
+std::unique_ptr<core::LocalMode> local;  // guarded by driver_mutex
 
 [[noreturn]] void ThrowLaunch(const std::string& what, const Status& status) {
   throw LaunchError("sray: " + what + ": " + status.message());
@@ -365,7 +367,7 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
   state->head = core::MakeLocalHead(*state->directory);
   state->actor_client = std::make_unique<core::ActorClient>(*state->owner, *state->head, transport,
                                                             std::move(book), HostName());
-  state->owner->SetActorClient(state->actor_client.get());
+  state->owner->SetActorCalls(state->actor_client.get());
   state->node_manager = std::move(manager);
   state->job = std::move(job);
   core::SetProcessRuntime(state->owner.get());
@@ -377,15 +379,43 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
 
 namespace {
 // Init's work; every way it cannot join a job throws LaunchError.
-void JoinJob(int argc, char** argv) {
+void ShutdownAtExit() {
+  static std::once_flag shutdown_at_exit;
+  std::call_once(shutdown_at_exit, [] {
+    if (std::atexit([] { Shutdown(); }) != 0) {
+      std::cerr << "sray: cannot register Shutdown at exit: call sray::Shutdown() before main "
+                   "returns\n";
+    }
+  });
+}
+
+void JoinJob(int argc, char** argv, const InitOptions& options) {
   if (core::IsWorkerProcess()) core::RunWorker();
   {
     std::lock_guard lock(driver_mutex);
-    if (driver) return;
+    if (driver || local) return;
+  }
+  const bool launched = std::getenv("SRAY_ROLE") != nullptr;
+  if (options.local_mode || core::LocalModeRequested()) {
+    if (launched) {
+      throw LaunchError(
+          "sray: local mode (SRAY_LOCAL_MODE=1 or InitOptions::local_mode) is for a program "
+          "started directly, but this one was started by srun --ray-cluster or sray run: unset "
+          "SRAY_LOCAL_MODE, or start the program without a launcher");
+    }
+    std::lock_guard lock(driver_mutex);
+    local = core::LocalMode::Start();
+    ShutdownAtExit();
+    return;
   }
   auto environment =
       jobsetup::ReadTaskEnvironment([](const char* name) { return std::getenv(name); });
-  if (!environment.ok()) ThrowLaunch("this process was not started by sray", environment.status());
+  if (!environment.ok()) {
+    ThrowLaunch("this process was not started by sray",
+                Status::NotFound(environment.status().message() +
+                                 ", or set SRAY_LOCAL_MODE=1 to run its tasks and actors in this "
+                                 "one process"));
+  }
 
   auto book = std::make_shared<transport::AddressBook>();
   const std::optional<std::string> environment_lock = EnvironmentLock(*environment);
@@ -412,20 +442,18 @@ void JoinJob(int argc, char** argv) {
   if (layout.rank != 0) ServeNode(std::move(job).value(), std::move(manager).value());
   StartDriver(std::move(job).value(), std::move(manager).value(), environment->num_nodes,
               std::move(book));
-  static std::once_flag shutdown_at_exit;
-  std::call_once(shutdown_at_exit, [] {
-    if (std::atexit([] { Shutdown(); }) != 0) {
-      std::cerr << "sray: cannot register Shutdown at exit: call sray::Shutdown() before main "
-                   "returns\n";
-    }
-  });
+  ShutdownAtExit();
 }
 
 }  // namespace
 
 void Init(int argc, char** argv) {
+  Init(argc, argv, InitOptions{});
+}
+
+void Init(int argc, char** argv, const InitOptions& options) {
   try {
-    JoinJob(argc, argv);
+    JoinJob(argc, argv, options);
   } catch (const LaunchError& error) {
     // Nothing can go on without a job, and an uncaught exception would end
     // the program with "terminate called..." and a core dump: one line, and
@@ -437,10 +465,13 @@ void Init(int argc, char** argv) {
 
 void Shutdown() {
   std::unique_ptr<DriverState> state;
+  std::unique_ptr<core::LocalMode> local_state;
   {
     std::lock_guard lock(driver_mutex);
     state = std::move(driver);
+    local_state = std::move(local);
   }
+  local_state.reset();
   if (!state) return;
   core::SetProcessRuntime(nullptr);
   state->actor_client->Stop();
@@ -454,7 +485,7 @@ void Shutdown() {
   state->node_manager.reset();
   state->directory->DropWaiters();
   state->job.reset();
-  state->owner->SetActorClient(nullptr);
+  state->owner->SetActorCalls(nullptr);
   state->actor_client.reset();
   state->owner.reset();
   state->head.reset();
@@ -463,6 +494,8 @@ void Shutdown() {
 
 std::vector<NodeStoreUsage> StoreUsage() {
   std::lock_guard lock(driver_mutex);
+  // Local mode keeps objects in the owner's memory: no store holds any.
+  if (local) return {NodeStoreUsage{}};
   if (!driver) throw LaunchError("sray: StoreUsage is for the driver, after sray::Init");
   std::vector<NodeStoreUsage> usage;
   const auto local = driver->node_manager->StoreUsage();
@@ -490,7 +523,7 @@ std::vector<NodeStoreUsage> StoreUsage() {
 
 bool IsInitialized() {
   std::lock_guard lock(driver_mutex);
-  return driver != nullptr || core::IsWorkerProcess();
+  return driver != nullptr || local != nullptr || core::IsWorkerProcess();
 }
 
 }  // namespace sray

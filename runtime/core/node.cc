@@ -1,6 +1,13 @@
 #include "sray/node.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <thread>
+
+#include "common/host_name.h"
+#include "core/local_mode.h"
 
 #include "jobsetup/task_environment.h"
 #include "sray/errors.h"
@@ -8,6 +15,23 @@
 namespace sray {
 
 NodeInfo CurrentNode() {
+  if (core::InLocalMode()) {
+    // One node: this machine, as the program sees it.
+    const long pages = ::sysconf(_SC_PHYS_PAGES);
+    const long page_size = ::sysconf(_SC_PAGE_SIZE);
+    return NodeInfo{.role = "head",
+                    .node_id = 0,
+                    .num_nodes = 1,
+                    .head_host = HostName(),
+                    .session_dir = "",
+                    .job_id = "local",
+                    .step_id = "0",
+                    .cpus = std::max(1U, std::thread::hardware_concurrency()),
+                    .memory_bytes = pages > 0 && page_size > 0
+                                        ? static_cast<std::uint64_t>(pages) *
+                                              static_cast<std::uint64_t>(page_size)
+                                        : 0};
+  }
   auto environment =
       jobsetup::ReadTaskEnvironment([](const char* name) { return std::getenv(name); });
   if (!environment.ok()) throw LaunchError("sray: " + environment.status().message());

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/actor_client.h"
+#include "core/actor_calls.h"
 #include "object/mapped_file.h"
 #include "sched/resources.h"
 #include "sray/errors.h"
@@ -204,12 +204,12 @@ void Owner::SendTask(TaskSpec spec) {
   }
 }
 
-void Owner::SetActorClient(ActorClient* client) {
-  actor_client_.store(client);
+void Owner::SetActorCalls(ActorCalls* actors) {
+  actor_calls_.store(actors);
 }
 
-ActorClient& Owner::Actors() {
-  ActorClient* client = actor_client_.load();
+ActorCalls& Owner::Actors() {
+  ActorCalls* client = actor_calls_.load();
   if (client == nullptr) {
     throw Error(
         "sray: actors are not available in this process: use them after sray::Init, "
@@ -504,7 +504,7 @@ internal::ObjectId Owner::AddSealedStoreObject(const internal::ObjectId& id, std
 }
 
 std::unique_ptr<internal::ObjectBuilder> Owner::CreateObject(std::size_t size) {
-  if (size <= kInlineObjectLimit) return std::make_unique<InlineBuilder>(*this, size);
+  if (size <= store_.inline_limit()) return std::make_unique<InlineBuilder>(*this, size);
   internal::ObjectId id;
   {
     std::lock_guard lock(mutex_);

@@ -26,10 +26,7 @@
 
 namespace sray::core {
 
-class ActorClient;
-
-// Objects up to this size travel inside messages; larger ones go to the store.
-inline constexpr std::size_t kInlineObjectLimit = std::size_t{100} * 1024;
+class ActorCalls;
 
 struct OwnerIdentity {
   std::uint32_t rank = 0;
@@ -53,7 +50,7 @@ class Owner final : public internal::Runtime {
                          internal::Timeout timeout) override;
   void RemoveReference(const internal::ObjectId& id) noexcept override;
 
-  // Actors, through the ActorClient (set before use).
+  // Actors, through the ActorCalls (set before use).
   internal::ActorId CreateActor(const std::string& factory,
                                 std::vector<internal::TaskArgument> arguments,
                                 const internal::ActorOptions& options) override;
@@ -69,8 +66,8 @@ class Owner final : public internal::Runtime {
   internal::PlacementGroupState WaitPlacementGroup(std::uint64_t id,
                                                    internal::Timeout timeout) override;
   void RemovePlacementGroup(std::uint64_t id) override;
-  // Actor calls go through `client`; it must outlive its use here.
-  void SetActorClient(ActorClient* client);
+  // Actor calls go through `actors`; it must outlive its use here.
+  void SetActorCalls(ActorCalls* actors);
 
   void OnTaskOutcome(TaskOutcome outcome);
   // A new object, owned here, whose bytes are already in place.
@@ -120,7 +117,7 @@ class Owner final : public internal::Runtime {
                             int max_retries, bool retry_exceptions);
   // A resolved task to where it runs: the node manager, or the actor.
   void SendTask(TaskSpec spec);
-  ActorClient& Actors();
+  ActorCalls& Actors();
   // Each returns the work to do once mutex_ is released.
   void ResolveArgumentsLocked(PendingTask& task, std::vector<TaskSpec>& to_send,
                               std::vector<TaskOutcome>& to_fail);
@@ -139,7 +136,7 @@ class Owner final : public internal::Runtime {
   StoreAccess& store_;
   const std::function<void(TaskSpec)> submit_;
   std::function<bool()> helper_;
-  std::atomic<ActorClient*> actor_client_{nullptr};
+  std::atomic<ActorCalls*> actor_calls_{nullptr};
   std::function<void(bool)> blocking_notifier_;
   // Says "blocked" once, at the first real wait of one Get or Wait, and
   // "running" when that call ends.

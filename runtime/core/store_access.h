@@ -7,6 +7,7 @@
 // Thread-safety: implementations may be called from any thread except a
 // transport handler (the RPC form blocks).
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -15,9 +16,15 @@
 
 namespace sray::core {
 
+// Objects up to this size travel inside messages; larger ones go to the store.
+inline constexpr std::size_t kInlineObjectLimit = std::size_t{100} * 1024;
+
 class StoreAccess {
  public:
   virtual ~StoreAccess() = default;
+  // Objects up to this size stay in memory (in messages, in the owner);
+  // larger ones go to the store. Local mode keeps every object in memory.
+  [[nodiscard]] virtual std::size_t inline_limit() const { return kInlineObjectLimit; }
   // Reserves room for a new object of this node (spilling others when
   // needed) and returns the path to create; ResourceExhausted when full.
   virtual Result<std::string> Create(const ObjectId& id, std::uint64_t size) = 0;

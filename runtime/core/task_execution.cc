@@ -96,7 +96,7 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
   }
   mapped.clear();
 
-  if (result.size() <= kInlineObjectLimit) {
+  if (result.size() <= store.inline_limit()) {
     outcome.kind = static_cast<std::uint8_t>(OutcomeKind::kInlineValue);
     outcome.value = std::move(result);
     return outcome;

@@ -230,7 +230,7 @@ void RunWorker() {
       MakeRemoteHead(*transport, launch->head_rank, Caller{.rank = rank, .node = node_id});
   auto actor_client =
       std::make_unique<ActorClient>(*owner, *head_service, *transport, book, HostName());
-  owner->SetActorClient(actor_client.get());
+  owner->SetActorCalls(actor_client.get());
   SetProcessRuntime(owner.get());
   // Set once this worker's constructor has made an actor; it then serves
   // only that actor's calls.

@@ -30,8 +30,19 @@ run_mode short-after-long 1 ""
 status=0
 env -u SRAY_ROLE "$SRAY_BUILD_DIR/examples/parallel_data" >"$WORK/direct.out" 2>&1 || status=$?
 [ "$status" -eq 1 ] || fail "a program started directly exited with $status: $(cat "$WORK/direct.out")"
-expect_lines "$WORK/direct.out" '^sray: this process was not started by sray: SRAY_ROLE is not set: start the program with `srun --ray-cluster` or `sray run`$' 1
+expect_lines "$WORK/direct.out" '^sray: this process was not started by sray: SRAY_ROLE is not set: start the program with `srun --ray-cluster` or `sray run`, or set SRAY_LOCAL_MODE=1 to run its tasks and actors in this one process$' 1
 expect_lines "$WORK/direct.out" '.' 1
+
+# The same program, unchanged, in local mode: no launcher, one process.
+SRAY_LOCAL_MODE=1 env -u SRAY_ROLE "$SRAY_BUILD_DIR/examples/parallel_data" >"$WORK/local-mode.out" 2>&1 ||
+  fail "parallel_data in local mode failed: $(cat "$WORK/local-mode.out")"
+expect_lines "$WORK/local-mode.out" '^result correct$' 1
+# Under a launcher, local mode is refused with the fix.
+status=0
+SRAY_LOCAL_MODE=1 "$SRAY" run -N1 "$SRAY_BUILD_DIR/examples/parallel_data" >"$WORK/local-launched.out" 2>&1 || status=$?
+[ "$status" -ne 0 ] || fail "local mode under sray run was accepted"
+grep -q '^sray: local mode (SRAY_LOCAL_MODE=1 or InitOptions::local_mode) is for a program started directly' \
+  "$WORK/local-launched.out" || fail "no clear error for local mode under a launcher: $(cat "$WORK/local-launched.out")"
 
 # A store that cannot fit in /dev/shm fails at start, before user code, with the fix.
 status=0

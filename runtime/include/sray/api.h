@@ -45,6 +45,13 @@ namespace sray {
 // run, or the launch failed) it prints one `sray: ...` line saying why and
 // what to do, and exits with status 1.
 void Init(int argc, char** argv);
+struct InitOptions {
+  // Local mode: tasks and actors run in this process, objects stay in its
+  // memory, no launcher is needed (as SRAY_LOCAL_MODE=1 in the environment
+  // does). For running and unit-testing a program on its own; see README.
+  bool local_mode = false;
+};
+void Init(int argc, char** argv, const InitOptions& options);
 // Ends the job: workers stop, objects and spill files are removed. Runs at
 // exit when the driver does not call it. Idempotent.
 void Shutdown();

@@ -22,7 +22,9 @@ struct NodeInfo {
 };
 
 // Reads the launch environment of this process. Throws sray::LaunchError
-// naming the missing variable when the process was not launched by sray.
+// naming the missing variable when the process was not launched by sray. In
+// local mode (sray::InitOptions::local_mode) it describes the one node:
+// this machine, node 0 of 1.
 // Thread-safe as long as nobody modifies the environment concurrently.
 NodeInfo CurrentNode();
 

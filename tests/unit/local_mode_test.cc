@@ -1,0 +1,185 @@
+// Local mode: the public API, unchanged, in one process without a launcher.
+// Its own program: sray::Init starts local mode once, in main, before the
+// tests run (SRAY_LOCAL_MODE is not set: InitOptions::local_mode does it).
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sray/api.h>
+
+namespace {
+
+std::int64_t Square(std::int64_t value) {
+  return value * value;
+}
+
+std::int64_t Add(std::int64_t left, std::int64_t right) {
+  return left + right;
+}
+
+std::int64_t Fails(std::int64_t value) {
+  throw std::invalid_argument("no good: " + std::to_string(value));
+}
+
+// A task that waits for tasks of its own: must not starve the threads.
+std::int64_t SumOfSquares(std::int64_t count) {
+  std::vector<sray::ObjectRef<std::int64_t>> parts;
+  for (std::int64_t index = 0; index < count; ++index) {
+    parts.push_back(sray::Task(Square).Remote(index));
+  }
+  const auto values = sray::Get(parts);
+  return std::accumulate(values.begin(), values.end(), std::int64_t{0});
+}
+
+std::int64_t Sleep(std::int64_t milliseconds) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds));
+  return milliseconds;
+}
+
+std::uint64_t Checksum(std::vector<std::uint64_t> values) {
+  return std::accumulate(values.begin(), values.end(), std::uint64_t{0});
+}
+
+std::uint32_t NodeOfTask() {
+  return sray::CurrentNode().node_id;
+}
+
+class Counter {
+ public:
+  explicit Counter(std::int64_t start) : value_(start) {}
+  static Counter* Create(std::int64_t start) { return new Counter(start); }
+  static Counter* Broken(std::int64_t) { throw std::runtime_error("cannot build it"); }
+  std::int64_t Add(std::int64_t amount) {
+    value_ += amount;
+    return value_;
+  }
+  std::int64_t Value() const { return value_; }
+
+ private:
+  std::int64_t value_;
+};
+
+}  // namespace
+
+SRAY_REMOTE(Square, Add, Fails, SumOfSquares, Sleep, Checksum, NodeOfTask);
+SRAY_REMOTE(Counter::Create, Counter::Broken, &Counter::Add, &Counter::Value);
+
+namespace {
+
+TEST(LocalMode, TasksRunAndTheirResultsCanBeCombined) {
+  auto nine = sray::Task(Square).Remote(3);
+  auto sum = sray::Task(Add).Remote(nine, 1);  // an ObjectRef as an argument
+  EXPECT_EQ(sray::Get(sum), 10);
+  EXPECT_EQ(sray::Get(sray::Task(SumOfSquares).Remote(50)), 40425);
+}
+
+TEST(LocalMode, ABigObjectStaysInMemoryAndRoundTrips) {
+  std::vector<std::uint64_t> big(1 << 20);  // 8 MiB: a store object in a job
+  std::iota(big.begin(), big.end(), std::uint64_t{1});
+  const auto ref = sray::Put(big);
+  EXPECT_EQ(sray::Get(ref), big);
+  EXPECT_EQ(sray::Get(sray::Task(Checksum).Remote(ref)),
+            (std::uint64_t{1} << 20) * ((std::uint64_t{1} << 20) + 1) / 2);
+  const auto usage = sray::StoreUsage();
+  ASSERT_EQ(usage.size(), 1u);
+  EXPECT_EQ(usage[0].in_memory, 0u);
+}
+
+TEST(LocalMode, ATaskThatThrowsRaisesTaskErrorWithTheCause) {
+  try {
+    (void)sray::Get(sray::Task(Fails).Remote(7));
+    FAIL() << "no TaskError";
+  } catch (const sray::TaskError& error) {
+    EXPECT_NE(std::string(error.what()).find("no good: 7"), std::string::npos) << error.what();
+  }
+}
+
+TEST(LocalMode, GetAndWaitHonourTheirTimeouts) {
+  auto slow = sray::Task(Sleep).Remote(3000);
+  EXPECT_THROW((void)sray::Get(slow, std::chrono::milliseconds(50)), sray::GetTimeoutError);
+  const auto waited = sray::Wait(std::vector{slow}, 1, std::chrono::milliseconds(50));
+  EXPECT_EQ(waited.ready.size(), 0u);
+  EXPECT_EQ(waited.unready.size(), 1u);
+  EXPECT_EQ(sray::Get(slow), 3000);
+}
+
+TEST(LocalMode, ActorsKeepStateAndRunCallsInOrder) {
+  auto counter = sray::Actor(Counter::Create).Remote(10);
+  std::vector<sray::ObjectRef<std::int64_t>> sums;
+  for (int call = 0; call < 100; ++call) sums.push_back(counter.Task(&Counter::Add).Remote(1));
+  const auto values = sray::Get(sums);
+  for (std::size_t call = 0; call < values.size(); ++call) {
+    EXPECT_EQ(values[call], 11 + static_cast<std::int64_t>(call));
+  }
+  EXPECT_EQ(sray::Get(counter.Task(&Counter::Value).Remote()), 110);
+}
+
+TEST(LocalMode, NamedActorsAreFoundAndNamesAreUnique) {
+  auto named = sray::Actor(Counter::Create).SetName("tally").Remote(1);
+  (void)sray::Get(named.Task(&Counter::Add).Remote(1));
+  auto found = sray::GetActor<Counter>("tally");
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(sray::Get(found->Task(&Counter::Value).Remote()), 2);
+  EXPECT_THROW((void)sray::Actor(Counter::Create).SetName("tally").Remote(0), sray::ConfigError);
+  EXPECT_FALSE(sray::GetActor<Counter>("nobody").has_value());
+}
+
+TEST(LocalMode, AKilledActorsCallsFailWithActorDiedError) {
+  auto counter = sray::Actor(Counter::Create).Remote(0);
+  EXPECT_EQ(sray::Get(counter.Task(&Counter::Add).Remote(5)), 5);
+  counter.Kill();
+  EXPECT_THROW((void)sray::Get(counter.Task(&Counter::Value).Remote()), sray::ActorDiedError);
+}
+
+TEST(LocalMode, AConstructorThatThrowsMakesTheActorDeadWithTheCause) {
+  auto broken = sray::Actor(Counter::Broken).Remote(0);
+  try {
+    (void)sray::Get(broken.Task(&Counter::Value).Remote());
+    FAIL() << "no ActorDiedError";
+  } catch (const sray::ActorDiedError& error) {
+    EXPECT_NE(std::string(error.what()).find("cannot build it"), std::string::npos) << error.what();
+  }
+}
+
+TEST(LocalMode, PlacementGroupsArePlacedOnTheOneNode) {
+  auto group = sray::CreatePlacementGroup({.name = "",
+                                           .bundles = {{{"CPU", 1}}, {{"CPU", 1}}},
+                                           .strategy = sray::PlacementStrategy::kSpread});
+  ASSERT_TRUE(group.Wait(std::chrono::seconds(1)));
+  EXPECT_EQ(group.BundleNodes(), (std::vector<std::uint32_t>{0, 0}));
+  auto member = sray::Actor(Counter::Create).SetPlacementGroup(group, 1).Remote(3);
+  EXPECT_EQ(sray::Get(member.Task(&Counter::Value).Remote()), 3);
+  sray::RemovePlacementGroup(group);
+  EXPECT_THROW((void)sray::Get(member.Task(&Counter::Value).Remote()), sray::ActorDiedError);
+  EXPECT_THROW(
+      (void)sray::CreatePlacementGroup({.name = "",
+                                        .bundles = {{{"CPU", 1}}, {{"CPU", 1}}},
+                                        .strategy = sray::PlacementStrategy::kStrictSpread}),
+      sray::InfeasibleResourcesError);
+}
+
+TEST(LocalMode, TheProgramIsOneNodeOfOne) {
+  EXPECT_TRUE(sray::IsInitialized());
+  const auto node = sray::CurrentNode();
+  EXPECT_EQ(node.node_id, 0u);
+  EXPECT_EQ(node.num_nodes, 1u);
+  EXPECT_EQ(node.role, "head");
+  EXPECT_EQ(sray::Get(sray::Task(NodeOfTask).Remote()), 0u);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  sray::Init(argc, argv, sray::InitOptions{.local_mode = true});
+  const int failed = RUN_ALL_TESTS();
+  sray::Shutdown();
+  return failed;
+}
