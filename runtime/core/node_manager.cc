@@ -39,11 +39,11 @@ class NodeManager::LocalStoreAccess final : public StoreAccess {
   void Seal(const ObjectId& id, std::uint64_t /*size*/) override { manager_.store_->Seal(id); }
   Result<std::string> MakeLocal(const ObjectId& id, std::uint32_t holder,
                                 std::uint64_t size) override {
-    return manager_.MakeLocal(id, holder, size);
+    return manager_.transfer_->MakeLocal(id, holder, size);
   }
   void Free(const ObjectId& id, std::uint32_t holder) override {
     if (holder == manager_.config_.node_id) {
-      manager_.FreeLocal(id);
+      manager_.transfer_->FreeLocal(id);
       return;
     }
     manager_.transport_.Post(manager_.RankOfNode(holder), kFreeObject,
@@ -52,6 +52,44 @@ class NodeManager::LocalStoreAccess final : public StoreAccess {
 
  private:
   NodeManager& manager_;
+};
+
+// TransferLinks over the transport: calls and posts to other node managers,
+// RMA reads of what they registered.
+class TransportTransferLinks final : public TransferLinks {
+ public:
+  TransportTransferLinks(transport::Transport& transport,
+                         std::function<std::uint32_t(std::uint32_t)> rank_of_node)
+      : transport_(transport), rank_of_node_(std::move(rank_of_node)) {}
+
+  Result<Registration> Register(void* address, std::size_t length) override {
+    auto memory = transport_.Register(address, length);
+    if (!memory.ok()) return memory.status();
+    Registration registration;
+    registration.packed_key = std::string(transport::TextOf((*memory)->packed_key()));
+    registration.handle = std::shared_ptr<transport::RegisteredMemory>(std::move(memory).value());
+    return registration;
+  }
+  Result<PullSource> Pin(std::uint32_t holder_node, const ObjectRequest& request) override {
+    auto reply = transport_.Call(rank_of_node_(holder_node), kPinForPull, Encode(request));
+    if (!reply.ok()) return reply.status();
+    return Decode<PullSource>(*reply, "pull source");
+  }
+  void Unpin(std::uint32_t holder_node, const ObjectRequest& request) override {
+    transport_.Post(rank_of_node_(holder_node), kUnpinForPull, Encode(request));
+  }
+  Status Pull(std::uint32_t holder_node, const PullSource& source, void* destination) override {
+    return transport_.Pull(rank_of_node_(holder_node), source.address,
+                           transport::BytesOf(source.key), destination, source.size,
+                           std::chrono::minutes(10));
+  }
+  void FreeCopy(std::uint32_t node, const ObjectId& id) override {
+    transport_.Post(rank_of_node_(node), kFreeObject, Encode(FreeObject{.id = id, .node = node}));
+  }
+
+ private:
+  transport::Transport& transport_;
+  std::function<std::uint32_t(std::uint32_t)> rank_of_node_;
 };
 
 Result<std::unique_ptr<NodeManager>> NodeManager::Create(
@@ -86,6 +124,9 @@ NodeManager::NodeManager(NodeManagerConfig config, transport::Transport& transpo
                                       .gpu_devices = config_.gpu_devices,
                                       .max_workers = config_.max_workers}) {
   store_access_ = std::make_unique<LocalStoreAccess>(*this);
+  transfer_links_ = std::make_unique<TransportTransferLinks>(
+      transport_, [this](std::uint32_t node) { return RankOfNode(node); });
+  transfer_ = std::make_unique<ObjectTransfer>(config_.node_id, *store_, *transfer_links_);
   blocking_ = std::make_unique<SerialExecutor>();
   loop_ = std::make_unique<SerialExecutor>([this] { return BroadcastIfDirty(); });
 }
@@ -104,8 +145,7 @@ void NodeManager::Stop() {
   processes_->StopAll();
   loop_->Stop();
   blocking_->Stop();
-  std::lock_guard lock(pulls_mutex_);
-  pull_sources_.clear();
+  transfer_->Clear();
 }
 
 void NodeManager::SetLocalOwner(Owner* owner) {
@@ -296,14 +336,14 @@ void NodeManager::RegisterHandlers() {
   serve_blocking(
       kMakeLocal,
       [](NodeManager& manager, const ObjectRequest& request) -> Result<transport::Bytes> {
-        auto path = manager.MakeLocal(request.id, request.holder_node, request.size);
+        auto path = manager.transfer_->MakeLocal(request.id, request.holder_node, request.size);
         if (!path.ok()) return path.status();
         return Encode(ObjectPath{.path = *path, .size = request.size});
       });
   serve_blocking(
       kPinForPull,
       [](NodeManager& manager, const ObjectRequest& request) -> Result<transport::Bytes> {
-        auto source = manager.PinForPull(request.id, request.puller_node);
+        auto source = manager.transfer_->PinForPull(request.id, request.puller_node);
         if (!source.ok()) return source.status();
         return Encode(*source);
       });
@@ -314,7 +354,7 @@ void NodeManager::RegisterHandlers() {
   ServeOneWay<FreeObject>(transport, guard, kFreeObject, "free",
                           [](NodeManager& manager, std::uint32_t, const FreeObject& request) {
                             if (request.node == manager.config_.node_id) {
-                              manager.FreeLocal(request.id);
+                              manager.transfer_->FreeLocal(request.id);
                               return;
                             }
                             manager.transport_.Post(manager.RankOfNode(request.node), kFreeObject,
@@ -322,7 +362,7 @@ void NodeManager::RegisterHandlers() {
                           });
   ServeOneWay<ObjectRequest>(transport, guard, kUnpinForPull, "unpin",
                              [](NodeManager& manager, std::uint32_t, const ObjectRequest& request) {
-                               manager.UnpinForPull(request.id);
+                               manager.transfer_->UnpinForPull(request.id);
                              });
   transport.RegisterRequestHandler(kStoreUsage,
                                    [guard](std::uint32_t, auto) -> Result<transport::Bytes> {
@@ -454,118 +494,6 @@ std::chrono::milliseconds NodeManager::BroadcastIfDirty() {
     if (node.node_id != config_.node_id) transport_.Post(node.rank, kResourceUpdate, message);
   }
   return std::chrono::milliseconds(0);
-}
-
-// ---- objects (any thread) ----
-
-Result<std::string> NodeManager::MakeLocal(const ObjectId& id, std::uint32_t holder,
-                                           std::uint64_t size) {
-  if (holder == config_.node_id) {
-    auto path = store_->Locate(id);
-    if (!path.ok()) return path.status();
-    return path->string();
-  }
-  std::lock_guard fetch(fetch_mutex_);
-  // A copy pulled earlier, unless it has been lost meanwhile.
-  if (store_->Contains(id)) {
-    auto path = store_->Locate(id);
-    if (path.ok()) return path->string();
-  }
-  const std::uint32_t holder_rank = RankOfNode(holder);
-  const auto request = Encode(ObjectRequest{
-      .id = id, .size = size, .holder_node = 0, .puller_node = config_.node_id, .owner_rank = 0});
-  auto reply = transport_.Call(holder_rank, kPinForPull, request);
-  if (!reply.ok()) {
-    return reply.status().WithContext("cannot reach object " + id.ToString() + " on node " +
-                                      std::to_string(holder));
-  }
-  auto source = Decode<PullSource>(*reply, "pull source");
-  if (!source.ok()) return source.status();
-  auto unpin = [&] { transport_.Post(holder_rank, kUnpinForPull, request); };
-  auto path = store_->Create(id, source->size, false);
-  if (!path.ok()) {
-    unpin();
-    return path.status();
-  }
-  auto file = object::MappedFile::Create(*path, source->size);
-  if (!file.ok()) {
-    store_->Abort(id);
-    unpin();
-    return file.status();
-  }
-  const auto key = std::span<const std::byte>(
-      reinterpret_cast<const std::byte*>(source->key.data()), source->key.size());
-  const Status pulled = source->size == 0
-                            ? Status::Ok()
-                            : transport_.Pull(holder_rank, source->address, key, (*file)->data(),
-                                              source->size, std::chrono::minutes(10));
-  unpin();
-  file->reset();
-  if (!pulled.ok()) {
-    store_->Abort(id);
-    return pulled.WithContext("cannot pull object " + id.ToString() + " from node " +
-                              std::to_string(holder));
-  }
-  store_->Seal(id);
-  return path->string();
-}
-
-Result<PullSource> NodeManager::PinForPull(const ObjectId& id, std::uint32_t puller_node) {
-  auto path = store_->Locate(id);
-  if (!path.ok()) return path.status();
-  std::lock_guard lock(pulls_mutex_);
-  PullRegistration& registration = pull_sources_[id];
-  if (!registration.file) {
-    auto file = object::MappedFile::OpenReadOnly(*path);
-    if (!file.ok()) {
-      pull_sources_.erase(id);
-      return file.status();
-    }
-    if ((*file)->size() > 0) {
-      auto memory = transport_.Register((*file)->data(), (*file)->size());
-      if (!memory.ok()) {
-        pull_sources_.erase(id);
-        return memory.status();
-      }
-      registration.memory = std::move(memory).value();
-    }
-    registration.file = std::move(file).value();
-    store_->Pin(id);
-  }
-  registration.pulls++;
-  copies_[id].insert(puller_node);
-  PullSource source;
-  source.address = reinterpret_cast<std::uint64_t>(registration.file->data());
-  source.size = registration.file->size();
-  if (registration.memory) {
-    const auto key = registration.memory->packed_key();
-    source.key = std::string(transport::TextOf(key));
-  }
-  return source;
-}
-
-void NodeManager::UnpinForPull(const ObjectId& id) {
-  std::lock_guard lock(pulls_mutex_);
-  auto found = pull_sources_.find(id);
-  if (found == pull_sources_.end()) return;
-  if (--found->second.pulls > 0) return;
-  pull_sources_.erase(found);
-  store_->Unpin(id);
-}
-
-void NodeManager::FreeLocal(const ObjectId& id) {
-  store_->Free(id);
-  std::set<std::uint32_t> holders;
-  {
-    std::lock_guard lock(pulls_mutex_);
-    auto found = copies_.find(id);
-    if (found == copies_.end()) return;
-    holders = std::move(found->second);
-    copies_.erase(found);
-  }
-  for (const auto node : holders) {
-    transport_.Post(RankOfNode(node), kFreeObject, Encode(FreeObject{.id = id, .node = node}));
-  }
 }
 
 }  // namespace sray::core

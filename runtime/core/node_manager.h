@@ -30,6 +30,7 @@
 
 #include "core/actor_directory.h"
 #include "core/local_scheduler.h"
+#include "core/object_transfer.h"
 #include "core/owner.h"
 #include "core/protocol.h"
 #include "core/serial_executor.h"
@@ -110,11 +111,7 @@ class NodeManager {
   void ReportActorDeath(const ActorDeath& death);
   std::chrono::milliseconds BroadcastIfDirty();
 
-  // Any thread (blocking).
-  Result<std::string> MakeLocal(const ObjectId& id, std::uint32_t holder, std::uint64_t size);
-  Result<PullSource> PinForPull(const ObjectId& id, std::uint32_t puller_node);
-  void UnpinForPull(const ObjectId& id);
-  void FreeLocal(const ObjectId& id);
+  // Any thread.
   std::uint32_t RankOfNode(std::uint32_t node) const;
 
   const NodeManagerConfig config_;
@@ -134,17 +131,9 @@ class NodeManager {
   LocalScheduler scheduler_;
   std::chrono::steady_clock::time_point last_broadcast_{};
 
-  // Objects of this node that other nodes hold copies of, and registrations
-  // of objects being pulled.
-  struct PullRegistration {
-    std::unique_ptr<object::MappedFile> file;
-    std::unique_ptr<transport::RegisteredMemory> memory;
-    int pulls = 0;
-  };
-  std::mutex pulls_mutex_;
-  std::map<ObjectId, PullRegistration> pull_sources_;
-  std::map<ObjectId, std::set<std::uint32_t>> copies_;
-  std::mutex fetch_mutex_;  // one pull into this node at a time
+  // Objects between this node's store and others (blocking; any thread).
+  std::unique_ptr<TransferLinks> transfer_links_;
+  std::unique_ptr<ObjectTransfer> transfer_;
 
   std::shared_ptr<HandlerGuard> guard_;
   std::unique_ptr<sched::WorkerProcesses> processes_;

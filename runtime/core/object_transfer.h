@@ -1,0 +1,81 @@
+#pragma once
+
+// Objects moving between nodes' stores: pulling a copy here (MakeLocal),
+// lending a local object to a node that pulls it (PinForPull, UnpinForPull:
+// mapped, registered for RMA and pinned in the store while pulls run), and
+// freeing an object together with the copies other nodes pulled (FreeLocal).
+// The transport is behind TransferLinks, so the rules are testable without
+// one (tests/unit/object_transfer_test.cc).
+//
+// Thread-safety: every member may be called from any thread; they block
+// (pulls, file mappings), so the node manager calls them from its blocking
+// executor, never from a transport handler.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "common/status.h"
+#include "core/protocol.h"
+#include "object/mapped_file.h"
+#include "object/object_store.h"
+
+namespace sray::core {
+
+// How object transfer reaches other nodes; the node manager implements it
+// over the transport.
+class TransferLinks {
+ public:
+  virtual ~TransferLinks() = default;
+  // Memory registered for peers' RMA reads until the returned handle goes.
+  struct Registration {
+    std::shared_ptr<void> handle;
+    std::string packed_key;
+  };
+  virtual Result<Registration> Register(void* address, std::size_t length) = 0;
+  // Asks `holder_node` to pin `id` for this node's pull (kPinForPull).
+  virtual Result<PullSource> Pin(std::uint32_t holder_node, const ObjectRequest& request) = 0;
+  // Releases that pin (kUnpinForPull); does not wait.
+  virtual void Unpin(std::uint32_t holder_node, const ObjectRequest& request) = 0;
+  // Reads the pinned object's bytes into `destination`.
+  virtual Status Pull(std::uint32_t holder_node, const PullSource& source, void* destination) = 0;
+  // Tells `node` to free its copy of `id` (kFreeObject); does not wait.
+  virtual void FreeCopy(std::uint32_t node, const ObjectId& id) = 0;
+};
+
+class ObjectTransfer {
+ public:
+  ObjectTransfer(std::uint32_t node_id, object::ObjectStore& store, TransferLinks& links);
+
+  // The object's path in this node's store, pulled from `holder` first when
+  // it lives elsewhere (once: a copy pulled earlier is reused).
+  Result<std::string> MakeLocal(const ObjectId& id, std::uint32_t holder, std::uint64_t size);
+  // Lends a local object to `puller_node`; each call needs an UnpinForPull.
+  Result<PullSource> PinForPull(const ObjectId& id, std::uint32_t puller_node);
+  void UnpinForPull(const ObjectId& id);
+  // Frees a local object and asks the nodes that pulled copies to free them.
+  void FreeLocal(const ObjectId& id);
+  // Drops every registration (the node manager stops).
+  void Clear();
+  [[nodiscard]] std::size_t pinned_objects() const;
+
+ private:
+  struct PullRegistration {
+    std::unique_ptr<object::MappedFile> file;
+    TransferLinks::Registration registration;
+    int pulls = 0;
+  };
+
+  const std::uint32_t node_id_;
+  object::ObjectStore& store_;
+  TransferLinks& links_;
+  mutable std::mutex pulls_mutex_;
+  std::map<ObjectId, PullRegistration> pull_sources_;   // guarded by pulls_mutex_
+  std::map<ObjectId, std::set<std::uint32_t>> copies_;  // guarded by pulls_mutex_
+  std::mutex fetch_mutex_;                              // one pull into this node at a time
+};
+
+}  // namespace sray::core
