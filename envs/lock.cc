@@ -2,6 +2,8 @@
 
 #include <openssl/evp.h>
 
+#include "common/hex.h"
+
 #include <array>
 #include <fstream>
 #include <memory>
@@ -25,9 +27,9 @@ std::string Checksum(const Package& package) {
 }
 
 std::string Line(const Package& package) {
-  return std::string(ManagerName(package.manager)) + " " + package.name + " " + package.version + " " +
-         OrDash(package.build) + " " + OrDash(package.channel) + " " + OrDash(package.subdir) + " " +
-         Checksum(package) + "\n";
+  return std::string(ManagerName(package.manager)) + " " + package.name + " " + package.version +
+         " " + OrDash(package.build) + " " + OrDash(package.channel) + " " +
+         OrDash(package.subdir) + " " + Checksum(package) + "\n";
 }
 
 }  // namespace
@@ -35,19 +37,14 @@ std::string Line(const Package& package) {
 std::string Sha256Hex(std::string_view bytes) {
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   unsigned int length = 0;
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(),
+                                                                  &EVP_MD_CTX_free);
   if (!context || EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr) != 1 ||
       EVP_DigestUpdate(context.get(), bytes.data(), bytes.size()) != 1 ||
       EVP_DigestFinal_ex(context.get(), digest.data(), &length) != 1) {
     return {};
   }
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned int index = 0; index < length; ++index) {
-    hex += kDigits[digest[index] >> 4];
-    hex += kDigits[digest[index] & 15];
-  }
-  return hex;
+  return HexOf(std::span<const unsigned char>(digest.data(), length));
 }
 
 Result<Lock> MakeLock(const PackageList& list) {
@@ -57,10 +54,12 @@ Result<Lock> MakeLock(const PackageList& list) {
                             ? !package.version.empty() && package.version_operator == "=="
                             : !package.version.empty() && !package.build.empty();
     if (!pinned) {
-      return Status::InvalidArgument(
-          list.source + ": " + std::string(ManagerName(package.manager)) + " package '" + package.name +
-          "' is not pinned to one version" + (package.manager == Manager::kConda ? " and build" : "") +
-          ": lock an installed prefix or a complete export (conda env export, conda list --explicit)");
+      return Status::InvalidArgument(list.source + ": " +
+                                     std::string(ManagerName(package.manager)) + " package '" +
+                                     package.name + "' is not pinned to one version" +
+                                     (package.manager == Manager::kConda ? " and build" : "") +
+                                     ": lock an installed prefix or a complete export (conda env "
+                                     "export, conda list --explicit)");
     }
     lines += Line(package);
   }
@@ -97,8 +96,9 @@ Result<PackageList> ReadLock(const std::filesystem::path& file) {
     std::string manager, name, version, build, channel, subdir, checksum, extra;
     fields >> manager >> name >> version >> build >> channel >> subdir >> checksum;
     if (checksum.empty() || (fields >> extra) || (manager != "conda" && manager != "pip")) {
-      return Status::InvalidArgument(file.string() + ": line " + std::to_string(number) +
-                                     " is not 'MANAGER NAME VERSION BUILD CHANNEL SUBDIR CHECKSUM'");
+      return Status::InvalidArgument(
+          file.string() + ": line " + std::to_string(number) +
+          " is not 'MANAGER NAME VERSION BUILD CHANNEL SUBDIR CHECKSUM'");
     }
     Package package;
     package.manager = manager == "pip" ? Manager::kPip : Manager::kConda;

@@ -5,6 +5,8 @@
 #include <limits>
 #include <string_view>
 
+#include "common/hex.h"
+
 namespace sray::core {
 namespace {
 
@@ -16,18 +18,6 @@ constexpr const char* kHeadAddressVariable = "SRAY_WORKER_HEAD_ADDRESS";
 constexpr const char* kSecretVariable = "SRAY_WORKER_SECRET";
 constexpr const char* kParentVariable = "SRAY_WORKER_PARENT";
 constexpr std::string_view kPrefix = "SRAY_WORKER_";
-
-std::string Hex(std::span<const std::byte> bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string text;
-  text.reserve(bytes.size() * 2);
-  for (const auto byte : bytes) {
-    const auto value = static_cast<unsigned>(byte);
-    text += kDigits[value >> 4];
-    text += kDigits[value & 15];
-  }
-  return text;
-}
 
 Status Malformed(const char* variable, std::string_view why) {
   return Status::InvalidArgument(std::string(variable) + " " + std::string(why) +
@@ -55,26 +45,13 @@ Result<Number> ReadNumber(const std::function<const char*(const char*)>& lookup,
   return number;
 }
 
-int HexDigit(char digit) {
-  if (digit >= '0' && digit <= '9') return digit - '0';
-  if (digit >= 'a' && digit <= 'f') return digit - 'a' + 10;
-  if (digit >= 'A' && digit <= 'F') return digit - 'A' + 10;
-  return -1;
-}
-
 Result<transport::Bytes> ReadHex(const std::function<const char*(const char*)>& lookup,
                                  const char* variable) {
   auto text = Text(lookup, variable);
   if (!text.ok()) return text.status();
-  if (text->size() % 2 != 0) return Malformed(variable, "has an odd number of hex digits");
-  transport::Bytes bytes(text->size() / 2);
-  for (std::size_t index = 0; index < bytes.size(); ++index) {
-    const int high = HexDigit((*text)[index * 2]);
-    const int low = HexDigit((*text)[index * 2 + 1]);
-    if (high < 0 || low < 0) return Malformed(variable, "is not hexadecimal");
-    bytes[index] = static_cast<std::byte>(high * 16 + low);
-  }
-  return bytes;
+  auto bytes = BytesFromHex(*text);
+  if (!bytes) return Malformed(variable, "is not an even number of hexadecimal digits");
+  return std::move(*bytes);
 }
 
 }  // namespace
@@ -91,11 +68,11 @@ std::vector<std::string> WorkerEnvironment(const WorkerLaunch& launch,
   };
   set(kRankVariable, std::to_string(launch.rank));
   set(kManagerRankVariable, std::to_string(launch.manager_rank));
-  set(kManagerAddressVariable, Hex(launch.manager_address));
-  set(kSecretVariable, Hex(launch.secret));
+  set(kManagerAddressVariable, HexOf(launch.manager_address));
+  set(kSecretVariable, HexOf(launch.secret));
   set(kParentVariable, std::to_string(launch.parent));
   set(kHeadRankVariable, std::to_string(launch.head_rank));
-  set(kHeadAddressVariable, Hex(launch.head_address));
+  set(kHeadAddressVariable, HexOf(launch.head_address));
   return environment;
 }
 

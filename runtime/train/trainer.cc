@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/hex.h"
 #include "sray/api.h"
 #include "sray/train/result.h"
 #include "sray/train/trainer.h"
@@ -63,13 +64,7 @@ std::string RandomHex(std::size_t bytes) {
     }
     if (got > 0) filled += static_cast<std::size_t>(got);
   }
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned char byte : random) {
-    hex += kDigits[byte >> 4U];
-    hex += kDigits[byte & 15U];
-  }
-  return hex;
+  return HexOf(std::span<const unsigned char>(random));
 }
 
 std::string DescribeResources(const std::map<std::string, double>& resources) {
