@@ -332,33 +332,22 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
   core::NodeManager* raw = manager.get();
   const std::vector<std::uint32_t> ranks = state->node_manager_ranks;
   transport::Transport* raw_transport = &transport;
+  // The head reaches every node manager by message, node 0's (in this
+  // process) too: the transport delivers posts to its own rank like any
+  // other, in order.
   core::ActorDirectory::Hooks hooks;
-  hooks.submit_to_node = [raw, raw_transport, ranks](std::uint32_t node, core::TaskSpec spec) {
-    if (node == 0) {
-      raw->Submit(std::move(spec));
-    } else {
-      raw_transport->Post(ranks.at(node), core::kSubmitTask, core::Encode(spec));
-    }
+  hooks.submit_to_node = [raw_transport, ranks](std::uint32_t node, core::TaskSpec spec) {
+    raw_transport->Post(ranks.at(node), core::kSubmitTask, core::Encode(spec));
   };
-  hooks.stop_worker = [raw, raw_transport, ranks](std::uint32_t node, core::ActorKill kill) {
-    if (node == 0) {
-      raw->StopActor(kill);
-    } else {
-      raw_transport->Post(ranks.at(node), core::kStopActorWorker, core::Encode(kill));
-    }
+  hooks.stop_worker = [raw_transport, ranks](std::uint32_t node, core::ActorKill kill) {
+    raw_transport->Post(ranks.at(node), core::kStopActorWorker, core::Encode(kill));
   };
-  hooks.notify = [raw, raw_transport, ranks](std::uint32_t node,
-                                             const core::ActorChanged& changed) {
-    if (node == 0) {
-      raw->ForwardActorChange(changed);
-    } else {
-      raw_transport->Post(ranks.at(node), core::kActorChanged, core::Encode(changed));
-    }
+  hooks.notify = [raw_transport, ranks](std::uint32_t node, const core::ActorChanged& changed) {
+    raw_transport->Post(ranks.at(node), core::kActorChanged, core::Encode(changed));
   };
   state->directory = std::make_unique<core::ActorDirectory>(view.nodes, job->pmix->layout().rank,
                                                             std::move(hooks));
   state->directory->RegisterHandlers(transport);
-  manager->SetLocalDirectory(state->directory.get());
   manager->ApplyClusterView(std::move(view));
   state->owner = std::make_unique<core::Owner>(
       core::OwnerIdentity{.rank = job->pmix->layout().rank, .node_id = 0}, manager->store_access(),
@@ -481,7 +470,6 @@ void Shutdown() {
                          std::chrono::seconds(10));
   }
   state->node_manager->SetLocalOwner(nullptr);
-  state->node_manager->SetLocalDirectory(nullptr);
   state->node_manager.reset();
   state->directory->DropWaiters();
   state->job.reset();

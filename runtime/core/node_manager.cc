@@ -152,10 +152,6 @@ void NodeManager::SetLocalOwner(Owner* owner) {
   local_owner_.store(owner);
 }
 
-void NodeManager::SetLocalDirectory(ActorDirectory* directory) {
-  local_directory_.store(directory);
-}
-
 StoreAccess& NodeManager::store_access() {
   return *store_access_;
 }
@@ -445,19 +441,13 @@ void NodeManager::SpawnWorker(std::uint32_t rank) {
   Apply(scheduler_.OnWorkerSpawned(rank, *pid));
 }
 
+// By message, also on node 0 where the head lives in this process: the
+// transport delivers posts to its own rank.
 void NodeManager::ReportActorCreated(TaskOutcome outcome) {
-  if (ActorDirectory* directory = local_directory_.load()) {
-    directory->OnCreated(std::move(outcome));
-    return;
-  }
   transport_.Post(config_.head_rank, kActorCreated, Encode(outcome));
 }
 
 void NodeManager::ReportActorDeath(const ActorDeath& death) {
-  if (ActorDirectory* directory = local_directory_.load()) {
-    directory->OnWorkerDied(death);
-    return;
-  }
   transport_.Post(config_.head_rank, kActorWorkerDied, Encode(death));
 }
 

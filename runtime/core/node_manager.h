@@ -77,9 +77,6 @@ class NodeManager {
   // The owner living in this process (the driver's), if any: outcomes for
   // it are delivered by call instead of by message.
   void SetLocalOwner(Owner* owner);
-  // The head's directory when it lives in this process (node 0): actor
-  // reports go to it by call instead of by message.
-  void SetLocalDirectory(ActorDirectory* directory);
   [[nodiscard]] NodeDescription Description() const;
   // Node ranks and totals of the whole job; scheduling starts with it.
   void ApplyClusterView(ClusterView view);
@@ -120,7 +117,6 @@ class NodeManager {
   std::unique_ptr<object::ObjectStore> store_;
   std::unique_ptr<LocalStoreAccess> store_access_;
   std::atomic<Owner*> local_owner_{nullptr};
-  std::atomic<ActorDirectory*> local_directory_{nullptr};
   std::atomic<bool> stopping_{false};
 
   // Immutable after ApplyClusterView; read from any thread.
