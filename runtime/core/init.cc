@@ -65,8 +65,8 @@ struct DriverState {
 };
 
 std::mutex driver_mutex;
-std::unique_ptr<DriverState> driver;     // guarded by driver_mutex
-std::unique_ptr<core::LocalMode> local;  // guarded by driver_mutex
+std::unique_ptr<DriverState> driver;          // guarded by driver_mutex
+std::unique_ptr<core::LocalMode> local_mode;  // guarded by driver_mutex
 
 [[noreturn]] void ThrowLaunch(const std::string& what, const Status& status) {
   throw LaunchError("sray: " + what + ": " + status.message());
@@ -336,7 +336,7 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
   // process) too: the transport delivers posts to its own rank like any
   // other, in order.
   core::ActorDirectory::Hooks hooks;
-  hooks.submit_to_node = [raw_transport, ranks](std::uint32_t node, core::TaskSpec spec) {
+  hooks.submit_to_node = [raw_transport, ranks](std::uint32_t node, const core::TaskSpec& spec) {
     raw_transport->Post(ranks.at(node), core::kSubmitTask, core::Encode(spec));
   };
   hooks.stop_worker = [raw_transport, ranks](std::uint32_t node, core::ActorKill kill) {
@@ -382,7 +382,7 @@ void JoinJob(int argc, char** argv, const InitOptions& options) {
   if (core::IsWorkerProcess()) core::RunWorker();
   {
     std::lock_guard lock(driver_mutex);
-    if (driver || local) return;
+    if (driver || local_mode) return;
   }
   const bool launched = std::getenv("SRAY_ROLE") != nullptr;
   if (options.local_mode || core::LocalModeRequested()) {
@@ -393,7 +393,7 @@ void JoinJob(int argc, char** argv, const InitOptions& options) {
           "SRAY_LOCAL_MODE, or start the program without a launcher");
     }
     std::lock_guard lock(driver_mutex);
-    local = core::LocalMode::Start();
+    local_mode = core::LocalMode::Start();
     ShutdownAtExit();
     return;
   }
@@ -458,7 +458,7 @@ void Shutdown() {
   {
     std::lock_guard lock(driver_mutex);
     state = std::move(driver);
-    local_state = std::move(local);
+    local_state = std::move(local_mode);
   }
   local_state.reset();
   if (!state) return;
@@ -483,7 +483,7 @@ void Shutdown() {
 std::vector<NodeStoreUsage> StoreUsage() {
   std::lock_guard lock(driver_mutex);
   // Local mode keeps objects in the owner's memory: no store holds any.
-  if (local) return {NodeStoreUsage{}};
+  if (local_mode) return {NodeStoreUsage{}};
   if (!driver) throw LaunchError("sray: StoreUsage is for the driver, after sray::Init");
   std::vector<NodeStoreUsage> usage;
   const auto local = driver->node_manager->StoreUsage();
@@ -511,7 +511,7 @@ std::vector<NodeStoreUsage> StoreUsage() {
 
 bool IsInitialized() {
   std::lock_guard lock(driver_mutex);
-  return driver != nullptr || local != nullptr || core::IsWorkerProcess();
+  return driver != nullptr || local_mode != nullptr || core::IsWorkerProcess();
 }
 
 }  // namespace sray

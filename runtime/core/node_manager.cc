@@ -311,7 +311,8 @@ void NodeManager::RegisterHandlers() {
   // the blocking executor, never from the progress thread.
   auto serve_blocking = [&transport, &guard](std::uint32_t method, auto answer) {
     transport.RegisterDeferredRequestHandler(
-        method, [guard, answer](std::uint32_t, auto payload, transport::Responder responder) {
+        method,
+        [guard, answer](std::uint32_t, auto payload, const transport::Responder& responder) {
           auto request = Decode<ObjectRequest>(payload, "object request");
           if (!request.ok()) return responder.Reply(request.status());
           std::shared_lock lock(guard->mutex);
@@ -382,6 +383,8 @@ template <typename... Visitors>
 struct Overloaded : Visitors... {
   using Visitors::operator()...;
 };
+template <typename... Visitors>
+Overloaded(Visitors...) -> Overloaded<Visitors...>;
 }  // namespace
 
 void NodeManager::Apply(SchedulerEffects effects) {
@@ -403,7 +406,7 @@ void NodeManager::Apply(SchedulerEffects effects) {
                            std::string(transport::TextOf(entry->address));
                      }
                      ready.outcome.hostname = HostName();
-                     ReportActorCreated(std::move(ready.outcome));
+                     ReportActorCreated(ready.outcome);
                    },
                    [&](effects::ActorProcessDied& died) { ReportActorDeath(died.death); },
                    [&](effects::StartWorker& start) { SpawnWorker(start.rank); },
@@ -443,7 +446,7 @@ void NodeManager::SpawnWorker(std::uint32_t rank) {
 
 // By message, also on node 0 where the head lives in this process: the
 // transport delivers posts to its own rank.
-void NodeManager::ReportActorCreated(TaskOutcome outcome) {
+void NodeManager::ReportActorCreated(const TaskOutcome& outcome) {
   transport_.Post(config_.head_rank, kActorCreated, Encode(outcome));
 }
 
@@ -454,7 +457,7 @@ void NodeManager::ReportActorDeath(const ActorDeath& death) {
 void NodeManager::Route(TaskOutcome outcome) {
   // Actor calls never pass through here: an actor's outcome is its constructor's.
   if (outcome.actor_id != 0) {
-    ReportActorCreated(std::move(outcome));
+    ReportActorCreated(outcome);
     return;
   }
   Owner* owner = local_owner_.load();

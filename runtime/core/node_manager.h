@@ -104,7 +104,7 @@ class NodeManager {
   void Apply(SchedulerEffects effects);
   void SpawnWorker(std::uint32_t rank);
   void Route(TaskOutcome outcome);
-  void ReportActorCreated(TaskOutcome outcome);
+  void ReportActorCreated(const TaskOutcome& outcome);
   void ReportActorDeath(const ActorDeath& death);
   std::chrono::milliseconds BroadcastIfDirty();
 

@@ -61,7 +61,7 @@ std::vector<std::string> WorkerEnvironment(const WorkerLaunch& launch,
   std::vector<std::string> environment;
   environment.reserve(inherited.size() + 7);
   for (const std::string& entry : inherited) {
-    if (!std::string_view(entry).starts_with(kPrefix)) environment.push_back(entry);
+    if (!entry.starts_with(kPrefix)) environment.push_back(entry);
   }
   auto set = [&](const char* variable, const std::string& value) {
     environment.push_back(std::string(variable) + "=" + value);

@@ -31,6 +31,7 @@ std::int64_t Fails(std::int64_t value) {
 // A task that waits for tasks of its own: must not starve the threads.
 std::int64_t SumOfSquares(std::int64_t count) {
   std::vector<sray::ObjectRef<std::int64_t>> parts;
+  parts.reserve(static_cast<std::size_t>(count));
   for (std::int64_t index = 0; index < count; ++index) {
     parts.push_back(sray::Task(Square).Remote(index));
   }
@@ -60,7 +61,7 @@ class Counter {
     value_ += amount;
     return value_;
   }
-  std::int64_t Value() const { return value_; }
+  [[nodiscard]] std::int64_t Value() const { return value_; }
 
  private:
   std::int64_t value_;
@@ -113,6 +114,7 @@ TEST(LocalMode, GetAndWaitHonourTheirTimeouts) {
 TEST(LocalMode, ActorsKeepStateAndRunCallsInOrder) {
   auto counter = sray::Actor(Counter::Create).Remote(10);
   std::vector<sray::ObjectRef<std::int64_t>> sums;
+  sums.reserve(100);
   for (int call = 0; call < 100; ++call) sums.push_back(counter.Task(&Counter::Add).Remote(1));
   const auto values = sray::Get(sums);
   for (std::size_t call = 0; call < values.size(); ++call) {

@@ -130,7 +130,7 @@ class RecordingSink final : public FrameSink {
   }
 };
 
-PostedMessage OneWay(std::uint32_t rank, std::uint32_t method, std::string text) {
+PostedMessage OneWay(std::uint32_t rank, std::uint32_t method, const std::string& text) {
   return {.kind = PostedMessage::Kind::kOneWay,
           .rank = rank,
           .method = method,
@@ -227,6 +227,7 @@ TEST(ReceiveBufferPool, KeepsAtMostItsLimitGivingBackTheOldestFirst) {
   ReceiveBufferPool pool;
   const std::size_t size = kPooledBytesKept / 4;
   std::vector<ReceiveBuffer> buffers;
+  buffers.reserve(5);
   for (int index = 0; index < 5; ++index) buffers.push_back(pool.Acquire(size));
   std::byte* const oldest = buffers[0].data.get();
   for (auto& buffer : buffers) pool.Release(std::move(buffer));

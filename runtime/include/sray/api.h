@@ -36,6 +36,10 @@
 
 namespace sray {
 
+// The declarations below repeat those of the headers named with them, on
+// purpose: this is where a reader finds every entry point.
+// NOLINTBEGIN(readability-redundant-declaration)
+
 // ---- the job ---------------------------------------------------------------
 
 // Joins the job. On the driver (global rank 0) it returns once every node is
@@ -121,6 +125,8 @@ std::optional<ActorHandle<Class>> GetActor(const std::string& name);
 
 PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options);
 void RemovePlacementGroup(const PlacementGroup& group);
+
+// NOLINTEND(readability-redundant-declaration)
 
 // ---- definitions -------------------------------------------------------------
 
