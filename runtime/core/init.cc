@@ -453,6 +453,12 @@ void Init(int argc, char** argv, const InitOptions& options) {
 }
 
 void Shutdown() {
+  if (core::OnLocalModeThread()) {
+    // Ending local mode joins the thread this call runs on.
+    std::cerr << "sray: Shutdown was called from a task or actor in local mode: ignored; call it "
+                 "from main (it also runs when main returns)\n";
+    return;
+  }
   std::unique_ptr<DriverState> state;
   std::unique_ptr<core::LocalMode> local_state;
   {

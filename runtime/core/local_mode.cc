@@ -31,6 +31,8 @@ std::atomic<bool> local_mode_running{false};
 // in Get (the driver's Get must keep its timeout, and a task thread that
 // waits is what could otherwise starve the queue).
 thread_local bool tls_task_thread = false;
+// True on every thread local mode runs user code on (tasks and actors).
+thread_local bool tls_local_mode_thread = false;
 
 // Every object stays in the owner's memory: nothing reaches a store.
 class InMemoryStore final : public StoreAccess {
@@ -106,6 +108,7 @@ class TaskThreads {
  private:
   void Serve() {
     tls_task_thread = true;
+    tls_local_mode_thread = true;
     while (true) {
       TaskSpec spec;
       {
@@ -307,14 +310,7 @@ class LocalActors final : public ActorCalls {
           actor.runnable.push_back(std::move(spec));  // a retry: its turn came before
         } else {
           actor.resolved.emplace(spec.task_id, std::move(spec));
-          // Calls run in submission order: those whose turn has come go.
-          while (!actor.submitted.empty()) {
-            auto ready = actor.resolved.find(actor.submitted.front());
-            if (ready == actor.resolved.end()) break;
-            actor.runnable.push_back(std::move(ready->second));
-            actor.resolved.erase(ready);
-            actor.submitted.pop_front();
-          }
+          ReleaseInOrderLocked(actor);
         }
       }
     }
@@ -322,7 +318,23 @@ class LocalActors final : public ActorCalls {
     Deliver(std::move(failures));
   }
 
-  void Finished(internal::ActorId /*id*/, std::uint64_t /*task_id*/) override {}
+  // A call that failed before it was sent (an argument failed) never
+  // reaches Send: its place in the order is given up here, or every call
+  // after it would wait for it.
+  void Finished(internal::ActorId id, std::uint64_t task_id) override {
+    {
+      std::lock_guard lock(mutex_);
+      auto found = actors_.find(id);
+      if (found == actors_.end()) return;
+      Actor& actor = *found->second;
+      const auto position = std::find(actor.submitted.begin(), actor.submitted.end(), task_id);
+      if (position == actor.submitted.end()) return;
+      actor.submitted.erase(position);
+      actor.resolved.erase(task_id);
+      ReleaseInOrderLocked(actor);
+    }
+    changed_.notify_all();
+  }
 
   void Stop() {
     std::vector<std::thread> threads;
@@ -391,6 +403,17 @@ class LocalActors final : public ActorCalls {
     actor.submitted.clear();
   }
 
+  // Calls run in submission order: those whose turn has come go.
+  static void ReleaseInOrderLocked(Actor& actor) {
+    while (!actor.submitted.empty()) {
+      auto ready = actor.resolved.find(actor.submitted.front());
+      if (ready == actor.resolved.end()) break;
+      actor.runnable.push_back(std::move(ready->second));
+      actor.resolved.erase(ready);
+      actor.submitted.pop_front();
+    }
+  }
+
   void Deliver(std::vector<TaskOutcome> outcomes) {
     Owner* owner = owner_.load();
     if (owner == nullptr) return;
@@ -399,6 +422,7 @@ class LocalActors final : public ActorCalls {
 
   // One of the actor's threads; the first one also (re)builds the instance.
   void Serve(Actor& actor, bool builds) {
+    tls_local_mode_thread = true;
     while (true) {
       std::unique_lock lock(mutex_);
       changed_.wait(lock, [&] {
@@ -537,6 +561,10 @@ bool LocalModeRequested() {
 
 bool InLocalMode() {
   return local_mode_running.load();
+}
+
+bool OnLocalModeThread() {
+  return tls_local_mode_thread;
 }
 
 }  // namespace sray::core

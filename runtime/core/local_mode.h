@@ -40,5 +40,7 @@ class LocalMode {
 bool LocalModeRequested();
 // True while a LocalMode runs in this process.
 bool InLocalMode();
+// True on a thread that local mode runs tasks or actor calls on.
+bool OnLocalModeThread();
 
 }  // namespace sray::core

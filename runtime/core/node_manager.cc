@@ -388,8 +388,15 @@ Overloaded(Visitors...) -> Overloaded<Visitors...>;
 }  // namespace
 
 void NodeManager::Apply(SchedulerEffects effects) {
-  if (stopping_.load()) return;
+  // While stopping, nothing new starts (no task sent, moved or given a new
+  // worker), but outcomes and actor reports still go out.
+  const bool stopping = stopping_.load();
   for (auto& effect : effects) {
+    if (stopping && (std::holds_alternative<effects::RunOnWorker>(effect) ||
+                     std::holds_alternative<effects::ForwardToNode>(effect) ||
+                     std::holds_alternative<effects::StartWorker>(effect))) {
+      continue;
+    }
     std::visit(Overloaded{
                    [&](effects::RunOnWorker& run) {
                      // If the worker is dying, its exit (seen through its pidfd)

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "transport/progress_loop.h"
+
 namespace sray::transport {
 namespace {
 
@@ -77,6 +79,9 @@ void PeerEndpoints::MarkFailed(std::uint32_t rank, const Status& failure) {
 }
 
 void PeerEndpoints::OnEndpointError(std::uint32_t rank, ucp_ep_h endpoint, ucs_status_t status) {
+  // Inside UCX's error callback: what runs from here (failed calls'
+  // completions) must not block on the transport.
+  CallbackScope scope;
   const Status failure = PeerFailure(rank, ucs_status_string(status));
   {
     std::lock_guard lock(mutex_);

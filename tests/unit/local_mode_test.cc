@@ -123,6 +123,15 @@ TEST(LocalMode, ActorsKeepStateAndRunCallsInOrder) {
   EXPECT_EQ(sray::Get(counter.Task(&Counter::Value).Remote()), 110);
 }
 
+TEST(LocalMode, ACallWhoseArgumentFailedDoesNotHoldBackTheCallsAfterIt) {
+  auto counter = sray::Actor(Counter::Create).Remote(1);
+  auto failed = sray::Task(Fails).Remote(3);
+  auto doomed = counter.Task(&Counter::Add).Remote(failed);
+  EXPECT_THROW((void)sray::Get(doomed), sray::TaskError);
+  // Before the fix this waited forever: the failed call kept its place in line.
+  EXPECT_EQ(sray::Get(counter.Task(&Counter::Value).Remote(), std::chrono::seconds(20)), 1);
+}
+
 TEST(LocalMode, NamedActorsAreFoundAndNamesAreUnique) {
   auto named = sray::Actor(Counter::Create).SetName("tally").Remote(1);
   (void)sray::Get(named.Task(&Counter::Add).Remote(1));
