@@ -48,6 +48,13 @@ std::uint64_t Checksum(std::vector<std::uint64_t> values) {
   return std::accumulate(values.begin(), values.end(), std::uint64_t{0});
 }
 
+// Shutdown from a task cannot end local mode (it would join this thread):
+// refused, and the program goes on.
+bool ShutdownFromTask() {
+  sray::Shutdown();
+  return sray::IsInitialized();
+}
+
 std::uint32_t NodeOfTask() {
   return sray::CurrentNode().node_id;
 }
@@ -69,7 +76,7 @@ class Counter {
 
 }  // namespace
 
-SRAY_REMOTE(Square, Add, Fails, SumOfSquares, Sleep, Checksum, NodeOfTask);
+SRAY_REMOTE(Square, Add, Fails, SumOfSquares, Sleep, Checksum, NodeOfTask, ShutdownFromTask);
 SRAY_REMOTE(Counter::Create, Counter::Broken, &Counter::Add, &Counter::Value);
 
 namespace {
@@ -147,6 +154,21 @@ TEST(LocalMode, AKilledActorsCallsFailWithActorDiedError) {
   EXPECT_EQ(sray::Get(counter.Task(&Counter::Add).Remote(5)), 5);
   counter.Kill();
   EXPECT_THROW((void)sray::Get(counter.Task(&Counter::Value).Remote()), sray::ActorDiedError);
+}
+
+TEST(LocalMode, KillWithRestartsLeftRebuildsTheActorAndItsCallsGoOn) {
+  auto counter = sray::Actor(Counter::Create).SetMaxRestarts(1).Remote(7);
+  EXPECT_EQ(sray::Get(counter.Task(&Counter::Add).Remote(3)), 10);
+  counter.Kill(/*no_restart=*/false);
+  // A new instance from the constructor's arguments: the state starts over.
+  EXPECT_EQ(sray::Get(counter.Task(&Counter::Value).Remote(), std::chrono::seconds(20)), 7);
+  counter.Kill(/*no_restart=*/false);  // no restart left: dead for good
+  EXPECT_THROW((void)sray::Get(counter.Task(&Counter::Value).Remote()), sray::ActorDiedError);
+}
+
+TEST(LocalMode, ShutdownFromATaskIsRefusedAndTheProgramGoesOn) {
+  EXPECT_TRUE(sray::Get(sray::Task(ShutdownFromTask).Remote(), std::chrono::seconds(20)));
+  EXPECT_EQ(sray::Get(sray::Task(Square).Remote(4)), 16);
 }
 
 TEST(LocalMode, AConstructorThatThrowsMakesTheActorDeadWithTheCause) {
