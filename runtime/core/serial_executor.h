@@ -107,7 +107,10 @@ class SerialExecutor {
       executor_.running_ = false;
       // Once: the thread, woken, then sleeps with the handler's deadline.
       const bool wake = again.count() > 0 && executor_.sleeping_untimed_;
-      if (wake) executor_.sleeping_untimed_ = false;
+      if (wake) {
+        executor_.sleeping_untimed_ = false;
+        executor_.idle_again_after_ = again;
+      }
       lock.unlock();
       if (wake) executor_.wake_.notify_one();
     }
@@ -151,6 +154,12 @@ class SerialExecutor {
         sleeping_untimed_ = true;
         wake_.wait(lock, [this] { return !queue_.empty() || stopped_ || !sleeping_untimed_; });
         sleeping_untimed_ = false;
+        // An inline run asked for the handler later, not now: calling it at
+        // once would run it before the moment it named.
+        const auto later = std::exchange(idle_again_after_, std::chrono::milliseconds{0});
+        if (later.count() > 0) {
+          wake_.wait_for(lock, later, [this] { return !queue_.empty() || stopped_; });
+        }
       }
     }
   }
@@ -166,6 +175,8 @@ class SerialExecutor {
   // The thread waits for a post with no deadline; cleared (under the lock)
   // to have it call the idle handler again.
   bool sleeping_untimed_ = false;
+  // What the idle handler asked for in the inline run that woke the thread.
+  std::chrono::milliseconds idle_again_after_{0};
   std::thread thread_;
 };
 

@@ -7,6 +7,8 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace sray::core {
@@ -104,24 +106,46 @@ TEST(SerialExecutor, ClosuresNeverOverlap) {
 // asleep without a deadline, must still call it then (a version that woke
 // the thread without making it look again lost the broadcast).
 TEST(SerialExecutor, AnIdleHandlerAskingForLaterIsCalledAgainAfterAnInlineRun) {
-  std::atomic<int> calls{0};
+  std::mutex mutex;
+  std::vector<std::pair<std::thread::id, std::chrono::steady_clock::time_point>> calls;
   std::atomic<bool> pending{false};
   SerialExecutor executor([&] {
-    calls.fetch_add(1);
+    {
+      std::lock_guard lock(mutex);
+      calls.emplace_back(std::this_thread::get_id(), std::chrono::steady_clock::now());
+    }
     if (!pending.exchange(false)) return std::chrono::milliseconds(0);
-    return std::chrono::milliseconds(5);
+    return std::chrono::milliseconds(20);
   });
   std::this_thread::sleep_for(50ms);  // the thread now sleeps with no deadline
-  const int before = calls.load();
+  std::size_t before = 0;
+  {
+    std::lock_guard lock(mutex);
+    before = calls.size();
+  }
   executor.RunHereOrPost([&] { pending = true; });
-  EXPECT_EQ(calls.load(), before + 1);  // after the inline run, on this thread
-  // The handler said "again in 5 ms" and nothing else happens: the thread
-  // must call it once more by itself.
+  std::thread::id inline_caller;
+  std::chrono::steady_clock::time_point inline_call;
+  {
+    std::lock_guard lock(mutex);
+    ASSERT_GT(calls.size(), before);
+    std::tie(inline_caller, inline_call) = calls[before];
+  }
+  EXPECT_EQ(inline_caller, std::this_thread::get_id());  // the inline run called it
+  // The handler said "again in 20 ms" and nothing else happens: the thread
+  // must call it once more by itself, and not before then.
   const auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (calls.load() < before + 2 && std::chrono::steady_clock::now() < deadline) {
+  while (std::chrono::steady_clock::now() < deadline) {
+    {
+      std::lock_guard lock(mutex);
+      if (calls.size() > before + 1) break;
+    }
     std::this_thread::sleep_for(1ms);
   }
-  EXPECT_GE(calls.load(), before + 2);
+  std::lock_guard lock(mutex);
+  ASSERT_GT(calls.size(), before + 1);
+  EXPECT_NE(calls[before + 1].first, std::this_thread::get_id());
+  EXPECT_GE(calls[before + 1].second - inline_call, 20ms);
 }
 
 TEST(SerialExecutor, StopRunsWhatWasPostedThenRefusesMore) {
