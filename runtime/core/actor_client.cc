@@ -70,7 +70,9 @@ internal::ActorId ActorClient::Create(const std::string& factory,
   creation.max_concurrency = options.max_concurrency;
   creation.placement_group = options.placement_group;
   creation.bundle_index = options.bundle_index;
+  internal::ContainedRefs constructor_refs;
   for (auto& argument : arguments) {
+    for (auto& handle : argument.contained) constructor_refs.push_back(std::move(handle));
     ArgumentSpec spec;
     if (argument.reference) {
       // A restart re-runs the constructor with the same bytes, so the
@@ -86,7 +88,9 @@ internal::ActorId ActorClient::Create(const std::string& factory,
   if (!info.ok()) ThrowStatus(info.status(), "cannot create actor " + factory);
   {
     std::lock_guard lock(mutex_);
-    LearnLocked(actors_[info->id], *info);
+    ActorEntry& entry = actors_[info->id];
+    entry.constructor_refs = std::move(constructor_refs);
+    LearnLocked(entry, *info);
   }
   return info->id;
 }
@@ -244,6 +248,8 @@ void ActorClient::FlushLocked(internal::ActorId actor, ActorEntry& entry, Action
   const bool dead = entry.info && StateOf(*entry.info) == ActorState::kDead;
   if (dead) {
     FailLostLocked(entry, actions);
+    for (auto& handle : entry.constructor_refs) actions.released.push_back(std::move(handle));
+    entry.constructor_refs.clear();
     return;
   }
   const bool alive = entry.info && StateOf(*entry.info) == ActorState::kAlive;

@@ -28,6 +28,7 @@
 #include "core/actor_calls.h"
 #include "core/head_service.h"
 #include "core/protocol.h"
+#include "sray/internal/contained_refs.h"
 #include "sray/internal/runtime.h"
 #include "transport/address_book.h"
 #include "transport/transport.h"
@@ -81,6 +82,9 @@ class ActorClient final : public ActorCalls {
     bool asking = false;  // a WaitForChange is outstanding (always, until dead)
     std::int32_t numbered_incarnation = -1;
     std::uint64_t next_sequence = 0;
+    // References packed in the constructor's arguments: a restart runs the
+    // constructor again, so they are held until the actor is dead.
+    internal::ContainedRefs constructor_refs;
   };
   // What to do once the lock is released.
   struct Outgoing {
@@ -97,6 +101,7 @@ class ActorClient final : public ActorCalls {
     std::vector<Outgoing> sends;
     std::vector<TaskOutcome> failures;
     std::vector<std::pair<internal::ActorId, std::int32_t>> asks;
+    internal::ContainedRefs released;  // dropped without the lock (they reach the Owner)
   };
 
   void FlushLocked(internal::ActorId actor, ActorEntry& entry, Actions& actions);

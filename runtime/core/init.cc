@@ -26,6 +26,7 @@
 
 #include "common/host_name.h"
 #include "core/actor_client.h"
+#include "core/borrow_links.h"
 #include "core/actor_directory.h"
 #include "core/environment_check.h"
 #include "core/head_service.h"
@@ -61,6 +62,10 @@ struct DriverState {
   std::unique_ptr<core::ActorDirectory> directory;
   std::unique_ptr<core::HeadService> head;
   std::unique_ptr<core::ActorClient> actor_client;
+  // The owner's links to other processes, and its service to them: the
+  // service goes before the owner, the links after it.
+  std::unique_ptr<core::TransportBorrowLinks> borrow_links;
+  std::unique_ptr<core::OwnerService> owner_service;
   std::vector<std::uint32_t> node_manager_ranks;
 };
 
@@ -354,9 +359,12 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
       [raw](core::TaskSpec spec) { raw->Submit(std::move(spec)); });
   manager->SetLocalOwner(state->owner.get());
   state->head = core::MakeLocalHead(*state->directory);
-  state->actor_client = std::make_unique<core::ActorClient>(*state->owner, *state->head, transport,
-                                                            std::move(book), HostName());
+  state->actor_client =
+      std::make_unique<core::ActorClient>(*state->owner, *state->head, transport, book, HostName());
   state->owner->SetActorCalls(state->actor_client.get());
+  state->borrow_links = std::make_unique<core::TransportBorrowLinks>(transport, std::move(book));
+  state->owner->SetBorrowLinks(*state->borrow_links);
+  state->owner_service = std::make_unique<core::OwnerService>(transport, *state->owner);
   state->node_manager = std::move(manager);
   state->job = std::move(job);
   core::SetProcessRuntime(state->owner.get());
@@ -470,6 +478,8 @@ void Shutdown() {
   if (!state) return;
   core::SetProcessRuntime(nullptr);
   state->actor_client->Stop();
+  // Answers still owed to borrowers need the transport: before it goes.
+  state->owner_service.reset();
   transport::Transport& transport = *state->job->transport;
   for (std::size_t node = 1; node < state->node_manager_ranks.size(); ++node) {
     (void)transport.Call(state->node_manager_ranks[node], core::kShutdownNode, {},
@@ -482,6 +492,7 @@ void Shutdown() {
   state->owner->SetActorCalls(nullptr);
   state->actor_client.reset();
   state->owner.reset();
+  state->borrow_links.reset();
   state->head.reset();
   state->directory.reset();
 }

@@ -18,32 +18,6 @@ void PrepareRetry(TaskSpec& spec) {
   spec.visible_devices.clear();
 }
 
-std::string GetTimeoutMessage(std::chrono::milliseconds timeout, const internal::ObjectId& id,
-                              const std::string& producer) {
-  return "sray: Get timed out after " + std::to_string(timeout.count()) + " ms: object " +
-         id.ToString() + " (result of task " + producer +
-         ") is not ready yet: wait longer, or check with Wait first";
-}
-
-class InlineValue final : public internal::ObjectValue {
- public:
-  explicit InlineValue(std::string bytes) : bytes_(std::move(bytes)) {}
-  [[nodiscard]] std::string_view bytes() const override { return bytes_; }
-
- private:
-  std::string bytes_;
-};
-
-// Reads straight from the node's shared memory: the zero-copy same-node Get.
-class MappedValue final : public internal::ObjectValue {
- public:
-  explicit MappedValue(std::unique_ptr<object::MappedFile> file) : file_(std::move(file)) {}
-  [[nodiscard]] std::string_view bytes() const override { return file_->view(); }
-
- private:
-  std::unique_ptr<object::MappedFile> file_;
-};
-
 std::string TaskLabel(const TaskSpec& spec) {
   return spec.name.empty() ? spec.function : spec.name;
 }
@@ -51,9 +25,14 @@ std::string TaskLabel(const TaskSpec& spec) {
 }  // namespace
 
 Owner::Owner(OwnerIdentity identity, StoreAccess& store, std::function<void(TaskSpec)> submit)
-    : identity_(identity), store_(store), submit_(std::move(submit)) {}
+    : identity_(identity), store_(store), submit_(std::move(submit)) {
+  wake_token_->owner = this;
+}
 
-Owner::~Owner() = default;
+Owner::~Owner() {
+  std::lock_guard lock(wake_token_->mutex);
+  wake_token_->owner = nullptr;
+}
 
 void Owner::SetHelper(std::function<bool()> run_one_queued_task) {
   helper_ = std::move(run_one_queued_task);
@@ -68,27 +47,6 @@ void Owner::SetBlockingNotifier(std::function<void(bool blocked)> notify) {
   blocking_notifier_ = std::move(notify);
 }
 
-Owner::WatchScope::WatchScope(Owner& owner, const std::vector<internal::ObjectId>& ids,
-                              Waiter& waiter)
-    : owner_(owner), ids_(ids), waiter_(waiter) {
-  for (const auto& id : ids_) {
-    auto found = owner_.objects_.find(id);
-    if (found == owner_.objects_.end() || found->second.state != State::kPending) continue;
-    owner_.watchers_[id].push_back(&waiter_);
-    ++waiter_.completions_needed;
-  }
-}
-
-Owner::WatchScope::~WatchScope() {
-  for (const auto& id : ids_) {
-    auto found = owner_.watchers_.find(id);
-    if (found == owner_.watchers_.end()) continue;
-    auto& waiters = found->second;
-    std::erase(waiters, &waiter_);
-    if (waiters.empty()) owner_.watchers_.erase(found);
-  }
-}
-
 void Owner::NotifyCompletionLocked(const internal::ObjectId& id) {
   if (watchers_.empty()) return;
   auto found = watchers_.find(id);
@@ -99,26 +57,6 @@ void Owner::NotifyCompletionLocked(const internal::ObjectId& id) {
   }
   watchers_.erase(found);
   if (wake) changed_.notify_all();
-}
-
-template <typename Done>
-bool Owner::WaitHelping(std::unique_lock<std::mutex>& lock,
-                        std::chrono::steady_clock::time_point deadline, BlockedScope& blocked,
-                        Done done) {
-  while (!done()) {
-    if (helper_) {
-      lock.unlock();
-      const bool ran = helper_();
-      lock.lock();
-      // Whatever completed while the lock was released notified nobody.
-      if (ran || done()) continue;
-    }
-    if (std::chrono::steady_clock::now() >= deadline) return done();
-    blocked.Announce();
-    // A task arriving for the helper wakes this too (WakeWaiters).
-    changed_.wait_until(lock, deadline);
-  }
-  return true;
 }
 
 internal::ObjectId Owner::SubmitTask(const std::string& function,
@@ -152,8 +90,7 @@ internal::ObjectId Owner::SubmitActorTask(internal::ActorId actor, int max_task_
 
 internal::ObjectId Owner::Submit(TaskSpec spec, std::vector<internal::TaskArgument> arguments,
                                  int max_retries, bool retry_exceptions) {
-  std::vector<TaskSpec> to_send;
-  std::vector<TaskOutcome> to_fail;
+  Followups followups;
   internal::ObjectId id;
   {
     std::lock_guard lock(mutex_);
@@ -169,6 +106,9 @@ internal::ObjectId Owner::Submit(TaskSpec spec, std::vector<internal::TaskArgume
     task.retry_exceptions = retry_exceptions;
     task.spec.arguments.reserve(arguments.size());
     for (auto& argument : arguments) {
+      // Held until the task is done: its worker registers as a borrower
+      // of each before then.
+      for (auto& handle : argument.contained) task.argument_handles.push_back(std::move(handle));
       ArgumentSpec argument_spec;
       if (argument.reference) {
         argument_spec.by_reference = true;
@@ -189,11 +129,20 @@ internal::ObjectId Owner::Submit(TaskSpec spec, std::vector<internal::TaskArgume
     entry.producer = TaskLabel(task.spec);
     objects_.emplace(id, std::move(entry));
     auto [inserted, unused] = tasks_.emplace(task_id, std::move(task));
-    ResolveArgumentsLocked(inserted->second, to_send, to_fail);
+    ResolveArgumentsLocked(inserted->second, followups);
   }
-  for (auto& ready : to_send) SendTask(std::move(ready));
-  for (auto& failure : to_fail) OnTaskOutcome(std::move(failure));
+  RunFollowups(std::move(followups));
   return id;
+}
+
+void Owner::RunFollowups(Followups followups) {
+  for (auto& ready : followups.to_send) SendTask(std::move(ready));
+  for (auto& failure : followups.to_fail) OnTaskOutcome(std::move(failure));
+  for (auto& question : followups.to_ask) {
+    borrowed_->RequestStatus(question.id, [this, question](Result<ObjectStatus> status) {
+      OnArgumentStatus(question, std::move(status));
+    });
+  }
 }
 
 void Owner::SendTask(TaskSpec spec) {
@@ -247,18 +196,30 @@ void Owner::RemovePlacementGroup(std::uint64_t id) {
   Actors().RemovePlacementGroup(id);
 }
 
-void Owner::ResolveArgumentsLocked(PendingTask& task, std::vector<TaskSpec>& to_send,
-                                   std::vector<TaskOutcome>& to_fail) {
+void Owner::ResolveArgumentsLocked(PendingTask& task, Followups& followups) {
+  auto& to_fail = followups.to_fail;
   task.unresolved = 0;
-  for (auto& argument : task.spec.arguments) {
+  for (std::size_t index = 0; index < task.spec.arguments.size(); ++index) {
+    ArgumentSpec& argument = task.spec.arguments[index];
     // Resolved references carry a node and size, or became inline values.
     if (!argument.by_reference || argument.size != 0 || argument.node != 0) continue;
+    if (!Owns(argument.id)) {
+      // Borrowed: its owner says where it is once it is ready.
+      if (std::find(task.asked_owner.begin(), task.asked_owner.end(), index) ==
+          task.asked_owner.end()) {
+        task.asked_owner.push_back(index);
+        followups.to_ask.push_back(
+            OwnerQuestion{.task_id = task.spec.task_id, .index = index, .id = argument.id});
+      }
+      task.unresolved++;
+      continue;
+    }
     auto found = objects_.find(argument.id);
     if (found == objects_.end()) {
       to_fail.push_back(FailedOutcome(task.spec, OutcomeKind::kSystemError,
                                       "argument object " + argument.id.ToString() +
-                                          " is not owned by this process: pass ObjectRefs only "
-                                          "from the process that created them"));
+                                          " is no longer held by this process: keep its "
+                                          "ObjectRef until the task is submitted"));
       return;
     }
     const ObjectEntry& entry = found->second;
@@ -295,7 +256,7 @@ void Owner::ResolveArgumentsLocked(PendingTask& task, std::vector<TaskSpec>& to_
   }
   if (task.unresolved == 0 && !task.sent) {
     task.sent = true;
-    to_send.push_back(task.spec);
+    followups.to_send.push_back(task.spec);
   }
 }
 
@@ -305,8 +266,12 @@ void Owner::ReleaseIfUnusedLocked(
     std::vector<std::shared_ptr<internal::ObjectHandle>>& released) {
   auto found = objects_.find(id);
   if (found == objects_.end()) return;
-  const ObjectEntry& entry = found->second;
-  if (entry.referenced || entry.task_uses > 0 || entry.state == State::kPending) return;
+  ObjectEntry& entry = found->second;
+  if (entry.handles > 0 || entry.task_uses > 0 || entry.state == State::kPending) return;
+  if (entry.sharing) {
+    if (!entry.sharing->borrowers.empty()) return;
+    for (auto& handle : entry.sharing->contained) released.push_back(std::move(handle));
+  }
   if (entry.in_store) to_free.emplace_back(id, entry.node);
   objects_.erase(found);
   auto lineage = lineage_.find(id);
@@ -345,18 +310,27 @@ bool Owner::Reconstruct(const internal::ObjectId& id, std::uint32_t lost_on_node
 }
 
 void Owner::OnTaskOutcome(TaskOutcome outcome) {
-  std::vector<TaskSpec> to_send;
-  std::vector<TaskOutcome> to_fail;
+  Followups followups;
+  auto& to_send = followups.to_send;
   std::vector<std::pair<internal::ObjectId, std::uint32_t>> to_free;
   std::vector<std::shared_ptr<internal::ObjectHandle>> released;
   std::vector<std::pair<internal::ActorId, std::uint64_t>> finished_actor_calls;
+  std::vector<std::function<void()>> answers;
   const auto kind = static_cast<OutcomeKind>(outcome.kind);
   {
     std::lock_guard lock(mutex_);
+    // The references packed in the value: this process was registered as
+    // their borrower; their handles live as long as the value.
+    internal::ContainedRefs contained;
+    contained.reserve(outcome.contained.size());
+    for (const ContainedRef& reference : outcome.contained) {
+      contained.push_back(AdoptLocked(reference));
+    }
     auto found = tasks_.find(outcome.task_id);
     if (found == tasks_.end() || found->second.spec.return_id != outcome.return_id) {
       // A late duplicate (the task was retried elsewhere): drop its value.
       if (kind == OutcomeKind::kStoredValue) to_free.emplace_back(outcome.return_id, outcome.node);
+      for (auto& handle : contained) released.push_back(std::move(handle));
     } else {
       PendingTask& task = found->second;
       const bool retry =
@@ -366,8 +340,10 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
       if (retry) {
         PrepareRetry(task.spec);
         to_send.push_back(task.spec);
+        for (auto& handle : contained) released.push_back(std::move(handle));
       } else {
         ObjectEntry& entry = objects_[outcome.return_id];
+        if (!contained.empty()) entry.shared().contained = std::move(contained);
         switch (kind) {
           case OutcomeKind::kInlineValue:
             entry.state = State::kReady;
@@ -389,6 +365,13 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
                                          : "";
             entry.failure = std::make_shared<const TaskOutcome>(outcome);
             break;
+        }
+        if (entry.sharing && !entry.sharing->status_waiters.empty()) {
+          for (auto& waiter : std::exchange(entry.sharing->status_waiters, {})) {
+            answers.emplace_back([waiter = std::move(waiter), status = StatusOf(entry)] {
+              waiter(status);
+            });
+          }
         }
         for (const auto& argument : task.spec.arguments) {
           auto used = objects_.find(argument.id);
@@ -415,7 +398,7 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
           for (const auto dependent : dependents) {
             auto task_entry = tasks_.find(dependent);
             if (task_entry != tasks_.end()) {
-              ResolveArgumentsLocked(task_entry->second, to_send, to_fail);
+              ResolveArgumentsLocked(task_entry->second, followups);
             }
           }
         }
@@ -425,8 +408,8 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
   }
   for (const auto& [id, node] : to_free) store_.Free(id, node);
   for (const auto& [actor, task_id] : finished_actor_calls) Actors().Finished(actor, task_id);
-  for (auto& spec : to_send) SendTask(std::move(spec));
-  for (auto& failure : to_fail) OnTaskOutcome(std::move(failure));
+  for (auto& answer : answers) answer();
+  RunFollowups(std::move(followups));
   released.clear();  // may call RemoveReference, which takes mutex_
 }
 
@@ -448,7 +431,9 @@ class InlineBuilder final : public internal::ObjectBuilder {
  public:
   InlineBuilder(Owner& owner, std::size_t size) : owner_(owner), bytes_(size, '\0') {}
   char* data() override { return bytes_.data(); }
-  internal::ObjectId Seal() override { return owner_.AddInlineObject(std::move(bytes_)); }
+  internal::ObjectId Seal(internal::ContainedRefs contained) override {
+    return owner_.AddInlineObject(std::move(bytes_), std::move(contained));
+  }
 
  private:
   Owner& owner_;
@@ -465,11 +450,11 @@ class StoreBuilder final : public internal::ObjectBuilder {
     if (file_) store_.Free(id_, node_);  // never sealed
   }
   char* data() override { return reinterpret_cast<char*>(file_->data()); }
-  internal::ObjectId Seal() override {
+  internal::ObjectId Seal(internal::ContainedRefs contained) override {
     const std::uint64_t size = file_->size();
     file_.reset();
     store_.Seal(id_, size);
-    return owner_.AddSealedStoreObject(id_, size);
+    return owner_.AddSealedStoreObject(id_, size, std::move(contained));
   }
 
  private:
@@ -482,19 +467,22 @@ class StoreBuilder final : public internal::ObjectBuilder {
 
 }  // namespace
 
-internal::ObjectId Owner::AddInlineObject(std::string value) {
+internal::ObjectId Owner::AddInlineObject(std::string value, internal::ContainedRefs contained) {
   ObjectEntry entry;
   entry.state = State::kReady;
   entry.inline_value = std::move(value);
+  if (!contained.empty()) entry.shared().contained = std::move(contained);
   std::lock_guard lock(mutex_);
   const internal::ObjectId id{identity_.rank, next_index_++};
   objects_.emplace(id, std::move(entry));
   return id;
 }
 
-internal::ObjectId Owner::AddSealedStoreObject(const internal::ObjectId& id, std::uint64_t size) {
+internal::ObjectId Owner::AddSealedStoreObject(const internal::ObjectId& id, std::uint64_t size,
+                                               internal::ContainedRefs contained) {
   ObjectEntry entry;
   entry.state = State::kReady;
+  if (!contained.empty()) entry.shared().contained = std::move(contained);
   entry.in_store = true;
   entry.node = identity_.node_id;
   entry.size = size;
@@ -528,135 +516,18 @@ std::unique_ptr<internal::ObjectBuilder> Owner::CreateObject(std::size_t size) {
                                         std::move(file).value());
 }
 
-std::vector<std::shared_ptr<const internal::ObjectValue>> Owner::Get(
-    const std::vector<internal::ObjectId>& ids, internal::Timeout timeout) {
-  const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout
-                                : std::chrono::steady_clock::time_point::max();
-  std::vector<std::shared_ptr<const internal::ObjectValue>> values;
-  values.reserve(ids.size());
-  BlockedScope blocked(blocking_notifier_);
-  {
-    // First until none is pending, with one wake-up for all of them; then
-    // each is read in order below (that loop also recomputes lost ones).
-    std::unique_lock lock(mutex_);
-    Waiter waiter;
-    WatchScope watch(*this, ids, waiter);
-    if (!WaitHelping(lock, deadline, blocked, [&] { return waiter.completions_needed == 0; })) {
-      for (const auto& id : ids) {
-        auto found = objects_.find(id);
-        if (found == objects_.end() || found->second.state != State::kPending) continue;
-        throw GetTimeoutError(GetTimeoutMessage(*timeout, id, found->second.producer));
-      }
-    }
-  }
-  for (const auto& id : ids) {
-    while (true) {
-      std::unique_lock lock(mutex_);
-      const std::vector<internal::ObjectId> this_one{id};
-      Waiter waiter;
-      WatchScope watch(*this, this_one, waiter);
-      if (!WaitHelping(lock, deadline, blocked, [&] { return waiter.completions_needed == 0; })) {
-        const auto& entry = objects_.at(id);
-        throw GetTimeoutError(GetTimeoutMessage(*timeout, id, entry.producer));
-      }
-      auto found = objects_.find(id);
-      if (found == objects_.end()) {
-        throw ObjectLostError("sray: object " + id.ToString() +
-                              " is unknown to this process: its references were all dropped, or "
-                              "it belongs to another process");
-      }
-      const ObjectEntry& entry = found->second;
-      if (entry.state == State::kFailed) {
-        const std::shared_ptr<const TaskOutcome> failure = entry.failure;
-        lock.unlock();
-        ThrowFailure(*failure);
-      }
-      if (!entry.in_store) {
-        values.push_back(std::make_shared<InlineValue>(entry.inline_value));
-        break;
-      }
-      const std::uint32_t node = entry.node;
-      const std::uint64_t size = entry.size;
-      const std::string producer = entry.producer;
-      lock.unlock();
-      auto value = ReadStored(id, node, size);
-      if (value) {
-        values.push_back(std::move(value));
-        break;
-      }
-      if (!Reconstruct(id, node)) {
-        throw ObjectLostError(
-            "sray: object " + id.ToString() + " is lost: node " + std::to_string(node) +
-            " no longer has it, and it cannot be " + "recomputed (" +
-            (producer.empty()
-                 ? std::string("it was Put, not computed by a task): keep a "
-                               "copy of data you Put, or Put it again")
-                 : "task " + producer + " has no retries left): raise its SetMaxRetries"));
-      }
-    }
-  }
-  return values;
-}
-
-std::shared_ptr<const internal::ObjectValue> Owner::ReadStored(const internal::ObjectId& id,
-                                                               std::uint32_t node,
-                                                               std::uint64_t size) {
-  Status last = Status::Ok();
-  // The store may spill the object between MakeLocal and the open; ask again.
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    auto path = store_.MakeLocal(id, node, size);
-    if (!path.ok()) {
-      last = path.status();
-      break;
-    }
-    auto file = object::MappedFile::OpenReadOnly(*path);
-    if (file.ok()) return std::make_shared<MappedValue>(std::move(file).value());
-    last = file.status();
-  }
-  if (last.code() == StatusCode::kNotFound) return nullptr;
-  const std::string message = "sray: cannot read object " + id.ToString() + " of node " +
-                              std::to_string(node) + ": " + last.message();
-  if (last.code() == StatusCode::kResourceExhausted) throw ObjectStoreFullError(message);
-  throw Error(message);
-}
-
-std::vector<bool> Owner::Wait(const std::vector<internal::ObjectId>& ids, std::size_t num_ready,
-                              internal::Timeout timeout) {
-  const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout
-                                : std::chrono::steady_clock::time_point::max();
-  const std::size_t wanted = std::min(num_ready, ids.size());
-  std::vector<bool> ready(ids.size(), false);
-  BlockedScope blocked(blocking_notifier_);
-  std::unique_lock lock(mutex_);
-  while (true) {
-    std::size_t count = 0;
-    for (std::size_t index = 0; index < ids.size(); ++index) {
-      auto found = objects_.find(ids[index]);
-      ready[index] = found == objects_.end() || found->second.state != State::kPending;
-      if (ready[index]) ++count;
-    }
-    if (count >= wanted) return ready;
-    Waiter waiter;
-    WatchScope watch(*this, ids, waiter);
-    waiter.completions_needed = wanted - count;
-    if (!WaitHelping(lock, deadline, blocked, [&] { return waiter.completions_needed == 0; })) {
-      for (std::size_t index = 0; index < ids.size(); ++index) {
-        auto found = objects_.find(ids[index]);
-        ready[index] = found == objects_.end() || found->second.state != State::kPending;
-      }
-      return ready;
-    }
-  }
-}
-
 void Owner::RemoveReference(const internal::ObjectId& id) noexcept {
+  if (!Owns(id)) {
+    if (borrowed_) borrowed_->Release(id);
+    return;
+  }
   std::vector<std::pair<internal::ObjectId, std::uint32_t>> to_free;
   std::vector<std::shared_ptr<internal::ObjectHandle>> released;
   {
     std::lock_guard lock(mutex_);
     auto found = objects_.find(id);
     if (found == objects_.end()) return;
-    found->second.referenced = false;
+    if (found->second.handles > 0) found->second.handles--;
     ReleaseIfUnusedLocked(id, to_free, released);
   }
   for (const auto& [object, node] : to_free) store_.Free(object, node);

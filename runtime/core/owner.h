@@ -5,7 +5,9 @@
 // creates object ids, keeps each owned object's state and value location,
 // resolves a task's ObjectRef arguments before sending it (so values never
 // pass through the caller), retries tasks whose worker died, and frees an
-// object in its store when the last reference is dropped.
+// object in its store when the last reference is dropped here and no other
+// process borrows it. References to objects other processes own (unpacked
+// from values) are borrowed through BorrowedObjects.
 //
 // Thread-safety: every member may be called from any thread; OnTaskOutcome
 // may run inside a transport handler and does not block.
@@ -15,13 +17,16 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
+#include "core/borrowed_objects.h"
 #include "core/protocol.h"
 #include "core/store_access.h"
+#include "sray/internal/contained_refs.h"
 #include "sray/internal/runtime.h"
 
 namespace sray::core {
@@ -49,6 +54,9 @@ class Owner final : public internal::Runtime {
   std::vector<bool> Wait(const std::vector<internal::ObjectId>& ids, std::size_t num_ready,
                          internal::Timeout timeout) override;
   void RemoveReference(const internal::ObjectId& id) noexcept override;
+  std::shared_ptr<internal::ObjectHandle> Borrow(const internal::ObjectId& id,
+                                                 std::string_view owner_address) override;
+  std::string OwnerAddress(const internal::ObjectId& id) override;
 
   // Actors, through the ActorCalls (set before use).
   internal::ActorId CreateActor(const std::string& factory,
@@ -68,11 +76,38 @@ class Owner final : public internal::Runtime {
   void RemovePlacementGroup(std::uint64_t id) override;
   // Actor calls go through `actors`; it must outlive its use here.
   void SetActorCalls(ActorCalls* actors);
+  // Reaching the owners of borrowed objects, and being reached as one; set
+  // once, before values holding ObjectRefs cross processes. `links` must
+  // outlive this Owner.
+  void SetBorrowLinks(BorrowLinks& links);
+
+  // The owner's side of borrowing (from transport handlers: none blocks).
+  Status AddBorrower(const BorrowerChange& change);
+  void RemoveBorrower(const BorrowerChange& change);
+  // `done` runs once `id` is resolved (at once when it is), maybe on
+  // another thread.
+  void WhenResolved(const internal::ObjectId& id, std::function<void(ObjectStatus)> done);
+  // Drops every `done` still waiting (before the transport their answers
+  // need goes away).
+  void DropStatusWaiters();
+  // A task's result holds `contained` and goes to `receiver`: registers the
+  // receiver as a borrower of each (with their owners) before the outcome
+  // leaves. Blocks; not from a transport handler.
+  Result<std::vector<ContainedRef>> Lend(const internal::ContainedRefs& contained,
+                                         std::uint32_t receiver);
+  // How many objects this process owns and borrows (for tests and usage).
+  struct Counts {
+    std::size_t owned = 0;
+    std::size_t borrowed = 0;
+  };
+  Counts counts();
 
   void OnTaskOutcome(TaskOutcome outcome);
-  // A new object, owned here, whose bytes are already in place.
-  internal::ObjectId AddInlineObject(std::string value);
-  internal::ObjectId AddSealedStoreObject(const internal::ObjectId& id, std::uint64_t size);
+  // A new object, owned here, whose bytes are already in place; it keeps the
+  // references packed in it alive.
+  internal::ObjectId AddInlineObject(std::string value, internal::ContainedRefs contained);
+  internal::ObjectId AddSealedStoreObject(const internal::ObjectId& id, std::uint64_t size,
+                                          internal::ContainedRefs contained);
   // In a worker: runs one task queued at this worker, if any, and says
   // whether it did. Get and Wait call it while they wait, so tasks the node
   // manager queued behind a task that now waits for others cannot deadlock
@@ -89,10 +124,17 @@ class Owner final : public internal::Runtime {
 
  private:
   enum class State { kPending, kReady, kFailed };
+  // What only objects shared with other processes need (kept apart, as
+  // `failure` is: most objects are never shared).
+  struct Sharing {
+    std::map<std::uint32_t, std::uint32_t> borrowers;  // rank -> registrations
+    internal::ContainedRefs contained;                  // refs packed in the value
+    std::vector<std::function<void(ObjectStatus)>> status_waiters;
+  };
   struct ObjectEntry {
     State state = State::kPending;
-    bool referenced = true;  // the caller's handle is alive
-    int task_uses = 0;       // unfinished tasks that take it as an argument
+    std::uint32_t handles = 1;  // live ObjectHandles in this process
+    int task_uses = 0;          // unfinished tasks that take it as an argument
     std::string inline_value;
     bool in_store = false;
     std::uint32_t node = 0;
@@ -101,6 +143,11 @@ class Owner final : public internal::Runtime {
     // Set once failed (kept apart: most objects never fail, and the entry
     // stays small).
     std::shared_ptr<const TaskOutcome> failure;
+    std::unique_ptr<Sharing> sharing;
+    Sharing& shared() {
+      if (!sharing) sharing = std::make_unique<Sharing>();
+      return *sharing;
+    }
   };
   struct PendingTask {
     TaskSpec spec;
@@ -109,6 +156,21 @@ class Owner final : public internal::Runtime {
     bool retry_exceptions = false;
     std::size_t unresolved = 0;
     bool sent = false;
+    // Arguments by reference to borrowed objects whose owner was asked for
+    // them (indexes into spec.arguments).
+    std::vector<std::size_t> asked_owner;
+  };
+  // A borrowed argument to ask its owner for, once mutex_ is released.
+  struct OwnerQuestion {
+    std::uint64_t task_id = 0;
+    std::size_t index = 0;
+    internal::ObjectId id;
+  };
+  // Work found under mutex_, done once it is released.
+  struct Followups {
+    std::vector<TaskSpec> to_send;
+    std::vector<TaskOutcome> to_fail;
+    std::vector<OwnerQuestion> to_ask;
   };
 
   // Adds a task (its spec filled but for ids and arguments) and sends it
@@ -118,9 +180,17 @@ class Owner final : public internal::Runtime {
   // A resolved task to where it runs: the node manager, or the actor.
   void SendTask(TaskSpec spec);
   ActorCalls& Actors();
-  // Each returns the work to do once mutex_ is released.
-  void ResolveArgumentsLocked(PendingTask& task, std::vector<TaskSpec>& to_send,
-                              std::vector<TaskOutcome>& to_fail);
+  // Returns the work to do once mutex_ is released in `followups`.
+  void ResolveArgumentsLocked(PendingTask& task, Followups& followups);
+  void RunFollowups(Followups followups);
+  // A borrowed argument's owner answered.
+  void OnArgumentStatus(const OwnerQuestion& question, Result<ObjectStatus> status);
+  [[nodiscard]] bool Owns(const internal::ObjectId& id) const { return id.owner == identity_.rank; }
+  // What a borrower's Get learns of a resolved object owned here.
+  static ObjectStatus StatusOf(const ObjectEntry& entry);
+  // A reference packed in a task's result, whose registration was made for
+  // this process.
+  std::shared_ptr<internal::ObjectHandle> AdoptLocked(const ContainedRef& reference);
   void ReleaseIfUnusedLocked(const internal::ObjectId& id,
                              std::vector<std::pair<internal::ObjectId, std::uint32_t>>& to_free,
                              std::vector<std::shared_ptr<internal::ObjectHandle>>& released);
@@ -137,6 +207,8 @@ class Owner final : public internal::Runtime {
   const std::function<void(TaskSpec)> submit_;
   std::function<bool()> helper_;
   std::atomic<ActorCalls*> actor_calls_{nullptr};
+  std::atomic<BorrowLinks*> borrow_links_{nullptr};
+  std::unique_ptr<BorrowedObjects> borrowed_;  // set with the links, then constant
   std::function<void(bool)> blocking_notifier_;
   // Says "blocked" once, at the first real wait of one Get or Wait, and
   // "running" when that call ends.
@@ -188,6 +260,25 @@ class Owner final : public internal::Runtime {
   bool WaitHelping(std::unique_lock<std::mutex>& lock,
                    std::chrono::steady_clock::time_point deadline, BlockedScope& blocked,
                    Done done);
+  // The Get of objects owned here, and of borrowed ones (into `values` at
+  // `slots`).
+  using Values = std::vector<std::shared_ptr<const internal::ObjectValue>>;
+  void GetOwned(const std::vector<internal::ObjectId>& ids, const std::vector<std::size_t>& slots,
+                std::chrono::steady_clock::time_point deadline, internal::Timeout timeout,
+                BlockedScope& blocked, Values& values);
+  void GetBorrowed(const std::vector<internal::ObjectId>& ids,
+                   const std::vector<std::size_t>& slots,
+                   std::chrono::steady_clock::time_point deadline, internal::Timeout timeout,
+                   BlockedScope& blocked, Values& values);
+  // Answers from the owners of borrowed objects, filled from any thread.
+  struct OwnerAnswers;
+  std::shared_ptr<OwnerAnswers> AskOwners(const std::vector<internal::ObjectId>& ids);
+  // Wakes this Owner's waiters from callbacks that may outlive it.
+  struct WakeToken {
+    std::mutex mutex;
+    Owner* owner = nullptr;
+  };
+  std::shared_ptr<WakeToken> wake_token_ = std::make_shared<WakeToken>();
 
   std::mutex mutex_;
   std::condition_variable changed_;

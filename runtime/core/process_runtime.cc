@@ -9,13 +9,14 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "core/owner.h"
 #include "sray/errors.h"
 #include "sray/internal/function_registry.h"
 
 namespace sray::core {
 namespace {
 
-std::atomic<internal::Runtime*> current_runtime{nullptr};
+std::atomic<Owner*> current_runtime{nullptr};
 
 struct FunctionTable {
   std::mutex mutex;
@@ -32,11 +33,11 @@ FunctionTable& Functions() {
 
 }  // namespace
 
-void SetProcessRuntime(internal::Runtime* runtime) {
-  current_runtime.store(runtime);
+void SetProcessRuntime(Owner* owner) {
+  current_runtime.store(owner);
 }
 
-internal::Runtime* ProcessRuntime() {
+Owner* ProcessRuntime() {
   return current_runtime.load();
 }
 
@@ -45,7 +46,7 @@ internal::Runtime* ProcessRuntime() {
 namespace sray::internal {
 
 Runtime& CurrentRuntime() {
-  Runtime* runtime = core::ProcessRuntime();
+  core::Owner* runtime = core::ProcessRuntime();
   if (runtime == nullptr) {
     throw LaunchError(
         "sray: the runtime is not running: call sray::Init(argc, argv) at the top of main, "

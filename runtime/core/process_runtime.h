@@ -1,13 +1,16 @@
 #pragma once
 
-// The one Runtime of this process, behind sray::internal::CurrentRuntime().
+// The one Runtime of this process, behind sray::internal::CurrentRuntime():
+// the process's Owner (driver, worker, or local mode).
 
 #include "sray/internal/runtime.h"
 
 namespace sray::core {
 
+class Owner;
+
 // Null ends it: references dropped afterwards are ignored.
-void SetProcessRuntime(internal::Runtime* runtime);
-internal::Runtime* ProcessRuntime();
+void SetProcessRuntime(Owner* owner);
+Owner* ProcessRuntime();
 
 }  // namespace sray::core

@@ -58,6 +58,11 @@ enum Method : std::uint32_t {
   kCreatePlacementGroup = 150,  // request: PlacementGroupCreation -> PlacementGroupInfo
   kWaitPlacementGroup = 151,    // request: PlacementGroupWait -> PlacementGroupInfo (now)
   kRemovePlacementGroup = 152,  // request: PlacementGroupRemoval
+  // Borrowed references (ObjectRefs inside values), between a borrower and
+  // the object's owner, directly.
+  kAddBorrower = 160,     // borrower -> owner, request: BorrowerChange
+  kRemoveBorrower = 161,  // borrower -> owner, one-way: BorrowerChange
+  kObjectStatus = 162,    // borrower -> owner, request: ObjectId -> ObjectStatus, once resolved
 };
 
 enum class TaskKind : std::uint8_t {
@@ -137,6 +142,15 @@ enum class OutcomeKind : std::uint8_t {
   kActorRestarting = 8,  // the call was lost with the actor's process: retryable
 };
 
+// An ObjectRef packed inside a task's result: the task's owner was made a
+// borrower of it (by its owner) before the outcome left, and takes over that
+// registration.
+struct ContainedRef {
+  ObjectId id;
+  std::string owner_address;
+  MSGPACK_DEFINE(id, owner_address)
+};
+
 struct TaskOutcome {
   std::uint64_t task_id = 0;
   ObjectId return_id;
@@ -156,9 +170,11 @@ struct TaskOutcome {
   std::uint32_t worker_rank = 0;
   std::string worker_address;
   std::string hostname;
+  // Value outcomes: the references packed inside the value.
+  std::vector<ContainedRef> contained;
   MSGPACK_DEFINE(task_id, return_id, owner_rank, owner_node, kind, value, node, size, error_type,
                  error_message, function, pid, actor_id, incarnation, worker_rank, worker_address,
-                 hostname)
+                 hostname, contained)
 };
 
 // An outcome for `spec` without a value: a failure of `kind`.
@@ -209,6 +225,27 @@ struct FreeObject {
   ObjectId id;
   std::uint32_t node = 0;  // whose store to free it from
   MSGPACK_DEFINE(id, node)
+};
+
+// `borrower` takes (kAddBorrower) or gives back (kRemoveBorrower) `count`
+// registrations as a holder of references to `id`.
+struct BorrowerChange {
+  ObjectId id;
+  std::uint32_t borrower = 0;
+  std::uint32_t count = 1;
+  MSGPACK_DEFINE(id, borrower, count)
+};
+
+// What an owner knows of a resolved object, for a borrower's Get: its value
+// inline, where it is stored, why it failed, or that it is gone.
+enum class ObjectStatusKind : std::uint8_t { kInline = 0, kStored = 1, kFailed = 2, kUnknown = 3 };
+struct ObjectStatus {
+  std::uint8_t kind = 0;  // ObjectStatusKind
+  std::string value;
+  std::uint32_t node = 0;
+  std::uint64_t size = 0;
+  TaskOutcome failure;
+  MSGPACK_DEFINE(kind, value, node, size, failure)
 };
 
 struct StoreUsage {

@@ -12,6 +12,8 @@
 #include <typeinfo>
 
 #include "core/owner.h"
+#include "core/process_runtime.h"
+#include "sray/internal/contained_refs.h"
 #include "object/mapped_file.h"
 #include "sray/internal/function_registry.h"
 
@@ -87,7 +89,9 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
   if (!spec.visible_devices.empty()) ::setenv("CUDA_VISIBLE_DEVICES", spec.visible_devices.c_str(), 1);
 
   std::string result;
+  internal::ContainedRefs contained;
   try {
+    const internal::ContainedRefsScope capture(&contained);
     result = body(arguments);
   } catch (const std::exception& error) {
     return fail(OutcomeKind::kTaskThrew, Demangle(typeid(error).name()), error.what());
@@ -95,6 +99,21 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
     return fail(OutcomeKind::kTaskThrew, "unknown", "a non-std::exception was thrown");
   }
   mapped.clear();
+  if (!contained.empty()) {
+    // The result holds references: its receiver must be a registered
+    // borrower of each before this process may drop its own.
+    Owner* owner = ProcessRuntime();
+    if (owner == nullptr) {
+      return fail(OutcomeKind::kSystemError, "", "its result holds ObjectRefs, but the runtime is gone");
+    }
+    auto lent = owner->Lend(contained, spec.owner_rank);
+    if (!lent.ok()) {
+      return fail(OutcomeKind::kSystemError, "",
+                  "its result holds ObjectRefs that cannot be handed over: " +
+                      lent.status().message());
+    }
+    outcome.contained = std::move(lent).value();
+  }
 
   if (result.size() <= store.inline_limit()) {
     outcome.kind = static_cast<std::uint8_t>(OutcomeKind::kInlineValue);

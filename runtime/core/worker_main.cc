@@ -15,6 +15,7 @@
 #include "common/host_name.h"
 #include "core/actor_client.h"
 #include "core/actor_host.h"
+#include "core/borrow_links.h"
 #include "core/head_service.h"
 #include "core/owner.h"
 #include "core/process_runtime.h"
@@ -231,6 +232,11 @@ void RunWorker() {
   auto actor_client =
       std::make_unique<ActorClient>(*owner, *head_service, *transport, book, HostName());
   owner->SetActorCalls(actor_client.get());
+  // References inside values: this worker borrows them from their owners
+  // and lends its own (the process ends by _exit, never unwinding these).
+  TransportBorrowLinks borrow_links(*transport, book);
+  owner->SetBorrowLinks(borrow_links);
+  const OwnerService owner_service(*transport, *owner);
   SetProcessRuntime(owner.get());
   // Set once this worker's constructor has made an actor; it then serves
   // only that actor's calls.

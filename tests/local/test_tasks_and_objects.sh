@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Remote tasks and the object store under `sray run -N3`: results, objects
 # crossing nodes (shared memory and UCX_TLS=tcp,self), reference counting,
-# spilling 2 GiB through 512 MiB stores, a SIGKILLed worker's task retried,
+# ObjectRefs inside values borrowed across processes, spilling 2 GiB
+# through 512 MiB stores, a SIGKILLed worker's task retried,
 # remote exceptions, infeasible requests, fractional GPUs declared in
 # config, memory as a resource; the parallel_data and resources examples;
 # after each job no process, shared-memory object or spill file.
 source "$(dirname "$0")/lib.sh"
 TASKS=$SRAY_BUILD_DIR/tests/tasks_check
+REFS=$SRAY_BUILD_DIR/tests/refs_check
 
 run_mode() { run_job_check "$TASKS" "$@"; }
 
@@ -24,6 +26,9 @@ run_mode nested 1 ""
 run_mode lineage 3 ""
 run_mode blocked 1 ""
 run_mode short-after-long 1 ""
+# ObjectRefs inside values: arguments, results, Put values, actor state,
+# borrowed across processes and freed once the last borrower lets go.
+run_job_check "$REFS" values 13 ""
 
 # Started directly, without a launcher: one sray line and exit status 1, not
 # "terminate called after throwing" and a core dump (status 134 before).

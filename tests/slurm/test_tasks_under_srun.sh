@@ -5,6 +5,7 @@
 # may remain: no process, shared-memory object, session directory or spill file.
 source "$(dirname "$0")/lib.sh"
 TASKS=$SRAY_PREFIX/libexec/sray/tests/tasks_check
+REFS=$SRAY_PREFIX/libexec/sray/tests/refs_check
 
 run_mode() { run_step_check "$TASKS" "$@"; }
 
@@ -20,6 +21,7 @@ run_mode nested 1 ""
 run_mode lineage 3 ""
 run_mode blocked 1 ""
 run_mode short-after-long 1 ""
+run_step_check "$REFS" values 13 ""
 
 as_user srun -N3 --ray-cluster "$EXAMPLES/parallel_data" >"$WORK/example.out" 2>&1 ||
   { cat "$WORK/example.out" >&2; fail "the parallel_data example failed under srun"; }
@@ -34,6 +36,6 @@ expect_lines "$WORK/resources.out" '^train_shard \(CPU: 2\) ran on node [01]$' 1
 expect_lines "$WORK/resources.out" '^infer \(GPU: 0.5\) ran on node [01] with CUDA_VISIBLE_DEVICES=0$' 4
 expect_lines "$WORK/resources.out" '^half-GPU tasks shared a device$' 1
 expect_lines "$WORK/resources.out" '^asking 64 GPUs fails at once: .*\{GPU: 64\}' 1
-left=$(pgrep -u "$SRAY_TEST_USER" -f 'tasks_check|parallel_data|examples/resources' || true)
+left=$(pgrep -u "$SRAY_TEST_USER" -f 'tasks_check|refs_check|parallel_data|examples/resources' || true)
 [ -z "$left" ] || fail "processes of the test user left: $left"
 echo PASS

@@ -59,6 +59,19 @@ std::uint32_t NodeOfTask() {
   return sray::CurrentNode().node_id;
 }
 
+// ObjectRefs inside values: they arrive as references, not values.
+std::int64_t SumOfRefs(std::vector<sray::ObjectRef<std::int64_t>> refs) {
+  std::int64_t sum = 0;
+  for (const auto value : sray::Get(refs)) sum += value;
+  return sum;
+}
+
+std::vector<sray::ObjectRef<std::int64_t>> PutEach(std::int64_t count) {
+  std::vector<sray::ObjectRef<std::int64_t>> refs;
+  for (std::int64_t value = 0; value < count; ++value) refs.push_back(sray::Put(value * 10));
+  return refs;
+}
+
 class Counter {
  public:
   explicit Counter(std::int64_t start) : value_(start) {}
@@ -77,6 +90,7 @@ class Counter {
 }  // namespace
 
 SRAY_REMOTE(Square, Add, Fails, SumOfSquares, Sleep, Checksum, NodeOfTask, ShutdownFromTask);
+SRAY_REMOTE(SumOfRefs, PutEach);
 SRAY_REMOTE(Counter::Create, Counter::Broken, &Counter::Add, &Counter::Value);
 
 namespace {
@@ -196,6 +210,22 @@ TEST(LocalMode, PlacementGroupsArePlacedOnTheOneNode) {
                                         .bundles = {{{"CPU", 1}}, {{"CPU", 1}}},
                                         .strategy = sray::PlacementStrategy::kStrictSpread}),
       sray::InfeasibleResourcesError);
+}
+
+TEST(LocalMode, ObjectRefsInsideValuesTravelAsReferences) {
+  std::vector<sray::ObjectRef<std::int64_t>> refs{sray::Put<std::int64_t>(1),
+                                                  sray::Task(Square).Remote(3)};
+  EXPECT_EQ(sray::Get(sray::Task(SumOfRefs).Remote(refs)), 10);
+  const auto made = sray::Get(sray::Task(PutEach).Remote(4));
+  ASSERT_EQ(made.size(), 4U);
+  EXPECT_EQ(sray::Get(made), (std::vector<std::int64_t>{0, 10, 20, 30}));
+  // A Put value holding references keeps them after the caller's go.
+  sray::ObjectRef<std::vector<sray::ObjectRef<std::int64_t>>> outer;
+  {
+    const std::vector<sray::ObjectRef<std::int64_t>> inner{sray::Put<std::int64_t>(5)};
+    outer = sray::Put(inner);
+  }
+  EXPECT_EQ(sray::Get(sray::Get(outer)).front(), 5);
 }
 
 TEST(LocalMode, TheProgramIsOneNodeOfOne) {

@@ -26,6 +26,7 @@
 
 #include "sray/actor.h"
 #include "sray/errors.h"
+#include "sray/internal/contained_refs.h"
 #include "sray/internal/function_registry.h"
 #include "sray/internal/runtime.h"
 #include "sray/internal/serialization.h"
@@ -174,10 +175,19 @@ WaitResult<T> WaitFor(const std::vector<ObjectRef<T>>& refs, std::size_t num_obj
 template <typename T>
 ObjectRef<T> Put(const T& value) {
   // Counting first lets the value be packed once, straight into its place.
-  auto builder = internal::CurrentRuntime().CreateObject(internal::SerializedSize(value));
-  internal::MemoryStream stream(builder->data());
-  msgpack::pack(stream, value);
-  return ObjectRef<T>(std::make_shared<internal::ObjectHandle>(builder->Seal()));
+  std::size_t size = 0;
+  {
+    const internal::ContainedRefsScope counting_only(nullptr);
+    size = internal::SerializedSize(value);
+  }
+  auto builder = internal::CurrentRuntime().CreateObject(size);
+  internal::ContainedRefs contained;
+  {
+    const internal::ContainedRefsScope capture(&contained);
+    internal::MemoryStream stream(builder->data());
+    msgpack::pack(stream, value);
+  }
+  return ObjectRef<T>(std::make_shared<internal::ObjectHandle>(builder->Seal(std::move(contained))));
 }
 
 template <typename T>

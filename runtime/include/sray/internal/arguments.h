@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "sray/internal/contained_refs.h"
 #include "sray/internal/runtime.h"
 #include "sray/internal/serialization.h"
 #include "sray/object_ref.h"
@@ -19,14 +20,19 @@ namespace sray::internal {
 template <typename Parameter, typename Argument>
 TaskArgument PackArgument(Argument&& argument) {
   using Plain = std::decay_t<Argument>;
-  if constexpr (IsObjectRef<Plain>::value) {
+  // An ObjectRef for a parameter of type ObjectRef travels as a reference
+  // (the callee gets it unresolved); for a parameter of type T, as T's value.
+  if constexpr (IsObjectRef<Plain>::value && !IsObjectRef<std::decay_t<Parameter>>::value) {
     static_assert(std::is_convertible_v<typename Plain::value_type, std::decay_t<Parameter>>,
                   "sray: an ObjectRef<T> argument needs a parameter of type T");
-    return TaskArgument{.value = {}, .reference = argument.checked_handle()};
+    return TaskArgument{.value = {}, .reference = argument.checked_handle(), .contained = {}};
   } else {
     // Converted as the callee will see it (an int literal for a double).
     const auto converted = static_cast<std::decay_t<Parameter>>(std::forward<Argument>(argument));
-    return TaskArgument{.value = Serialize(converted), .reference = {}};
+    ContainedRefs contained;
+    const ContainedRefsScope capture(&contained);
+    std::string value = Serialize(converted);
+    return TaskArgument{.value = std::move(value), .reference = {}, .contained = std::move(contained)};
   }
 }
 

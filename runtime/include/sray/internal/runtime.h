@@ -52,12 +52,15 @@ class ObjectBuilder {
   virtual ~ObjectBuilder() = default;
   [[nodiscard]] virtual char* data() = 0;
   // The returned id carries one reference, which the caller's handle owns.
-  virtual ObjectId Seal() = 0;
+  // `contained`: the references packed inside the value, kept alive with it.
+  virtual ObjectId Seal(std::vector<std::shared_ptr<ObjectHandle>> contained) = 0;
 };
 
 struct TaskArgument {
   std::string value;                        // used when reference is null
   std::shared_ptr<ObjectHandle> reference;  // an ObjectRef passed by the caller
+  // ObjectRefs packed inside `value`, held until the task is done.
+  std::vector<std::shared_ptr<ObjectHandle>> contained;
 };
 
 struct TaskOptions {
@@ -108,6 +111,13 @@ class Runtime {
   virtual std::vector<bool> Wait(const std::vector<ObjectId>& ids, std::size_t num_ready,
                                  Timeout timeout) = 0;
   virtual void RemoveReference(const ObjectId& id) noexcept = 0;
+  // An ObjectRef unpacked from a value: a new counted reference to `id`,
+  // owned by this process or borrowed from its owner (reached at
+  // `owner_address`). Throws ObjectLostError when the owner is gone.
+  virtual std::shared_ptr<ObjectHandle> Borrow(const ObjectId& id,
+                                               std::string_view owner_address) = 0;
+  // The transport address of `id`'s owner, packed with each reference.
+  virtual std::string OwnerAddress(const ObjectId& id) = 0;
 
   // Actors. Throws ConfigError (a taken name, bad options) or
   // InfeasibleResourcesError; the constructor runs later.

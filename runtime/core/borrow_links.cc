@@ -1,0 +1,112 @@
+#include "core/borrow_links.h"
+
+#include <chrono>
+#include <utility>
+
+namespace sray::core {
+namespace {
+
+// A borrower's registration is answered by a live owner within a round
+// trip; a minute covers an owner busy under load.
+constexpr std::chrono::seconds kRegisterTimeout{60};
+
+}  // namespace
+
+TransportBorrowLinks::TransportBorrowLinks(transport::Transport& transport,
+                                           std::shared_ptr<transport::AddressBook> book)
+    : transport_(transport), book_(std::move(book)) {
+  auto address = transport_.LocalAddress(false);
+  if (address.ok()) own_address_ = std::string(transport::TextOf(*address));
+}
+
+std::uint32_t TransportBorrowLinks::Reach(const ObjectId& id, const std::string& owner_address) {
+  const auto rank = static_cast<std::uint32_t>(id.owner);
+  if (!owner_address.empty() && rank != transport_.rank() && !book_->Find(rank)) {
+    book_->Add(rank, transport::AddressBook::Entry{
+                         .address = transport::BytesOf(owner_address),
+                         .pid = 0,
+                         .description = "rank " + std::to_string(rank) +
+                                        " (the owner of borrowed object " + id.ToString() + ")"});
+  }
+  return rank;
+}
+
+Status TransportBorrowLinks::AddBorrower(const std::string& owner_address,
+                                         const BorrowerChange& change) {
+  const std::uint32_t owner = Reach(change.id, owner_address);
+  const transport::Bytes payload = Encode(change);
+  auto reply = transport_.Call(owner, kAddBorrower, payload, kRegisterTimeout);
+  return reply.ok() ? Status::Ok() : reply.status();
+}
+
+void TransportBorrowLinks::RemoveBorrower(const std::string& owner_address,
+                                          const BorrowerChange& change) {
+  const std::uint32_t owner = Reach(change.id, owner_address);
+  transport_.Post(owner, kRemoveBorrower, Encode(change));
+}
+
+void TransportBorrowLinks::RequestStatus(const std::string& owner_address, const ObjectId& id,
+                                         std::function<void(Result<ObjectStatus>)> done) {
+  const std::uint32_t owner = Reach(id, owner_address);
+  auto payload = std::make_shared<const transport::Bytes>(Encode(id));
+  transport_.CallAsync(owner, kObjectStatus, *payload,
+                       [payload, done = std::move(done)](Result<transport::Bytes> reply) {
+                         if (!reply.ok()) {
+                           done(reply.status());
+                           return;
+                         }
+                         done(Decode<ObjectStatus>(*reply, "object status"));
+                       });
+}
+
+OwnerService::OwnerService(transport::Transport& transport, Owner& owner)
+    : guard_(std::make_shared<Guard>()) {
+  guard_->owner = &owner;
+  transport.RegisterRequestHandler(
+      kAddBorrower,
+      [guard = guard_](std::uint32_t, std::span<const std::byte> payload) -> Result<transport::Bytes> {
+        auto change = Decode<BorrowerChange>(payload, "add borrower");
+        if (!change.ok()) return change.status();
+        std::lock_guard lock(guard->mutex);
+        if (guard->owner == nullptr) return Status::Unavailable("this process is shutting down");
+        const Status added = guard->owner->AddBorrower(*change);
+        if (!added.ok()) return added;
+        return transport::Bytes{};
+      });
+  transport.RegisterOneWayHandler(
+      kRemoveBorrower, [guard = guard_](std::uint32_t, std::span<const std::byte> payload) {
+        auto change = Decode<BorrowerChange>(payload, "remove borrower");
+        if (!change.ok()) return;
+        std::lock_guard lock(guard->mutex);
+        if (guard->owner != nullptr) guard->owner->RemoveBorrower(*change);
+      });
+  transport.RegisterDeferredRequestHandler(
+      kObjectStatus, [guard = guard_](std::uint32_t, std::span<const std::byte> payload,
+                                      transport::Responder responder) {
+        auto id = Decode<ObjectId>(payload, "object status");
+        if (!id.ok()) {
+          responder.Reply(id.status());
+          return;
+        }
+        std::lock_guard lock(guard->mutex);
+        if (guard->owner == nullptr) {
+          responder.Reply(Status::Unavailable("this process is shutting down"));
+          return;
+        }
+        guard->owner->WhenResolved(*id, [responder](ObjectStatus status) {
+          responder.Reply(Encode(status));
+        });
+      });
+}
+
+OwnerService::~OwnerService() {
+  Owner* owner = nullptr;
+  {
+    std::lock_guard lock(guard_->mutex);
+    owner = std::exchange(guard_->owner, nullptr);
+  }
+  // Their responders must not outlive the transport, which may go next.
+  owner->DropStatusWaiters();
+}
+
+}  // namespace sray::core

@@ -1,0 +1,333 @@
+// Owner's Get and Wait: of objects owned here (their state is in this
+// process) and of borrowed ones (their owners answer kObjectStatus).
+
+#include <algorithm>
+#include <atomic>
+
+#include "core/owner.h"
+#include "object/mapped_file.h"
+#include "sray/errors.h"
+
+namespace sray::core {
+namespace {
+
+std::string GetTimeoutMessage(std::chrono::milliseconds timeout, const internal::ObjectId& id,
+                              const std::string& producer) {
+  return "sray: Get timed out after " + std::to_string(timeout.count()) + " ms: object " +
+         id.ToString() + " (result of task " + producer +
+         ") is not ready yet: wait longer, or check with Wait first";
+}
+
+class InlineValue final : public internal::ObjectValue {
+ public:
+  explicit InlineValue(std::string bytes) : bytes_(std::move(bytes)) {}
+  [[nodiscard]] std::string_view bytes() const override { return bytes_; }
+
+ private:
+  std::string bytes_;
+};
+
+// Reads straight from the node's shared memory: the zero-copy same-node Get.
+class MappedValue final : public internal::ObjectValue {
+ public:
+  explicit MappedValue(std::unique_ptr<object::MappedFile> file) : file_(std::move(file)) {}
+  [[nodiscard]] std::string_view bytes() const override { return file_->view(); }
+
+ private:
+  std::unique_ptr<object::MappedFile> file_;
+};
+
+}  // namespace
+
+// One answer slot per borrowed id. Callbacks fill it from the transport's
+// thread, possibly after the Get that asked gave up.
+struct Owner::OwnerAnswers {
+  explicit OwnerAnswers(std::size_t count) : answers(count) {}
+  std::mutex mutex;
+  std::vector<std::optional<Result<ObjectStatus>>> answers;
+  std::atomic<std::size_t> arrived{0};
+};
+
+std::shared_ptr<Owner::OwnerAnswers> Owner::AskOwners(const std::vector<internal::ObjectId>& ids) {
+  auto answers = std::make_shared<OwnerAnswers>(ids.size());
+  if (!borrowed_) {
+    for (auto& answer : answers->answers) {
+      answer = Status::Unavailable(
+          "this process cannot reach other processes (local mode, or after Shutdown)");
+    }
+    answers->arrived = ids.size();
+    return answers;
+  }
+  for (std::size_t index = 0; index < ids.size(); ++index) {
+    borrowed_->RequestStatus(
+        ids[index], [answers, index, token = wake_token_](Result<ObjectStatus> status) {
+          {
+            std::lock_guard lock(answers->mutex);
+            answers->answers[index] = std::move(status);
+          }
+          answers->arrived.fetch_add(1);
+          std::lock_guard lock(token->mutex);
+          if (token->owner != nullptr) token->owner->WakeWaiters();
+        });
+  }
+  return answers;
+}
+
+Owner::WatchScope::WatchScope(Owner& owner, const std::vector<internal::ObjectId>& ids,
+                              Waiter& waiter)
+    : owner_(owner), ids_(ids), waiter_(waiter) {
+  for (const auto& id : ids_) {
+    auto found = owner_.objects_.find(id);
+    if (found == owner_.objects_.end() || found->second.state != State::kPending) continue;
+    owner_.watchers_[id].push_back(&waiter_);
+    ++waiter_.completions_needed;
+  }
+}
+
+Owner::WatchScope::~WatchScope() {
+  for (const auto& id : ids_) {
+    auto found = owner_.watchers_.find(id);
+    if (found == owner_.watchers_.end()) continue;
+    auto& waiters = found->second;
+    std::erase(waiters, &waiter_);
+    if (waiters.empty()) owner_.watchers_.erase(found);
+  }
+}
+
+template <typename Done>
+bool Owner::WaitHelping(std::unique_lock<std::mutex>& lock,
+                        std::chrono::steady_clock::time_point deadline, BlockedScope& blocked,
+                        Done done) {
+  while (!done()) {
+    if (helper_) {
+      lock.unlock();
+      const bool ran = helper_();
+      lock.lock();
+      // Whatever completed while the lock was released notified nobody.
+      if (ran || done()) continue;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+    blocked.Announce();
+    // A task arriving for the helper wakes this too (WakeWaiters).
+    changed_.wait_until(lock, deadline);
+  }
+  return true;
+}
+
+std::vector<std::shared_ptr<const internal::ObjectValue>> Owner::Get(
+    const std::vector<internal::ObjectId>& ids, internal::Timeout timeout) {
+  const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout
+                                : std::chrono::steady_clock::time_point::max();
+  Values values(ids.size());
+  BlockedScope blocked(blocking_notifier_);
+  std::vector<internal::ObjectId> owned;
+  std::vector<std::size_t> owned_slots;
+  std::vector<internal::ObjectId> borrowed;
+  std::vector<std::size_t> borrowed_slots;
+  owned.reserve(ids.size());
+  owned_slots.reserve(ids.size());
+  for (std::size_t index = 0; index < ids.size(); ++index) {
+    if (Owns(ids[index])) {
+      owned.push_back(ids[index]);
+      owned_slots.push_back(index);
+    } else {
+      borrowed.push_back(ids[index]);
+      borrowed_slots.push_back(index);
+    }
+  }
+  if (!borrowed.empty()) GetBorrowed(borrowed, borrowed_slots, deadline, timeout, blocked, values);
+  if (!owned.empty()) GetOwned(owned, owned_slots, deadline, timeout, blocked, values);
+  return values;
+}
+
+void Owner::GetOwned(const std::vector<internal::ObjectId>& ids,
+                     const std::vector<std::size_t>& slots,
+                     std::chrono::steady_clock::time_point deadline, internal::Timeout timeout,
+                     BlockedScope& blocked, Values& values) {
+  {
+    // First until none is pending, with one wake-up for all of them; then
+    // each is read in order below (that loop also recomputes lost ones).
+    std::unique_lock lock(mutex_);
+    Waiter waiter;
+    WatchScope watch(*this, ids, waiter);
+    if (!WaitHelping(lock, deadline, blocked, [&] { return waiter.completions_needed == 0; })) {
+      for (const auto& id : ids) {
+        auto found = objects_.find(id);
+        if (found == objects_.end() || found->second.state != State::kPending) continue;
+        throw GetTimeoutError(GetTimeoutMessage(*timeout, id, found->second.producer));
+      }
+    }
+  }
+  for (std::size_t index = 0; index < ids.size(); ++index) {
+    const internal::ObjectId& id = ids[index];
+    auto& value = values[slots[index]];
+    while (true) {
+      std::unique_lock lock(mutex_);
+      const std::vector<internal::ObjectId> this_one{id};
+      Waiter waiter;
+      WatchScope watch(*this, this_one, waiter);
+      if (!WaitHelping(lock, deadline, blocked, [&] { return waiter.completions_needed == 0; })) {
+        const auto& entry = objects_.at(id);
+        throw GetTimeoutError(GetTimeoutMessage(*timeout, id, entry.producer));
+      }
+      auto found = objects_.find(id);
+      if (found == objects_.end()) {
+        throw ObjectLostError("sray: object " + id.ToString() +
+                              " is unknown to this process: its references were all dropped");
+      }
+      const ObjectEntry& entry = found->second;
+      if (entry.state == State::kFailed) {
+        const std::shared_ptr<const TaskOutcome> failure = entry.failure;
+        lock.unlock();
+        ThrowFailure(*failure);
+      }
+      if (!entry.in_store) {
+        value = std::make_shared<InlineValue>(entry.inline_value);
+        break;
+      }
+      const std::uint32_t node = entry.node;
+      const std::uint64_t size = entry.size;
+      const std::string producer = entry.producer;
+      lock.unlock();
+      value = ReadStored(id, node, size);
+      if (value) break;
+      if (!Reconstruct(id, node)) {
+        throw ObjectLostError(
+            "sray: object " + id.ToString() + " is lost: node " + std::to_string(node) +
+            " no longer has it, and it cannot be " + "recomputed (" +
+            (producer.empty()
+                 ? std::string("it was Put, not computed by a task): keep a "
+                               "copy of data you Put, or Put it again")
+                 : "task " + producer + " has no retries left): raise its SetMaxRetries"));
+      }
+    }
+  }
+}
+
+void Owner::GetBorrowed(const std::vector<internal::ObjectId>& ids,
+                        const std::vector<std::size_t>& slots,
+                        std::chrono::steady_clock::time_point deadline, internal::Timeout timeout,
+                        BlockedScope& blocked, Values& values) {
+  const auto answers = AskOwners(ids);
+  {
+    std::unique_lock lock(mutex_);
+    if (!WaitHelping(lock, deadline, blocked, [&] { return answers->arrived == ids.size(); })) {
+      std::lock_guard answers_lock(answers->mutex);
+      for (std::size_t index = 0; index < ids.size(); ++index) {
+        if (answers->answers[index]) continue;
+        throw GetTimeoutError("sray: Get timed out after " + std::to_string(timeout->count()) +
+                              " ms: object " + ids[index].ToString() + " (owned by rank " +
+                              std::to_string(ids[index].owner) +
+                              ") is not ready yet: wait longer, or check with Wait first");
+      }
+    }
+  }
+  std::lock_guard answers_lock(answers->mutex);
+  for (std::size_t index = 0; index < ids.size(); ++index) {
+    const internal::ObjectId& id = ids[index];
+    const Result<ObjectStatus>& answer = *answers->answers[index];
+    if (!answer.ok()) {
+      throw ObjectLostError("sray: object " + id.ToString() + " is lost: its owner (rank " +
+                            std::to_string(id.owner) + ") did not answer: " +
+                            answer.status().message() +
+                            ": an object lives only as long as the process that created it");
+    }
+    switch (static_cast<ObjectStatusKind>(answer->kind)) {
+      case ObjectStatusKind::kInline:
+        values[slots[index]] = std::make_shared<InlineValue>(answer->value);
+        break;
+      case ObjectStatusKind::kStored: {
+        auto value = ReadStored(id, answer->node, answer->size);
+        if (!value) {
+          throw ObjectLostError("sray: object " + id.ToString() + " is lost: node " +
+                                std::to_string(answer->node) +
+                                " no longer has it; only its owner (rank " +
+                                std::to_string(id.owner) + ") can recompute it: Get it there");
+        }
+        values[slots[index]] = std::move(value);
+        break;
+      }
+      case ObjectStatusKind::kFailed: ThrowFailure(answer->failure);
+      default:
+        throw ObjectLostError("sray: object " + id.ToString() + " is unknown to its owner (rank " +
+                              std::to_string(id.owner) +
+                              "): it was freed before this reference reached this process");
+    }
+  }
+}
+
+std::shared_ptr<const internal::ObjectValue> Owner::ReadStored(const internal::ObjectId& id,
+                                                               std::uint32_t node,
+                                                               std::uint64_t size) {
+  Status last = Status::Ok();
+  // The store may spill the object between MakeLocal and the open; ask again.
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto path = store_.MakeLocal(id, node, size);
+    if (!path.ok()) {
+      last = path.status();
+      break;
+    }
+    auto file = object::MappedFile::OpenReadOnly(*path);
+    if (file.ok()) return std::make_shared<MappedValue>(std::move(file).value());
+    last = file.status();
+  }
+  if (last.code() == StatusCode::kNotFound) return nullptr;
+  const std::string message = "sray: cannot read object " + id.ToString() + " of node " +
+                              std::to_string(node) + ": " + last.message();
+  if (last.code() == StatusCode::kResourceExhausted) throw ObjectStoreFullError(message);
+  throw Error(message);
+}
+
+std::vector<bool> Owner::Wait(const std::vector<internal::ObjectId>& ids, std::size_t num_ready,
+                              internal::Timeout timeout) {
+  const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout
+                                : std::chrono::steady_clock::time_point::max();
+  const std::size_t wanted = std::min(num_ready, ids.size());
+  std::vector<bool> ready(ids.size(), false);
+  // Borrowed ids are ready once their owners answer.
+  std::vector<internal::ObjectId> borrowed;
+  std::vector<std::size_t> borrowed_slots;
+  for (std::size_t index = 0; index < ids.size(); ++index) {
+    if (Owns(ids[index])) continue;
+    borrowed.push_back(ids[index]);
+    borrowed_slots.push_back(index);
+  }
+  std::shared_ptr<OwnerAnswers> answers;
+  if (!borrowed.empty()) answers = AskOwners(borrowed);
+  BlockedScope blocked(blocking_notifier_);
+  std::unique_lock lock(mutex_);
+  auto count_ready = [&] {
+    std::size_t count = 0;
+    for (std::size_t index = 0; index < ids.size(); ++index) {
+      if (!Owns(ids[index])) continue;
+      auto found = objects_.find(ids[index]);
+      ready[index] = found == objects_.end() || found->second.state != State::kPending;
+      if (ready[index]) ++count;
+    }
+    if (answers) {
+      std::lock_guard answers_lock(answers->mutex);
+      for (std::size_t index = 0; index < borrowed.size(); ++index) {
+        ready[borrowed_slots[index]] = answers->answers[index].has_value();
+        if (ready[borrowed_slots[index]]) ++count;
+      }
+    }
+    return count;
+  };
+  while (true) {
+    const std::size_t count = count_ready();
+    if (count >= wanted) return ready;
+    const std::size_t arrived = answers ? answers->arrived.load() : 0;
+    Waiter waiter;
+    WatchScope watch(*this, ids, waiter);
+    waiter.completions_needed = wanted - count;
+    const bool done = WaitHelping(lock, deadline, blocked, [&] {
+      return waiter.completions_needed == 0 || (answers && answers->arrived != arrived);
+    });
+    if (!done) {
+      count_ready();
+      return ready;
+    }
+  }
+}
+
+}  // namespace sray::core

@@ -1,0 +1,206 @@
+// Owner's part in references shared between processes: handing out
+// references unpacked from values, counting the processes that borrow
+// objects owned here, answering their Gets, and registering the receiver of
+// a task result that holds references.
+
+#include <algorithm>
+#include <set>
+
+#include "core/owner.h"
+
+namespace sray::core {
+
+void Owner::SetBorrowLinks(BorrowLinks& links) {
+  borrow_links_.store(&links);
+  borrowed_ = std::make_unique<BorrowedObjects>(identity_.rank, links);
+}
+
+std::shared_ptr<internal::ObjectHandle> Owner::Borrow(const internal::ObjectId& id,
+                                                      std::string_view owner_address) {
+  if (!Owns(id)) {
+    if (!borrowed_) {
+      // A handle all the same: a Get of it says the owner is out of reach.
+      return std::make_shared<internal::ObjectHandle>(id);
+    }
+    return borrowed_->Borrow(id, owner_address);
+  }
+  std::lock_guard lock(mutex_);
+  auto found = objects_.find(id);
+  // Unknown: freed already; a Get of the handle says so.
+  if (found != objects_.end()) found->second.handles++;
+  return std::make_shared<internal::ObjectHandle>(id);
+}
+
+std::string Owner::OwnerAddress(const internal::ObjectId& id) {
+  if (Owns(id)) {
+    BorrowLinks* links = borrow_links_.load();
+    return links != nullptr ? links->OwnAddress() : std::string();
+  }
+  if (!borrowed_) return {};
+  return borrowed_->OwnerAddressOf(id).value_or(std::string());
+}
+
+std::shared_ptr<internal::ObjectHandle> Owner::AdoptLocked(const ContainedRef& reference) {
+  if (!Owns(reference.id)) {
+    if (!borrowed_) return std::make_shared<internal::ObjectHandle>(reference.id);
+    return borrowed_->Adopt(reference);
+  }
+  // Lend registered this process as a borrower of its own object; that
+  // registration becomes a handle here.
+  auto found = objects_.find(reference.id);
+  if (found != objects_.end()) {
+    ObjectEntry& entry = found->second;
+    entry.handles++;
+    if (entry.sharing) {
+      auto self = entry.sharing->borrowers.find(identity_.rank);
+      if (self != entry.sharing->borrowers.end() && --self->second == 0) {
+        entry.sharing->borrowers.erase(self);
+      }
+    }
+  }
+  return std::make_shared<internal::ObjectHandle>(reference.id);
+}
+
+Status Owner::AddBorrower(const BorrowerChange& change) {
+  std::lock_guard lock(mutex_);
+  auto found = objects_.find(change.id);
+  if (found == objects_.end()) {
+    return Status::NotFound("object " + change.id.ToString() + " was already freed by its owner");
+  }
+  found->second.shared().borrowers[change.borrower] += change.count;
+  return Status::Ok();
+}
+
+void Owner::RemoveBorrower(const BorrowerChange& change) {
+  std::vector<std::pair<internal::ObjectId, std::uint32_t>> to_free;
+  std::vector<std::shared_ptr<internal::ObjectHandle>> released;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = objects_.find(change.id);
+    if (found == objects_.end() || !found->second.sharing) return;
+    auto& borrowers = found->second.sharing->borrowers;
+    auto borrower = borrowers.find(change.borrower);
+    if (borrower == borrowers.end()) return;
+    borrower->second -= std::min(borrower->second, change.count);
+    if (borrower->second == 0) borrowers.erase(borrower);
+    ReleaseIfUnusedLocked(change.id, to_free, released);
+  }
+  for (const auto& [object, node] : to_free) store_.Free(object, node);
+  released.clear();  // may call RemoveReference, which takes mutex_
+}
+
+ObjectStatus Owner::StatusOf(const ObjectEntry& entry) {
+  ObjectStatus status;
+  if (entry.state == State::kFailed) {
+    status.kind = static_cast<std::uint8_t>(ObjectStatusKind::kFailed);
+    status.failure = *entry.failure;
+  } else if (entry.in_store) {
+    status.kind = static_cast<std::uint8_t>(ObjectStatusKind::kStored);
+    status.node = entry.node;
+    status.size = entry.size;
+  } else {
+    status.kind = static_cast<std::uint8_t>(ObjectStatusKind::kInline);
+    status.value = entry.inline_value;
+  }
+  return status;
+}
+
+void Owner::WhenResolved(const internal::ObjectId& id, std::function<void(ObjectStatus)> done) {
+  ObjectStatus status;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = objects_.find(id);
+    if (found == objects_.end()) {
+      status.kind = static_cast<std::uint8_t>(ObjectStatusKind::kUnknown);
+    } else if (found->second.state == State::kPending) {
+      found->second.shared().status_waiters.push_back(std::move(done));
+      return;
+    } else {
+      status = StatusOf(found->second);
+    }
+  }
+  done(std::move(status));
+}
+
+void Owner::DropStatusWaiters() {
+  std::vector<std::function<void(ObjectStatus)>> dropped;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [id, entry] : objects_) {
+      if (!entry.sharing) continue;
+      for (auto& waiter : entry.sharing->status_waiters) dropped.push_back(std::move(waiter));
+      entry.sharing->status_waiters.clear();
+    }
+  }
+}
+
+Result<std::vector<ContainedRef>> Owner::Lend(const internal::ContainedRefs& contained,
+                                              std::uint32_t receiver) {
+  std::vector<ContainedRef> lent;
+  std::set<internal::ObjectId> seen;
+  for (const auto& handle : contained) {
+    const internal::ObjectId& id = handle->id();
+    if (!seen.insert(id).second) continue;
+    if (!Owns(id)) {
+      if (!borrowed_) {
+        return Status::Unavailable("object " + id.ToString() +
+                                          " belongs to a process this one cannot reach");
+      }
+      auto reference = borrowed_->Lend(id, receiver);
+      if (!reference.ok()) return reference.status();
+      lent.push_back(std::move(reference).value());
+      continue;
+    }
+    {
+      std::lock_guard lock(mutex_);
+      auto found = objects_.find(id);
+      // Held by `handle`, so still here.
+      if (found != objects_.end()) found->second.shared().borrowers[receiver]++;
+    }
+    lent.push_back(ContainedRef{.id = id, .owner_address = OwnerAddress(id)});
+  }
+  return lent;
+}
+
+void Owner::OnArgumentStatus(const OwnerQuestion& question, Result<ObjectStatus> status) {
+  Followups followups;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = tasks_.find(question.task_id);
+    if (found == tasks_.end()) return;
+    PendingTask& task = found->second;
+    std::erase(task.asked_owner, question.index);
+    ArgumentSpec& argument = task.spec.arguments.at(question.index);
+    const auto kind =
+        status.ok() ? static_cast<ObjectStatusKind>(status->kind) : ObjectStatusKind::kUnknown;
+    if (kind == ObjectStatusKind::kInline) {
+      argument.by_reference = false;
+      argument.value = std::move(status->value);
+    } else if (kind == ObjectStatusKind::kStored) {
+      argument.node = status->node;
+      argument.size = status->size;
+    } else if (kind == ObjectStatusKind::kFailed) {
+      TaskOutcome failure = std::move(status->failure);
+      failure.task_id = task.spec.task_id;
+      failure.return_id = task.spec.return_id;
+      failure.owner_rank = task.spec.owner_rank;
+      failure.owner_node = task.spec.owner_node;
+      followups.to_fail.push_back(std::move(failure));
+    } else {
+      followups.to_fail.push_back(FailedOutcome(
+          task.spec, OutcomeKind::kSystemError,
+          "argument object " + question.id.ToString() + " is lost: its owner (rank " +
+              std::to_string(question.id.owner) + ") " +
+              (status.ok() ? std::string("freed it") : "did not answer: " + status.status().message())));
+    }
+    if (followups.to_fail.empty()) ResolveArgumentsLocked(task, followups);
+  }
+  RunFollowups(std::move(followups));
+}
+
+Owner::Counts Owner::counts() {
+  std::lock_guard lock(mutex_);
+  return Counts{.owned = objects_.size(), .borrowed = borrowed_ ? borrowed_->size() : 0};
+}
+
+}  // namespace sray::core

@@ -1,0 +1,234 @@
+// Job-wide checks of ObjectRefs inside values (vectors of refs, structs
+// holding refs) as task arguments, results, Put values and actor state,
+// across processes and nodes, with the owner's reference counting: run by
+// the local test under `sray run -N3`. Prints "ok: <what>" lines, or
+// "FAIL: ..." and exits 1.
+//
+//   refs_check values
+
+#include <chrono>
+#include <cstdint>
+#include <iostream>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sray/api.h>
+
+#include "check.h"
+
+namespace {
+
+using sray::check::Expect;
+using sray::check::Fail;
+
+using Block = std::vector<std::uint64_t>;
+using BlockRef = sray::ObjectRef<Block>;
+// 256 Ki words above 2^32 (9 bytes each in msgpack): 2.25 MiB, in the store.
+constexpr std::uint64_t kWords = 256 * 1024;
+
+Block MakeBlock(std::uint64_t seed) {
+  Block block(kWords);
+  for (std::uint64_t index = 0; index < kWords; ++index) {
+    block[index] = (std::uint64_t{1} << 40) + seed * 1000003 + index;
+  }
+  return block;
+}
+
+std::uint64_t SumOf(const Block& block) {
+  return std::accumulate(block.begin(), block.end(), std::uint64_t{0});
+}
+
+std::uint64_t ExpectedSum(std::uint64_t first_seed, std::uint64_t count) {
+  std::uint64_t sum = 0;
+  for (std::uint64_t seed = first_seed; seed < first_seed + count; ++seed) sum += SumOf(MakeBlock(seed));
+  return sum;
+}
+
+struct Batch {
+  std::string label;
+  std::vector<BlockRef> blocks;
+  sray::ObjectRef<std::int64_t> extra;
+  MSGPACK_DEFINE(label, blocks, extra)
+};
+
+// Gets every block: the refs arrive unresolved, owned by another process.
+std::uint64_t sum_blocks(std::vector<BlockRef> refs, std::int64_t sleep_milliseconds) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(sleep_milliseconds));
+  std::uint64_t sum = 0;
+  for (const auto& block : sray::Get(refs)) sum += SumOf(block);
+  return sum;
+}
+
+// Puts `count` blocks here (this worker owns them) and returns their refs.
+std::vector<BlockRef> make_blocks(std::uint64_t first_seed, std::uint64_t count) {
+  std::vector<BlockRef> refs;
+  for (std::uint64_t seed = first_seed; seed < first_seed + count; ++seed) {
+    refs.push_back(sray::Put(MakeBlock(seed)));
+  }
+  return refs;
+}
+
+// A borrower passing borrowed refs on, to a task of its own.
+std::uint64_t pass_on(std::vector<BlockRef> refs) {
+  return sray::Get(sray::Task(sum_blocks).Remote(refs, 0));
+}
+
+std::uint64_t block_sum(Block block) {
+  return SumOf(block);
+}
+
+// An ObjectRef parameter: the ref itself, not its value.
+std::uint64_t sum_through_ref(BlockRef ref) {
+  return SumOf(sray::Get(ref));
+}
+
+std::int64_t count_valid(std::vector<BlockRef> refs) {
+  std::int64_t valid = 0;
+  for (const auto& ref : refs) valid += ref.valid() ? 1 : 0;
+  return valid;
+}
+
+Batch relabel(Batch batch) {
+  batch.label += " (seen by pid " + std::to_string(::getpid()) + ")";
+  return batch;
+}
+
+class Keeper {
+ public:
+  static Keeper* Create() { return new Keeper(); }
+  static Keeper* Holding(std::vector<BlockRef> refs) {
+    auto* keeper = new Keeper();
+    keeper->kept_ = std::move(refs);
+    return keeper;
+  }
+  bool Keep(std::vector<BlockRef> refs) {
+    kept_ = std::move(refs);
+    return true;
+  }
+  std::uint64_t Sum() {
+    std::uint64_t sum = 0;
+    for (const auto& block : sray::Get(kept_)) sum += SumOf(block);
+    return sum;
+  }
+  bool Forget() {
+    kept_.clear();
+    return true;
+  }
+
+ private:
+  std::vector<BlockRef> kept_;
+};
+
+SRAY_REMOTE(sum_blocks, make_blocks, pass_on, block_sum, sum_through_ref, count_valid, relabel);
+SRAY_REMOTE(Keeper::Create, Keeper::Holding, &Keeper::Keep, &Keeper::Sum, &Keeper::Forget);
+
+std::uint64_t InStores() {
+  std::uint64_t total = 0;
+  for (const auto& node : sray::StoreUsage()) total += node.in_memory + node.spilled;
+  return total;
+}
+
+void Values() {
+  const std::uint64_t before = InStores();
+  {
+    std::vector<BlockRef> driver_blocks;
+    for (std::uint64_t seed = 0; seed < 4; ++seed) driver_blocks.push_back(sray::Put(MakeBlock(seed)));
+    const std::uint64_t driver_sum = ExpectedSum(0, 4);
+    Expect(sray::Get(sray::Task(sum_blocks).Remote(driver_blocks, 0)) == driver_sum,
+           "a vector of ObjectRefs reaches a task as references, and the task Gets them");
+
+    // The driver's only references go at once; the task borrows them.
+    auto late = sray::Task(sum_blocks).Remote(driver_blocks, 1500);
+    driver_blocks.clear();
+    Expect(sray::Get(late) == driver_sum,
+           "objects stay alive while a task that received them borrows them, though the "
+           "driver dropped its references");
+
+    const std::vector<BlockRef> worker_blocks =
+        sray::Get(sray::Task(make_blocks).Remote(std::uint64_t{10}, std::uint64_t{3}));
+    std::uint64_t got = 0;
+    for (const auto& block : sray::Get(worker_blocks)) got += SumOf(block);
+    Expect(worker_blocks.size() == 3 && got == ExpectedSum(10, 3),
+           "a task returns ObjectRefs to objects it Put; the driver Gets them from their owner");
+
+    Expect(sray::Get(sray::Task(pass_on).Remote(worker_blocks)) == ExpectedSum(10, 3),
+           "borrowed references passed on in a vector to a further task");
+    Expect(sray::Get(sray::Task(block_sum).Remote(worker_blocks[1])) == ExpectedSum(11, 1),
+           "a borrowed reference as a task argument resolves through its owner");
+    Expect(sray::Get(sray::Task(sum_through_ref).Remote(worker_blocks[2])) == ExpectedSum(12, 1),
+           "an ObjectRef parameter receives the reference, not the value");
+
+    const Batch batch{.label = "batch", .blocks = worker_blocks, .extra = sray::Put<std::int64_t>(7)};
+    const Batch back = sray::Get(sray::Task(relabel).Remote(batch));
+    Expect(back.blocks.size() == 3 && back.blocks[0].id() == worker_blocks[0].id() &&
+               sray::Get(back.extra) == 7 && back.label.rfind("batch (seen by pid ", 0) == 0,
+           "a struct holding ObjectRefs goes to a task and comes back with the same references");
+
+    const std::vector<BlockRef> with_empty{worker_blocks[0], BlockRef()};
+    Expect(sray::Get(sray::Task(count_valid).Remote(with_empty)) == 1,
+           "an empty ObjectRef inside a vector arrives empty");
+
+    auto keeper = sray::Actor(Keeper::Create).Remote();
+    {
+      std::vector<BlockRef> kept;
+      for (std::uint64_t seed = 20; seed < 22; ++seed) kept.push_back(sray::Put(MakeBlock(seed)));
+      (void)sray::Get(keeper.Task(&Keeper::Keep).Remote(kept));
+    }
+    Expect(sray::Get(keeper.Task(&Keeper::Sum).Remote()) == ExpectedSum(20, 2),
+           "an actor keeps ObjectRefs in its state after the driver dropped its own");
+
+    sray::ActorHandle<Keeper> holder = [] {
+      std::vector<BlockRef> given;
+      for (std::uint64_t seed = 40; seed < 42; ++seed) given.push_back(sray::Put(MakeBlock(seed)));
+      return sray::Actor(Keeper::Holding).Remote(given);
+    }();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    Expect(sray::Get(holder.Task(&Keeper::Sum).Remote()) == ExpectedSum(40, 2),
+           "references in an actor's constructor arguments stay alive for the actor");
+    // Its borrowed references go back before it dies (a killed borrower's
+    // registrations are not yet given back: docs/ARCHITECTURE.md, gaps).
+    (void)sray::Get(holder.Task(&Keeper::Forget).Remote());
+    holder.Kill();
+
+    // A Put value holding references keeps them alive by itself.
+    sray::ObjectRef<std::vector<BlockRef>> outer;
+    {
+      std::vector<BlockRef> inner;
+      for (std::uint64_t seed = 30; seed < 32; ++seed) inner.push_back(sray::Put(MakeBlock(seed)));
+      outer = sray::Put(inner);
+    }
+    Expect(sray::Get(sray::Task(sum_blocks).Remote(outer, 0)) == ExpectedSum(30, 2),
+           "a Put value holding ObjectRefs keeps the objects alive and passes them on");
+    (void)sray::Get(keeper.Task(&Keeper::Forget).Remote());
+    Expect(InStores() > before, "the objects are in the stores while referenced");
+  }
+  // Every reference is gone: the driver's, the workers', the actor's.
+  // Releases travel as messages: give them a moment.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (InStores() != before && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  Expect(InStores() == before,
+         "store usage returns to " + std::to_string(before) +
+             " bytes once no process holds a reference (" + std::to_string(InStores()) + " now)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sray::Init(argc, argv);
+  const std::string mode = argc > 1 ? argv[1] : "values";
+  try {
+    if (mode == "values") {
+      Values();
+    } else {
+      Fail("unknown mode " + mode);
+    }
+  } catch (const std::exception& error) {
+    Fail(std::string("unexpected exception: ") + error.what());
+  }
+  sray::Shutdown();
+  return 0;
+}

@@ -1,0 +1,247 @@
+// Borrowed references between processes: BorrowedObjects' registrations and
+// two Owners (ranks 1 and 2) whose BorrowLinks call each other directly, in
+// place of the transport (the local test refs_check covers the transport).
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <map>
+#include <vector>
+
+#include "core/borrowed_objects.h"
+#include "core/owner.h"
+#include "core/process_runtime.h"
+#include "sray/errors.h"
+#include "sray/internal/serialization.h"
+
+namespace sray::core {
+namespace {
+
+class NoStore final : public StoreAccess {
+ public:
+  Result<std::string> Create(const ObjectId&, std::uint64_t) override {
+    return Status::Internal("no store in this test");
+  }
+  void Seal(const ObjectId&, std::uint64_t) override {}
+  Result<std::string> MakeLocal(const ObjectId&, std::uint32_t, std::uint64_t) override {
+    return Status::Internal("no store in this test");
+  }
+  void Free(const ObjectId&, std::uint32_t) override {}
+};
+
+// Records what BorrowedObjects asks owners for.
+class RecordingLinks final : public BorrowLinks {
+ public:
+  std::string OwnAddress() override { return "me"; }
+  Status AddBorrower(const std::string& owner_address, const BorrowerChange& change) override {
+    added.push_back(change);
+    addresses.push_back(owner_address);
+    return add_result;
+  }
+  void RemoveBorrower(const std::string&, const BorrowerChange& change) override {
+    removed.push_back(change);
+  }
+  void RequestStatus(const std::string&, const ObjectId&,
+                     std::function<void(Result<ObjectStatus>)> done) override {
+    done(Status::Unavailable("not in this test"));
+  }
+  Status add_result = Status::Ok();
+  std::vector<BorrowerChange> added;
+  std::vector<BorrowerChange> removed;
+  std::vector<std::string> addresses;
+};
+
+TEST(BorrowedObjects, RegistersOnceAndGivesEveryRegistrationBackWithTheLastReference) {
+  RecordingLinks links;
+  BorrowedObjects borrowed(2, links);
+  const ObjectId id{1, 7};
+  auto first = borrowed.Borrow(id, "owner-address");
+  auto second = borrowed.Borrow(id, "owner-address");
+  ASSERT_EQ(links.added.size(), 1U);
+  EXPECT_EQ(links.added[0].borrower, 2U);
+  EXPECT_EQ(links.addresses[0], "owner-address");
+  // A registration made for this process (a result holding the reference).
+  auto adopted = borrowed.Adopt(ContainedRef{.id = id, .owner_address = "owner-address"});
+  EXPECT_EQ(borrowed.OwnerAddressOf(id), "owner-address");
+  EXPECT_TRUE(borrowed.Release(id));
+  EXPECT_TRUE(borrowed.Release(id));
+  EXPECT_TRUE(links.removed.empty());
+  EXPECT_TRUE(borrowed.Release(id));
+  ASSERT_EQ(links.removed.size(), 1U);
+  EXPECT_EQ(links.removed[0].count, 2U);
+  EXPECT_EQ(borrowed.size(), 0U);
+  EXPECT_FALSE(borrowed.Release(id));
+}
+
+TEST(BorrowedObjects, AFailedRegistrationStillGivesAReferenceAndNothingToGiveBack) {
+  RecordingLinks links;
+  links.add_result = Status::NotFound("freed");
+  BorrowedObjects borrowed(2, links);
+  const ObjectId id{1, 8};
+  auto handle = borrowed.Borrow(id, "owner-address");
+  ASSERT_NE(handle, nullptr);
+  EXPECT_EQ(handle->id(), id);
+  EXPECT_TRUE(borrowed.Release(id));
+  EXPECT_TRUE(links.removed.empty());
+}
+
+TEST(BorrowedObjects, LendingAsksTheOwnerToCountTheReceiver) {
+  RecordingLinks links;
+  BorrowedObjects borrowed(2, links);
+  const ObjectId id{1, 9};
+  auto handle = borrowed.Borrow(id, "owner-address");
+  auto lent = borrowed.Lend(id, 9);
+  ASSERT_TRUE(lent.ok());
+  EXPECT_EQ(lent->owner_address, "owner-address");
+  ASSERT_EQ(links.added.size(), 2U);
+  EXPECT_EQ(links.added[1].borrower, 9U);
+  EXPECT_FALSE(borrowed.Lend(ObjectId{1, 10}, 9).ok());  // not held here
+}
+
+// Routes each owner-bound message to the Owner of that rank, at once.
+class DirectLinks final : public BorrowLinks {
+ public:
+  explicit DirectLinks(std::uint32_t self) : self_(self) {}
+  std::string OwnAddress() override { return "rank-" + std::to_string(self_); }
+  Status AddBorrower(const std::string&, const BorrowerChange& change) override {
+    return owners->at(static_cast<std::uint32_t>(change.id.owner))->AddBorrower(change);
+  }
+  void RemoveBorrower(const std::string&, const BorrowerChange& change) override {
+    owners->at(static_cast<std::uint32_t>(change.id.owner))->RemoveBorrower(change);
+  }
+  void RequestStatus(const std::string&, const ObjectId& id,
+                     std::function<void(Result<ObjectStatus>)> done) override {
+    owners->at(static_cast<std::uint32_t>(id.owner))
+        ->WhenResolved(id, [done = std::move(done)](ObjectStatus status) { done(std::move(status)); });
+  }
+  std::map<std::uint32_t, Owner*>* owners = nullptr;
+
+ private:
+  std::uint32_t self_;
+};
+
+TaskOutcome OutcomeFor(const TaskSpec& spec, OutcomeKind kind, std::int64_t value) {
+  TaskOutcome outcome = FailedOutcome(spec, kind, kind == OutcomeKind::kTaskThrew ? "bad" : "");
+  if (kind == OutcomeKind::kInlineValue) outcome.value = internal::Serialize(value);
+  if (kind == OutcomeKind::kTaskThrew) outcome.error_type = "std::runtime_error";
+  return outcome;
+}
+
+class TwoOwners : public ::testing::Test {
+ protected:
+  TwoOwners() {
+    owner_.SetBorrowLinks(owner_links_);
+    borrower_.SetBorrowLinks(borrower_links_);
+    owner_links_.owners = &owners_;
+    borrower_links_.owners = &owners_;
+  }
+  std::int64_t ValueOf(const std::shared_ptr<const internal::ObjectValue>& value) {
+    return internal::Deserialize<std::int64_t>(value->bytes(), "test");
+  }
+
+  NoStore store_;
+  std::vector<TaskSpec> submitted_;
+  Owner owner_{OwnerIdentity{.rank = 1, .node_id = 0}, store_,
+               [this](TaskSpec spec) { submitted_.push_back(std::move(spec)); }};
+  std::vector<TaskSpec> borrower_sent_;
+  Owner borrower_{OwnerIdentity{.rank = 2, .node_id = 1}, store_,
+                  [this](TaskSpec spec) { borrower_sent_.push_back(std::move(spec)); }};
+  DirectLinks owner_links_{1};
+  DirectLinks borrower_links_{2};
+  std::map<std::uint32_t, Owner*> owners_{{1, &owner_}, {2, &borrower_}};
+};
+
+TEST_F(TwoOwners, AnObjectABorrowerHoldsOutlivesTheOwnersLastReference) {
+  const ObjectId id = owner_.AddInlineObject(internal::Serialize(std::int64_t{42}), {});
+  EXPECT_EQ(owner_.OwnerAddress(id), "rank-1");
+  auto handle = borrower_.Borrow(id, owner_.OwnerAddress(id));
+  EXPECT_EQ(borrower_.OwnerAddress(id), "rank-1");
+  owner_.RemoveReference(id);  // the owner's own handle went
+  EXPECT_EQ(owner_.counts().owned, 1U);
+  EXPECT_EQ(ValueOf(borrower_.Get({id}, std::chrono::seconds(5)).front()), 42);
+  borrower_.RemoveReference(id);  // what the handle's destructor does
+  EXPECT_EQ(owner_.counts().owned, 0U);
+  EXPECT_EQ(borrower_.counts().borrowed, 0U);
+}
+
+TEST_F(TwoOwners, ABorrowersGetWaitsForThePendingObject) {
+  const ObjectId id = owner_.SubmitTask("f", {}, {});
+  auto handle = borrower_.Borrow(id, "rank-1");
+  auto got = std::async(std::launch::async, [&] { return borrower_.Get({id}, std::chrono::seconds(30)); });
+  EXPECT_EQ(got.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  const std::vector<bool> ready = borrower_.Wait({id}, 1, std::chrono::milliseconds(10));
+  EXPECT_FALSE(ready[0]);
+  ASSERT_EQ(submitted_.size(), 1U);
+  owner_.OnTaskOutcome(OutcomeFor(submitted_[0], OutcomeKind::kInlineValue, 6));
+  EXPECT_EQ(ValueOf(got.get().front()), 6);
+  EXPECT_TRUE(borrower_.Wait({id}, 1, std::chrono::seconds(5))[0]);
+}
+
+TEST_F(TwoOwners, ABorrowersGetOfAFailedObjectThrowsTheTasksError) {
+  const ObjectId id = owner_.SubmitTask("f", {}, {});
+  auto handle = borrower_.Borrow(id, "rank-1");
+  owner_.OnTaskOutcome(OutcomeFor(submitted_[0], OutcomeKind::kTaskThrew, 0));
+  EXPECT_THROW((void)borrower_.Get({id}, std::chrono::seconds(5)), TaskError);
+}
+
+TEST_F(TwoOwners, ABorrowersGetOfAnObjectFreedBeforeItArrivedSaysSo) {
+  const ObjectId id = owner_.AddInlineObject(internal::Serialize(std::int64_t{1}), {});
+  owner_.RemoveReference(id);
+  auto handle = borrower_.Borrow(id, "rank-1");
+  try {
+    (void)borrower_.Get({id}, std::chrono::seconds(5));
+    FAIL() << "Get of a freed object returned";
+  } catch (const ObjectLostError& error) {
+    EXPECT_NE(std::string(error.what()).find("freed before this reference reached"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
+TEST_F(TwoOwners, ABorrowedReferenceAsATaskArgumentIsResolvedByItsOwner) {
+  const ObjectId produced = owner_.SubmitTask("f", {}, {});
+  internal::TaskArgument argument;
+  argument.reference = borrower_.Borrow(produced, "rank-1");
+  (void)borrower_.SubmitTask("g", {argument}, {});
+  EXPECT_TRUE(borrower_sent_.empty());  // waits for the owner's answer
+  owner_.OnTaskOutcome(OutcomeFor(submitted_[0], OutcomeKind::kInlineValue, 11));
+  ASSERT_EQ(borrower_sent_.size(), 1U);
+  EXPECT_FALSE(borrower_sent_[0].arguments[0].by_reference);
+  EXPECT_EQ(internal::Deserialize<std::int64_t>(borrower_sent_[0].arguments[0].value, "test"), 11);
+}
+
+TEST_F(TwoOwners, LendingKeepsTheObjectForTheReceiverUntilItGivesItBack) {
+  const ObjectId id = owner_.AddInlineObject(internal::Serialize(std::int64_t{3}), {});
+  auto handle = borrower_.Borrow(id, "rank-1");
+  const internal::ContainedRefs contained{handle, handle};
+  auto lent = borrower_.Lend(contained, 9);  // a task result for rank 9
+  ASSERT_TRUE(lent.ok());
+  ASSERT_EQ(lent->size(), 1U);  // once per object
+  EXPECT_EQ((*lent)[0].owner_address, "rank-1");
+  owner_.RemoveReference(id);
+  borrower_.RemoveReference(id);
+  EXPECT_EQ(owner_.counts().owned, 1U);  // rank 9 still counts
+  owner_.RemoveBorrower(BorrowerChange{.id = id, .borrower = 9, .count = 1});
+  EXPECT_EQ(owner_.counts().owned, 0U);
+}
+
+TEST_F(TwoOwners, AResultHoldingTheOwnersOwnObjectKeepsItAliveUntilTheResultGoes) {
+  SetProcessRuntime(&owner_);  // dropped handles reach this owner
+  const ObjectId inner = owner_.AddInlineObject(internal::Serialize(std::int64_t{5}), {});
+  auto original = std::make_shared<internal::ObjectHandle>(inner);  // the one reference made
+  const ObjectId result = owner_.SubmitTask("f", {}, {});
+  // The worker lent `inner` back to its owner, the task's owner, with the result.
+  ASSERT_TRUE(owner_.Lend({original}, 1).ok());
+  TaskOutcome outcome = OutcomeFor(submitted_[0], OutcomeKind::kInlineValue, 0);
+  outcome.contained.push_back(ContainedRef{.id = inner, .owner_address = "rank-1"});
+  owner_.OnTaskOutcome(outcome);
+  original.reset();
+  EXPECT_EQ(owner_.counts().owned, 2U);  // the result holds `inner`
+  owner_.RemoveReference(result);
+  EXPECT_EQ(owner_.counts().owned, 0U);
+  SetProcessRuntime(nullptr);
+}
+
+}  // namespace
+}  // namespace sray::core
