@@ -261,9 +261,9 @@ class Owner final : public internal::Runtime {
                    std::chrono::steady_clock::time_point deadline, BlockedScope& blocked,
                    Done done);
   // The Get of objects owned here, and of borrowed ones (into `values` at
-  // `slots`).
+  // `slots`; null: at the same indexes as `ids`).
   using Values = std::vector<std::shared_ptr<const internal::ObjectValue>>;
-  void GetOwned(const std::vector<internal::ObjectId>& ids, const std::vector<std::size_t>& slots,
+  void GetOwned(const std::vector<internal::ObjectId>& ids, const std::vector<std::size_t>* slots,
                 std::chrono::steady_clock::time_point deadline, internal::Timeout timeout,
                 BlockedScope& blocked, Values& values);
   void GetBorrowed(const std::vector<internal::ObjectId>& ids,

@@ -120,6 +120,10 @@ std::vector<std::shared_ptr<const internal::ObjectValue>> Owner::Get(
                                 : std::chrono::steady_clock::time_point::max();
   Values values(ids.size());
   BlockedScope blocked(blocking_notifier_);
+  if (std::all_of(ids.begin(), ids.end(), [this](const auto& id) { return Owns(id); })) {
+    GetOwned(ids, nullptr, deadline, timeout, blocked, values);  // the common case: no copies
+    return values;
+  }
   std::vector<internal::ObjectId> owned;
   std::vector<std::size_t> owned_slots;
   std::vector<internal::ObjectId> borrowed;
@@ -136,12 +140,12 @@ std::vector<std::shared_ptr<const internal::ObjectValue>> Owner::Get(
     }
   }
   if (!borrowed.empty()) GetBorrowed(borrowed, borrowed_slots, deadline, timeout, blocked, values);
-  if (!owned.empty()) GetOwned(owned, owned_slots, deadline, timeout, blocked, values);
+  if (!owned.empty()) GetOwned(owned, &owned_slots, deadline, timeout, blocked, values);
   return values;
 }
 
 void Owner::GetOwned(const std::vector<internal::ObjectId>& ids,
-                     const std::vector<std::size_t>& slots,
+                     const std::vector<std::size_t>* slots,
                      std::chrono::steady_clock::time_point deadline, internal::Timeout timeout,
                      BlockedScope& blocked, Values& values) {
   {
@@ -160,7 +164,7 @@ void Owner::GetOwned(const std::vector<internal::ObjectId>& ids,
   }
   for (std::size_t index = 0; index < ids.size(); ++index) {
     const internal::ObjectId& id = ids[index];
-    auto& value = values[slots[index]];
+    auto& value = values[slots != nullptr ? (*slots)[index] : index];
     while (true) {
       std::unique_lock lock(mutex_);
       const std::vector<internal::ObjectId> this_one{id};
