@@ -39,4 +39,9 @@ void ReportChannel::Close() {
   changed_.notify_all();
 }
 
+std::uint64_t ReportChannel::pushed() const {
+  std::lock_guard lock(mutex_);
+  return pushed_;
+}
+
 }  // namespace sray::train::internal

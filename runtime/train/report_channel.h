@@ -30,9 +30,11 @@ class ReportChannel {
   std::optional<WorkerEvent> Take();
   // The loop ended: Take returns what is left, then nullopt.
   void Close();
+  // Events pushed so far (the one a Push waits with included).
+  [[nodiscard]] std::uint64_t pushed() const;
 
  private:
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::optional<WorkerEvent> waiting_;
   std::uint64_t pushed_ = 0;

@@ -12,12 +12,18 @@ trap 'rm -rf "$WORK"' EXIT
 
 
 # Nothing of job $1 (a local job id, e.g. local1234) may remain in /tmp.
+# A process SIGKILLed at the end of the job may still be tearing down its
+# memory for a moment (its environ stays readable): look again for 5 s.
 expect_nothing_left() {
-  local job=$1 left
+  local job=$1 left attempt
   left=$(ls -d /tmp/sray-*-"$job".* 2>/dev/null || true)
   [ -z "$left" ] || fail "left behind in /tmp: $left"
-  left=$(grep -l "SRAY_JOB_ID=$job" /proc/[0-9]*/environ 2>/dev/null | grep -v "/proc/$$/" || true)
-  [ -z "$left" ] || fail "processes of $job still alive: $left"
+  for attempt in $(seq 50); do
+    left=$(grep -l "SRAY_JOB_ID=$job" /proc/[0-9]*/environ 2>/dev/null | grep -v "/proc/$$/" || true)
+    [ -n "$left" ] || return 0
+    sleep 0.1
+  done
+  fail "processes of $job still alive: $left"
 }
 
 # Runs BINARY MODE (a job-wide check: tasks_check, actors_check) under

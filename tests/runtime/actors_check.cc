@@ -96,7 +96,8 @@ class Board {
 // In a task: says where it runs, then waits for a slow call.
 std::int64_t call_slowly(sray::ActorHandle<Counter> counter, sray::ActorHandle<Board> board) {
   sray::Get(board.Task(&Board::Set).Remote(static_cast<std::int64_t>(::getpid())));
-  return sray::Get(counter.Task(&Counter::SleepThenValue).Remote(1500));
+  // Long enough that the kill lands while it runs, however slow the start.
+  return sray::Get(counter.Task(&Counter::SleepThenValue).Remote(10000));
 }
 
 // In a task: finds the named counter and adds to it.
@@ -105,6 +106,9 @@ std::int64_t add_through_name(std::int64_t amount) {
   if (!counter) throw std::runtime_error("no actor named counter from node " +
                                          std::to_string(sray::CurrentNode().node_id));
   sray::Get(counter->Task(&Counter::Add).Remote(amount));
+  // Holds its CPU a while, so the twelve spread over the nodes even when a
+  // node's second worker starts late.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   return sray::CurrentNode().node_id;
 }
 
@@ -365,7 +369,7 @@ void CallerDeath() {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // its call is running
   ::kill(static_cast<pid_t>(pid), SIGKILL);
   Throws<sray::WorkerDiedError>([&] { sray::Get(waiting); }, "the killed caller's task");
-  std::this_thread::sleep_for(std::chrono::milliseconds(2000));  // the answer went out
+  // Runs after the slow call, whose answer goes to the dead caller.
   Expect(sray::Get(counter.Task(&Counter::Add).Remote(1)) == 6,
          "an actor whose caller died mid-call keeps serving");
 }

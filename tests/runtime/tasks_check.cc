@@ -151,9 +151,10 @@ void Basic() {
   Expect(sray::Get(sray::Task(add).Remote(sray::Put<std::int64_t>(40), 2)) == 42,
          "Put values are task arguments");
 
-  auto slow = sray::Task(sleep_then).Remote(1500);
+  // Far apart, so a loaded machine (a worker still starting) cannot blur them.
+  auto slow = sray::Task(sleep_then).Remote(10000);
   auto fast = sray::Task(sleep_then).Remote(1);
-  const auto waited = sray::Wait(std::vector{slow, fast}, 1, std::chrono::milliseconds(1000));
+  const auto waited = sray::Wait(std::vector{slow, fast}, 1, std::chrono::milliseconds(8000));
   Expect(waited.ready.size() == 1 && waited.unready.size() == 1 &&
              waited.ready.front().id() == fast.id(),
          "Wait returns the finished task and leaves the slow one");
@@ -164,7 +165,7 @@ void Basic() {
     timed_out = true;
   }
   Expect(timed_out, "Get with a timeout throws GetTimeoutError");
-  Expect(sray::Get(slow) == 1500, "the slow task still finishes");
+  Expect(sray::Get(slow) == 10000, "the slow task still finishes");
 }
 
 void Objects() {
@@ -459,9 +460,11 @@ int main(int argc, char** argv) {
     else if (mode == "short-after-long") {
       // In a fresh job, with CPUs free: a short task must not queue behind a
       // long one on the first worker while more workers start.
-      auto slow = sray::Task(sleep_then).Remote(3000);
+      // A task stuck behind the slow one would take 20 s; starting a worker
+      // on a loaded machine takes a few.
+      auto slow = sray::Task(sleep_then).Remote(20000);
       auto fast = sray::Task(sleep_then).Remote(1);
-      Expect(sray::Get(fast, std::chrono::milliseconds(2500)) == 1,
+      Expect(sray::Get(fast, std::chrono::milliseconds(15000)) == 1,
              "a short task does not wait behind a long one while CPUs are free");
       (void)sray::Get(slow);
     } else if (mode == "nested") {

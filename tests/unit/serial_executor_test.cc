@@ -117,7 +117,17 @@ TEST(SerialExecutor, AnIdleHandlerAskingForLaterIsCalledAgainAfterAnInlineRun) {
     if (!pending.exchange(false)) return std::chrono::milliseconds(0);
     return std::chrono::milliseconds(20);
   });
-  std::this_thread::sleep_for(50ms);  // the thread now sleeps with no deadline
+  // The thread calls the handler once when it starts, then sleeps with no
+  // deadline (given a moment after that first call, however late it came).
+  const auto started = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < started) {
+    {
+      std::lock_guard lock(mutex);
+      if (!calls.empty()) break;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  std::this_thread::sleep_for(50ms);
   std::size_t before = 0;
   {
     std::lock_guard lock(mutex);

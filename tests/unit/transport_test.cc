@@ -206,6 +206,11 @@ TEST_F(TransportPair, PostedMessagesShareFramesAndKeepTheirOrder) {
     client->Post(0, kNote, Text(text));
   }
   EXPECT_EQ(notes.WaitFor(sent.size()), sent);
+  // Counted once a batch's handlers ran, maybe just after the last note.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (server->statistics().batches_received == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   EXPECT_GT(server->statistics().batches_received, 0u)
       << "2000 messages posted back to back and none shared a frame";
   EXPECT_EQ(server->statistics().malformed_frames, 0u);
@@ -215,17 +220,30 @@ TEST_F(TransportPair, ProgressHereRunsHandlersOnTheCallingThread) {
   auto server = Make(0, TokenOf(1));
   auto client = Make(1, TokenOf(1));
   std::atomic<bool> received{false};
+  std::atomic<bool> driving{false};
   std::thread::id handled_on;
   server->RegisterOneWayHandler(kNote, [&](std::uint32_t, std::span<const std::byte>) {
     handled_on = std::this_thread::get_id();
     received.store(true);
   });
+  // Connected first, so no set-up traffic wakes the progress thread later.
+  RegisterHandlers(*server);
+  ASSERT_TRUE(client->Call(0, kEcho, Text("warm up")).ok());
   std::thread sender([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // Sent once this thread drives the server, however late it got there.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!driving.load() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
     client->Post(0, kNote, Text("task"));
   });
-  const bool arrived =
-      server->ProgressHere([&] { return received.load(); }, std::chrono::seconds(10));
+  const bool arrived = server->ProgressHere(
+      [&] {
+        driving.store(true);
+        return received.load();
+      },
+      std::chrono::seconds(10));
   sender.join();
   ASSERT_TRUE(arrived);
   EXPECT_EQ(handled_on, std::this_thread::get_id());
@@ -347,11 +365,15 @@ TEST_F(TransportPair, OneWayMessagesReachTheirHandler) {
 
 TEST_F(TransportPair, WrongTokenIsDroppedUnansweredAndCounted) {
   auto server = Make(0, TokenOf(1));
-  auto intruder = Make(1, TokenOf(2), std::chrono::milliseconds(500));
+  auto intruder = Make(1, TokenOf(2), std::chrono::milliseconds(3000));
   RegisterHandlers(*server);
   auto reply = intruder->Call(0, kEcho, Text("let me in"));
   ASSERT_FALSE(reply.ok());
   EXPECT_NE(reply.status().message().find("no reply from rank 0"), std::string::npos);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (server->statistics().rejected_frames == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   EXPECT_EQ(server->statistics().rejected_frames, 1U);
   EXPECT_EQ(server->statistics().requests_served, 0U);
 }

@@ -292,7 +292,8 @@ int main(int argc, char** argv) {
     auto& job_ref = **job;
     const auto rank = job_ref.pmix->layout().rank;
     if (rank == 1) {
-      std::this_thread::sleep_for(std::chrono::seconds(4));
+      // Far past the others' timeout, however late they start theirs.
+      std::this_thread::sleep_for(std::chrono::seconds(8));
       std::cout.flush();
       _exit(0);
     }
@@ -309,25 +310,27 @@ int main(int argc, char** argv) {
     }
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   } else if (mode == "fence") {
-    // Rank 1 arrives 1 s late at each of two fences; nobody may leave a
+    // Rank 1 arrives 3 s late at each of two fences; nobody may leave a
     // fence before it arrives (regression: Slurm's PMIx let non-collecting
     // fences return at once).
     auto& job_ref = **job;
     const auto& layout = job_ref.pmix->layout();
     // Each rank times from when it left the wire-up fence, and ranks leave
-    // it moments apart (rank 2, 1 ms after rank 1, once measured 999 ms):
-    // fence k counts as waited for when it ends at least k seconds less
-    // 100 ms after that (a fence that does not wait ends within a few ms).
-    constexpr std::int64_t kSkewAllowance = 100;
+    // it moments apart (rank 2, 1 ms after rank 1, once measured 999 ms; a
+    // loaded machine can delay one by more): fence k counts as waited for
+    // when it ends at least 3k seconds less 1 s after that (a fence that
+    // does not wait ends within a few ms).
+    constexpr std::int64_t kLateBy = 3000;
+    constexpr std::int64_t kSkewAllowance = 1000;
     const auto started = std::chrono::steady_clock::now();
     for (int fence = 1; fence <= 2; ++fence) {
-      if (layout.rank == 1) std::this_thread::sleep_for(std::chrono::seconds(1));
+      if (layout.rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(kLateBy));
       auto s = job_ref.pmix->Fence();
       const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
                               std::chrono::steady_clock::now() - started)
                               .count();
       std::cout << "rank " << layout.rank << " left fence " << fence << " after "
-                << (waited >= 1000 * fence - kSkewAllowance
+                << (waited >= kLateBy * fence - kSkewAllowance
                         ? "rank 1 arrived"
                         : "only " + std::to_string(waited) + " ms")
                 << (s.ok() ? "" : ": " + s.message()) << std::endl;

@@ -54,7 +54,12 @@ TEST(ReportChannel, DeliversReportsInOrderThenNothingOnceClosed) {
 TEST(ReportChannel, CloseReleasesAWaitingPushAndKeepsItsReport) {
   ReportChannel channel;
   std::thread loop([&] { channel.Push(ReportOf(7)); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Close must find the Push waiting, however late its thread starts.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (channel.pushed() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(channel.pushed(), 1U);
   channel.Close();
   loop.join();
   auto taken = channel.Take();
