@@ -1,6 +1,7 @@
 #include "core/borrow_links.h"
 
 #include <chrono>
+#include <thread>
 #include <utility>
 
 namespace sray::core {
@@ -61,15 +62,22 @@ void TransportBorrowLinks::RequestStatus(const std::string& owner_address, const
 
 OwnerService::OwnerService(transport::Transport& transport, Owner& owner)
     : guard_(std::make_shared<Guard>()) {
-  guard_->owner = &owner;
+  guard_->owner.store(&owner);
+  transport.RegisterOneWayHandler(
+      kOwnerOutcome, [guard = guard_](std::uint32_t, std::span<const std::byte> payload) {
+        auto outcome = Decode<TaskOutcome>(payload, "task outcome");
+        if (!outcome.ok()) return;
+        guard->With(
+            [&](Owner& served_owner) { served_owner.OnTaskOutcome(std::move(outcome).value()); });
+      });
   transport.RegisterRequestHandler(
       kAddBorrower,
-      [guard = guard_](std::uint32_t, std::span<const std::byte> payload) -> Result<transport::Bytes> {
+      [guard = guard_](std::uint32_t,
+                       std::span<const std::byte> payload) -> Result<transport::Bytes> {
         auto change = Decode<BorrowerChange>(payload, "add borrower");
         if (!change.ok()) return change.status();
-        std::lock_guard lock(guard->mutex);
-        if (guard->owner == nullptr) return Status::Unavailable("this process is shutting down");
-        const Status added = guard->owner->AddBorrower(*change);
+        Status added = Status::Unavailable("this process is shutting down");
+        guard->With([&](Owner& served_owner) { added = served_owner.AddBorrower(*change); });
         if (!added.ok()) return added;
         return transport::Bytes{};
       });
@@ -77,8 +85,7 @@ OwnerService::OwnerService(transport::Transport& transport, Owner& owner)
       kRemoveBorrower, [guard = guard_](std::uint32_t, std::span<const std::byte> payload) {
         auto change = Decode<BorrowerChange>(payload, "remove borrower");
         if (!change.ok()) return;
-        std::lock_guard lock(guard->mutex);
-        if (guard->owner != nullptr) guard->owner->RemoveBorrower(*change);
+        guard->With([&](Owner& served_owner) { served_owner.RemoveBorrower(*change); });
       });
   transport.RegisterDeferredRequestHandler(
       kObjectStatus, [guard = guard_](std::uint32_t, std::span<const std::byte> payload,
@@ -88,25 +95,20 @@ OwnerService::OwnerService(transport::Transport& transport, Owner& owner)
           responder.Reply(id.status());
           return;
         }
-        std::lock_guard lock(guard->mutex);
-        if (guard->owner == nullptr) {
-          responder.Reply(Status::Unavailable("this process is shutting down"));
-          return;
-        }
-        guard->owner->WhenResolved(*id, [responder](ObjectStatus status) {
-          responder.Reply(Encode(status));
+        const bool served = guard->With([&](Owner& served_owner) {
+          served_owner.WhenResolved(
+              *id, [responder](ObjectStatus status) { responder.Reply(Encode(status)); });
         });
+        if (!served) responder.Reply(Status::Unavailable("this process is shutting down"));
       });
 }
 
 OwnerService::~OwnerService() {
-  Owner* owner = nullptr;
-  {
-    std::lock_guard lock(guard_->mutex);
-    owner = std::exchange(guard_->owner, nullptr);
-  }
+  Owner* owner = guard_->owner.exchange(nullptr);
+  // Handlers that saw the owner finish first (they never block).
+  while (guard_->active.load() > 0) std::this_thread::yield();
   // Their responders must not outlive the transport, which may go next.
-  owner->DropStatusWaiters();
+  if (owner != nullptr) owner->DropStatusWaiters();
 }
 
 }  // namespace sray::core

@@ -7,8 +7,8 @@
 //
 // Thread-safety: both may be used from any thread.
 
+#include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "core/borrowed_objects.h"
@@ -39,10 +39,11 @@ class TransportBorrowLinks final : public BorrowLinks {
   std::string own_address_;
 };
 
-// Serves kAddBorrower, kRemoveBorrower and kObjectStatus for `owner` while
-// it lives; destroy it before the Owner and the transport (messages arriving
-// afterwards are refused, and answers still owed are dropped: their callers
-// get an error).
+// Serves what other processes send an Owner (kOwnerOutcome: its tasks'
+// outcomes from its node manager; kAddBorrower, kRemoveBorrower and
+// kObjectStatus from borrowers) while it lives; destroy it before the Owner and the transport
+// (messages arriving afterwards are refused, and answers still owed are dropped: their callers get
+// an error).
 class OwnerService {
  public:
   OwnerService(transport::Transport& transport, Owner& owner);
@@ -50,9 +51,21 @@ class OwnerService {
   OwnerService(const OwnerService&) = delete;
   OwnerService& operator=(const OwnerService&) = delete;
 
+  // The owner while the service lives. Handlers may run on several threads
+  // and re-enter (an outcome's work can deliver another), so no lock is
+  // held: each counts itself active, and the destructor waits for them.
   struct Guard {
-    std::mutex mutex;
-    Owner* owner = nullptr;
+    std::atomic<Owner*> owner{nullptr};
+    std::atomic<int> active{0};
+    // Runs `work` with the owner if it is still there; says whether it ran.
+    template <typename Work>
+    bool With(Work&& work) {
+      active.fetch_add(1);
+      Owner* current = owner.load();
+      if (current != nullptr) work(*current);
+      active.fetch_sub(1);
+      return current != nullptr;
+    }
   };
 
  private:

@@ -55,7 +55,8 @@ class BorrowedObjects {
   // holds none yet. Never throws: when the owner cannot be reached or no
   // longer has the object, the reference is still made and a Get of it says
   // why (ObjectLostError).
-  std::shared_ptr<internal::ObjectHandle> Borrow(const ObjectId& id, std::string_view owner_address);
+  std::shared_ptr<internal::ObjectHandle> Borrow(const ObjectId& id,
+                                                 std::string_view owner_address);
   // A reference whose registration someone else made for this process (the
   // worker that returned a value holding it).
   std::shared_ptr<internal::ObjectHandle> Adopt(const ContainedRef& contained);

@@ -357,7 +357,6 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
   state->owner = std::make_unique<core::Owner>(
       core::OwnerIdentity{.rank = job->pmix->layout().rank, .node_id = 0}, manager->store_access(),
       [raw](core::TaskSpec spec) { raw->Submit(std::move(spec)); });
-  manager->SetLocalOwner(state->owner.get());
   state->head = core::MakeLocalHead(*state->directory);
   state->actor_client =
       std::make_unique<core::ActorClient>(*state->owner, *state->head, transport, book, HostName());
@@ -485,7 +484,6 @@ void Shutdown() {
     (void)transport.Call(state->node_manager_ranks[node], core::kShutdownNode, {},
                          std::chrono::seconds(10));
   }
-  state->node_manager->SetLocalOwner(nullptr);
   state->node_manager.reset();
   state->directory->DropWaiters();
   state->job.reset();

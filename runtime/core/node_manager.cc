@@ -148,9 +148,6 @@ void NodeManager::Stop() {
   transfer_->Clear();
 }
 
-void NodeManager::SetLocalOwner(Owner* owner) {
-  local_owner_.store(owner);
-}
 
 StoreAccess& NodeManager::store_access() {
   return *store_access_;
@@ -467,16 +464,14 @@ void NodeManager::Route(TaskOutcome outcome) {
     ReportActorCreated(outcome);
     return;
   }
-  Owner* owner = local_owner_.load();
-  if (owner != nullptr && outcome.owner_rank == config_.rank) {
-    owner->OnTaskOutcome(std::move(outcome));
-    return;
-  }
-  const std::uint32_t destination =
-      outcome.owner_node == config_.node_id ? outcome.owner_rank : RankOfNode(outcome.owner_node);
   // If the owner is gone, so is everyone who could use the result; a stored
-  // value then stays until the step ends and the store is removed.
-  transport_.Post(destination, kTaskOutcome, Encode(outcome));
+  // value then stays until the step ends and the store is removed. The
+  // driver's owner shares node 0's rank: its post loops back in-process.
+  if (outcome.owner_node == config_.node_id) {
+    transport_.Post(outcome.owner_rank, kOwnerOutcome, Encode(outcome));
+  } else {
+    transport_.Post(RankOfNode(outcome.owner_node), kTaskOutcome, Encode(outcome));
+  }
 }
 
 std::chrono::milliseconds NodeManager::BroadcastIfDirty() {

@@ -74,9 +74,6 @@ class NodeManager {
   NodeManager(const NodeManager&) = delete;
   NodeManager& operator=(const NodeManager&) = delete;
 
-  // The owner living in this process (the driver's), if any: outcomes for
-  // it are delivered by call instead of by message.
-  void SetLocalOwner(Owner* owner);
   [[nodiscard]] NodeDescription Description() const;
   // Node ranks and totals of the whole job; scheduling starts with it.
   void ApplyClusterView(ClusterView view);
@@ -116,7 +113,6 @@ class NodeManager {
   std::shared_ptr<transport::AddressBook> address_book_;
   std::unique_ptr<object::ObjectStore> store_;
   std::unique_ptr<LocalStoreAccess> store_access_;
-  std::atomic<Owner*> local_owner_{nullptr};
   std::atomic<bool> stopping_{false};
 
   // Immutable after ApplyClusterView; read from any thread.

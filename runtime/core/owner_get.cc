@@ -59,16 +59,16 @@ std::shared_ptr<Owner::OwnerAnswers> Owner::AskOwners(const std::vector<internal
     return answers;
   }
   for (std::size_t index = 0; index < ids.size(); ++index) {
-    borrowed_->RequestStatus(
-        ids[index], [answers, index, token = wake_token_](Result<ObjectStatus> status) {
-          {
-            std::lock_guard lock(answers->mutex);
-            answers->answers[index] = std::move(status);
-          }
-          answers->arrived.fetch_add(1);
-          std::lock_guard lock(token->mutex);
-          if (token->owner != nullptr) token->owner->WakeWaiters();
-        });
+    borrowed_->RequestStatus(ids[index],
+                             [answers, index, token = wake_token_](Result<ObjectStatus> status) {
+                               {
+                                 std::lock_guard lock(answers->mutex);
+                                 answers->answers[index] = std::move(status);
+                               }
+                               answers->arrived.fetch_add(1);
+                               std::lock_guard lock(token->mutex);
+                               if (token->owner != nullptr) token->owner->WakeWaiters();
+                             });
   }
   return answers;
 }
@@ -232,8 +232,8 @@ void Owner::GetBorrowed(const std::vector<internal::ObjectId>& ids,
     const Result<ObjectStatus>& answer = *answers->answers[index];
     if (!answer.ok()) {
       throw ObjectLostError("sray: object " + id.ToString() + " is lost: its owner (rank " +
-                            std::to_string(id.owner) + ") did not answer: " +
-                            answer.status().message() +
+                            std::to_string(id.owner) +
+                            ") did not answer: " + answer.status().message() +
                             ": an object lives only as long as the process that created it");
     }
     switch (static_cast<ObjectStatusKind>(answer->kind)) {

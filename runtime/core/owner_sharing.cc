@@ -144,7 +144,7 @@ Result<std::vector<ContainedRef>> Owner::Lend(const internal::ContainedRefs& con
     if (!Owns(id)) {
       if (!borrowed_) {
         return Status::Unavailable("object " + id.ToString() +
-                                          " belongs to a process this one cannot reach");
+                                   " belongs to a process this one cannot reach");
       }
       auto reference = borrowed_->Lend(id, receiver);
       if (!reference.ok()) return reference.status();
@@ -187,11 +187,12 @@ void Owner::OnArgumentStatus(const OwnerQuestion& question, Result<ObjectStatus>
       failure.owner_node = task.spec.owner_node;
       followups.to_fail.push_back(std::move(failure));
     } else {
-      followups.to_fail.push_back(FailedOutcome(
-          task.spec, OutcomeKind::kSystemError,
-          "argument object " + question.id.ToString() + " is lost: its owner (rank " +
-              std::to_string(question.id.owner) + ") " +
-              (status.ok() ? std::string("freed it") : "did not answer: " + status.status().message())));
+      followups.to_fail.push_back(
+          FailedOutcome(task.spec, OutcomeKind::kSystemError,
+                        "argument object " + question.id.ToString() + " is lost: its owner (rank " +
+                            std::to_string(question.id.owner) + ") " +
+                            (status.ok() ? std::string("freed it")
+                                         : "did not answer: " + status.status().message())));
     }
     if (followups.to_fail.empty()) ResolveArgumentsLocked(task, followups);
   }

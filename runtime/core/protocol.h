@@ -33,7 +33,8 @@ enum Method : std::uint32_t {
   kSubmitTask = 110,       // owner -> its node manager, or forwarded, one-way: TaskSpec
   kExecuteTask = 111,      // node manager -> worker, one-way: TaskSpec
   kTaskDone = 112,         // worker -> node manager, one-way: TaskOutcome
-  kTaskOutcome = 113,      // node manager -> owner or owner's node manager, one-way
+  kTaskOutcome = 113,      // node manager -> the owner's node manager, one-way: TaskOutcome
+  kOwnerOutcome = 114,     // node manager -> an owner on its node, one-way: TaskOutcome
   kRegisterWorker = 120,   // worker -> node manager, request: WorkerRegistration
   kCreateObject = 130,     // process -> its node manager, request: ObjectRequest -> ObjectPath
   kSealObject = 131,       // process -> its node manager, one-way: ObjectRequest

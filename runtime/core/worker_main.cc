@@ -280,10 +280,6 @@ void RunWorker() {
     run(spec);
     return true;
   });
-  transport->RegisterOneWayHandler(kTaskOutcome, [raw_owner](std::uint32_t, auto payload) {
-    auto outcome = Decode<TaskOutcome>(payload, "task outcome");
-    if (outcome.ok()) raw_owner->OnTaskOutcome(std::move(outcome).value());
-  });
 
   auto registered = transport->Call(
       manager, kRegisterWorker,

@@ -273,6 +273,16 @@ Status Transport::Impl::Pull(std::uint32_t rank, std::uint64_t remote_address,
 void Transport::Impl::Post(std::uint32_t rank, std::uint32_t method, Bytes payload,
                            bool send_here) {
   if (loop_.stopping()) return;
+  if (rank == options_.rank) {
+    loopback_.Push({.kind = PostedMessage::Kind::kOneWay,
+                    .rank = rank,
+                    .method = method,
+                    .payload = std::move(payload),
+                    .reply_endpoint = nullptr,
+                    .reply = {}});
+    loop_.NoticePosted();
+    return;
+  }
   if (send_here && !OnProgressThread() && !InUcxCallback()) {
     const bool sleeping = loop_.progress_thread_sleeping();
     if (sleeping || loop_.progress_thread_parked()) {
@@ -330,9 +340,27 @@ void Transport::Impl::SendReply(ucp_ep_h reply_endpoint, const FrameHeader& head
 }
 
 bool Transport::Impl::SendPosted() {
-  if (!outbox_.HasMessages()) return false;
+  const bool delivered = DeliverLoopback();
+  if (!outbox_.HasMessages()) return delivered;
   std::lock_guard lock(send_mutex_);
-  return SendPostedLocked();
+  return SendPostedLocked() || delivered;
+}
+
+bool Transport::Impl::DeliverLoopback() {
+  if (!loopback_.HasMessages()) return false;
+  std::lock_guard lock(loopback_mutex_);
+  auto messages = loopback_.TakeAll();
+  if (messages.empty()) return false;
+  // As a UCX callback would run them: handlers must not block here either.
+  const CallbackScope scope;
+  FrameHeader header{};
+  header.kind = FrameKind::kOneWay;
+  header.source_rank = options_.rank;
+  for (auto& message : messages) {
+    header.method = message.method;
+    DeliverFrame(header, nullptr, message.payload);
+  }
+  return true;
 }
 
 bool Transport::Impl::SendPostedLocked() {

@@ -123,7 +123,12 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
 
   // ProgressLoop::Client
   bool SendPosted() override;
-  [[nodiscard]] bool HasPosted() const override { return outbox_.HasMessages(); }
+  [[nodiscard]] bool HasPosted() const override {
+    return outbox_.HasMessages() || loopback_.HasMessages();
+  }
+  // One-way messages this process posted to its own rank, to its handlers
+  // without UCX, in posting order. True if there were any.
+  bool DeliverLoopback();
   void Housekeeping(std::chrono::steady_clock::time_point now) override;
   // FrameSink: sends on endpoints this transport made itself (never a
   // peer's reply endpoint, which UCX frees when the peer dies), so a dead or
@@ -162,6 +167,11 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   PendingCalls pending_calls_;
   PeerEndpoints endpoints_;
   Outbox outbox_;
+  // Posts to this process's own rank (the driver's node manager, head and
+  // owner share one): handed to the handlers directly, one thread at a time
+  // (loopback_mutex_) so they keep their order.
+  Outbox loopback_;
+  std::mutex loopback_mutex_;
   // Held while posted messages are handed to UCX (by the progress thread,
   // or by a thread that sends its own message directly).
   std::mutex send_mutex_;

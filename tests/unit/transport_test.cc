@@ -27,6 +27,7 @@ constexpr std::uint32_t kFail = 2;
 constexpr std::uint32_t kSum = 3;
 constexpr std::uint32_t kNote = 4;
 constexpr std::uint32_t kNested = 5;
+constexpr std::uint32_t kRelay = 6;
 
 Bytes Text(std::string_view text) {
   return BytesOf(text);
@@ -136,6 +137,33 @@ TEST_F(TransportPair, ACallToItselfWorks) {
   auto reply = self->Call(0, kEcho, Text("me"));
   ASSERT_TRUE(reply.ok()) << reply.status().message();
   EXPECT_EQ(AsText(*reply), "from 0:me");
+}
+
+// Posts to its own rank (the driver's node manager, head and owner share
+// one) loop back to the handlers in order, from a handler too, without
+// UCX, and a handler there cannot make a blocking call any more than in a
+// UCX callback.
+TEST_F(TransportPair, PostsToItsOwnRankArriveInOrderAsFromAPeer) {
+  auto self = Make(0, TokenOf(1));
+  RegisterHandlers(*self);
+  NoteCollector notes(*self);
+  std::promise<std::string> blocking_call;
+  self->RegisterOneWayHandler(kRelay, [&](std::uint32_t source, std::span<const std::byte>) {
+    self->Post(0, kNote, Text("relayed from " + std::to_string(source)));
+    auto reply = self->Call(0, kEcho, Text("inside"));
+    blocking_call.set_value(reply.ok() ? "answered" : reply.status().message());
+  });
+  std::vector<std::string> sent;
+  for (int index = 0; index < 500; ++index) {
+    sent.push_back(std::to_string(index));
+    self->Post(0, kNote, Text(sent.back()));
+  }
+  self->Post(0, kRelay, {});
+  sent.emplace_back("relayed from 0");
+  EXPECT_EQ(notes.WaitFor(sent.size()), sent);
+  auto outcome = blocking_call.get_future();
+  ASSERT_EQ(outcome.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_NE(outcome.get().find("handler"), std::string::npos);
 }
 
 TEST_F(TransportPair, HandlerErrorsTravelBackWithTheirCode) {
