@@ -273,17 +273,7 @@ Status Transport::Impl::Pull(std::uint32_t rank, std::uint64_t remote_address,
 void Transport::Impl::Post(std::uint32_t rank, std::uint32_t method, Bytes payload,
                            bool send_here) {
   if (loop_.stopping()) return;
-  if (rank == options_.rank) {
-    loopback_.Push({.kind = PostedMessage::Kind::kOneWay,
-                    .rank = rank,
-                    .method = method,
-                    .payload = std::move(payload),
-                    .reply_endpoint = nullptr,
-                    .reply = {}});
-    loop_.NoticePosted();
-    return;
-  }
-  if (send_here && !OnProgressThread() && !InUcxCallback()) {
+  if (send_here && rank != options_.rank && !OnProgressThread() && !InUcxCallback()) {
     const bool sleeping = loop_.progress_thread_sleeping();
     if (sleeping || loop_.progress_thread_parked()) {
       {
@@ -298,12 +288,14 @@ void Transport::Impl::Post(std::uint32_t rank, std::uint32_t method, Bytes paylo
       return;
     }
   }
-  outbox_.Push({.kind = PostedMessage::Kind::kOneWay,
-                .rank = rank,
-                .method = method,
-                .payload = std::move(payload),
-                .reply_endpoint = nullptr,
-                .reply = {}});
+  // Posts to this process's own rank skip UCX (DeliverLoopback).
+  (rank == options_.rank ? loopback_ : outbox_)
+      .Push({.kind = PostedMessage::Kind::kOneWay,
+             .rank = rank,
+             .method = method,
+             .payload = std::move(payload),
+             .reply_endpoint = nullptr,
+             .reply = {}});
   loop_.NoticePosted();
 }
 

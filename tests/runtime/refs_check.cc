@@ -42,7 +42,8 @@ std::uint64_t SumOf(const Block& block) {
 
 std::uint64_t ExpectedSum(std::uint64_t first_seed, std::uint64_t count) {
   std::uint64_t sum = 0;
-  for (std::uint64_t seed = first_seed; seed < first_seed + count; ++seed) sum += SumOf(MakeBlock(seed));
+  for (std::uint64_t seed = first_seed; seed < first_seed + count; ++seed)
+    sum += SumOf(MakeBlock(seed));
   return sum;
 }
 
@@ -134,7 +135,8 @@ void Values() {
   const std::uint64_t before = InStores();
   {
     std::vector<BlockRef> driver_blocks;
-    for (std::uint64_t seed = 0; seed < 4; ++seed) driver_blocks.push_back(sray::Put(MakeBlock(seed)));
+    for (std::uint64_t seed = 0; seed < 4; ++seed)
+      driver_blocks.push_back(sray::Put(MakeBlock(seed)));
     const std::uint64_t driver_sum = ExpectedSum(0, 4);
     Expect(sray::Get(sray::Task(sum_blocks).Remote(driver_blocks, 0)) == driver_sum,
            "a vector of ObjectRefs reaches a task as references, and the task Gets them");
@@ -160,7 +162,8 @@ void Values() {
     Expect(sray::Get(sray::Task(sum_through_ref).Remote(worker_blocks[2])) == ExpectedSum(12, 1),
            "an ObjectRef parameter receives the reference, not the value");
 
-    const Batch batch{.label = "batch", .blocks = worker_blocks, .extra = sray::Put<std::int64_t>(7)};
+    const Batch batch{
+        .label = "batch", .blocks = worker_blocks, .extra = sray::Put<std::int64_t>(7)};
     const Batch back = sray::Get(sray::Task(relabel).Remote(batch));
     Expect(back.blocks.size() == 3 && back.blocks[0].id() == worker_blocks[0].id() &&
                sray::Get(back.extra) == 7 && back.label.rfind("batch (seen by pid ", 0) == 0,
@@ -210,9 +213,9 @@ void Values() {
   while (InStores() != before && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  Expect(InStores() == before,
-         "store usage returns to " + std::to_string(before) +
-             " bytes once no process holds a reference (" + std::to_string(InStores()) + " now)");
+  Expect(InStores() == before, "store usage returns to " + std::to_string(before) +
+                                   " bytes once no process holds a reference (" +
+                                   std::to_string(InStores()) + " now)");
 }
 
 }  // namespace

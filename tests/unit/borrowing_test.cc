@@ -12,23 +12,12 @@
 #include "core/borrowed_objects.h"
 #include "core/owner.h"
 #include "core/process_runtime.h"
+#include "no_store.h"
 #include "sray/errors.h"
 #include "sray/internal/serialization.h"
 
 namespace sray::core {
 namespace {
-
-class NoStore final : public StoreAccess {
- public:
-  Result<std::string> Create(const ObjectId&, std::uint64_t) override {
-    return Status::Internal("no store in this test");
-  }
-  void Seal(const ObjectId&, std::uint64_t) override {}
-  Result<std::string> MakeLocal(const ObjectId&, std::uint32_t, std::uint64_t) override {
-    return Status::Internal("no store in this test");
-  }
-  void Free(const ObjectId&, std::uint32_t) override {}
-};
 
 // Records what BorrowedObjects asks owners for.
 class RecordingLinks final : public BorrowLinks {
@@ -113,7 +102,8 @@ class DirectLinks final : public BorrowLinks {
   void RequestStatus(const std::string&, const ObjectId& id,
                      std::function<void(Result<ObjectStatus>)> done) override {
     owners->at(static_cast<std::uint32_t>(id.owner))
-        ->WhenResolved(id, [done = std::move(done)](ObjectStatus status) { done(std::move(status)); });
+        ->WhenResolved(id,
+                       [done = std::move(done)](ObjectStatus status) { done(std::move(status)); });
   }
   std::map<std::uint32_t, Owner*>* owners = nullptr;
 
@@ -168,7 +158,8 @@ TEST_F(TwoOwners, AnObjectABorrowerHoldsOutlivesTheOwnersLastReference) {
 TEST_F(TwoOwners, ABorrowersGetWaitsForThePendingObject) {
   const ObjectId id = owner_.SubmitTask("f", {}, {});
   auto handle = borrower_.Borrow(id, "rank-1");
-  auto got = std::async(std::launch::async, [&] { return borrower_.Get({id}, std::chrono::seconds(30)); });
+  auto got =
+      std::async(std::launch::async, [&] { return borrower_.Get({id}, std::chrono::seconds(30)); });
   EXPECT_EQ(got.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
   const std::vector<bool> ready = borrower_.Wait({id}, 1, std::chrono::milliseconds(10));
   EXPECT_FALSE(ready[0]);

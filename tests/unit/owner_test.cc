@@ -7,24 +7,12 @@
 #include <optional>
 #include <vector>
 
+#include "no_store.h"
 #include "sray/errors.h"
 #include "sray/internal/serialization.h"
 
 namespace sray::core {
 namespace {
-
-// Inline values never reach the store; these tests use only those.
-class NoStore final : public StoreAccess {
- public:
-  Result<std::string> Create(const ObjectId&, std::uint64_t) override {
-    return Status::Internal("no store in this test");
-  }
-  void Seal(const ObjectId&, std::uint64_t) override {}
-  Result<std::string> MakeLocal(const ObjectId&, std::uint32_t, std::uint64_t) override {
-    return Status::Internal("no store in this test");
-  }
-  void Free(const ObjectId&, std::uint32_t) override {}
-};
 
 TaskOutcome ValueFor(const TaskSpec& spec, std::int64_t value) {
   TaskOutcome outcome = FailedOutcome(spec, OutcomeKind::kInlineValue, "");
@@ -32,6 +20,7 @@ TaskOutcome ValueFor(const TaskSpec& spec, std::int64_t value) {
   return outcome;
 }
 
+// Inline values never reach the store; these tests use only those.
 class OwnerTest : public ::testing::Test {
  protected:
   NoStore store_;

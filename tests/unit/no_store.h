@@ -1,0 +1,25 @@
+#pragma once
+
+// A StoreAccess for Owner tests whose objects are all small enough to stay
+// inline: every store operation fails or does nothing.
+
+#include <cstdint>
+#include <string>
+
+#include "core/store_access.h"
+
+namespace sray::core {
+
+class NoStore final : public StoreAccess {
+ public:
+  Result<std::string> Create(const ObjectId&, std::uint64_t) override {
+    return Status::Internal("no store in this test");
+  }
+  void Seal(const ObjectId&, std::uint64_t) override {}
+  Result<std::string> MakeLocal(const ObjectId&, std::uint32_t, std::uint64_t) override {
+    return Status::Internal("no store in this test");
+  }
+  void Free(const ObjectId&, std::uint32_t) override {}
+};
+
+}  // namespace sray::core
