@@ -1,11 +1,11 @@
 #include "core/worker_launch.h"
 
-#include <charconv>
 #include <cstdlib>
 #include <limits>
 #include <string_view>
 
 #include "common/hex.h"
+#include "common/whole_number.h"
 
 namespace sray::core {
 namespace {
@@ -37,12 +37,9 @@ Result<Number> ReadNumber(const std::function<const char*(const char*)>& lookup,
                           const char* variable) {
   auto text = Text(lookup, variable);
   if (!text.ok()) return text.status();
-  Number number{};
-  const auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), number);
-  if (error != std::errc() || end != text->data() + text->size()) {
-    return Malformed(variable, "is '" + std::string(*text) + "', not a number");
-  }
-  return number;
+  const auto number = WholeNumber<Number>(*text);
+  if (!number) return Malformed(variable, "is '" + std::string(*text) + "', not a number");
+  return *number;
 }
 
 Result<transport::Bytes> ReadHex(const std::function<const char*(const char*)>& lookup,

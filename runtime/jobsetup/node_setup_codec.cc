@@ -1,10 +1,11 @@
 #include "jobsetup/node_setup_codec.h"
 
-#include <charconv>
 #include <cstdint>
 #include <optional>
 #include <utility>
 #include <vector>
+
+#include "common/whole_number.h"
 
 namespace sray::jobsetup {
 namespace {
@@ -49,12 +50,7 @@ class Reader {
   std::optional<std::uint64_t> Number() {
     auto text = Field();
     if (!text) return std::nullopt;
-    std::uint64_t value = 0;
-    const auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
-    if (error != std::errc() || end != text->data() + text->size() || text->empty()) {
-      return std::nullopt;
-    }
-    return value;
+    return WholeNumber<std::uint64_t>(*text);
   }
   std::optional<std::uint32_t> Number32() {
     auto value = Number();

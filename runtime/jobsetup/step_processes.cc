@@ -3,12 +3,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <charconv>
 #include <csignal>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
+
+#include "common/whole_number.h"
 
 namespace sray::jobsetup {
 namespace {
@@ -47,9 +49,9 @@ std::vector<pid_t> FindStepProcesses(const StepProcessSelector& selector) {
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
     const std::string name = entry.path().filename().string();
-    pid_t pid = 0;
-    const auto [end, parse_error] = std::from_chars(name.data(), name.data() + name.size(), pid);
-    if (parse_error != std::errc() || end != name.data() + name.size() || pid == self) continue;
+    const std::optional<pid_t> parsed = WholeNumber<pid_t>(name);
+    if (!parsed || *parsed == self) continue;
+    const pid_t pid = *parsed;
     struct stat info {};
     if (::stat(entry.path().c_str(), &info) != 0 || info.st_uid != selector.uid) continue;
     if (EnvironmentMatches(entry.path() / "environ", session_entry, node_entry) && IsAlive(pid)) {

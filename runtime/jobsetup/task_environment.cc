@@ -1,7 +1,7 @@
 #include "jobsetup/task_environment.h"
 
-#include <charconv>
 
+#include "common/whole_number.h"
 #include "jobsetup/options.h"
 
 namespace sray::jobsetup {
@@ -34,13 +34,9 @@ Result<Number> RequiredNumber(const std::function<const char*(const char*)>& loo
                               const char* variable) {
   auto text = Required(lookup, variable);
   if (!text.ok()) return text.status();
-  Number number = 0;
-  const auto* end = text->data() + text->size();
-  const auto [stop, error] = std::from_chars(text->data(), end, number);
-  if (error != std::errc() || stop != end) {
-    return NotLaunchedBySray(variable, "is '" + *text + "', not a number");
-  }
-  return number;
+  const auto number = WholeNumber<Number>(*text);
+  if (!number) return NotLaunchedBySray(variable, "is '" + *text + "', not a number");
+  return *number;
 }
 
 }  // namespace
