@@ -1,0 +1,152 @@
+// The node manager over a real transport and object store, without worker
+// processes: where outcomes go (an owner on its node by kOwnerOutcome, the
+// owner's node manager by kTaskOutcome), and a worker that cannot start.
+
+#include "core/node_manager.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <future>
+#include <map>
+#include <mutex>
+
+#include "transport/transport.h"
+
+namespace sray::core {
+namespace {
+
+class NodeManagerTest : public ::testing::Test {
+ protected:
+  NodeManagerTest() {
+    manager_transport_ = MakeTransport(kManagerRank);
+    owner_transport_ = MakeTransport(kOwnerRank);
+    other_manager_transport_ = MakeTransport(kOtherManagerRank);
+    spill_ = std::filesystem::temp_directory_path() /
+             ("sray-node-manager-test-" + std::to_string(::getpid()));
+  }
+  ~NodeManagerTest() override {
+    manager_.reset();
+    std::filesystem::remove_all(spill_);
+  }
+
+  // Node 0 (this manager, 1 CPU) and node 1 (another manager's rank).
+  void StartManager(const std::string& executable) {
+    NodeManagerConfig config;
+    config.node_id = 0;
+    config.rank = kManagerRank;
+    config.hostname = "test-node";
+    config.total = {{"CPU", 1.0}};
+    config.max_workers = 1;
+    config.store.name_prefix = "sray.nmtest" + std::to_string(::getpid()) + ".0.n0";
+    config.store.spill_directory = spill_;
+    config.store.capacity = 16 << 20;
+    config.store.node_id = 0;
+    config.executable = executable;
+    config.head_rank = kManagerRank;
+    auto manager = NodeManager::Create(config, *manager_transport_,
+                                       std::make_shared<transport::AddressBook>());
+    ASSERT_TRUE(manager.ok()) << manager.status().message();
+    manager_ = std::move(manager).value();
+    ClusterView view;
+    view.nodes.push_back(manager_->Description());
+    view.nodes.push_back(NodeDescription{.node_id = 1,
+                                         .rank = kOtherManagerRank,
+                                         .hostname = "other-node",
+                                         .total = {{"CPU", 1.0}},
+                                         .store_capacity = 16 << 20});
+    manager_->ApplyClusterView(view);
+  }
+
+  // The next outcome `transport` receives as `method`.
+  static std::future<TaskOutcome> NextOutcome(transport::Transport& transport,
+                                              std::uint32_t method) {
+    auto promise = std::make_shared<std::promise<TaskOutcome>>();
+    auto once = std::make_shared<std::once_flag>();
+    transport.RegisterOneWayHandler(
+        method, [promise, once](std::uint32_t, std::span<const std::byte> payload) {
+          auto outcome = Decode<TaskOutcome>(payload, "task outcome");
+          if (!outcome.ok()) return;
+          std::call_once(*once, [&] { promise->set_value(std::move(outcome).value()); });
+        });
+    return promise->get_future();
+  }
+
+  static TaskSpec TaskOf(std::uint32_t owner_rank, std::uint32_t owner_node, double cpus) {
+    TaskSpec spec;
+    spec.task_id = 1;
+    spec.return_id = ObjectId{owner_rank, 1};
+    spec.function = "f";
+    spec.owner_rank = owner_rank;
+    spec.owner_node = owner_node;
+    spec.resources = {{"CPU", cpus}};
+    return spec;
+  }
+
+  static constexpr std::uint32_t kManagerRank = 0;
+  static constexpr std::uint32_t kOwnerRank = 1;
+  static constexpr std::uint32_t kOtherManagerRank = 2;
+
+  std::unique_ptr<transport::Transport> MakeTransport(std::uint32_t rank) {
+    transport::TransportOptions options;
+    options.rank = rank;
+    options.resolve_address = [this](std::uint32_t peer) -> Result<transport::Bytes> {
+      std::lock_guard lock(mutex_);
+      auto found = addresses_.find(peer);
+      if (found == addresses_.end()) return Status::NotFound("no rank " + std::to_string(peer));
+      return found->second;
+    };
+    auto created = transport::Transport::Create(std::move(options));
+    EXPECT_TRUE(created.ok()) << created.status().message();
+    auto address = (*created)->LocalAddress(false);
+    std::lock_guard lock(mutex_);
+    addresses_[rank] = *address;
+    return std::move(created).value();
+  }
+
+  std::mutex mutex_;
+  std::map<std::uint32_t, transport::Bytes> addresses_;
+  std::unique_ptr<transport::Transport> manager_transport_;
+  std::unique_ptr<transport::Transport> owner_transport_;
+  std::unique_ptr<transport::Transport> other_manager_transport_;
+  std::filesystem::path spill_;
+  std::unique_ptr<NodeManager> manager_;
+};
+
+TEST_F(NodeManagerTest, AnOutcomeForAnOwnerOnItsNodeGoesToTheOwner) {
+  StartManager("/nonexistent/sray-worker");
+  auto outcome = NextOutcome(*owner_transport_, kOwnerOutcome);
+  manager_->Submit(TaskOf(kOwnerRank, 0, 64.0));  // no node has 64 CPUs
+  ASSERT_EQ(outcome.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  const TaskOutcome received = outcome.get();
+  EXPECT_EQ(static_cast<OutcomeKind>(received.kind), OutcomeKind::kInfeasible);
+  EXPECT_EQ(received.task_id, 1U);
+}
+
+TEST_F(NodeManagerTest, AnOutcomeForAnOwnerOnAnotherNodeGoesToThatNodesManager) {
+  StartManager("/nonexistent/sray-worker");
+  auto outcome = NextOutcome(*other_manager_transport_, kTaskOutcome);
+  manager_->Submit(TaskOf(7, 1, 64.0));
+  ASSERT_EQ(outcome.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  const TaskOutcome received = outcome.get();
+  EXPECT_EQ(received.owner_rank, 7U);
+  EXPECT_EQ(static_cast<OutcomeKind>(received.kind), OutcomeKind::kInfeasible);
+}
+
+// It looped forever before: a failed spawn left the task queued for a
+// worker that never came.
+TEST_F(NodeManagerTest, ATaskWhoseWorkerCannotStartFailsWithTheReason) {
+  StartManager("/nonexistent/sray-worker");
+  auto outcome = NextOutcome(*owner_transport_, kOwnerOutcome);
+  manager_->Submit(TaskOf(kOwnerRank, 0, 1.0));
+  ASSERT_EQ(outcome.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  const TaskOutcome received = outcome.get();
+  EXPECT_NE(static_cast<OutcomeKind>(received.kind), OutcomeKind::kInlineValue);
+  EXPECT_NE(received.error_message.find("/nonexistent/sray-worker"), std::string::npos)
+      << received.error_message;
+}
+
+}  // namespace
+}  // namespace sray::core
