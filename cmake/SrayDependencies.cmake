@@ -11,6 +11,8 @@ find_package(nlohmann_json 3 REQUIRED)
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 pkg_check_modules(PMIX REQUIRED IMPORTED_TARGET pmix)
 pkg_check_modules(UCX REQUIRED IMPORTED_TARGET ucx)
+# The dashboard's HTTP server (libcpp-httplib-dev).
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 find_package(msgpack QUIET NAMES msgpack-cxx msgpack)
 if(NOT msgpack_FOUND AND NOT msgpack-cxx_FOUND)
   find_path(SRAY_MSGPACK_INCLUDE_DIR msgpack.hpp REQUIRED)

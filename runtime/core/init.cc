@@ -27,6 +27,7 @@
 #include "common/host_name.h"
 #include "core/actor_client.h"
 #include "core/borrow_links.h"
+#include "core/driver_dashboard.h"
 #include "core/actor_directory.h"
 #include "core/environment_check.h"
 #include "core/head_service.h"
@@ -67,6 +68,8 @@ struct DriverState {
   std::unique_ptr<core::TransportBorrowLinks> borrow_links;
   std::unique_ptr<core::OwnerService> owner_service;
   std::vector<std::uint32_t> node_manager_ranks;
+  // Asks node managers over the transport: goes first at Shutdown.
+  std::unique_ptr<core::DriverDashboard> dashboard;
 };
 
 std::mutex driver_mutex;
@@ -438,6 +441,11 @@ void JoinJob(int argc, char** argv, const InitOptions& options) {
   if (layout.rank != 0) ServeNode(std::move(job).value(), std::move(manager).value());
   StartDriver(std::move(job).value(), std::move(manager).value(), environment->num_nodes,
               std::move(book));
+  {
+    std::lock_guard lock(driver_mutex);
+    driver->dashboard = core::StartDriverDashboard(*environment, *driver->job->transport,
+                                                   driver->node_manager_ranks, std::cerr);
+  }
   ShutdownAtExit();
 }
 
@@ -475,6 +483,7 @@ void Shutdown() {
   }
   local_state.reset();
   if (!state) return;
+  state->dashboard.reset();
   core::SetProcessRuntime(nullptr);
   state->actor_client->Stop();
   // Answers still owed to borrowers need the transport: before it goes.

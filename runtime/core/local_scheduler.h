@@ -121,6 +121,7 @@ class LocalScheduler {
   [[nodiscard]] const std::vector<NodeDescription>& nodes() const { return nodes_; }
   [[nodiscard]] std::size_t queued() const { return queued_; }
   [[nodiscard]] const sched::ResourceMap& available() const { return available_; }
+  [[nodiscard]] std::size_t workers() const { return workers_.size(); }
 
  private:
   struct Worker {

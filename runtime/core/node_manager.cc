@@ -244,6 +244,20 @@ void ServeRequest(transport::Transport& transport, const std::shared_ptr<Handler
 
 }  // namespace
 
+NodeStatus NodeManager::StatusNow() const {
+  const auto snapshot = store_->Usage();
+  return NodeStatus{.node_id = config_.node_id,
+                    .hostname = config_.hostname,
+                    .total = config_.total,
+                    .available = scheduler_.available(),
+                    .queued = scheduler_.queued(),
+                    .workers = scheduler_.workers(),
+                    .store = {.capacity = snapshot.capacity,
+                              .in_memory = snapshot.in_memory,
+                              .spilled = snapshot.spilled,
+                              .objects = snapshot.objects}};
+}
+
 void NodeManager::RegisterHandlers() {
   guard_ = std::make_shared<HandlerGuard>();
   guard_->manager = this;
@@ -358,6 +372,17 @@ void NodeManager::RegisterHandlers() {
                              [](NodeManager& manager, std::uint32_t, const ObjectRequest& request) {
                                manager.transfer_->UnpinForPull(request.id);
                              });
+  // Answered from the event loop, where the scheduler's state lives.
+  transport.RegisterDeferredRequestHandler(
+      kNodeStatus, [guard](std::uint32_t, auto, transport::Responder responder) {
+        std::shared_lock lock(guard->mutex);
+        if (guard->manager == nullptr) {
+          responder.Reply(Status::Unavailable("the node manager is stopping"));
+          return;
+        }
+        NodeManager* manager = guard->manager;
+        manager->loop_->Post([manager, responder] { responder.Reply(Encode(manager->StatusNow())); });
+      });
   transport.RegisterRequestHandler(kStoreUsage,
                                    [guard](std::uint32_t, auto) -> Result<transport::Bytes> {
                                      core::StoreUsage usage;

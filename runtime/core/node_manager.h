@@ -101,6 +101,7 @@ class NodeManager {
   void Apply(SchedulerEffects effects);
   void SpawnWorker(std::uint32_t rank);
   void Route(TaskOutcome outcome);
+  [[nodiscard]] NodeStatus StatusNow() const;  // event loop only
   void ReportActorCreated(const TaskOutcome& outcome);
   void ReportActorDeath(const ActorDeath& death);
   std::chrono::milliseconds BroadcastIfDirty();

@@ -43,6 +43,7 @@ enum Method : std::uint32_t {
   kPinForPull = 135,       // node manager -> holder node manager, request -> PullSource
   kUnpinForPull = 136,     // node manager -> holder node manager, one-way: ObjectRequest
   kStoreUsage = 137,       // any -> node manager, request -> StoreUsage
+  kNodeStatus = 138,       // any -> node manager, request -> NodeStatus (the dashboard)
   kWorkerBlocked = 121,    // worker -> node manager, one-way: its task waits in Get
   kWorkerUnblocked = 122,  // worker -> node manager, one-way: it runs again
   // The head's actor directory (requests from any process of the job).
@@ -255,6 +256,18 @@ struct StoreUsage {
   std::uint64_t spilled = 0;
   std::uint64_t objects = 0;
   MSGPACK_DEFINE(capacity, in_memory, spilled, objects)
+};
+
+// A node as the dashboard shows it: resources, queue, workers, store.
+struct NodeStatus {
+  std::uint32_t node_id = 0;
+  std::string hostname;
+  ResourceMap total;
+  ResourceMap available;
+  std::uint64_t queued = 0;
+  std::uint64_t workers = 0;
+  StoreUsage store;
+  MSGPACK_DEFINE(node_id, hostname, total, available, queued, workers, store)
 };
 
 // ---- actors and placement groups ----

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "common/whole_number.h"
 #include "sched/resources.h"
 
 namespace sray::jobsetup {
@@ -13,7 +14,7 @@ namespace {
 constexpr std::array<std::string_view, 4> kLogLevels = {"error", "warning", "info", "debug"};
 
 // Kept sorted by key: AcceptedKeys() and the docs list them in this order.
-const std::array<OptionSpec, 6> kSchema = {{
+const std::array<OptionSpec, 7> kSchema = {{
     {.key = "config",
      .kind = OptionKind::kAbsolutePath,
      .environment_variable = "SRAY_USER_CONFIG",
@@ -21,6 +22,13 @@ const std::array<OptionSpec, 6> kSchema = {{
      .choices = {},
      .help = "a TOML file of further options, read on every node as the job user",
      .command_line_only = true},
+    {.key = "dashboard",
+     .kind = OptionKind::kListenAddress,
+     .environment_variable = "SRAY_DASHBOARD",
+     .default_value = "127.0.0.1:0",
+     .choices = {},
+     .help = "where the head node serves the job's dashboard (token required): HOST:PORT "
+             "(port 0: a free one), or off; default the head's loopback on a free port"},
     {.key = "env",
      .kind = OptionKind::kAbsolutePath,
      .environment_variable = "SRAY_ENV",
@@ -164,6 +172,19 @@ Result<std::string> CanonicalValue(const OptionSpec& spec, std::string_view valu
         canonical += text.str();
       }
       return canonical;
+    }
+    case OptionKind::kListenAddress: {
+      if (value == "off") return std::string(value);
+      const auto colon = value.rfind(':');
+      const std::string_view host = colon == std::string_view::npos ? "" : value.substr(0, colon);
+      const std::string_view port =
+          colon == std::string_view::npos ? "" : value.substr(colon + 1);
+      const auto number = WholeNumber<std::uint32_t>(port);
+      if (host.empty() || !number || *number > 65535) {
+        return Status::InvalidArgument(where + " needs HOST:PORT (port 0 for any free one) or "
+                                       "off, got '" + std::string(value) + "'");
+      }
+      return std::string(value);
     }
   }
   return Status::Internal(where + " has an unhandled kind");

@@ -21,6 +21,7 @@ enum class OptionKind {
   kChoice,        // one of OptionSpec::choices
   kByteSize,      // bytes, with an optional K, M, G or T suffix (powers of 1024)
   kResourceList,  // NAME:AMOUNT;NAME:AMOUNT, e.g. GPU:2;ssd:1
+  kListenAddress, // off, or HOST:PORT (port 0: any free one)
 };
 
 struct OptionSpec {

@@ -1,0 +1,137 @@
+#include "core/driver_dashboard.h"
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+
+#include "common/host_name.h"
+#include "common/whole_number.h"
+#include "core/protocol.h"
+
+namespace sray::core {
+namespace {
+
+constexpr const char* kDefaultAddress = "127.0.0.1:0";
+// A node that does not answer within this is shown with the error.
+constexpr auto kNodeStatusTimeout = std::chrono::seconds(5);
+
+std::filesystem::path HomeDirectory() {
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') return home;
+  if (const passwd* entry = ::getpwuid(::geteuid()); entry != nullptr && entry->pw_dir != nullptr) {
+    return entry->pw_dir;
+  }
+  return {};
+}
+
+// Cookies are shared by every port of a host: one name per job and step.
+std::string CookieName(const jobsetup::TaskEnvironment& environment) {
+  std::string name = "sray_" + environment.job_id + "_" + environment.step_id;
+  for (char& character : name) {
+    const bool plain = (character >= 'a' && character <= 'z') ||
+                       (character >= 'A' && character <= 'Z') ||
+                       (character >= '0' && character <= '9') || character == '_';
+    if (!plain) character = '_';
+  }
+  return name;
+}
+
+dashboard::NodeSnapshot AskNode(transport::Transport& transport, std::uint32_t node,
+                                std::uint32_t rank) {
+  dashboard::NodeSnapshot snapshot;
+  snapshot.node_id = node;
+  auto reply = transport.Call(rank, kNodeStatus, {}, kNodeStatusTimeout);
+  if (!reply.ok()) {
+    snapshot.error = reply.status().message();
+    return snapshot;
+  }
+  auto status = Decode<NodeStatus>(*reply, "node status");
+  if (!status.ok()) {
+    snapshot.error = status.status().message();
+    return snapshot;
+  }
+  snapshot.hostname = status->hostname;
+  snapshot.total = status->total;
+  snapshot.available = status->available;
+  snapshot.queued_tasks = status->queued;
+  snapshot.worker_processes = status->workers;
+  snapshot.store_capacity = status->store.capacity;
+  snapshot.store_in_memory = status->store.in_memory;
+  snapshot.store_spilled = status->store.spilled;
+  snapshot.store_objects = status->store.objects;
+  return snapshot;
+}
+
+}  // namespace
+
+std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnvironment& environment,
+                                                      transport::Transport& transport,
+                                                      std::vector<std::uint32_t> node_manager_ranks,
+                                                      std::ostream& messages) {
+  const char* configured = std::getenv("SRAY_DASHBOARD");
+  const std::string address =
+      configured != nullptr && *configured != '\0' ? configured : kDefaultAddress;
+  if (address == "off") return nullptr;
+  const std::string job = environment.job_id + "." + environment.step_id;
+  auto refuse = [&](const std::string& why) -> std::unique_ptr<DriverDashboard> {
+    messages << "sray: the dashboard of job " << job << " did not start: " << why
+             << "; the job runs without it" << std::endl;
+    return nullptr;
+  };
+  // The option was checked at launch; the variable may still be set by hand.
+  const auto colon = address.rfind(':');
+  const auto port = colon == std::string::npos
+                        ? std::nullopt
+                        : WholeNumber<std::uint16_t>(address.substr(colon + 1));
+  if (!port || colon == 0) {
+    return refuse("dashboard=" + address +
+                  " is not HOST:PORT: give dashboard=127.0.0.1:0, a "
+                  "HOST:PORT of the head node, or off");
+  }
+  auto token = dashboard::RandomSecret(32);
+  if (!token.ok()) return refuse(token.status().message());
+
+  dashboard::DashboardOptions options;
+  options.host = address.substr(0, colon);
+  options.port = *port;
+  options.token = *token;
+  options.cookie_name = CookieName(environment);
+  options.snapshot = [&transport, ranks = std::move(node_manager_ranks),
+                      job_id = environment.job_id,
+                      step_id = environment.step_id]() -> Result<dashboard::ClusterSnapshot> {
+    dashboard::ClusterSnapshot snapshot{.job_id = job_id, .step_id = step_id, .nodes = {}};
+    for (std::uint32_t node = 0; node < ranks.size(); ++node) {
+      snapshot.nodes.push_back(AskNode(transport, node, ranks[node]));
+    }
+    return snapshot;
+  };
+  auto server = dashboard::DashboardServer::Start(std::move(options));
+  if (!server.ok()) return refuse(server.status().message());
+
+  auto result = std::make_unique<DriverDashboard>();
+  result->server = std::move(server).value();
+  const std::string host = HostName();
+  auto jobs_file = dashboard::JobsFile::Write(
+      HomeDirectory(), dashboard::JobsFileContent{.job_id = environment.job_id,
+                                                  .step_id = environment.step_id,
+                                                  .url = result->server->Url(),
+                                                  .token = *token,
+                                                  .head_hostname = host,
+                                                  .pid = static_cast<long>(::getpid())});
+  std::string where_token;
+  if (jobs_file.ok()) {
+    result->jobs_file = std::move(jobs_file).value();
+    where_token = "token in " + result->jobs_file->path().string();
+  } else {
+    where_token = "no jobs file (" + jobs_file.status().message() + ")";
+  }
+  const int listening = result->server->port();
+  messages << "sray: dashboard of job " << job << ": " << result->server->NewLoginUrl() << " ("
+           << where_token << "; from another machine: ssh -L " << listening << ":"
+           << result->server->host() << ":" << listening << " " << host << ")" << std::endl;
+  return result;
+}
+
+}  // namespace sray::core

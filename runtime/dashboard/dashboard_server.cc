@@ -1,0 +1,233 @@
+#include "dashboard/dashboard_server.h"
+
+#include <sys/random.h>
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <httplib.h>
+
+#include "common/hex.h"
+#include "dashboard/dashboard_page.h"
+
+namespace sray::dashboard {
+namespace {
+
+constexpr auto kLoginLinkLifetime = std::chrono::minutes(10);
+// Requests are few (a page polling, a Prometheus scrape): two threads, not
+// httplib's default of one per core and more.
+constexpr std::size_t kServerThreads = 2;
+
+// Compares in time that does not depend on where they differ.
+bool SameSecret(const std::string& given, const std::string& expected) {
+  if (given.size() != expected.size()) return false;
+  unsigned char difference = 0;
+  for (std::size_t index = 0; index < given.size(); ++index) {
+    difference |= static_cast<unsigned char>(given[index] ^ expected[index]);
+  }
+  return difference == 0;
+}
+
+// The value of cookie `name` in a Cookie header ("a=1; b=2"), or empty.
+std::string CookieValue(const std::string& header, const std::string& name) {
+  std::size_t position = 0;
+  while (position < header.size()) {
+    const std::size_t end = std::min(header.find(';', position), header.size());
+    std::string pair = header.substr(position, end - position);
+    const std::size_t first = pair.find_first_not_of(' ');
+    if (first != std::string::npos) pair.erase(0, first);
+    if (pair.size() > name.size() && pair.compare(0, name.size(), name) == 0 &&
+        pair[name.size()] == '=') {
+      return pair.substr(name.size() + 1);
+    }
+    position = end + 1;
+  }
+  return {};
+}
+
+void Secure(httplib::Response& response) {
+  response.set_header("Cache-Control", "no-store");
+  response.set_header("X-Content-Type-Options", "nosniff");
+  response.set_header("X-Frame-Options", "DENY");
+}
+
+}  // namespace
+
+Result<std::string> RandomSecret(std::size_t bytes) {
+  std::vector<std::byte> secret(bytes);
+  std::size_t filled = 0;
+  while (filled < bytes) {
+    const ssize_t got = ::getrandom(secret.data() + filled, bytes - filled, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno(errno, "getrandom");
+    }
+    filled += static_cast<std::size_t>(got);
+  }
+  return HexOf(secret);
+}
+
+class DashboardServer::Impl {
+ public:
+  explicit Impl(DashboardOptions options) : options_(std::move(options)) {}
+  ~Impl() {
+    server_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  Status Start() {
+    server_.new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
+    server_.set_pre_routing_handler(
+        [this](const httplib::Request& request, httplib::Response& response) {
+          Secure(response);
+          if (request.path == "/login" || Authorized(request)) {
+            return httplib::Server::HandlerResponse::Unhandled;
+          }
+          response.status = 401;
+          response.set_header("WWW-Authenticate", "Bearer");
+          response.set_content(
+              "sray: this dashboard needs the job's token: open the login link the driver "
+              "printed, or send 'Authorization: Bearer TOKEN' (the token is in "
+              "~/.sray/jobs/JOB.STEP.json)\n",
+              "text/plain");
+          return httplib::Server::HandlerResponse::Handled;
+        });
+    server_.Get("/login", [this](const httplib::Request& request, httplib::Response& response) {
+      if (!UseLoginCode(request.get_param_value("code"))) {
+        response.status = 401;
+        response.set_content(
+            "sray: this login link is unknown, used already or expired: ask the job for a new "
+            "one (sray status), or send the token as a bearer header\n",
+            "text/plain");
+        return;
+      }
+      response.set_header("Set-Cookie", options_.cookie_name + "=" + options_.token +
+                                            "; Path=/; HttpOnly; SameSite=Strict");
+      response.set_redirect("/", 303);
+    });
+    server_.Get("/", [](const httplib::Request&, httplib::Response& response) {
+      response.set_header("Content-Security-Policy",
+                          "default-src 'self'; script-src 'unsafe-inline' 'self'; "
+                          "style-src 'unsafe-inline' 'self'");
+      response.set_content(std::string(kDashboardPage), "text/html; charset=utf-8");
+    });
+    server_.Get("/api/nodes", [this](const httplib::Request&, httplib::Response& response) {
+      Answer(response, &NodesJson, "application/json");
+    });
+    server_.Get("/api/job", [this](const httplib::Request&, httplib::Response& response) {
+      Answer(response, &JobJson, "application/json");
+    });
+    server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
+      Answer(response, &MetricsText, "text/plain; version=0.0.4; charset=utf-8");
+    });
+
+    if (options_.port == 0) {
+      port_ = server_.bind_to_any_port(options_.host);
+    } else if (server_.bind_to_port(options_.host, options_.port)) {
+      port_ = options_.port;
+    }
+    if (port_ <= 0) {
+      return Status::Unavailable("cannot listen on " + options_.host + ":" +
+                                 std::to_string(options_.port) +
+                                 " (taken, or not an address of this node): pick another with "
+                                 "dashboard=HOST:PORT, or dashboard=off");
+    }
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    return Status::Ok();
+  }
+
+  [[nodiscard]] const std::string& host() const { return options_.host; }
+  [[nodiscard]] int port() const { return port_; }
+
+  Result<std::string> NewLoginCode() {
+    auto code = RandomSecret(16);
+    if (!code.ok()) return code.status();
+    std::lock_guard lock(mutex_);
+    const auto now = std::chrono::steady_clock::now();
+    std::erase_if(login_codes_, [&](const auto& entry) { return entry.second < now; });
+    login_codes_[*code] = now + kLoginLinkLifetime;
+    return code;
+  }
+
+ private:
+  bool Authorized(const httplib::Request& request) const {
+    const std::string authorization = request.get_header_value("Authorization");
+    constexpr std::string_view kBearer = "Bearer ";
+    if (authorization.rfind(kBearer, 0) == 0 &&
+        SameSecret(authorization.substr(kBearer.size()), options_.token)) {
+      return true;
+    }
+    const std::string cookie =
+        CookieValue(request.get_header_value("Cookie"), options_.cookie_name);
+    return !cookie.empty() && SameSecret(cookie, options_.token);
+  }
+
+  bool UseLoginCode(const std::string& code) {
+    std::lock_guard lock(mutex_);
+    auto found = login_codes_.find(code);
+    if (found == login_codes_.end()) return false;
+    const bool fresh = found->second >= std::chrono::steady_clock::now();
+    login_codes_.erase(found);
+    return fresh;
+  }
+
+  void Answer(httplib::Response& response, std::string (*render)(const ClusterSnapshot&),
+              const char* content_type) {
+    auto snapshot = options_.snapshot ? options_.snapshot()
+                                      : Result<ClusterSnapshot>(Status::Unavailable("no source"));
+    if (!snapshot.ok()) {
+      response.status = 503;
+      response.set_content(
+          "sray: the job's state is not available: " + snapshot.status().message() + "\n",
+          "text/plain");
+      return;
+    }
+    response.set_content(render(*snapshot), content_type);
+  }
+
+  const DashboardOptions options_;
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = -1;
+  std::mutex mutex_;
+  std::map<std::string, std::chrono::steady_clock::time_point> login_codes_;  // by mutex_
+};
+
+Result<std::unique_ptr<DashboardServer>> DashboardServer::Start(DashboardOptions options) {
+  if (options.token.empty() || options.cookie_name.empty()) {
+    return Status::InvalidArgument("the dashboard needs a token and a cookie name");
+  }
+  auto impl = std::make_unique<Impl>(std::move(options));
+  const Status started = impl->Start();
+  if (!started.ok()) return started;
+  return std::unique_ptr<DashboardServer>(new DashboardServer(std::move(impl)));
+}
+
+DashboardServer::DashboardServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+DashboardServer::~DashboardServer() = default;
+
+const std::string& DashboardServer::host() const {
+  return impl_->host();
+}
+
+int DashboardServer::port() const {
+  return impl_->port();
+}
+
+std::string DashboardServer::Url() const {
+  return "http://" + impl_->host() + ":" + std::to_string(impl_->port()) + "/";
+}
+
+std::string DashboardServer::NewLoginUrl() {
+  auto code = impl_->NewLoginCode();
+  if (!code.ok()) return Url();
+  return Url() + "login?code=" + *code;
+}
+
+}  // namespace sray::dashboard

@@ -1,0 +1,57 @@
+#pragma once
+
+// The job's dashboard: an HTTP server (cpp-httplib) on the head node that
+// serves a read-only JSON API (/api/...), Prometheus metrics (/metrics) and
+// a page (/), to requests that carry the job's token only: a bearer header,
+// or a cookie that a one-time login link sets. Nothing served runs code or
+// changes the job. Binds to the head's loopback by default.
+//
+// Thread-safety: NewLoginUrl may be called from any thread; requests are
+// served on the server's own threads, which call `snapshot`.
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "dashboard/cluster_snapshot.h"
+
+namespace sray::dashboard {
+
+struct DashboardOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;  // 0: any free port
+  std::string token;
+  // Unique per job and step: browsers share cookies between ports.
+  std::string cookie_name;
+  // Called for every API request, on a server thread; may block.
+  std::function<Result<ClusterSnapshot>()> snapshot;
+};
+
+class DashboardServer {
+ public:
+  // Listening when it returns; an error names the address and the fix.
+  static Result<std::unique_ptr<DashboardServer>> Start(DashboardOptions options);
+  // Stops serving and joins the server's threads.
+  ~DashboardServer();
+  DashboardServer(const DashboardServer&) = delete;
+  DashboardServer& operator=(const DashboardServer&) = delete;
+
+  [[nodiscard]] const std::string& host() const;
+  [[nodiscard]] int port() const;
+  // http://HOST:PORT/
+  [[nodiscard]] std::string Url() const;
+  // A link that logs one browser in (sets the cookie) once, within 10 minutes.
+  std::string NewLoginUrl();
+
+  class Impl;
+
+ private:
+  explicit DashboardServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// A fresh random secret: `bytes` bytes from getrandom, as hex.
+Result<std::string> RandomSecret(std::size_t bytes);
+
+}  // namespace sray::dashboard

@@ -1,0 +1,73 @@
+#include "dashboard/jobs_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <nlohmann/json.hpp>
+
+namespace sray::dashboard {
+namespace {
+
+// Creates `directory` with `mode` if missing; refuses one that others can
+// enter or that is not a plain directory of this user.
+Status PrivateDirectory(const std::filesystem::path& directory) {
+  if (::mkdir(directory.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Status::FromErrno(errno, "mkdir " + directory.string());
+  }
+  struct stat info {};
+  if (::lstat(directory.c_str(), &info) != 0) {
+    return Status::FromErrno(errno, "stat " + directory.string());
+  }
+  if (!S_ISDIR(info.st_mode) || info.st_uid != ::geteuid() || (info.st_mode & 0077) != 0) {
+    return Status::PermissionDenied(directory.string() +
+                                    " is not a directory private to this user: remove it, or "
+                                    "make it mode 0700 and yours");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<JobsFile>> JobsFile::Write(const std::filesystem::path& home,
+                                                  const JobsFileContent& content) {
+  for (const auto& directory : {home / ".sray", home / ".sray" / "jobs"}) {
+    const Status made = PrivateDirectory(directory);
+    if (!made.ok()) return made;
+  }
+  const std::filesystem::path path =
+      home / ".sray" / "jobs" / (content.job_id + "." + content.step_id + ".json");
+  const std::string text = nlohmann::json{{"job_id", content.job_id},
+                                          {"step_id", content.step_id},
+                                          {"url", content.url},
+                                          {"token", content.token},
+                                          {"head_hostname", content.head_hostname},
+                                          {"pid", content.pid}}
+                               .dump(2) +
+                           "\n";
+  const std::filesystem::path temporary = path.string() + ".tmp";
+  const int descriptor =
+      ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (descriptor < 0) return Status::FromErrno(errno, "create " + temporary.string());
+  const ssize_t written = ::write(descriptor, text.data(), text.size());
+  const int write_error = errno;
+  ::close(descriptor);
+  if (written != static_cast<ssize_t>(text.size())) {
+    ::unlink(temporary.c_str());
+    return Status::FromErrno(write_error, "write " + temporary.string());
+  }
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int rename_error = errno;
+    ::unlink(temporary.c_str());
+    return Status::FromErrno(rename_error, "rename to " + path.string());
+  }
+  return std::unique_ptr<JobsFile>(new JobsFile(path));
+}
+
+JobsFile::~JobsFile() {
+  ::unlink(path_.c_str());
+}
+
+}  // namespace sray::dashboard
