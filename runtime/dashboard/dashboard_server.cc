@@ -1,7 +1,9 @@
 #include "dashboard/dashboard_server.h"
 
 #include <sys/random.h>
+#include <sys/socket.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -75,14 +77,26 @@ class DashboardServer::Impl {
  public:
   explicit Impl(DashboardOptions options) : options_(std::move(options)) {}
   ~Impl() {
-    server_.stop();
-    if (thread_.joinable()) thread_.join();
+    if (!thread_.joinable()) return;
+    // stop() is lost on a server not yet running: repeat until it ended.
+    while (!listening_ended_.load()) {
+      server_.stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    thread_.join();
   }
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
 
   Status Start() {
     server_.new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
+    // httplib sets SO_REUSEPORT by default, which lets a second server (a
+    // second job given the same dashboard=HOST:PORT) listen on the port too
+    // and take half the requests: only SO_REUSEADDR here, so it fails.
+    server_.set_socket_options([](socket_t socket) {
+      const int yes = 1;
+      ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    });
     server_.set_pre_routing_handler(
         [this](const httplib::Request& request, httplib::Response& response) {
           Secure(response);
@@ -138,7 +152,19 @@ class DashboardServer::Impl {
                                  " (taken, or not an address of this node): pick another with "
                                  "dashboard=HOST:PORT, or dashboard=off");
     }
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    thread_ = std::thread([this] {
+      server_.listen_after_bind();
+      listening_ended_.store(true);
+    });
+    // httplib's stop() does nothing before the server runs, and the thread
+    // would then listen for ever: running before Start returns.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!server_.is_running() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!server_.is_running()) {
+      return Status::Internal("the dashboard's server did not start within 10 s");
+    }
     return Status::Ok();
   }
 
@@ -194,6 +220,7 @@ class DashboardServer::Impl {
   const DashboardOptions options_;
   httplib::Server server_;
   std::thread thread_;
+  std::atomic<bool> listening_ended_{false};
   int port_ = -1;
   std::mutex mutex_;
   std::map<std::string, std::chrono::steady_clock::time_point> login_codes_;  // by mutex_

@@ -86,6 +86,21 @@ TEST(OptionValues, PathsMustBeAbsoluteAndAreNormalised) {
   EXPECT_EQ((*root)[0].value, "/");
 }
 
+TEST(OptionValues, TheDashboardListensOnHostAndPortOrIsOff) {
+  for (const std::string good : {"127.0.0.1:0", "0.0.0.0:8265", "off", "n1:65535"}) {
+    auto parsed = ParseOptionList("dashboard=" + good, "--ray-cluster");
+    ASSERT_TRUE(parsed.ok()) << good << ": " << parsed.status().message();
+    EXPECT_EQ((*parsed)[0].value, good);
+  }
+  for (const std::string bad : {"8265", ":80", "n1:70000", "n1:http", "on"}) {
+    auto parsed = ParseOptionList("dashboard=" + bad, "--ray-cluster");
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_NE(parsed.status().message().find("needs HOST:PORT (port 0 for any free one) or off"),
+              std::string::npos)
+        << parsed.status().message();
+  }
+}
+
 TEST(OptionValues, RejectsNulBytes) {
   const std::string text("tmpdir=/tmp\0x", 13);
   EXPECT_FALSE(ParseOptionList(text, "--ray-cluster").ok());

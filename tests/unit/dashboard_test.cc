@@ -1,0 +1,206 @@
+// The dashboard server over real HTTP (cpp-httplib's client), on a fixed
+// snapshot: who gets in, what the API and metrics say, and the jobs file.
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "dashboard/dashboard_server.h"
+#include "dashboard/jobs_file.h"
+
+namespace sray::dashboard {
+namespace {
+
+ClusterSnapshot TwoNodes() {
+  ClusterSnapshot snapshot{.job_id = "1234", .step_id = "0", .nodes = {}};
+  snapshot.nodes.push_back(NodeSnapshot{.node_id = 0,
+                                        .hostname = "n1",
+                                        .total = {{"CPU", 4}, {"GPU", 1}},
+                                        .available = {{"CPU", 1.5}, {"GPU", 1}},
+                                        .queued_tasks = 3,
+                                        .worker_processes = 4,
+                                        .store_capacity = 1 << 20,
+                                        .store_in_memory = 4096,
+                                        .store_spilled = 0,
+                                        .store_objects = 2,
+                                        .error = ""});
+  snapshot.nodes.push_back(NodeSnapshot{.node_id = 1,
+                                        .hostname = "n2",
+                                        .total = {},
+                                        .available = {},
+                                        .queued_tasks = 0,
+                                        .worker_processes = 0,
+                                        .store_capacity = 0,
+                                        .store_in_memory = 0,
+                                        .store_spilled = 0,
+                                        .store_objects = 0,
+                                        .error = "no reply from rank 2"});
+  return snapshot;
+}
+
+class DashboardTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DashboardOptions options;
+    options.token = "secret-token";
+    options.cookie_name = "sray_1234_0";
+    options.snapshot = [this]() -> Result<ClusterSnapshot> {
+      if (!source_error_.empty()) return Status::Unavailable(source_error_);
+      return TwoNodes();
+    };
+    auto server = DashboardServer::Start(std::move(options));
+    ASSERT_TRUE(server.ok()) << server.status().message();
+    server_ = std::move(server).value();
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+  }
+
+  httplib::Result GetWith(const std::string& path, const httplib::Headers& headers) {
+    return client_->Get(path, headers);
+  }
+  httplib::Result GetWithToken(const std::string& path) {
+    return client_->Get(path, {{"Authorization", "Bearer secret-token"}});
+  }
+
+  std::string source_error_;
+  std::unique_ptr<DashboardServer> server_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST_F(DashboardTest, ListensOnTheLoopbackOnAFreePort) {
+  EXPECT_EQ(server_->host(), "127.0.0.1");
+  EXPECT_GT(server_->port(), 0);
+  EXPECT_EQ(server_->Url(), "http://127.0.0.1:" + std::to_string(server_->port()) + "/");
+}
+
+TEST_F(DashboardTest, EveryPathAnswers401WithoutTheRightToken) {
+  for (const std::string path : {"/", "/api/nodes", "/api/job", "/metrics", "/anything"}) {
+    auto missing = GetWith(path, {});
+    ASSERT_TRUE(missing) << path;
+    EXPECT_EQ(missing->status, 401) << path;
+    EXPECT_NE(missing->body.find("needs the job's token"), std::string::npos);
+    auto wrong = GetWith(path, {{"Authorization", "Bearer secret-tokem"}});
+    EXPECT_EQ(wrong->status, 401) << path;
+    auto wrong_cookie = GetWith(path, {{"Cookie", "sray_1234_0=nope"}});
+    EXPECT_EQ(wrong_cookie->status, 401) << path;
+    // Another job's cookie on the same host does not open this one.
+    auto other_job = GetWith(path, {{"Cookie", "sray_9999_0=secret-token"}});
+    EXPECT_EQ(other_job->status, 401) << path;
+  }
+}
+
+TEST_F(DashboardTest, TheApiDescribesEveryNode) {
+  auto response = GetWithToken("/api/nodes");
+  ASSERT_TRUE(response);
+  ASSERT_EQ(response->status, 200);
+  EXPECT_EQ(response->get_header_value("Cache-Control"), "no-store");
+  const auto json = nlohmann::json::parse(response->body);
+  EXPECT_EQ(json["job_id"], "1234");
+  ASSERT_EQ(json["nodes"].size(), 2U);
+  EXPECT_EQ(json["nodes"][0]["resources_available"]["CPU"], 1.5);
+  EXPECT_EQ(json["nodes"][0]["queued_tasks"], 3);
+  EXPECT_EQ(json["nodes"][0]["object_store"]["in_memory_bytes"], 4096);
+  EXPECT_EQ(json["nodes"][1]["error"], "no reply from rank 2");
+  auto job = GetWithToken("/api/job");
+  EXPECT_EQ(nlohmann::json::parse(job->body)["nodes"], 2);
+}
+
+TEST_F(DashboardTest, MetricsAreLabelledWithJobStepAndNode) {
+  auto response = GetWithToken("/metrics");
+  ASSERT_TRUE(response);
+  ASSERT_EQ(response->status, 200);
+  EXPECT_NE(response->get_header_value("Content-Type").find("version=0.0.4"), std::string::npos);
+  const std::string& text = response->body;
+  EXPECT_NE(text.find("# TYPE sray_node_queued_tasks gauge\n"), std::string::npos);
+  EXPECT_NE(text.find("sray_node_resource_available{job=\"1234\",step=\"0\",node=\"0\",resource="
+                      "\"CPU\"} 1.5\n"),
+            std::string::npos)
+      << text;
+  // A node that did not answer has no samples rather than zeros.
+  EXPECT_EQ(text.find("node=\"1\""), std::string::npos);
+}
+
+TEST_F(DashboardTest, ALoginLinkSetsTheCookieOnceAndTheCookieOpensThePage) {
+  const std::string link = server_->NewLoginUrl();
+  const std::string path = link.substr(link.find("/login"));
+  auto first = GetWith(path, {});
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, 303);
+  const std::string cookie = first->get_header_value("Set-Cookie");
+  EXPECT_EQ(cookie.rfind("sray_1234_0=secret-token;", 0), 0U) << cookie;
+  EXPECT_NE(cookie.find("HttpOnly"), std::string::npos);
+  EXPECT_NE(cookie.find("SameSite=Strict"), std::string::npos);
+  auto again = GetWith(path, {});
+  EXPECT_EQ(again->status, 401);  // used up
+  auto page = GetWith("/", {{"Cookie", "theme=dark; sray_1234_0=secret-token"}});
+  ASSERT_EQ(page->status, 200);
+  EXPECT_NE(page->body.find("<table id=\"nodes\">"), std::string::npos);
+  EXPECT_EQ(GetWith("/login?code=00ff", {})->status, 401);
+}
+
+TEST_F(DashboardTest, AStateThatCannotBeGatheredIs503WithTheReason) {
+  source_error_ = "node 2 is gone";
+  auto response = GetWithToken("/api/nodes");
+  ASSERT_TRUE(response);
+  EXPECT_EQ(response->status, 503);
+  EXPECT_NE(response->body.find("node 2 is gone"), std::string::npos);
+}
+
+TEST_F(DashboardTest, ATakenPortIsAClearError) {
+  DashboardOptions options;
+  options.port = server_->port();
+  options.token = "t";
+  options.cookie_name = "c";
+  auto second = DashboardServer::Start(std::move(options));
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("dashboard=HOST:PORT, or dashboard=off"),
+            std::string::npos)
+      << second.status().message();
+}
+
+TEST(JobsFile, IsPrivateToTheUserAndGoesWithTheStep) {
+  const auto home = std::filesystem::temp_directory_path() /
+                    ("sray-jobs-file-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(home);
+  std::filesystem::path path;
+  {
+    auto file = JobsFile::Write(home, JobsFileContent{.job_id = "77",
+                                                      .step_id = "1",
+                                                      .url = "http://127.0.0.1:5/",
+                                                      .token = "abc",
+                                                      .head_hostname = "n1",
+                                                      .pid = 42});
+    ASSERT_TRUE(file.ok()) << file.status().message();
+    path = (*file)->path();
+    EXPECT_EQ(path, home / ".sray" / "jobs" / "77.1.json");
+    struct stat info {};
+    ASSERT_EQ(::stat(path.c_str(), &info), 0);
+    EXPECT_EQ(info.st_mode & 0777, 0600U);
+    ASSERT_EQ(::stat((home / ".sray" / "jobs").c_str(), &info), 0);
+    EXPECT_EQ(info.st_mode & 0777, 0700U);
+    std::ifstream input(path);
+    const auto json = nlohmann::json::parse(input);
+    EXPECT_EQ(json["token"], "abc");
+    EXPECT_EQ(json["url"], "http://127.0.0.1:5/");
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));
+  // A jobs directory others can enter is refused, not used.
+  std::filesystem::permissions(home / ".sray" / "jobs", std::filesystem::perms::others_exec,
+                               std::filesystem::perm_options::add);
+  auto refused = JobsFile::Write(
+      home,
+      JobsFileContent{
+          .job_id = "77", .step_id = "2", .url = "", .token = "", .head_hostname = "", .pid = 0});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("not a directory private to this user"),
+            std::string::npos);
+  std::filesystem::remove_all(home);
+}
+
+}  // namespace
+}  // namespace sray::dashboard
