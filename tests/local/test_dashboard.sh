@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# The job's dashboard under `sray run`: on the head's loopback with a free
+# port, the jobs file private to the user, 401 without the token, the API
+# and Prometheus metrics (parsed by Debian's prometheus_client) with it, a one-time
+# login link, two jobs on different ports and tokens, dashboard=off, and
+# nothing left after the job: no jobs file, no listening port.
+source "$(dirname "$0")/lib.sh"
+CHECK_PROGRAM=$SRAY_BUILD_DIR/tests/dashboard_check
+JOBS=$HOME/.sray/jobs
+
+# Starts `sray run -N$1 [--ray-cluster=$2]` of dashboard_check in the
+# background, output in $WORK/$3.out, done file $WORK/$3.done; waits for
+# "ready". Sets JOB_PID.
+start_job() {
+  local nodes=$1 options=$2 name=$3 cluster=() attempt
+  [ -z "$options" ] || cluster=(--ray-cluster="$options")
+  "$SRAY" run -N"$nodes" "${cluster[@]}" bash -c 'echo "job $SRAY_JOB_ID"; exec "$0" "$@"' \
+    "$CHECK_PROGRAM" "$WORK/$name.done" >"$WORK/$name.out" 2>&1 &
+  JOB_PID=$!
+  for attempt in $(seq 600); do
+    grep -q '^ready$' "$WORK/$name.out" && return 0
+    kill -0 "$JOB_PID" 2>/dev/null || { cat "$WORK/$name.out" >&2; fail "job $name ended early"; }
+    sleep 0.1
+  done
+  fail "job $name never got ready: $(cat "$WORK/$name.out")"
+}
+finish_job() {
+  local name=$1 pid=$2 status=0
+  touch "$WORK/$name.done"
+  wait "$pid" || status=$?
+  [ "$status" -eq 0 ] || { cat "$WORK/$name.out" >&2; fail "job $name exited with $status"; }
+}
+job_of() { awk '$1 == "job" {print $2; exit}' "$WORK/$1.out"; }
+field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+http_status() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
+
+start_job 3 "" first
+first_pid=$JOB_PID
+first=$(job_of first)
+file=$JOBS/$first.0.json
+[ -f "$file" ] || fail "no jobs file $file"
+[ "$(stat -c %a "$file")" = 600 ] || fail "the jobs file is mode $(stat -c %a "$file"), not 600"
+[ "$(stat -c %a "$JOBS")" = 700 ] || fail "$JOBS is mode $(stat -c %a "$JOBS"), not 700"
+url=$(field "$file" url)
+token=$(field "$file" token)
+case $url in http://127.0.0.1:[0-9]*/) ;; *) fail "the dashboard is not on the loopback: $url" ;; esac
+echo "ok: listens on $url, jobs file private"
+if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
+  ! runuser -u nobody -- cat "$file" >/dev/null 2>&1 || fail "another user read the jobs file"
+  echo "ok: another user cannot read the jobs file"
+fi
+
+for path in "" api/nodes metrics; do
+  [ "$(http_status "$url$path")" = 401 ] || fail "/$path answered without a token"
+  [ "$(http_status -H "Authorization: Bearer wrong" "$url$path")" = 401 ] ||
+    fail "/$path answered a wrong token"
+done
+echo "ok: 401 without the token"
+
+curl -sf -H "Authorization: Bearer $token" "${url}api/nodes" >"$WORK/nodes.json" ||
+  fail "the API refused the token"
+python3 - "$WORK/nodes.json" <<'PYTHON' || fail "the nodes API is wrong: $(cat "$WORK/nodes.json")"
+import json, sys
+nodes = json.load(open(sys.argv[1]))["nodes"]
+assert [node["node_id"] for node in nodes] == [0, 1, 2], nodes
+assert all(node["resources_total"]["CPU"] > 0 for node in nodes), nodes
+assert all(node["worker_processes"] >= 0 and "object_store" in node for node in nodes), nodes
+PYTHON
+echo "ok: the API lists the three nodes"
+
+curl -sf -H "Authorization: Bearer $token" "${url}metrics" >"$WORK/metrics.txt" || fail "no metrics"
+/usr/bin/python3 - "$WORK/metrics.txt" "$first" <<'PYTHON' || fail "the metrics do not parse: $(head -20 "$WORK/metrics.txt")"
+import sys
+from prometheus_client.parser import text_string_to_metric_families
+families = {family.name: family for family in text_string_to_metric_families(open(sys.argv[1]).read())}
+cpus = [sample for sample in families["sray_node_resource_total"].samples
+        if sample.labels["resource"] == "CPU"]
+assert sorted(sample.labels["node"] for sample in cpus) == ["0", "1", "2"], cpus
+assert all(sample.labels["job"] == sys.argv[2] and sample.labels["step"] == "0" for sample in cpus)
+assert "sray_object_store_memory_bytes" in families
+PYTHON
+echo "ok: Prometheus parses the metrics, labelled by job, step and node"
+
+login=$(grep -o 'http://127.0.0.1:[0-9]*/login?code=[0-9a-f]*' "$WORK/first.out" | head -1)
+[ -n "$login" ] || fail "the driver printed no login link: $(cat "$WORK/first.out")"
+grep -q "ssh -L " "$WORK/first.out" || fail "the driver printed no ssh -L command"
+curl -s -D "$WORK/login.headers" -o /dev/null "$login"
+grep -q '^HTTP/1.1 303' "$WORK/login.headers" || fail "the login link did not redirect"
+cookie=$(grep -i '^Set-Cookie:' "$WORK/login.headers" | sed 's/^[^:]*: //; s/;.*//')
+[ "$(http_status -H "Cookie: $cookie" "$url")" = 200 ] || fail "the login cookie does not open the page"
+[ "$(http_status "$login")" = 401 ] || fail "the login link worked twice"
+echo "ok: the login link works once and its cookie opens the page"
+
+start_job 1 "" second
+second_pid=$JOB_PID
+second=$(job_of second)
+second_url=$(field "$JOBS/$second.0.json" url)
+second_token=$(field "$JOBS/$second.0.json" token)
+[ "$second_url" != "$url" ] && [ "$second_token" != "$token" ] ||
+  fail "two jobs share a dashboard address or token"
+[ "$(http_status -H "Authorization: Bearer $token" "${second_url}api/nodes")" = 401 ] ||
+  fail "one job's token opens another job's dashboard"
+echo "ok: two jobs get their own ports and tokens"
+
+finish_job second "$second_pid"
+finish_job first "$first_pid"
+[ ! -e "$file" ] && [ ! -e "$JOBS/$second.0.json" ] || fail "a jobs file outlived its job"
+curl -s --max-time 5 "$url" >/dev/null 2>&1 && fail "the dashboard still answers after the job"
+expect_nothing_left "$first"
+expect_nothing_left "$second"
+echo "ok: after the jobs, no jobs file and nothing listening"
+
+start_job 1 "dashboard=off" off
+off=$(job_of off)
+[ ! -e "$JOBS/$off.0.json" ] || fail "dashboard=off wrote a jobs file"
+! grep -q 'dashboard of job' "$WORK/off.out" || fail "dashboard=off printed a dashboard line"
+finish_job off "$JOB_PID"
+echo "ok: dashboard=off starts none"
+
+# A port another job holds: that job goes on, without a dashboard, and says so.
+python3 -c 'import socket,time; s=socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(60)' >"$WORK/port" &
+holder=$!
+for attempt in $(seq 50); do [ -s "$WORK/port" ] && break; sleep 0.1; done
+start_job 1 "dashboard=127.0.0.1:$(cat "$WORK/port")" taken
+grep -q "^sray: the dashboard of job .* did not start: cannot listen on 127.0.0.1:$(cat "$WORK/port")" "$WORK/taken.out" ||
+  fail "no clear line for a taken port: $(cat "$WORK/taken.out")"
+finish_job taken "$JOB_PID"
+kill "$holder" 2>/dev/null || true
+wait "$holder" 2>/dev/null || true
+echo "ok: a taken port is said in one line and the job goes on"
+echo PASS
