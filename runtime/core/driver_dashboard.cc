@@ -10,6 +10,7 @@
 #include "common/host_name.h"
 #include "common/whole_number.h"
 #include "core/protocol.h"
+#include "core/training_runs.h"
 
 namespace sray::core {
 namespace {
@@ -64,6 +65,34 @@ dashboard::NodeSnapshot AskNode(transport::Transport& transport, std::uint32_t n
   return snapshot;
 }
 
+std::vector<dashboard::TrainingRunSnapshot> TrainingSnapshot() {
+  std::vector<dashboard::TrainingRunSnapshot> runs;
+  for (const TrainingRunRecord& record : TrainingRuns()) {
+    dashboard::TrainingRunSnapshot run;
+    run.name = record.start.name;
+    run.storage_path = record.start.storage_path;
+    run.state = record.state;
+    run.num_workers = record.start.num_workers;
+    run.use_gpu = record.start.use_gpu;
+    run.restarts = record.restarts;
+    run.started_unix_time = record.started_unix_time;
+    run.points_dropped = record.reports_dropped;
+    run.points.reserve(record.reports.size());
+    for (const internal::TrainingReport& report : record.reports) {
+      run.points.push_back(dashboard::TrainingPoint{
+          .report = report.report,
+          .attempt = report.attempt,
+          .unix_time = report.unix_time,
+          .samples_per_second =
+              report.seconds > 0 ? static_cast<double>(report.samples) / report.seconds : 0,
+          .metrics = report.metrics,
+          .checkpoint = report.checkpoint});
+    }
+    runs.push_back(std::move(run));
+  }
+  return runs;
+}
+
 }  // namespace
 
 std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnvironment& environment,
@@ -107,6 +136,7 @@ std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnviro
     }
     return snapshot;
   };
+  options.training = &TrainingSnapshot;
   auto server = dashboard::DashboardServer::Start(std::move(options));
   if (!server.ok()) return refuse(server.status().message());
 

@@ -62,7 +62,34 @@ std::string JobJson(const ClusterSnapshot& snapshot) {
       .dump();
 }
 
-std::string MetricsText(const ClusterSnapshot& snapshot) {
+std::string TrainingJson(const std::vector<TrainingRunSnapshot>& runs) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& run : runs) {
+    nlohmann::json points = nlohmann::json::array();
+    for (const auto& point : run.points) {
+      nlohmann::json json = {{"report", point.report},
+                             {"attempt", point.attempt},
+                             {"unix_time", point.unix_time},
+                             {"metrics", point.metrics}};
+      if (point.samples_per_second > 0) json["samples_per_second"] = point.samples_per_second;
+      if (!point.checkpoint.empty()) json["checkpoint"] = point.checkpoint;
+      points.push_back(std::move(json));
+    }
+    list.push_back({{"name", run.name},
+                    {"storage_path", run.storage_path},
+                    {"state", run.state},
+                    {"num_workers", run.num_workers},
+                    {"use_gpu", run.use_gpu},
+                    {"restarts", run.restarts},
+                    {"started_unix_time", run.started_unix_time},
+                    {"points_dropped", run.points_dropped},
+                    {"points", std::move(points)}});
+  }
+  return nlohmann::json{{"runs", std::move(list)}}.dump();
+}
+
+std::string MetricsText(const ClusterSnapshot& snapshot,
+                        const std::vector<TrainingRunSnapshot>& runs) {
   std::string text;
   const std::string job_labels =
       "job=\"" + LabelValue(snapshot.job_id) + "\",step=\"" + LabelValue(snapshot.step_id) + "\"";
@@ -102,6 +129,39 @@ std::string MetricsText(const ClusterSnapshot& snapshot) {
   one("sray_object_store_spilled_bytes", "Bytes of objects a node spilled to disk.",
       &NodeSnapshot::store_spilled);
   one("sray_object_store_objects", "Objects in a node's store.", &NodeSnapshot::store_objects);
+
+  auto run_family =
+      [&](const std::string& name, const std::string& help,
+          const std::function<void(const TrainingRunSnapshot&, const std::string&)>& samples) {
+        text += "# HELP " + name + " " + help + "\n# TYPE " + name + " gauge\n";
+        for (const auto& run : runs)
+          samples(run, job_labels + ",run=\"" + LabelValue(run.name) + "\"");
+      };
+  run_family("sray_training_reports", "Reports of a training run so far.",
+             [&](const TrainingRunSnapshot& run, const std::string& labels) {
+               const std::uint64_t reports = run.points.empty() ? 0 : run.points.back().report;
+               text += "sray_training_reports{" + labels + "} " + std::to_string(reports) + "\n";
+             });
+  run_family("sray_training_restarts", "Group restarts of a training run.",
+             [&](const TrainingRunSnapshot& run, const std::string& labels) {
+               text +=
+                   "sray_training_restarts{" + labels + "} " + std::to_string(run.restarts) + "\n";
+             });
+  run_family("sray_training_metric", "The last value of each metric a training run reported.",
+             [&](const TrainingRunSnapshot& run, const std::string& labels) {
+               if (run.points.empty()) return;
+               for (const auto& [metric, value] : run.points.back().metrics) {
+                 text += "sray_training_metric{" + labels + ",metric=\"" + LabelValue(metric) +
+                         "\"} " + Number(value) + "\n";
+               }
+             });
+  run_family("sray_training_samples_per_second",
+             "Samples per second over all workers of a training run, at its last report.",
+             [&](const TrainingRunSnapshot& run, const std::string& labels) {
+               if (run.points.empty() || run.points.back().samples_per_second <= 0) return;
+               text += "sray_training_samples_per_second{" + labels + "} " +
+                       Number(run.points.back().samples_per_second) + "\n";
+             });
   return text;
 }
 

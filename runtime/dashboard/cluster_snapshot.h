@@ -31,10 +31,34 @@ struct ClusterSnapshot {
   std::vector<NodeSnapshot> nodes;
 };
 
+// One report of a training run (rank 0's metrics).
+struct TrainingPoint {
+  std::uint64_t report = 0;
+  int attempt = 0;  // group restarts before it
+  double unix_time = 0;
+  double samples_per_second = 0;  // 0 when not known
+  std::map<std::string, double> metrics;
+  std::string checkpoint;
+};
+
+struct TrainingRunSnapshot {
+  std::string name;
+  std::string storage_path;
+  std::string state;  // running, finished, failed: ...
+  int num_workers = 0;
+  bool use_gpu = false;
+  int restarts = 0;
+  double started_unix_time = 0;
+  std::uint64_t points_dropped = 0;  // the oldest, beyond what is kept
+  std::vector<TrainingPoint> points;
+};
+
 std::string NodesJson(const ClusterSnapshot& snapshot);
 std::string JobJson(const ClusterSnapshot& snapshot);
+std::string TrainingJson(const std::vector<TrainingRunSnapshot>& runs);
 // Prometheus text exposition format 0.0.4, every sample labelled with the
-// job, step and node.
-std::string MetricsText(const ClusterSnapshot& snapshot);
+// job and step, and the node or training run.
+std::string MetricsText(const ClusterSnapshot& snapshot,
+                        const std::vector<TrainingRunSnapshot>& runs);
 
 }  // namespace sray::dashboard

@@ -21,6 +21,12 @@ th, td { border: 1px solid #ccc; padding: 0.3em 0.7em; text-align: right; }
 th { background: #f3f3f3; }
 td.text { text-align: left; }
 #status { color: #666; font-size: 0.9em; }
+.run { margin: 1em 0; }
+.run h3 { font-size: 1em; margin: 0.3em 0; }
+.charts { display: flex; flex-wrap: wrap; gap: 1em; }
+.chart text { font-size: 11px; fill: #555; }
+.chart polyline { fill: none; stroke: #1f77b4; stroke-width: 1.5; }
+.chart circle { fill: #1f77b4; }
 </style>
 </head>
 <body>
@@ -33,6 +39,8 @@ td.text { text-align: left; }
 <th>objects</th></tr></thead>
 <tbody></tbody>
 </table>
+<h2>Training</h2>
+<div id="training"><p>no training run yet</p></div>
 <script>
 "use strict";
 function mib(bytes) { return (bytes / 1048576).toFixed(1); }
@@ -74,8 +82,83 @@ async function refresh() {
     document.getElementById("status").textContent = "cannot reach the job: " + error.message;
   }
 }
+const SVG = "http://www.w3.org/2000/svg";
+function svg(name, attributes) {
+  const element = document.createElementNS(SVG, name);
+  for (const key in attributes) element.setAttribute(key, attributes[key]);
+  return element;
+}
+function label(parent, x, y, text, anchor) {
+  const element = svg("text", { x: x, y: y, "text-anchor": anchor || "start" });
+  element.textContent = text;
+  parent.appendChild(element);
+}
+function short(value) {
+  return Math.abs(value) >= 1000 ? value.toFixed(0) : value.toPrecision(4);
+}
+// One metric of a run over its reports: a line with a dot per report.
+function chart(title, points) {
+  const width = 420, height = 170, left = 55, right = 10, top = 22, bottom = 28;
+  const box = svg("svg", { width: width, height: height, class: "chart metric" });
+  box.dataset.metric = title;
+  box.dataset.points = points.length;
+  label(box, left, 14, title);
+  if (points.length === 0) return box;
+  const xs = points.map(p => p[0]), ys = points.map(p => p[1]);
+  const xMin = Math.min(...xs), xMax = Math.max(...xs);
+  let yMin = Math.min(...ys), yMax = Math.max(...ys);
+  if (yMin === yMax) { yMin -= 1; yMax += 1; }
+  const x = v => left + (xMax === xMin ? 0.5 : (v - xMin) / (xMax - xMin)) * (width - left - right);
+  const y = v => top + (1 - (v - yMin) / (yMax - yMin)) * (height - top - bottom);
+  box.appendChild(svg("rect", { x: left, y: top, width: width - left - right,
+                                height: height - top - bottom, fill: "none", stroke: "#ddd" }));
+  box.appendChild(svg("polyline",
+                      { points: points.map(p => x(p[0]) + "," + y(p[1])).join(" ") }));
+  for (const p of points) box.appendChild(svg("circle", { cx: x(p[0]), cy: y(p[1]), r: 2.5 }));
+  label(box, left - 4, top + 8, short(yMax), "end");
+  label(box, left - 4, height - bottom, short(yMin), "end");
+  label(box, left, height - 8, "report " + xMin);
+  label(box, width - right, height - 8, "report " + xMax, "end");
+  return box;
+}
+async function refreshTraining() {
+  try {
+    const response = await fetch("/api/training", { credentials: "same-origin" });
+    if (!response.ok) return;
+    const runs = (await response.json()).runs;
+    if (runs.length === 0) return;
+    const area = document.getElementById("training");
+    area.replaceChildren();
+    for (const run of runs) {
+      const section = document.createElement("div");
+      section.className = "run";
+      section.dataset.run = run.name;
+      const heading = document.createElement("h3");
+      heading.textContent = run.name + " (" + run.state + ", " + run.num_workers + " workers" +
+          (run.use_gpu ? ", GPU" : "") + ", " + run.restarts + " restart(s), " +
+          run.points.length + " reports)";
+      section.appendChild(heading);
+      const charts = document.createElement("div");
+      charts.className = "charts";
+      const names = new Set();
+      for (const point of run.points) for (const name in point.metrics) names.add(name);
+      for (const name of [...names].sort()) {
+        charts.appendChild(chart(name, run.points.filter(p => name in p.metrics)
+                                                 .map(p => [p.report, p.metrics[name]])));
+      }
+      const speed = run.points.filter(p => p.samples_per_second)
+                              .map(p => [p.report, p.samples_per_second]);
+      if (speed.length > 0) charts.appendChild(chart("samples/s", speed));
+      section.appendChild(charts);
+      area.appendChild(section);
+    }
+  } catch (error) {
+    // The nodes table says when the job cannot be reached.
+  }
+}
 refresh();
-setInterval(refresh, 2000);
+refreshTraining();
+setInterval(() => { refresh(); refreshTraining(); }, 2000);
 </script>
 </body>
 </html>

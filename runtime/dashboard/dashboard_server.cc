@@ -137,8 +137,15 @@ class DashboardServer::Impl {
     server_.Get("/api/job", [this](const httplib::Request&, httplib::Response& response) {
       Answer(response, &JobJson, "application/json");
     });
+    server_.Get("/api/training", [this](const httplib::Request&, httplib::Response& response) {
+      response.set_content(TrainingJson(Training()), "application/json");
+    });
     server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
-      Answer(response, &MetricsText, "text/plain; version=0.0.4; charset=utf-8");
+      const auto runs = Training();
+      Answer(
+          response,
+          [&runs](const ClusterSnapshot& snapshot) { return MetricsText(snapshot, runs); },
+          "text/plain; version=0.0.4; charset=utf-8");
     });
 
     if (options_.port == 0) {
@@ -203,7 +210,12 @@ class DashboardServer::Impl {
     return fresh;
   }
 
-  void Answer(httplib::Response& response, std::string (*render)(const ClusterSnapshot&),
+  std::vector<TrainingRunSnapshot> Training() const {
+    return options_.training ? options_.training() : std::vector<TrainingRunSnapshot>();
+  }
+
+  void Answer(httplib::Response& response,
+              const std::function<std::string(const ClusterSnapshot&)>& render,
               const char* content_type) {
     auto snapshot = options_.snapshot ? options_.snapshot()
                                       : Result<ClusterSnapshot>(Status::Unavailable("no source"));

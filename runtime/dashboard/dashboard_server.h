@@ -26,6 +26,7 @@ struct DashboardOptions {
   std::string cookie_name;
   // Called for every API request, on a server thread; may block.
   std::function<Result<ClusterSnapshot>()> snapshot;
+  std::function<std::vector<TrainingRunSnapshot>()> training;
 };
 
 class DashboardServer {

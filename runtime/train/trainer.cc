@@ -27,6 +27,7 @@
 #include "sray/train/trainer.h"
 #include "train/checkpoint_storage.h"
 #include "train/nccl_available.h"
+#include "sray/internal/training_runs.h"
 #include "train/progress_log.h"
 #include "train/train_worker.h"
 #include "train/worker_protocol.h"
@@ -169,6 +170,15 @@ void StoreReport(RunState& state, int attempt, WorkerEvent event) {
   state.result.metrics = event.metrics;
   state.result.metrics_history.push_back(std::move(event.metrics));
   if (state.request.run.verbose) std::cout << ProgressLine(state.name, record) << std::endl;
+  sray::internal::RecordTrainingReport(sray::internal::TrainingReport{
+      .name = state.name,
+      .report = record.report,
+      .attempt = record.attempt,
+      .unix_time = record.unix_time,
+      .seconds = record.seconds,
+      .samples = record.samples,
+      .metrics = record.metrics,
+      .checkpoint = record.checkpoint.value_or(std::string())});
   Status logged = AppendLine(state.run_directory + "/metrics.jsonl", JsonLine(record));
   if (!logged.ok()) std::cerr << "sray: warning: cannot log metrics: " << logged.message() << std::endl;
 }
@@ -438,6 +448,17 @@ Result Fit(const TrainingRequest& request) {
   state.threads = cpus == state.resources.end() ? 1 : std::max(1, static_cast<int>(cpus->second));
   state.result.path = state.run_directory;
 
+  // The dashboard shows the run from here; whatever ends Fit ends it there.
+  sray::internal::RecordTrainingStart(sray::internal::TrainingRunStart{.name = state.name,
+                                                                       .storage_path = state.run_directory,
+                                                                       .num_workers = scaling.num_workers,
+                                                                       .use_gpu = scaling.use_gpu});
+  struct RunEnd {
+    const std::string& name;
+    std::string outcome = "failed: Fit ended with an error on the driver";
+    ~RunEnd() { sray::internal::RecordTrainingEnd(name, outcome); }
+  } run_end{state.name};
+
   const int max_failures = request.run.failure_config.max_failures;
   std::vector<Failure> history;
   for (int attempt = 0;; ++attempt) {
@@ -457,6 +478,7 @@ Result Fit(const TrainingRequest& request) {
       }
       what += max_failures == 0 ? ": fix the cause, or allow restarts with FailureConfig::max_failures"
                                 : ": max_failures (" + std::to_string(max_failures) + ") is used up";
+      run_end.outcome = "failed: " + where;
       throw TrainingFailedError(what, failure->rank, failure->node_id, failure->pid, failure->cause, failures - 1);
     }
     Say(state, where + "; restarting the group (" + std::to_string(failures) +
@@ -470,6 +492,7 @@ Result Fit(const TrainingRequest& request) {
     state.result.best_checkpoints.emplace_back(Checkpoint::FromDirectory(state.kept_paths[ranked.index]),
                                                ranked.metrics);
   }
+  run_end.outcome = "finished";
   Say(state, "finished: " + std::to_string(state.reports) + " reports, " +
                  std::to_string(state.result.num_failures) + " restart(s)" +
                  (state.latest ? ", latest " + std::filesystem::path(state.latest->path).filename().string()

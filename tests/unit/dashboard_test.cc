@@ -44,6 +44,27 @@ ClusterSnapshot TwoNodes() {
   return snapshot;
 }
 
+std::vector<TrainingRunSnapshot> OneRun() {
+  TrainingRunSnapshot run;
+  run.name = "mnist";
+  run.state = "running";
+  run.num_workers = 2;
+  run.restarts = 1;
+  run.points.push_back(TrainingPoint{.report = 1,
+                                     .attempt = 0,
+                                     .unix_time = 100,
+                                     .samples_per_second = 900,
+                                     .metrics = {{"loss", 0.9}, {"accuracy", 0.7}},
+                                     .checkpoint = "checkpoint_000000"});
+  run.points.push_back(TrainingPoint{.report = 2,
+                                     .attempt = 1,
+                                     .unix_time = 160,
+                                     .samples_per_second = 0,
+                                     .metrics = {{"loss", 0.5}, {"accuracy", 0.8}},
+                                     .checkpoint = ""});
+  return {run};
+}
+
 class DashboardTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -54,6 +75,7 @@ class DashboardTest : public ::testing::Test {
       if (!source_error_.empty()) return Status::Unavailable(source_error_);
       return TwoNodes();
     };
+    options.training = [] { return OneRun(); };
     auto server = DashboardServer::Start(std::move(options));
     ASSERT_TRUE(server.ok()) << server.status().message();
     server_ = std::move(server).value();
@@ -123,6 +145,35 @@ TEST_F(DashboardTest, MetricsAreLabelledWithJobStepAndNode) {
       << text;
   // A node that did not answer has no samples rather than zeros.
   EXPECT_EQ(text.find("node=\"1\""), std::string::npos);
+}
+
+TEST_F(DashboardTest, TheTrainingApiHasEveryReportOfEveryRun) {
+  auto response = GetWithToken("/api/training");
+  ASSERT_TRUE(response);
+  ASSERT_EQ(response->status, 200);
+  const auto runs = nlohmann::json::parse(response->body)["runs"];
+  ASSERT_EQ(runs.size(), 1U);
+  EXPECT_EQ(runs[0]["name"], "mnist");
+  EXPECT_EQ(runs[0]["restarts"], 1);
+  ASSERT_EQ(runs[0]["points"].size(), 2U);
+  EXPECT_EQ(runs[0]["points"][0]["metrics"]["loss"], 0.9);
+  EXPECT_EQ(runs[0]["points"][0]["samples_per_second"], 900);
+  EXPECT_EQ(runs[0]["points"][0]["checkpoint"], "checkpoint_000000");
+  EXPECT_FALSE(runs[0]["points"][1].contains("samples_per_second"));  // not known
+  EXPECT_EQ(GetWith("/api/training", {})->status, 401);
+}
+
+TEST_F(DashboardTest, MetricsCarryEachRunsLastReport) {
+  const std::string text = GetWithToken("/metrics")->body;
+  EXPECT_NE(
+      text.find(
+          "sray_training_metric{job=\"1234\",step=\"0\",run=\"mnist\",metric=\"loss\"} 0.5\n"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("sray_training_reports{job=\"1234\",step=\"0\",run=\"mnist\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("sray_training_restarts{job=\"1234\",step=\"0\",run=\"mnist\"} 1\n"),
+            std::string::npos);
 }
 
 TEST_F(DashboardTest, ALoginLinkSetsTheCookieOnceAndTheCookieOpensThePage) {
