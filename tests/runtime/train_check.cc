@@ -3,7 +3,8 @@
 // each mode takes seconds. Prints "ok: <what>" lines, or "FAIL: ..." and
 // exits 1.
 //
-//   train_check basic | kill-resume | kill-fail | exception | bad-input   STORAGE_DIRECTORY
+//   train_check basic | kill-resume | kill-fail | exception | bad-input | dashboard
+//               STORAGE_DIRECTORY
 
 #include <signal.h>
 #include <unistd.h>
@@ -194,7 +195,8 @@ std::size_t CountCheckpoints(const std::string& run_directory) {
 
 int main(int argc, char** argv) {
   sray::Init(argc, argv);
-  if (argc != 3) Fail("usage: train_check basic|kill-resume|kill-fail|exception|bad-input STORAGE_DIRECTORY");
+  if (argc != 3) Fail("usage: train_check basic|kill-resume|kill-fail|exception|bad-input|dashboard "
+                        "STORAGE_DIRECTORY");
   CheckConfig config{argv[1], argv[2], 5};
   std::filesystem::create_directories(config.storage);
   const std::string run_directory = config.storage + "/check";
@@ -277,6 +279,17 @@ int main(int argc, char** argv) {
              "PrepareModel refuses models that differ between workers");
     }
     ExpectNoWorkerLeft(config.storage);
+  } else if (config.mode == "dashboard") {
+    // A finished run stays on the dashboard until the test has looked:
+    // until STORAGE_DIRECTORY/done exists (at most 120 s).
+    const auto result = Fit(config, 0);
+    Expect(result.metrics_history.size() == 5, "five reports, one per epoch");
+    std::cout << "ready" << std::endl;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (!std::filesystem::exists(config.storage + "/done") &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   } else {
     Fail("unknown mode " + config.mode);
   }
