@@ -22,6 +22,7 @@
 
 #include "common/executable_search.h"
 #include "common/host_name.h"
+#include "dashboard/jobs_file.h"
 #include "embedded_pmix_server.h"
 #include "jobsetup/node_setup.h"
 #include "jobsetup/resolved_options.h"
@@ -512,6 +513,8 @@ class LocalJob {
       std::error_code ignored;
       std::filesystem::remove_all(pmix_directory_, ignored);
     }
+    // The driver removes it; a killed one cannot.
+    dashboard::RemoveJobsFile(dashboard::UserHome(), job_id_, "0");
   }
 
   const LocalJobRequest& request_;

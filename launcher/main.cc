@@ -8,6 +8,7 @@
 #include "config_command.h"
 #include "env_command.h"
 #include "run_command.h"
+#include "status_command.h"
 #include "sray/version.h"
 
 namespace {
@@ -21,6 +22,7 @@ int Run(int argc, char** argv) {
   sray::launcher::AddConfigCommand(app);
   sray::launcher::AddEnvCommand(app);
   sray::launcher::AddRunCommand(app);
+  sray::launcher::AddStatusCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -1,6 +1,5 @@
 #include "core/driver_dashboard.h"
 
-#include <pwd.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -18,14 +17,6 @@ namespace {
 constexpr const char* kDefaultAddress = "127.0.0.1:0";
 // A node that does not answer within this is shown with the error.
 constexpr auto kNodeStatusTimeout = std::chrono::seconds(5);
-
-std::filesystem::path HomeDirectory() {
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') return home;
-  if (const passwd* entry = ::getpwuid(::geteuid()); entry != nullptr && entry->pw_dir != nullptr) {
-    return entry->pw_dir;
-  }
-  return {};
-}
 
 // Cookies are shared by every port of a host: one name per job and step.
 std::string CookieName(const jobsetup::TaskEnvironment& environment) {
@@ -144,12 +135,12 @@ std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnviro
   result->server = std::move(server).value();
   const std::string host = HostName();
   auto jobs_file = dashboard::JobsFile::Write(
-      HomeDirectory(), dashboard::JobsFileContent{.job_id = environment.job_id,
-                                                  .step_id = environment.step_id,
-                                                  .url = result->server->Url(),
-                                                  .token = *token,
-                                                  .head_hostname = host,
-                                                  .pid = static_cast<long>(::getpid())});
+      dashboard::UserHome(), dashboard::JobsFileContent{.job_id = environment.job_id,
+                                                        .step_id = environment.step_id,
+                                                        .url = result->server->Url(),
+                                                        .token = *token,
+                                                        .head_hostname = host,
+                                                        .pid = static_cast<long>(::getpid())});
   std::string where_token;
   if (jobs_file.ok()) {
     result->jobs_file = std::move(jobs_file).value();

@@ -1,10 +1,14 @@
 #include "dashboard/jobs_file.h"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -64,6 +68,46 @@ Result<std::unique_ptr<JobsFile>> JobsFile::Write(const std::filesystem::path& h
     return Status::FromErrno(rename_error, "rename to " + path.string());
   }
   return std::unique_ptr<JobsFile>(new JobsFile(path));
+}
+
+std::filesystem::path UserHome() {
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') return home;
+  if (const passwd* entry = ::getpwuid(::geteuid()); entry != nullptr && entry->pw_dir != nullptr) {
+    return entry->pw_dir;
+  }
+  return {};
+}
+
+std::vector<JobsFileContent> ListJobs(const std::filesystem::path& home) {
+  std::vector<std::pair<std::filesystem::file_time_type, JobsFileContent>> found;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(home / ".sray" / "jobs", error)) {
+    if (entry.path().extension() != ".json") continue;
+    std::ifstream input(entry.path());
+    const auto json = nlohmann::json::parse(input, nullptr, /*allow_exceptions=*/false);
+    if (!json.is_object()) continue;
+    JobsFileContent content;
+    content.job_id = json.value("job_id", "");
+    content.step_id = json.value("step_id", "");
+    content.url = json.value("url", "");
+    content.token = json.value("token", "");
+    content.head_hostname = json.value("head_hostname", "");
+    content.pid = json.value("pid", 0L);
+    if (content.job_id.empty() || content.url.empty() || content.token.empty()) continue;
+    found.emplace_back(entry.last_write_time(error), std::move(content));
+  }
+  std::sort(found.begin(), found.end(),
+            [](const auto& left, const auto& right) { return left.first > right.first; });
+  std::vector<JobsFileContent> jobs;
+  for (auto& [unused, content] : found) jobs.push_back(std::move(content));
+  return jobs;
+}
+
+void RemoveJobsFile(const std::filesystem::path& home, const std::string& job_id,
+                    const std::string& step_id) {
+  const auto path = home / ".sray" / "jobs" / (job_id + "." + step_id + ".json");
+  ::unlink(path.c_str());
+  ::unlink((path.string() + ".tmp").c_str());
 }
 
 JobsFile::~JobsFile() {

@@ -4,13 +4,15 @@
 // its token, for tools of the job user (sray status, sray logs) on the head
 // node or a login node sharing the home directory. Readable by the job user
 // only (the directory 0700, the file 0600, written under a temporary name
-// and renamed); removed when the JobsFile goes (the step ends).
+// and renamed); removed when the JobsFile goes (the step ends). The writer
+// (the driver) and the reader (ListJobs, for the tools) are both here.
 //
 // Thread-safety: not shared between threads.
 
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -24,6 +26,18 @@ struct JobsFileContent {
   std::string head_hostname;
   long pid = 0;
 };
+
+// This process's user's home: $HOME when absolute, else the password
+// database's; empty when neither is known.
+std::filesystem::path UserHome();
+
+// Every jobs file under `home`, newest first; files that do not parse are
+// skipped (a driver killed while writing leaves only a .tmp).
+std::vector<JobsFileContent> ListJobs(const std::filesystem::path& home);
+// Removes the jobs file of a step whose driver ended without removing it
+// (killed): for the launcher, once the step is over. Absent is fine.
+void RemoveJobsFile(const std::filesystem::path& home, const std::string& job_id,
+                    const std::string& step_id);
 
 class JobsFile {
  public:

@@ -102,6 +102,15 @@ second_token=$(field "$JOBS/$second.0.json" token)
   fail "one job's token opens another job's dashboard"
 echo "ok: two jobs get their own ports and tokens"
 
+"$SRAY" status >"$WORK/status-both.out" 2>&1 || fail "sray status failed: $(cat "$WORK/status-both.out")"
+grep -q '^several sray jobs are running; give one: sray status JOB$' "$WORK/status-both.out" &&
+  grep -q "^  $first.0 .*$url" "$WORK/status-both.out" && grep -q "^  $second.0 " "$WORK/status-both.out" ||
+  fail "sray status does not list both jobs: $(cat "$WORK/status-both.out")"
+"$SRAY" status "$first" >"$WORK/status-first.out" 2>&1 || fail "sray status $first failed: $(cat "$WORK/status-first.out")"
+expect_lines "$WORK/status-first.out" '^[012] +vm-node[012]|^[012] +[^ ]+ +[0-9.]+/[0-9.]+ ' 3
+grep -q "^job $first.0  dashboard $url" "$WORK/status-first.out" || fail "sray status names no job: $(cat "$WORK/status-first.out")"
+echo "ok: sray status lists the jobs, and one job's three nodes"
+
 finish_job second "$second_pid"
 finish_job first "$first_pid"
 [ ! -e "$file" ] && [ ! -e "$JOBS/$second.0.json" ] || fail "a jobs file outlived its job"
@@ -109,6 +118,23 @@ curl -s --max-time 5 "$url" >/dev/null 2>&1 && fail "the dashboard still answers
 expect_nothing_left "$first"
 expect_nothing_left "$second"
 echo "ok: after the jobs, no jobs file and nothing listening"
+status=0
+"$SRAY" status >"$WORK/status-none.out" 2>&1 || status=$?
+[ "$status" -eq 1 ] && grep -q '^sray: status: no running sray job of this user' "$WORK/status-none.out" ||
+  fail "sray status without jobs: status $status, $(cat "$WORK/status-none.out")"
+echo "ok: sray status says when no job runs"
+
+# kill -9 of the driver: sray run ends the step and removes its jobs file.
+start_job 2 "" killed
+killed=$(job_of killed)
+driver=$(field "$JOBS/$killed.0.json" pid)
+kill -9 "$driver"
+status=0
+wait "$JOB_PID" || status=$?
+[ "$status" -ne 0 ] || fail "a job whose driver was killed exited 0"
+[ ! -e "$JOBS/$killed.0.json" ] || fail "the killed driver's jobs file was left"
+expect_nothing_left "$killed"
+echo "ok: a killed driver's jobs file is removed with its step"
 
 start_job 1 "dashboard=off" off
 off=$(job_of off)
