@@ -159,6 +159,9 @@ core::NodeManagerConfig NodeConfig(const wire::WiredJob& job,
   config.executable = ExecutablePath();
   config.arguments = ArgumentsOf(argc, argv);
   config.secret = job.secret;
+  config.worker_logs_directory = (std::filesystem::path(environment.session_dir) / "logs").string();
+  const char* log_to_driver = std::getenv("SRAY_LOG_TO_DRIVER");
+  config.log_to_driver = log_to_driver == nullptr || std::string_view(log_to_driver) != "false";
   config.head_rank = 0;
   if (layout.rank != 0) {
     auto head_address = job.pmix->Get(0, wire::kNetworkAddressKey, false);

@@ -108,6 +108,16 @@ Result<std::unique_ptr<NodeManager>> NodeManager::Create(
   });
   if (!processes.ok()) return processes.status();
   manager->processes_ = std::move(processes).value();
+  if (!manager->config_.worker_logs_directory.empty()) {
+    auto output = WorkerOutput::Start({.directory = manager->config_.worker_logs_directory,
+                                       .node_id = manager->config_.node_id,
+                                       .to_driver = manager->config_.log_to_driver,
+                                       .file_limit = std::uint64_t{8} << 20,
+                                       .driver_stdout = STDOUT_FILENO,
+                                       .driver_stderr = STDERR_FILENO});
+    if (!output.ok()) return output.status();
+    manager->worker_output_ = std::move(output).value();
+  }
   manager->RegisterHandlers();
   return manager;
 }
@@ -134,6 +144,7 @@ NodeManager::NodeManager(NodeManagerConfig config, transport::Transport& transpo
 NodeManager::~NodeManager() {
   Stop();
   processes_.reset();
+  worker_output_.reset();
 }
 
 void NodeManager::Stop() {
@@ -464,8 +475,20 @@ void NodeManager::SpawnWorker(std::uint32_t rank) {
       .head_address = config_.head_address.empty() ? *address : config_.head_address,
       .secret = config_.secret,
       .parent = ::getpid()};
-  auto pid = processes_->Spawn(config_.executable, config_.arguments,
-                               WorkerEnvironment(launch, inherited));
+  std::optional<WorkerOutput::Pipes> pipes;
+  if (worker_output_) {
+    auto opened = worker_output_->Open(rank);
+    if (!opened.ok()) {
+      Apply(scheduler_.OnWorkerSpawnFailed(rank, opened.status().message()));
+      return;
+    }
+    pipes = *opened;
+  }
+  auto pid = processes_->Spawn(
+      config_.executable, config_.arguments, WorkerEnvironment(launch, inherited),
+      pipes ? sched::SpawnOutput{.stdout_fd = pipes->stdout_fd, .stderr_fd = pipes->stderr_fd}
+            : sched::SpawnOutput{});
+  if (pipes) worker_output_->Started(rank, *pipes, pid.ok() ? *pid : 0);
   if (!pid.ok()) {
     Apply(scheduler_.OnWorkerSpawnFailed(rank, pid.status().message()));
     return;

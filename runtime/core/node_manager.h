@@ -34,6 +34,7 @@
 #include "core/owner.h"
 #include "core/protocol.h"
 #include "core/serial_executor.h"
+#include "core/worker_output.h"
 #include "core/store_access.h"
 #include "object/mapped_file.h"
 #include "object/object_store.h"
@@ -62,6 +63,11 @@ struct NodeManagerConfig {
   // means this process is the head.
   std::uint32_t head_rank = 0;
   transport::Bytes head_address;
+  // Workers' output: a log file per worker here (empty: they share the
+  // manager's output, unrecorded), and their lines in the manager's output
+  // with a prefix unless log_to_driver is false.
+  std::string worker_logs_directory;
+  bool log_to_driver = true;
 };
 
 class NodeManager {
@@ -129,6 +135,8 @@ class NodeManager {
   std::unique_ptr<ObjectTransfer> transfer_;
 
   std::shared_ptr<HandlerGuard> guard_;
+  // After the processes stop, what they printed last is read out.
+  std::unique_ptr<WorkerOutput> worker_output_;
   std::unique_ptr<sched::WorkerProcesses> processes_;
   // Declared last: destroyed first, so no closure outlives the state above.
   std::unique_ptr<SerialExecutor> blocking_;

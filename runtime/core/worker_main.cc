@@ -209,6 +209,9 @@ void RunWorker() {
   // Die with the node manager, whatever way it ends.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != launch->parent) std::_Exit(1);
+  // Output goes to a pipe (core/worker_output.h): line by line, as in a
+  // terminal, not in 4 KiB blocks that a crash would lose.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   auto environment =
       jobsetup::ReadTaskEnvironment([](const char* name) { return std::getenv(name); });
   if (!environment.ok()) Die(environment.status().message());

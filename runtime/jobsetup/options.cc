@@ -12,9 +12,10 @@ namespace sray::jobsetup {
 namespace {
 
 constexpr std::array<std::string_view, 4> kLogLevels = {"error", "warning", "info", "debug"};
+constexpr std::array<std::string_view, 2> kBooleans = {"true", "false"};
 
 // Kept sorted by key: AcceptedKeys() and the docs list them in this order.
-const std::array<OptionSpec, 7> kSchema = {{
+const std::array<OptionSpec, 8> kSchema = {{
     {.key = "config",
      .kind = OptionKind::kAbsolutePath,
      .environment_variable = "SRAY_USER_CONFIG",
@@ -44,6 +45,13 @@ const std::array<OptionSpec, 7> kSchema = {{
      .default_value = "info",
      .choices = kLogLevels,
      .help = "how much sray logs: error, warning, info or debug"},
+    {.key = "log_to_driver",
+     .kind = OptionKind::kChoice,
+     .environment_variable = "SRAY_LOG_TO_DRIVER",
+     .default_value = "true",
+     .choices = kBooleans,
+     .help = "whether what workers print also reaches the job's output (prefixed with node, "
+             "worker and pid); it is kept in the session directory's logs either way"},
     {.key = "object_store_memory",
      .kind = OptionKind::kByteSize,
      .environment_variable = "SRAY_OBJECT_STORE_MEMORY",

@@ -63,13 +63,19 @@ WorkerProcesses::~WorkerProcesses() {
 
 Result<pid_t> WorkerProcesses::Spawn(const std::string& executable,
                                      const std::vector<std::string>& arguments,
-                                     const std::vector<std::string>& environment) {
+                                     const std::vector<std::string>& environment, SpawnOutput output) {
   auto argument_copy = arguments;
   auto environment_copy = environment;
   auto argv = PointersTo(argument_copy);
   auto envp = PointersTo(environment_copy);
+  posix_spawn_file_actions_t actions;
+  ::posix_spawn_file_actions_init(&actions);
+  if (output.stdout_fd >= 0) ::posix_spawn_file_actions_adddup2(&actions, output.stdout_fd, STDOUT_FILENO);
+  if (output.stderr_fd >= 0) ::posix_spawn_file_actions_adddup2(&actions, output.stderr_fd, STDERR_FILENO);
   pid_t pid = 0;
-  const int error = ::posix_spawn(&pid, executable.c_str(), nullptr, nullptr, argv.data(), envp.data());
+  const int error =
+      ::posix_spawn(&pid, executable.c_str(), &actions, nullptr, argv.data(), envp.data());
+  ::posix_spawn_file_actions_destroy(&actions);
   if (error != 0) return Status::FromErrno(error, "cannot start a worker from " + executable);
   const int pidfd = OpenPidfd(pid);
   if (pidfd < 0) {

@@ -21,6 +21,13 @@
 
 namespace sray::sched {
 
+// Where a new worker's standard output and error go: these descriptors
+// when not -1, else this process's own.
+struct SpawnOutput {
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+};
+
 class WorkerProcesses {
  public:
   using ExitHandler = std::function<void(pid_t pid, int wait_status)>;
@@ -33,7 +40,8 @@ class WorkerProcesses {
 
   // `environment` is the whole environment of the new process.
   Result<pid_t> Spawn(const std::string& executable, const std::vector<std::string>& arguments,
-                      const std::vector<std::string>& environment);
+                      const std::vector<std::string>& environment,
+                      SpawnOutput output = SpawnOutput{});
   void Kill(pid_t pid, int signal_number);
   void StopAll();
 

@@ -45,6 +45,14 @@ url=$(field "$file" url)
 token=$(field "$file" token)
 case $url in http://127.0.0.1:[0-9]*/) ;; *) fail "the dashboard is not on the loopback: $url" ;; esac
 echo "ok: listens on $url, jobs file private"
+
+# What tasks print: prefixed in the job's output, and in each worker's log.
+for attempt in $(seq 50); do grep -q '^(node [0-2] worker [0-9]* pid [0-9]*) twice(7) on node' "$WORK/first.out" && break; sleep 0.1; done
+expect_lines "$WORK/first.out" '^\(node [0-2] worker [0-9]+ pid [1-9][0-9]*\) twice\([0-9]+\) on node [0-2]$' 20
+expect_lines "$WORK/first.out" '^\(node [0-2] worker [0-9]+ pid [1-9][0-9]*\) a line on standard error from twice\(7\)$' 1
+logged=$(cat /tmp/sray-*-"$first".0.node*/logs/worker-*.log 2>/dev/null | grep -c '^twice(' || true)
+[ "$logged" -eq 20 ] || fail "the workers' log files hold $logged of the 20 lines: $(ls -la /tmp/sray-*-"$first".0.node*/logs/ 2>&1)"
+echo "ok: what tasks print reaches the job's output with a prefix, and the workers' log files"
 if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
   ! runuser -u nobody -- cat "$file" >/dev/null 2>&1 || fail "another user read the jobs file"
   echo "ok: another user cannot read the jobs file"
@@ -136,12 +144,13 @@ wait "$JOB_PID" || status=$?
 expect_nothing_left "$killed"
 echo "ok: a killed driver's jobs file is removed with its step"
 
-start_job 1 "dashboard=off" off
+start_job 1 "dashboard=off,log_to_driver=false" off
 off=$(job_of off)
 [ ! -e "$JOBS/$off.0.json" ] || fail "dashboard=off wrote a jobs file"
 ! grep -q 'dashboard of job' "$WORK/off.out" || fail "dashboard=off printed a dashboard line"
+! grep -q '^(node ' "$WORK/off.out" || fail "log_to_driver=false still forwarded worker lines"
 finish_job off "$JOB_PID"
-echo "ok: dashboard=off starts none"
+echo "ok: dashboard=off starts none, log_to_driver=false keeps worker lines out of the output"
 
 # A port another job holds: that job goes on, without a dashboard, and says so.
 python3 -c 'import socket,time; s=socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(60)' >"$WORK/port" &

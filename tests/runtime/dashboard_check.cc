@@ -18,7 +18,11 @@
 
 namespace {
 
+// Prints from the worker: its lines reach the job's output with a prefix
+// and the worker's log file.
 std::int64_t twice(std::int64_t value) {
+  std::cout << "twice(" << value << ") on node " << sray::CurrentNode().node_id << std::endl;
+  if (value == 7) std::cerr << "a line on standard error from twice(7)" << std::endl;
   return 2 * value;
 }
 SRAY_REMOTE(twice);

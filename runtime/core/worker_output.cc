@@ -1,0 +1,193 @@
+#include "core/worker_output.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <vector>
+
+namespace sray::core {
+namespace {
+
+void WriteAll(int descriptor, std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t written = ::write(descriptor, text.data(), text.size());
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    text.remove_prefix(static_cast<std::size_t>(written));
+  }
+}
+
+// A line longer than this is cut into pieces (a binary blob printed by
+// mistake must not grow the buffer without bound).
+constexpr std::size_t kLongestLine = 64 * 1024;
+
+}  // namespace
+
+Result<std::unique_ptr<WorkerOutput>> WorkerOutput::Start(Options options) {
+  std::error_code error;
+  std::filesystem::create_directories(options.directory, error);
+  if (error) {
+    return Status::IoError("cannot create the worker log directory " + options.directory.string() +
+                           ": " + error.message());
+  }
+  const int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake < 0) return Status::FromErrno(errno, "eventfd for the worker output reader");
+  return std::unique_ptr<WorkerOutput>(new WorkerOutput(std::move(options), wake));
+}
+
+WorkerOutput::WorkerOutput(Options options, int wake_fd)
+    : options_(std::move(options)), wake_fd_(wake_fd) {
+  reader_ = std::thread([this] { Read(); });
+}
+
+WorkerOutput::~WorkerOutput() {
+  stopping_.store(true);
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto written = ::write(wake_fd_, &one, sizeof(one));
+  reader_.join();
+  std::lock_guard lock(mutex_);
+  for (auto& [descriptor, stream] : streams_) ::close(descriptor);
+  for (auto& [rank, worker] : workers_) {
+    if (worker.file >= 0) ::close(worker.file);
+  }
+  ::close(wake_fd_);
+}
+
+std::filesystem::path WorkerOutput::LogPath(std::uint32_t rank) const {
+  return options_.directory / ("worker-" + std::to_string(rank) + ".log");
+}
+
+Result<WorkerOutput::Pipes> WorkerOutput::Open(std::uint32_t rank) {
+  int out[2] = {-1, -1};
+  int err[2] = {-1, -1};
+  if (::pipe2(out, O_CLOEXEC) != 0) return Status::FromErrno(errno, "pipe for a worker's output");
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    const int pipe_error = errno;
+    ::close(out[0]);
+    ::close(out[1]);
+    return Status::FromErrno(pipe_error, "pipe for a worker's errors");
+  }
+  const int file = ::open(LogPath(rank).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  {
+    std::lock_guard lock(mutex_);
+    streams_[out[0]] = Stream{.rank = rank, .is_stderr = false, .partial = {}};
+    streams_[err[0]] = Stream{.rank = rank, .is_stderr = true, .partial = {}};
+    Worker& worker = workers_[rank];
+    if (worker.file >= 0) ::close(worker.file);
+    worker = Worker{.pid = 0, .file = file, .written = 0, .open_streams = 2};
+  }
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto written = ::write(wake_fd_, &one, sizeof(one));
+  return Pipes{.stdout_fd = out[1], .stderr_fd = err[1]};
+}
+
+void WorkerOutput::Started(std::uint32_t rank, const Pipes& pipes, pid_t pid) {
+  ::close(pipes.stdout_fd);
+  ::close(pipes.stderr_fd);
+  std::lock_guard lock(mutex_);
+  auto found = workers_.find(rank);
+  if (found != workers_.end()) found->second.pid = pid;
+}
+
+void WorkerOutput::Read() {
+  std::vector<char> buffer(64 * 1024);
+  while (true) {
+    std::vector<pollfd> watched;
+    {
+      std::lock_guard lock(mutex_);
+      watched.reserve(streams_.size() + 1);
+      watched.push_back({.fd = wake_fd_, .events = POLLIN, .revents = 0});
+      for (const auto& [descriptor, stream] : streams_) {
+        watched.push_back({.fd = descriptor, .events = POLLIN, .revents = 0});
+      }
+    }
+    // Stopping: drain what is readable now, without waiting for more.
+    const bool last_round = stopping_.load();
+    const int ready = ::poll(watched.data(), watched.size(), last_round ? 0 : -1);
+    if (ready < 0 && errno != EINTR) return;
+    if (watched[0].revents != 0) {
+      std::uint64_t count = 0;
+      [[maybe_unused]] auto drained = ::read(wake_fd_, &count, sizeof(count));
+    }
+    for (std::size_t index = 1; index < watched.size(); ++index) {
+      if (watched[index].revents == 0) continue;
+      const int descriptor = watched[index].fd;
+      const ssize_t got = ::read(descriptor, buffer.data(), buffer.size());
+      if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      std::lock_guard lock(mutex_);
+      auto found = streams_.find(descriptor);
+      if (found == streams_.end()) continue;
+      Stream& stream = found->second;
+      if (got <= 0) {
+        if (!stream.partial.empty()) Line(stream, stream.partial);
+        const std::uint32_t rank = stream.rank;
+        streams_.erase(found);
+        ::close(descriptor);
+        auto worker = workers_.find(rank);
+        if (worker != workers_.end() && --worker->second.open_streams == 0) {
+          if (worker->second.file >= 0) ::close(worker->second.file);
+          workers_.erase(worker);
+        }
+        continue;
+      }
+      std::string_view data(buffer.data(), static_cast<std::size_t>(got));
+      while (!data.empty()) {
+        const auto end = data.find('\n');
+        if (end == std::string_view::npos) {
+          stream.partial.append(data);
+          if (stream.partial.size() >= kLongestLine) {
+            Line(stream, stream.partial);
+            stream.partial.clear();
+          }
+          break;
+        }
+        if (stream.partial.empty()) {
+          Line(stream, data.substr(0, end));
+        } else {
+          stream.partial.append(data.substr(0, end));
+          Line(stream, stream.partial);
+          stream.partial.clear();
+        }
+        data.remove_prefix(end + 1);
+      }
+    }
+    if (last_round) return;
+  }
+}
+
+void WorkerOutput::Line(Stream& stream, std::string_view line) {
+  auto found = workers_.find(stream.rank);
+  if (found == workers_.end()) return;
+  Worker& worker = found->second;
+  std::string text(line);
+  text += '\n';
+  WriteToFile(worker, stream.rank, text);
+  if (!options_.to_driver) return;
+  const std::string prefix = "(node " + std::to_string(options_.node_id) + " worker " +
+                             std::to_string(stream.rank) + " pid " + std::to_string(worker.pid) +
+                             ") ";
+  WriteAll(stream.is_stderr ? options_.driver_stderr : options_.driver_stdout, prefix + text);
+}
+
+void WorkerOutput::WriteToFile(Worker& worker, std::uint32_t rank, std::string_view text) {
+  if (worker.file < 0) return;
+  if (worker.written + text.size() > options_.file_limit) {
+    // One older file is kept: the newest lines are always in the log.
+    ::close(worker.file);
+    const auto path = LogPath(rank);
+    std::error_code ignored;
+    std::filesystem::rename(path, path.string() + ".1", ignored);
+    worker.file = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    worker.written = 0;
+    if (worker.file < 0) return;
+  }
+  WriteAll(worker.file, text);
+  worker.written += text.size();
+}
+
+}  // namespace sray::core
