@@ -26,7 +26,7 @@ namespace sray::launcher {
 struct LocalJobRequest {
   std::uint32_t nodes = 1;
   std::uint32_t tasks_per_node = 1;
-  std::uint32_t cpus_per_node = 0;  // 0: this machine's CPU count
+  std::uint32_t cpus_per_node = 0;    // 0: this machine's CPU count
   std::uint64_t memory_per_node = 0;  // bytes; 0: this machine's memory over the nodes
   bool label = false;
   std::string option_list;  // the same keys as --ray-cluster

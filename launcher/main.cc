@@ -7,9 +7,10 @@
 
 #include "config_command.h"
 #include "env_command.h"
+#include "logs_command.h"
 #include "run_command.h"
-#include "status_command.h"
 #include "sray/version.h"
+#include "status_command.h"
 
 namespace {
 
@@ -21,6 +22,7 @@ int Run(int argc, char** argv) {
   app.require_subcommand(1);
   sray::launcher::AddConfigCommand(app);
   sray::launcher::AddEnvCommand(app);
+  sray::launcher::AddLogsCommand(app);
   sray::launcher::AddRunCommand(app);
   sray::launcher::AddStatusCommand(app);
   try {

@@ -17,9 +17,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "common/executable_search.h"
-#include "common/host_name.h"
-#include "dashboard/jobs_file.h"
+#include "job_api.h"
 
 namespace sray::launcher {
 namespace {
@@ -28,16 +26,6 @@ struct StatusArguments {
   std::string job;       // JOB or JOB.STEP; empty: the only one
   bool on_head = false;  // set by the hop: do not hop again
 };
-
-std::string Label(const dashboard::JobsFileContent& job) {
-  return job.job_id + "." + job.step_id;
-}
-
-// False when the driver is known to be gone (same host, no such process).
-bool DriverAlive(const dashboard::JobsFileContent& job) {
-  if (job.head_hostname != HostName() || job.pid <= 0) return true;
-  return ::kill(static_cast<pid_t>(job.pid), 0) == 0 || errno == EPERM;
-}
 
 std::string Mib(double bytes) {
   std::ostringstream text;
@@ -94,76 +82,26 @@ void PrintTraining(const nlohmann::json& training) {
   }
 }
 
-// Execs `srun --jobid=J --overlap -w HEAD sray status --on-head JOB`; returns only on failure.
-int HopToHead(const dashboard::JobsFileContent& job) {
-  const char* path = std::getenv("PATH");
-  const auto srun = FindExecutableOnPath("srun", path != nullptr ? path : "/usr/bin:/bin");
-  if (!srun) return -1;
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const std::string jobid = "--jobid=" + job.job_id;
-  const std::string label = Label(job);
-  const std::string srun_path = srun->string();
-  std::vector<const char*> command = {
-      srun_path.c_str(),         jobid.c_str(), "--overlap", "-N1",       "-n1",         "-w",
-      job.head_hostname.c_str(), self.c_str(),  "status",    "--on-head", label.c_str(), nullptr};
-  ::execv(srun_path.c_str(), const_cast<char* const*>(command.data()));
-  return -1;
-}
-
 int Status(const StatusArguments& arguments) {
-  const auto home = dashboard::UserHome();
-  std::vector<dashboard::JobsFileContent> running;
-  for (auto& job : dashboard::ListJobs(home)) {
-    if (DriverAlive(job)) running.push_back(std::move(job));
-  }
-  if (running.empty()) {
-    std::cerr << "sray: status: no running sray job of this user (nothing in "
-              << (home / ".sray/jobs").string()
-              << "): start one with `sray run` or `srun --ray-cluster`\n";
-    return 1;
-  }
-  const dashboard::JobsFileContent* chosen = nullptr;
-  for (const auto& job : running) {
-    if (arguments.job.empty() ? running.size() == 1
-                              : (Label(job) == arguments.job || job.job_id == arguments.job)) {
-      chosen = &job;
-      break;
-    }
-  }
-  if (chosen == nullptr) {
-    std::cout << (arguments.job.empty()
-                      ? "several sray jobs are running; give one: sray status JOB"
-                      : "sray: status: no running job " + arguments.job + "; running:")
-              << "\n";
-    for (const auto& job : running) {
-      std::cout << "  " << std::left << std::setw(28) << Label(job) << " head " << job.head_hostname
-                << "  " << job.url << "\n";
-    }
-    return arguments.job.empty() ? 0 : 1;
-  }
-  httplib::Client client(chosen->url.substr(0, chosen->url.size() - 1));
-  client.set_connection_timeout(3);
-  client.set_read_timeout(15);
-  const httplib::Headers headers = {{"Authorization", "Bearer " + chosen->token}};
-  auto nodes = client.Get("/api/nodes", headers);
+  int exit_code = 0;
+  const auto chosen = ChooseJob(arguments.job, "status", exit_code);
+  if (!chosen) return exit_code;
+  JobApi api(*chosen);
+  auto nodes = api.Get("/api/nodes");
   if (!nodes) {
-    if (!arguments.on_head && chosen->head_hostname != HostName()) HopToHead(*chosen);
-    std::cerr << "sray: status: cannot reach the dashboard of job " << Label(*chosen) << " at "
-              << chosen->url << " (" << httplib::to_string(nodes.error())
-              << "): run `sray status` on its head node " << chosen->head_hostname
-              << ", or inside the job (srun --jobid=" << chosen->job_id << " --overlap -w "
-              << chosen->head_hostname << " sray status)\n";
+    if (!arguments.on_head) HopToHead(*chosen, "status", {JobLabel(*chosen)});
+    std::cerr << UnreachableMessage(*chosen, "status", nodes);
     return 1;
   }
   if (nodes->status != 200) {
-    std::cerr << "sray: status: the dashboard of job " << Label(*chosen) << " answered "
+    std::cerr << "sray: status: the dashboard of job " << JobLabel(*chosen) << " answered "
               << nodes->status << ": " << nodes->body;
     return 1;
   }
-  std::cout << "job " << Label(*chosen) << "  dashboard " << chosen->url << "  head "
+  std::cout << "job " << JobLabel(*chosen) << "  dashboard " << chosen->url << "  head "
             << chosen->head_hostname << "\n";
   PrintNodes(nlohmann::json::parse(nodes->body));
-  if (auto training = client.Get("/api/training", headers); training && training->status == 200) {
+  if (auto training = api.Get("/api/training"); training && training->status == 200) {
     PrintTraining(nlohmann::json::parse(training->body));
   }
   return 0;

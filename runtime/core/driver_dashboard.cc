@@ -56,6 +56,13 @@ dashboard::NodeSnapshot AskNode(transport::Transport& transport, std::uint32_t n
   return snapshot;
 }
 
+Result<WorkerLogs> AskLogs(transport::Transport& transport, std::uint32_t rank,
+                           const WorkerLogsRequest& request) {
+  auto reply = transport.Call(rank, kWorkerLogs, Encode(request), kNodeStatusTimeout);
+  if (!reply.ok()) return reply.status();
+  return Decode<WorkerLogs>(*reply, "worker logs");
+}
+
 std::vector<dashboard::TrainingRunSnapshot> TrainingSnapshot() {
   std::vector<dashboard::TrainingRunSnapshot> runs;
   for (const TrainingRunRecord& record : TrainingRuns()) {
@@ -118,6 +125,7 @@ std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnviro
   options.port = *port;
   options.token = *token;
   options.cookie_name = CookieName(environment);
+  const std::vector<std::uint32_t> node_manager_ranks_copy = node_manager_ranks;
   options.snapshot = [&transport, ranks = std::move(node_manager_ranks),
                       job_id = environment.job_id,
                       step_id = environment.step_id]() -> Result<dashboard::ClusterSnapshot> {
@@ -128,6 +136,33 @@ std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnviro
     return snapshot;
   };
   options.training = &TrainingSnapshot;
+  options.log_index =
+      [&transport,
+       ranks = node_manager_ranks_copy]() -> Result<std::vector<dashboard::LogFileEntry>> {
+    std::vector<dashboard::LogFileEntry> files;
+    for (std::uint32_t node = 0; node < ranks.size(); ++node) {
+      auto logs = AskLogs(transport, ranks[node], WorkerLogsRequest{});
+      if (!logs.ok()) continue;  // a node that does not answer has none to show
+      for (const auto& file : logs->files) {
+        files.push_back({.node = node, .worker = file.worker, .bytes = file.size});
+      }
+    }
+    return files;
+  };
+  options.log_read = [&transport, ranks = node_manager_ranks_copy](
+                         std::uint32_t node, std::uint32_t worker, std::int64_t offset,
+                         std::uint64_t max_bytes) -> Result<dashboard::LogChunk> {
+    if (node >= ranks.size()) return Status::NotFound("there is no node " + std::to_string(node));
+    auto logs =
+        AskLogs(transport, ranks[node],
+                WorkerLogsRequest{.worker = worker, .offset = offset, .max_bytes = max_bytes});
+    if (!logs.ok()) return logs.status();
+    return dashboard::LogChunk{.node = node,
+                               .worker = worker,
+                               .offset = logs->offset,
+                               .size = logs->size,
+                               .data = std::move(logs->data)};
+  };
   auto server = dashboard::DashboardServer::Start(std::move(options));
   if (!server.ok()) return refuse(server.status().message());
 

@@ -255,6 +255,26 @@ void ServeRequest(transport::Transport& transport, const std::shared_ptr<Handler
 
 }  // namespace
 
+Result<transport::Bytes> NodeManager::ReadWorkerLogs(const WorkerLogsRequest& request) const {
+  if (config_.worker_logs_directory.empty()) {
+    return Status::NotFound("workers' output is not kept on node " + std::to_string(config_.node_id));
+  }
+  WorkerLogs logs;
+  if (request.worker == 0) {
+    for (const auto& file : WorkerOutput::ListLogs(config_.worker_logs_directory)) {
+      logs.files.push_back({.worker = file.rank, .size = file.size});
+    }
+    return Encode(logs);
+  }
+  auto chunk = WorkerOutput::ReadLog(config_.worker_logs_directory, request.worker,
+                                     request.offset, std::min<std::uint64_t>(request.max_bytes, 1 << 20));
+  if (!chunk.ok()) return chunk.status();
+  logs.offset = chunk->offset;
+  logs.size = chunk->size;
+  logs.data = std::move(chunk->data);
+  return Encode(logs);
+}
+
 NodeStatus NodeManager::StatusNow() const {
   const auto snapshot = store_->Usage();
   return NodeStatus{.node_id = config_.node_id,
@@ -328,6 +348,18 @@ void NodeManager::RegisterHandlers() {
         manager.loop_->Post(
             [&manager, rank] { manager.Apply(manager.scheduler_.OnWorkerRegistered(rank)); });
         return Empty();
+      });
+  // Log files are read on the blocking executor.
+  transport.RegisterDeferredRequestHandler(
+      kWorkerLogs, [guard](std::uint32_t, auto payload, const transport::Responder& responder) {
+        auto request = Decode<WorkerLogsRequest>(payload, "worker logs request");
+        if (!request.ok()) return responder.Reply(request.status());
+        std::shared_lock lock(guard->mutex);
+        if (guard->manager == nullptr) return;
+        NodeManager& manager = *guard->manager;
+        manager.blocking_->Post([&manager, request = *request, responder] {
+          responder.Reply(manager.ReadWorkerLogs(request));
+        });
       });
   // Object requests that block (spills, restores, pulls) are answered from
   // the blocking executor, never from the progress thread.

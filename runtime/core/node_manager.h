@@ -108,6 +108,8 @@ class NodeManager {
   void SpawnWorker(std::uint32_t rank);
   void Route(TaskOutcome outcome);
   [[nodiscard]] NodeStatus StatusNow() const;  // event loop only
+  // Blocking executor: the node's worker log files (kWorkerLogs).
+  [[nodiscard]] Result<transport::Bytes> ReadWorkerLogs(const WorkerLogsRequest& request) const;
   void ReportActorCreated(const TaskOutcome& outcome);
   void ReportActorDeath(const ActorDeath& death);
   std::chrono::milliseconds BroadcastIfDirty();

@@ -44,6 +44,7 @@ enum Method : std::uint32_t {
   kUnpinForPull = 136,     // node manager -> holder node manager, one-way: ObjectRequest
   kStoreUsage = 137,       // any -> node manager, request -> StoreUsage
   kNodeStatus = 138,       // any -> node manager, request -> NodeStatus (the dashboard)
+  kWorkerLogs = 139,       // any -> node manager, request: WorkerLogsRequest -> WorkerLogs
   kWorkerBlocked = 121,    // worker -> node manager, one-way: its task waits in Get
   kWorkerUnblocked = 122,  // worker -> node manager, one-way: it runs again
   // The head's actor directory (requests from any process of the job).
@@ -268,6 +269,26 @@ struct NodeStatus {
   std::uint64_t workers = 0;
   StoreUsage store;
   MSGPACK_DEFINE(node_id, hostname, total, available, queued, workers, store)
+};
+
+// A worker's log file, or the list of them (worker 0).
+struct WorkerLogsRequest {
+  std::uint32_t worker = 0;     // 0: list the node's log files
+  std::int64_t offset = -1;     // -1: the last max_bytes
+  std::uint64_t max_bytes = 64 * 1024;
+  MSGPACK_DEFINE(worker, offset, max_bytes)
+};
+struct WorkerLogFile {
+  std::uint32_t worker = 0;
+  std::uint64_t size = 0;
+  MSGPACK_DEFINE(worker, size)
+};
+struct WorkerLogs {
+  std::vector<WorkerLogFile> files;  // a list
+  std::uint64_t offset = 0;          // a read: where `data` starts
+  std::uint64_t size = 0;            // the file's size now
+  std::string data;
+  MSGPACK_DEFINE(files, offset, size, data)
 };
 
 // ---- actors and placement groups ----

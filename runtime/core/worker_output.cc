@@ -5,8 +5,13 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <vector>
+
+#include "common/whole_number.h"
 
 namespace sray::core {
 namespace {
@@ -58,8 +63,60 @@ WorkerOutput::~WorkerOutput() {
   ::close(wake_fd_);
 }
 
+namespace {
+
+std::filesystem::path LogPathIn(const std::filesystem::path& directory, std::uint32_t rank) {
+  return directory / ("worker-" + std::to_string(rank) + ".log");
+}
+
+}  // namespace
+
 std::filesystem::path WorkerOutput::LogPath(std::uint32_t rank) const {
-  return options_.directory / ("worker-" + std::to_string(rank) + ".log");
+  return LogPathIn(options_.directory, rank);
+}
+
+std::vector<WorkerOutput::LogFile> WorkerOutput::ListLogs(const std::filesystem::path& directory) {
+  std::vector<LogFile> files;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(directory, error)) {
+    const std::string name = entry.path().filename().string();
+    constexpr std::string_view kPrefix = "worker-";
+    constexpr std::string_view kSuffix = ".log";
+    if (!name.starts_with(kPrefix) || !name.ends_with(kSuffix)) continue;
+    const auto rank = WholeNumber<std::uint32_t>(std::string_view(name).substr(
+        kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size()));
+    if (!rank) continue;
+    std::error_code size_error;
+    const auto size = entry.file_size(size_error);
+    files.push_back({.rank = *rank, .size = size_error ? 0 : size});
+  }
+  std::sort(files.begin(), files.end(),
+            [](const LogFile& left, const LogFile& right) { return left.rank < right.rank; });
+  return files;
+}
+
+Result<WorkerOutput::LogChunk> WorkerOutput::ReadLog(const std::filesystem::path& directory,
+                                                     std::uint32_t rank, std::int64_t offset,
+                                                     std::uint64_t max_bytes) {
+  const auto path = LogPathIn(directory, rank);
+  const int file = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (file < 0) {
+    return Status::NotFound("worker " + std::to_string(rank) + " has no log on this node");
+  }
+  struct stat info {};
+  ::fstat(file, &info);
+  LogChunk chunk;
+  chunk.size = static_cast<std::uint64_t>(info.st_size);
+  const std::uint64_t start =
+      offset < 0 ? (chunk.size > max_bytes ? chunk.size - max_bytes : 0)
+                 : std::min<std::uint64_t>(static_cast<std::uint64_t>(offset), chunk.size);
+  chunk.offset = start;
+  chunk.data.resize(std::min<std::uint64_t>(max_bytes, chunk.size - start));
+  const ssize_t got =
+      ::pread(file, chunk.data.data(), chunk.data.size(), static_cast<off_t>(start));
+  ::close(file);
+  chunk.data.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+  return chunk;
 }
 
 Result<WorkerOutput::Pipes> WorkerOutput::Open(std::uint32_t rank) {
@@ -106,7 +163,7 @@ void WorkerOutput::Read() {
         watched.push_back({.fd = descriptor, .events = POLLIN, .revents = 0});
       }
     }
-    // Stopping: drain what is readable now, without waiting for more.
+    // Stopping: take what is readable now, without waiting for more.
     const bool last_round = stopping_.load();
     const int ready = ::poll(watched.data(), watched.size(), last_round ? 0 : -1);
     if (ready < 0 && errno != EINTR) return;
@@ -156,7 +213,9 @@ void WorkerOutput::Read() {
         data.remove_prefix(end + 1);
       }
     }
-    if (last_round) return;
+    // Stopping: again until nothing more is readable (EOF comes after the
+    // last data, in a read of its own).
+    if (last_round && ready <= 0) return;
   }
 }
 

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/status.h"
 
@@ -55,6 +56,22 @@ class WorkerOutput {
   // prefix (0 when the spawn failed).
   void Started(std::uint32_t rank, const Pipes& pipes, pid_t pid);
   [[nodiscard]] std::filesystem::path LogPath(std::uint32_t rank) const;
+
+  // The reading side, for the dashboard and `sray logs` (any thread, blocks
+  // on the file system): the log files in `directory`, and up to
+  // `max_bytes` of one from `offset` (negative: its last `max_bytes`).
+  struct LogFile {
+    std::uint32_t rank = 0;
+    std::uint64_t size = 0;
+  };
+  static std::vector<LogFile> ListLogs(const std::filesystem::path& directory);
+  struct LogChunk {
+    std::uint64_t offset = 0;
+    std::uint64_t size = 0;  // of the whole file now
+    std::string data;
+  };
+  static Result<LogChunk> ReadLog(const std::filesystem::path& directory, std::uint32_t rank,
+                                  std::int64_t offset, std::uint64_t max_bytes);
 
  private:
   explicit WorkerOutput(Options options, int wake_fd);

@@ -53,13 +53,31 @@ std::string NodesJson(const ClusterSnapshot& snapshot) {
   for (const auto& node : snapshot.nodes) nodes.push_back(NodeJson(node));
   return nlohmann::json{
       {"job_id", snapshot.job_id}, {"step_id", snapshot.step_id}, {"nodes", nodes}}
-      .dump();
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string LogIndexJson(const std::vector<LogFileEntry>& files) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& file : files) {
+    list.push_back({{"node", file.node}, {"worker", file.worker}, {"bytes", file.bytes}});
+  }
+  return nlohmann::json{{"logs", std::move(list)}}.dump(-1, ' ', false,
+                                                        nlohmann::json::error_handler_t::replace);
+}
+
+std::string LogChunkJson(const LogChunk& chunk) {
+  return nlohmann::json{{"node", chunk.node},
+                        {"worker", chunk.worker},
+                        {"offset", chunk.offset},
+                        {"size", chunk.size},
+                        {"data", chunk.data}}
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string JobJson(const ClusterSnapshot& snapshot) {
   return nlohmann::json{
       {"job_id", snapshot.job_id}, {"step_id", snapshot.step_id}, {"nodes", snapshot.nodes.size()}}
-      .dump();
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string TrainingJson(const std::vector<TrainingRunSnapshot>& runs) {
@@ -85,7 +103,8 @@ std::string TrainingJson(const std::vector<TrainingRunSnapshot>& runs) {
                     {"points_dropped", run.points_dropped},
                     {"points", std::move(points)}});
   }
-  return nlohmann::json{{"runs", std::move(list)}}.dump();
+  return nlohmann::json{{"runs", std::move(list)}}.dump(-1, ' ', false,
+                                                        nlohmann::json::error_handler_t::replace);
 }
 
 std::string MetricsText(const ClusterSnapshot& snapshot,

@@ -53,7 +53,24 @@ struct TrainingRunSnapshot {
   std::vector<TrainingPoint> points;
 };
 
+// Workers' log files (what they printed), by node.
+struct LogFileEntry {
+  std::uint32_t node = 0;
+  std::uint32_t worker = 0;
+  std::uint64_t bytes = 0;
+};
+struct LogChunk {
+  std::uint32_t node = 0;
+  std::uint32_t worker = 0;
+  std::uint64_t offset = 0;  // where `data` starts in the file
+  std::uint64_t size = 0;    // the file's size now
+  std::string data;
+};
+
 std::string NodesJson(const ClusterSnapshot& snapshot);
+std::string LogIndexJson(const std::vector<LogFileEntry>& files);
+// Bytes that are not UTF-8 are replaced (U+FFFD): workers print anything.
+std::string LogChunkJson(const LogChunk& chunk);
 std::string JobJson(const ClusterSnapshot& snapshot);
 std::string TrainingJson(const std::vector<TrainingRunSnapshot>& runs);
 // Prometheus text exposition format 0.0.4, every sample labelled with the

@@ -14,6 +14,7 @@
 #include <httplib.h>
 
 #include "common/hex.h"
+#include "common/whole_number.h"
 #include "dashboard/dashboard_page.h"
 
 namespace sray::dashboard {
@@ -137,6 +138,29 @@ class DashboardServer::Impl {
     server_.Get("/api/job", [this](const httplib::Request&, httplib::Response& response) {
       Answer(response, &JobJson, "application/json");
     });
+    server_.Get("/api/logs", [this](const httplib::Request&, httplib::Response& response) {
+      auto files = options_.log_index
+                       ? options_.log_index()
+                       : Result<std::vector<LogFileEntry>>(std::vector<LogFileEntry>());
+      if (!files.ok()) return Unavailable(response, files.status());
+      response.set_content(LogIndexJson(*files), "application/json");
+    });
+    server_.Get(R"(/api/logs/(\d+)/(\d+))", [this](const httplib::Request& request,
+                                                   httplib::Response& response) {
+      const auto node = WholeNumber<std::uint32_t>(request.matches[1].str());
+      const auto worker = WholeNumber<std::uint32_t>(request.matches[2].str());
+      const auto offset = request.has_param("offset")
+                              ? WholeNumber<std::int64_t>(request.get_param_value("offset"))
+                              : std::optional<std::int64_t>(-1);
+      if (!node || !worker || !offset || !options_.log_read) {
+        response.status = 400;
+        response.set_content("sray: use /api/logs/NODE/WORKER[?offset=BYTES]\n", "text/plain");
+        return;
+      }
+      auto chunk = options_.log_read(*node, *worker, *offset, 256 * 1024);
+      if (!chunk.ok()) return Unavailable(response, chunk.status());
+      response.set_content(LogChunkJson(*chunk), "application/json");
+    });
     server_.Get("/api/training", [this](const httplib::Request&, httplib::Response& response) {
       response.set_content(TrainingJson(Training()), "application/json");
     });
@@ -208,6 +232,11 @@ class DashboardServer::Impl {
     const bool fresh = found->second >= std::chrono::steady_clock::now();
     login_codes_.erase(found);
     return fresh;
+  }
+
+  static void Unavailable(httplib::Response& response, const Status& status) {
+    response.status = status.code() == StatusCode::kNotFound ? 404 : 503;
+    response.set_content("sray: " + status.message() + "\n", "text/plain");
   }
 
   std::vector<TrainingRunSnapshot> Training() const {

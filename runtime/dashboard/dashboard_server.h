@@ -27,6 +27,11 @@ struct DashboardOptions {
   // Called for every API request, on a server thread; may block.
   std::function<Result<ClusterSnapshot>()> snapshot;
   std::function<std::vector<TrainingRunSnapshot>()> training;
+  // Workers' log files, and a piece of one (offset < 0: its end).
+  std::function<Result<std::vector<LogFileEntry>>()> log_index;
+  std::function<Result<LogChunk>(std::uint32_t node, std::uint32_t worker, std::int64_t offset,
+                                 std::uint64_t max_bytes)>
+      log_read;
 };
 
 class DashboardServer {

@@ -119,8 +119,29 @@ expect_lines "$WORK/status-first.out" '^[012] +vm-node[012]|^[012] +[^ ]+ +[0-9.
 grep -q "^job $first.0  dashboard $url" "$WORK/status-first.out" || fail "sray status names no job: $(cat "$WORK/status-first.out")"
 echo "ok: sray status lists the jobs, and one job's three nodes"
 
+"$SRAY" logs "$first" >"$WORK/logs-list.out" 2>&1 || fail "sray logs failed: $(cat "$WORK/logs-list.out")"
+grep -Eq '^[012] +[0-9]+ +[0-9]+$' "$WORK/logs-list.out" || fail "sray logs lists no log: $(cat "$WORK/logs-list.out")"
+read -r log_node log_worker log_bytes < <(grep -E '^[012] +[0-9]+ +[1-9][0-9]*$' "$WORK/logs-list.out" | head -1)
+"$SRAY" logs "$first" --node "$log_node" --worker "$log_worker" >"$WORK/log-one.out" 2>&1 ||
+  fail "sray logs of one worker failed: $(cat "$WORK/log-one.out")"
+[ "$(wc -c <"$WORK/log-one.out")" -eq "$log_bytes" ] && grep -q '^twice(' "$WORK/log-one.out" ||
+  fail "sray logs shows not the worker's $log_bytes bytes: $(cat "$WORK/log-one.out")"
+"$SRAY" logs "$first" --node "$log_node" --worker "$log_worker" --follow >"$WORK/log-follow.out" 2>&1 &
+follower=$!
+status=0
+"$SRAY" logs "$first" --node 0 --worker 12345 >"$WORK/log-none.out" 2>&1 || status=$?
+[ "$status" -eq 1 ] && grep -q 'worker 12345 has no log on this node' "$WORK/log-none.out" ||
+  fail "sray logs of a worker without a log: status $status, $(cat "$WORK/log-none.out")"
+echo "ok: sray logs lists the workers' logs and shows one, a missing one said as such"
+
 finish_job second "$second_pid"
 finish_job first "$first_pid"
+# --follow ends with the job, having printed the log.
+for attempt in $(seq 100); do kill -0 "$follower" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$follower" 2>/dev/null && fail "sray logs --follow outlived its job"
+wait "$follower" || fail "sray logs --follow exited with $?"
+grep -q '^twice(' "$WORK/log-follow.out" || fail "sray logs --follow printed nothing: $(cat "$WORK/log-follow.out")"
+echo "ok: sray logs --follow prints the log and ends with the job"
 [ ! -e "$file" ] && [ ! -e "$JOBS/$second.0.json" ] || fail "a jobs file outlived its job"
 curl -s --max-time 5 "$url" >/dev/null 2>&1 && fail "the dashboard still answers after the job"
 expect_nothing_left "$first"

@@ -76,6 +76,19 @@ class DashboardTest : public ::testing::Test {
       return TwoNodes();
     };
     options.training = [] { return OneRun(); };
+    options.log_index = []() -> Result<std::vector<LogFileEntry>> {
+      return std::vector<LogFileEntry>{{.node = 0, .worker = 7, .bytes = 12},
+                                       {.node = 1, .worker = 9, .bytes = 0}};
+    };
+    options.log_read = [](std::uint32_t node, std::uint32_t worker, std::int64_t offset,
+                          std::uint64_t) -> Result<LogChunk> {
+      if (worker != 7) return Status::NotFound("worker " + std::to_string(worker) + " has no log");
+      return LogChunk{.node = node,
+                      .worker = worker,
+                      .offset = offset < 0 ? 0 : static_cast<std::uint64_t>(offset),
+                      .size = 12,
+                      .data = "line\n\xff bad\n"};
+    };
     auto server = DashboardServer::Start(std::move(options));
     ASSERT_TRUE(server.ok()) << server.status().message();
     server_ = std::move(server).value();
@@ -161,6 +174,22 @@ TEST_F(DashboardTest, TheTrainingApiHasEveryReportOfEveryRun) {
   EXPECT_EQ(runs[0]["points"][0]["checkpoint"], "checkpoint_000000");
   EXPECT_FALSE(runs[0]["points"][1].contains("samples_per_second"));  // not known
   EXPECT_EQ(GetWith("/api/training", {})->status, 401);
+}
+
+TEST_F(DashboardTest, LogsAreListedAndReadWithTextThatIsNotUtf8Replaced) {
+  auto listed = GetWithToken("/api/logs");
+  ASSERT_EQ(listed->status, 200);
+  const auto logs = nlohmann::json::parse(listed->body)["logs"];
+  ASSERT_EQ(logs.size(), 2U);
+  EXPECT_EQ(logs[0]["worker"], 7);
+  auto read = GetWithToken("/api/logs/0/7?offset=3");
+  ASSERT_EQ(read->status, 200);
+  const auto chunk = nlohmann::json::parse(read->body);
+  EXPECT_EQ(chunk["offset"], 3);
+  EXPECT_EQ(chunk["data"], "line\n\xef\xbf\xbd bad\n");
+  EXPECT_EQ(GetWithToken("/api/logs/0/8")->status, 404);
+  EXPECT_EQ(GetWithToken("/api/logs/0/7?offset=x")->status, 400);
+  EXPECT_EQ(GetWith("/api/logs/0/7", {})->status, 401);
 }
 
 TEST_F(DashboardTest, MetricsCarryEachRunsLastReport) {

@@ -1,0 +1,99 @@
+#include "job_api.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+
+#include "common/executable_search.h"
+#include "common/host_name.h"
+
+namespace sray::launcher {
+namespace {
+
+// False when the driver is known to be gone (same host, no such process).
+bool DriverAlive(const dashboard::JobsFileContent& job) {
+  if (job.head_hostname != HostName() || job.pid <= 0) return true;
+  return ::kill(static_cast<pid_t>(job.pid), 0) == 0 || errno == EPERM;
+}
+
+}  // namespace
+
+std::string JobLabel(const dashboard::JobsFileContent& job) {
+  return job.job_id + "." + job.step_id;
+}
+
+std::optional<dashboard::JobsFileContent> ChooseJob(const std::string& wanted,
+                                                    const std::string& command, int& exit_code) {
+  const auto home = dashboard::UserHome();
+  std::vector<dashboard::JobsFileContent> running;
+  for (auto& job : dashboard::ListJobs(home)) {
+    if (DriverAlive(job)) running.push_back(std::move(job));
+  }
+  if (running.empty()) {
+    std::cerr << "sray: " << command << ": no running sray job of this user (nothing in "
+              << (home / ".sray/jobs").string()
+              << "): start one with `sray run` or `srun --ray-cluster`\n";
+    exit_code = 1;
+    return std::nullopt;
+  }
+  for (const auto& job : running) {
+    if (wanted.empty() ? running.size() == 1 : (JobLabel(job) == wanted || job.job_id == wanted)) {
+      return job;
+    }
+  }
+  std::cout << (wanted.empty() ? "several sray jobs are running; give one: sray " + command + " JOB"
+                               : "sray: " + command + ": no running job " + wanted + "; running:")
+            << "\n";
+  for (const auto& job : running) {
+    std::cout << "  " << std::left << std::setw(28) << JobLabel(job) << " head "
+              << job.head_hostname << "  " << job.url << "\n";
+  }
+  exit_code = wanted.empty() ? 0 : 1;
+  return std::nullopt;
+}
+
+JobApi::JobApi(const dashboard::JobsFileContent& job)
+    : client_(job.url.substr(0, job.url.size() - 1)),
+      headers_({{"Authorization", "Bearer " + job.token}}) {
+  client_.set_connection_timeout(3);
+  client_.set_read_timeout(15);
+}
+
+httplib::Result JobApi::Get(const std::string& path) {
+  return client_.Get(path, headers_);
+}
+
+void HopToHead(const dashboard::JobsFileContent& job, const std::string& command,
+               const std::vector<std::string>& arguments) {
+  if (job.head_hostname == HostName()) return;
+  const char* path = std::getenv("PATH");
+  const auto srun = FindExecutableOnPath("srun", path != nullptr ? path : "/usr/bin:/bin");
+  if (!srun) return;
+  std::error_code error;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", error).string();
+  if (error) return;
+  std::vector<std::string> words = {
+      srun->string(), "--jobid=" + job.job_id, "--overlap", "-N1",   "-n1",
+      "-w",           job.head_hostname,       self,        command, "--on-head"};
+  words.insert(words.end(), arguments.begin(), arguments.end());
+  std::vector<char*> argv;
+  for (auto& word : words) argv.push_back(word.data());
+  argv.push_back(nullptr);
+  ::execv(argv[0], argv.data());
+}
+
+std::string UnreachableMessage(const dashboard::JobsFileContent& job, const std::string& command,
+                               const httplib::Result& result) {
+  return "sray: " + command + ": cannot reach the dashboard of job " + JobLabel(job) + " at " +
+         job.url + " (" + httplib::to_string(result.error()) + "): run `sray " + command +
+         "` on its head node " + job.head_hostname +
+         ", or inside the job (srun --jobid=" + job.job_id + " --overlap -w " + job.head_hostname +
+         " sray " + command + ")\n";
+}
+
+}  // namespace sray::launcher

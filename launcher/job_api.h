@@ -1,0 +1,45 @@
+#pragma once
+
+// What `sray status` and `sray logs` share: choosing one of the user's
+// running jobs from their jobs files, talking to its dashboard API with the
+// token, and, where the head's loopback is out of reach, running the same
+// command on the head node through Slurm.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <httplib.h>
+
+#include "dashboard/jobs_file.h"
+
+namespace sray::launcher {
+
+std::string JobLabel(const dashboard::JobsFileContent& job);
+
+// `wanted` (JOB or JOB.STEP, empty: the only one), or nullopt once it has
+// said why on the terminal; then `exit_code` is what the command returns
+// (0 when it listed several jobs to choose from).
+std::optional<dashboard::JobsFileContent> ChooseJob(const std::string& wanted,
+                                                    const std::string& command, int& exit_code);
+
+class JobApi {
+ public:
+  explicit JobApi(const dashboard::JobsFileContent& job);
+  httplib::Result Get(const std::string& path);
+
+ private:
+  httplib::Client client_;
+  httplib::Headers headers_;
+};
+
+// Off the head node: execs `srun --jobid=J --overlap -N1 -n1 -w HEAD sray
+// COMMAND --on-head ARGUMENTS...`; returns only when it cannot.
+void HopToHead(const dashboard::JobsFileContent& job, const std::string& command,
+               const std::vector<std::string>& arguments);
+
+// "cannot reach ...: run it on the head node ..." for `command`.
+std::string UnreachableMessage(const dashboard::JobsFileContent& job, const std::string& command,
+                               const httplib::Result& result);
+
+}  // namespace sray::launcher
