@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The dashboard under `srun -N2 --ray-cluster` on the emulated cluster, as
+# the test user: the jobs file in the user's home (0600), `sray status` and
+# `sray logs` of the user, what tasks print prefixed in the step's output,
+# 401 for a request without the token, the file unreadable by another user;
+# after the step no jobs file and nothing listening.
+source "$(dirname "$0")/lib.sh"
+CHECK_PROGRAM=$SRAY_PREFIX/libexec/sray/tests/dashboard_check
+JOBS=$SRAY_TEST_HOME/.sray/jobs
+
+run_as_test_user srun -N2 --ray-cluster bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" "$@"' \
+  "$CHECK_PROGRAM" "$WORK/done" >"$WORK/job.out" 2>&1 &
+job_pid=$!
+for attempt in $(seq 1200); do
+  grep -q '^ready$' "$WORK/job.out" && break
+  kill -0 "$job_pid" 2>/dev/null || { cat "$WORK/job.out" >&2; fail "the step ended early"; }
+  sleep 0.1
+done
+grep -q '^ready$' "$WORK/job.out" || fail "the step never got ready: $(cat "$WORK/job.out")"
+job=$(awk '$1 == "job" {print $2; exit}' "$WORK/job.out")
+file=$JOBS/$job.0.json
+[ -f "$file" ] || fail "no jobs file $file: $(ls -la "$JOBS" 2>&1)"
+[ "$(stat -c '%a %U' "$file")" = "600 $SRAY_TEST_USER" ] || fail "the jobs file is $(stat -c '%a %U' "$file")"
+url=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$file")
+echo "ok: the jobs file is the test user's, mode 600 ($url)"
+
+! runuser -u nobody -- cat "$file" >/dev/null 2>&1 || fail "another user read the jobs file"
+[ "$(runuser -u nobody -- curl -s -o /dev/null -w '%{http_code}' "${url}api/nodes")" = 401 ] ||
+  fail "another user's request without the token was answered"
+echo "ok: another user can neither read the jobs file nor use the API"
+
+as_user sray status "$job" >"$WORK/status.out" 2>&1 || fail "sray status failed: $(cat "$WORK/status.out")"
+expect_lines "$WORK/status.out" '^[01] +[^ ]+ +[0-9.]+/[0-9.]+ ' 2
+as_user sray logs "$job" >"$WORK/logs.out" 2>&1 || fail "sray logs failed: $(cat "$WORK/logs.out")"
+grep -Eq '^[01] +[0-9]+ +[1-9][0-9]*$' "$WORK/logs.out" || fail "sray logs lists nothing: $(cat "$WORK/logs.out")"
+echo "ok: sray status and sray logs of the test user"
+
+expect_lines "$WORK/job.out" '^\(node [01] worker [0-9]+ pid [1-9][0-9]*\) twice\([0-9]+\) on node [01]$' 20
+
+touch "$WORK/done"
+wait "$job_pid" || fail "the step failed: $(cat "$WORK/job.out")"
+[ ! -e "$file" ] || fail "the jobs file outlived the step"
+curl -s --max-time 5 "$url" >/dev/null 2>&1 && fail "the dashboard still answers after the step"
+expect_step_output "$WORK/job.out" 1
+echo "ok: after the step, no jobs file and nothing listening"
+echo PASS
