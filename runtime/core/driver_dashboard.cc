@@ -31,7 +31,7 @@ std::string CookieName(const jobsetup::TaskEnvironment& environment) {
 }
 
 dashboard::NodeSnapshot AskNode(transport::Transport& transport, std::uint32_t node,
-                                std::uint32_t rank) {
+                                std::uint32_t rank, std::vector<dashboard::EventEntry>& events) {
   dashboard::NodeSnapshot snapshot;
   snapshot.node_id = node;
   auto reply = transport.Call(rank, kNodeStatus, {}, kNodeStatusTimeout);
@@ -53,6 +53,12 @@ dashboard::NodeSnapshot AskNode(transport::Transport& transport, std::uint32_t n
   snapshot.store_in_memory = status->store.in_memory;
   snapshot.store_spilled = status->store.spilled;
   snapshot.store_objects = status->store.objects;
+  for (auto& event : status->events) {
+    events.push_back({.unix_time = event.unix_time,
+                      .node = node,
+                      .kind = std::move(event.kind),
+                      .message = std::move(event.message)});
+  }
   return snapshot;
 }
 
@@ -129,9 +135,10 @@ std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnviro
   options.snapshot = [&transport, ranks = std::move(node_manager_ranks),
                       job_id = environment.job_id,
                       step_id = environment.step_id]() -> Result<dashboard::ClusterSnapshot> {
-    dashboard::ClusterSnapshot snapshot{.job_id = job_id, .step_id = step_id, .nodes = {}};
+    dashboard::ClusterSnapshot snapshot{
+        .job_id = job_id, .step_id = step_id, .nodes = {}, .events = {}};
     for (std::uint32_t node = 0; node < ranks.size(); ++node) {
-      snapshot.nodes.push_back(AskNode(transport, node, ranks[node]));
+      snapshot.nodes.push_back(AskNode(transport, node, ranks[node], snapshot.events));
     }
     return snapshot;
   };

@@ -103,7 +103,10 @@ Result<std::unique_ptr<NodeManager>> NodeManager::Create(
   auto processes = sched::WorkerProcesses::Create([raw](pid_t pid, int wait_status) {
     if (raw->stopping_.load()) return;
     raw->loop_->Post([raw, pid, wait_status] {
-      raw->Apply(raw->scheduler_.OnWorkerExited(pid, sched::DescribeWaitStatus(wait_status)));
+      const std::string how = sched::DescribeWaitStatus(wait_status);
+      raw->events_.Add("worker_exited", "worker process " + std::to_string(pid) + " of node " +
+                                            std::to_string(raw->config_.node_id) + " ended: " + how);
+      raw->Apply(raw->scheduler_.OnWorkerExited(pid, how));
     });
   });
   if (!processes.ok()) return processes.status();
@@ -286,7 +289,8 @@ NodeStatus NodeManager::StatusNow() const {
                     .store = {.capacity = snapshot.capacity,
                               .in_memory = snapshot.in_memory,
                               .spilled = snapshot.spilled,
-                              .objects = snapshot.objects}};
+                              .objects = snapshot.objects},
+                    .events = events_.Recent()};
 }
 
 void NodeManager::RegisterHandlers() {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "core/actor_directory.h"
+#include "core/event_log.h"
 #include "core/local_scheduler.h"
 #include "core/object_transfer.h"
 #include "core/owner.h"
@@ -123,6 +124,7 @@ class NodeManager {
   std::unique_ptr<object::ObjectStore> store_;
   std::unique_ptr<LocalStoreAccess> store_access_;
   std::atomic<bool> stopping_{false};
+  EventLog events_;
 
   // Immutable after ApplyClusterView; read from any thread.
   mutable std::mutex view_mutex_;

@@ -15,6 +15,7 @@
 #include <msgpack.hpp>
 
 #include "common/status.h"
+#include "core/event_log.h"
 #include "sray/internal/object_id.h"
 #include "sray/placement_strategy.h"
 #include "transport/bytes.h"
@@ -268,7 +269,8 @@ struct NodeStatus {
   std::uint64_t queued = 0;
   std::uint64_t workers = 0;
   StoreUsage store;
-  MSGPACK_DEFINE(node_id, hostname, total, available, queued, workers, store)
+  std::vector<Event> events;  // the newest, oldest first
+  MSGPACK_DEFINE(node_id, hostname, total, available, queued, workers, store, events)
 };
 
 // A worker's log file, or the list of them (worker 0).

@@ -1,5 +1,6 @@
 #include "dashboard/cluster_snapshot.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 
@@ -54,6 +55,48 @@ std::string NodesJson(const ClusterSnapshot& snapshot) {
   return nlohmann::json{
       {"job_id", snapshot.job_id}, {"step_id", snapshot.step_id}, {"nodes", nodes}}
       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string EventsJson(const ClusterSnapshot& snapshot,
+                       const std::vector<TrainingRunSnapshot>& runs) {
+  std::vector<EventEntry> events = snapshot.events;
+  for (const auto& run : runs) {
+    events.push_back({.unix_time = run.started_unix_time,
+                      .node = -1,
+                      .kind = "training_started",
+                      .message = "training run " + run.name + " started with " +
+                                 std::to_string(run.num_workers) + " workers"});
+    int attempt = 0;
+    for (const auto& point : run.points) {
+      if (point.attempt <= attempt) continue;
+      attempt = point.attempt;
+      events.push_back({.unix_time = point.unix_time,
+                        .node = -1,
+                        .kind = "training_restarted",
+                        .message = "training run " + run.name + " restarted its workers (" +
+                                   std::to_string(attempt) + ")"});
+    }
+    if (run.state != "running") {
+      events.push_back(
+          {.unix_time = run.points.empty() ? run.started_unix_time : run.points.back().unix_time,
+           .node = -1,
+           .kind = run.state == "finished" ? "training_finished" : "training_failed",
+           .message = "training run " + run.name + " " + run.state});
+    }
+  }
+  std::stable_sort(events.begin(), events.end(),
+                   [](const EventEntry& left, const EventEntry& right) {
+                     return left.unix_time < right.unix_time;
+                   });
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& event : events) {
+    nlohmann::json json = {
+        {"unix_time", event.unix_time}, {"kind", event.kind}, {"message", event.message}};
+    if (event.node >= 0) json["node"] = event.node;
+    list.push_back(std::move(json));
+  }
+  return nlohmann::json{{"events", std::move(list)}}.dump(-1, ' ', false,
+                                                          nlohmann::json::error_handler_t::replace);
 }
 
 std::string LogIndexJson(const std::vector<LogFileEntry>& files) {

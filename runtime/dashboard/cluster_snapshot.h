@@ -25,10 +25,19 @@ struct NodeSnapshot {
   std::string error;  // set when the node did not answer
 };
 
+// Something that happened in the job, for /api/events.
+struct EventEntry {
+  double unix_time = 0;
+  std::int64_t node = -1;  // -1: the job as a whole (the driver)
+  std::string kind;
+  std::string message;
+};
+
 struct ClusterSnapshot {
   std::string job_id;
   std::string step_id;
   std::vector<NodeSnapshot> nodes;
+  std::vector<EventEntry> events;  // of every node, oldest first
 };
 
 // One report of a training run (rank 0's metrics).
@@ -68,6 +77,10 @@ struct LogChunk {
 };
 
 std::string NodesJson(const ClusterSnapshot& snapshot);
+// The cluster's events and the training runs' starts, restarts and ends,
+// oldest first.
+std::string EventsJson(const ClusterSnapshot& snapshot,
+                       const std::vector<TrainingRunSnapshot>& runs);
 std::string LogIndexJson(const std::vector<LogFileEntry>& files);
 // Bytes that are not UTF-8 are replaced (U+FFFD): workers print anything.
 std::string LogChunkJson(const LogChunk& chunk);

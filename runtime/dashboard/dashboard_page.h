@@ -41,6 +41,8 @@ td.text { text-align: left; }
 </table>
 <h2>Training</h2>
 <div id="training"><p>no training run yet</p></div>
+<h2>Events</h2>
+<ul id="events"></ul>
 <script>
 "use strict";
 function mib(bytes) { return (bytes / 1048576).toFixed(1); }
@@ -156,9 +158,28 @@ async function refreshTraining() {
     // The nodes table says when the job cannot be reached.
   }
 }
+async function refreshEvents() {
+  try {
+    const response = await fetch("/api/events", { credentials: "same-origin" });
+    if (!response.ok) return;
+    const events = (await response.json()).events.slice(-50).reverse();
+    const list = document.getElementById("events");
+    list.replaceChildren();
+    for (const event of events) {
+      const item = document.createElement("li");
+      item.className = "event";
+      item.textContent = new Date(event.unix_time * 1000).toLocaleTimeString() + "  " +
+          event.message;
+      list.appendChild(item);
+    }
+  } catch (error) {
+    // The nodes table says when the job cannot be reached.
+  }
+}
 refresh();
 refreshTraining();
-setInterval(() => { refresh(); refreshTraining(); }, 2000);
+refreshEvents();
+setInterval(() => { refresh(); refreshTraining(); refreshEvents(); }, 2000);
 </script>
 </body>
 </html>

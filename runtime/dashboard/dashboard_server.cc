@@ -161,6 +161,13 @@ class DashboardServer::Impl {
       if (!chunk.ok()) return Unavailable(response, chunk.status());
       response.set_content(LogChunkJson(*chunk), "application/json");
     });
+    server_.Get("/api/events", [this](const httplib::Request&, httplib::Response& response) {
+      const auto runs = Training();
+      Answer(
+          response,
+          [&runs](const ClusterSnapshot& snapshot) { return EventsJson(snapshot, runs); },
+          "application/json");
+    });
     server_.Get("/api/training", [this](const httplib::Request&, httplib::Response& response) {
       response.set_content(TrainingJson(Training()), "application/json");
     });

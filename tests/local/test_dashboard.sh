@@ -134,6 +134,18 @@ status=0
   fail "sray logs of a worker without a log: status $status, $(cat "$WORK/log-none.out")"
 echo "ok: sray logs lists the workers' logs and shows one, a missing one said as such"
 
+# A worker killed while idle: an event names it and how it ended; the job goes on.
+victim=$(grep -o '^(node [0-2] worker [0-9]* pid [0-9]*)' "$WORK/first.out" | head -1 | awk '{print $6}' | tr -d ')')
+kill -9 "$victim"
+for attempt in $(seq 100); do
+  curl -s -H "Authorization: Bearer $token" "${url}api/events" >"$WORK/events.json"
+  grep -q "worker process $victim of node [0-2] ended: signal 9" "$WORK/events.json" && break
+  sleep 0.1
+done
+grep -q "\"kind\":\"worker_exited\",\"message\":\"worker process $victim of node [0-2] ended: signal 9" "$WORK/events.json" ||
+  fail "no event for the killed worker $victim: $(cat "$WORK/events.json")"
+echo "ok: a killed worker is an event naming it and its signal"
+
 finish_job second "$second_pid"
 finish_job first "$first_pid"
 # --follow ends with the job, having printed the log.

@@ -18,7 +18,11 @@ namespace sray::dashboard {
 namespace {
 
 ClusterSnapshot TwoNodes() {
-  ClusterSnapshot snapshot{.job_id = "1234", .step_id = "0", .nodes = {}};
+  ClusterSnapshot snapshot{.job_id = "1234", .step_id = "0", .nodes = {}, .events = {}};
+  snapshot.events.push_back({.unix_time = 150,
+                             .node = 1,
+                             .kind = "worker_exited",
+                             .message = "worker process 77 of node 1 ended: signal 9 (Killed)"});
   snapshot.nodes.push_back(NodeSnapshot{.node_id = 0,
                                         .hostname = "n1",
                                         .total = {{"CPU", 4}, {"GPU", 1}},
@@ -190,6 +194,19 @@ TEST_F(DashboardTest, LogsAreListedAndReadWithTextThatIsNotUtf8Replaced) {
   EXPECT_EQ(GetWithToken("/api/logs/0/8")->status, 404);
   EXPECT_EQ(GetWithToken("/api/logs/0/7?offset=x")->status, 400);
   EXPECT_EQ(GetWith("/api/logs/0/7", {})->status, 401);
+}
+
+TEST_F(DashboardTest, EventsOfNodesAndTrainingRunsComeInTimeOrder) {
+  auto response = GetWithToken("/api/events");
+  ASSERT_EQ(response->status, 200);
+  const auto events = nlohmann::json::parse(response->body)["events"];
+  std::vector<std::string> kinds;
+  for (const auto& event : events) kinds.push_back(event["kind"]);
+  // The run started at 0, the worker died at 150, the run restarted at 160.
+  EXPECT_EQ(kinds,
+            (std::vector<std::string>{"training_started", "worker_exited", "training_restarted"}));
+  EXPECT_EQ(events[1]["node"], 1);
+  EXPECT_FALSE(events[0].contains("node"));
 }
 
 TEST_F(DashboardTest, MetricsCarryEachRunsLastReport) {
