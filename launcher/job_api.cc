@@ -87,13 +87,24 @@ void HopToHead(const dashboard::JobsFileContent& job, const std::string& command
   ::execv(argv[0], argv.data());
 }
 
+std::string ServerSays(const std::string& body) {
+  std::string text = body.starts_with("sray: ") ? body.substr(6) : body;
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+bool DashboardIsElsewhere(const dashboard::JobsFileContent& job) {
+  const bool loopback = job.url.starts_with("http://127.") || job.url.starts_with("http://[::1]") ||
+                        job.url.starts_with("http://localhost");
+  return loopback && job.head_hostname != HostName();
+}
+
 std::string UnreachableMessage(const dashboard::JobsFileContent& job, const std::string& command,
-                               const httplib::Result& result) {
+                               const std::string& why) {
   return "sray: " + command + ": cannot reach the dashboard of job " + JobLabel(job) + " at " +
-         job.url + " (" + httplib::to_string(result.error()) + "): run `sray " + command +
-         "` on its head node " + job.head_hostname +
-         ", or inside the job (srun --jobid=" + job.job_id + " --overlap -w " + job.head_hostname +
-         " sray " + command + ")\n";
+         job.url + " (" + why + "): run `sray " + command + "` on its head node " +
+         job.head_hostname + ", or inside the job (srun --jobid=" + job.job_id + " --overlap -w " +
+         job.head_hostname + " sray " + command + ")\n";
 }
 
 }  // namespace sray::launcher

@@ -38,8 +38,17 @@ class JobApi {
 void HopToHead(const dashboard::JobsFileContent& job, const std::string& command,
                const std::vector<std::string>& arguments);
 
+// A dashboard's error text without its own "sray: " (the command adds its
+// own) and trailing newline.
+std::string ServerSays(const std::string& body);
+
+// True when the job's dashboard listens on its head node's loopback and
+// this is not that node: the token must not go to this machine's port of
+// that number (someone else's server may listen there).
+bool DashboardIsElsewhere(const dashboard::JobsFileContent& job);
+
 // "cannot reach ...: run it on the head node ..." for `command`.
 std::string UnreachableMessage(const dashboard::JobsFileContent& job, const std::string& command,
-                               const httplib::Result& result);
+                               const std::string& why);
 
 }  // namespace sray::launcher

@@ -26,7 +26,8 @@ int ListLogs(JobApi& api, const dashboard::JobsFileContent& job) {
   auto listed = api.Get("/api/logs");
   if (!listed || listed->status != 200) {
     std::cerr << "sray: logs: the dashboard of job " << JobLabel(job) << " did not list its logs"
-              << (listed ? ": " + listed->body : std::string()) << "\n";
+              << (listed ? ": " + ServerSays(listed->body) : std::string())
+              << ": check that the job still runs (sray status)\n";
     return 1;
   }
   const auto logs = nlohmann::json::parse(listed->body)["logs"];
@@ -52,18 +53,21 @@ int ShowLog(JobApi& api, const dashboard::JobsFileContent& job, const LogsArgume
     auto answer = api.Get(path);
     if (!answer) {
       if (arguments.follow) return 0;  // the job ended
-      std::cerr << UnreachableMessage(job, "logs", answer);
+      std::cerr << UnreachableMessage(job, "logs", httplib::to_string(answer.error()));
       return 1;
     }
     if (answer->status != 200) {
       std::cerr << "sray: logs: node " << arguments.node << " worker " << arguments.worker << ": "
-                << answer->body;
+                << ServerSays(answer->body) << ": `sray logs " << JobLabel(job)
+                << "` lists the workers that have logs\n";
       return 1;
     }
     const auto chunk = nlohmann::json::parse(answer->body);
     const std::string data = chunk["data"].get<std::string>();
     std::cout << data << std::flush;
-    const std::uint64_t next = chunk["offset"].get<std::uint64_t>() + data.size();
+    // The server's count of raw bytes: `data` had bytes that are not UTF-8
+    // replaced, which changes its length.
+    const std::uint64_t next = chunk["next_offset"].get<std::uint64_t>();
     path = base + "?offset=" + std::to_string(next);
     if (next < chunk["size"].get<std::uint64_t>()) continue;  // more at once
     if (!arguments.follow) return 0;
@@ -80,7 +84,7 @@ int Logs(const LogsArguments& arguments) {
   const auto chosen = ChooseJob(arguments.job, "logs", exit_code);
   if (!chosen) return exit_code;
   JobApi api(*chosen);
-  if (!api.Get("/api/job")) {
+  if (DashboardIsElsewhere(*chosen)) {
     if (!arguments.on_head) {
       std::vector<std::string> forwarded = {JobLabel(*chosen)};
       if (arguments.node >= 0) {
@@ -90,7 +94,9 @@ int Logs(const LogsArguments& arguments) {
       if (arguments.follow) forwarded.emplace_back("--follow");
       HopToHead(*chosen, "logs", forwarded);
     }
-    std::cerr << UnreachableMessage(*chosen, "logs", api.Get("/api/job"));
+    std::cerr << UnreachableMessage(*chosen, "logs",
+                                    "it listens on the loopback of " + chosen->head_hostname +
+                                        ", and srun could not take this command there");
     return 1;
   }
   if (arguments.worker < 0) return ListLogs(api, *chosen);

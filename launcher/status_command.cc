@@ -75,7 +75,13 @@ void PrintTraining(const nlohmann::json& training) {
     if (!points.empty()) {
       std::cout << "; last:";
       for (const auto& [name, value] : points.back()["metrics"].items()) {
-        std::cout << " " << name << "=" << value.get<double>();
+        // A diverged run reports NaN or inf, which JSON carries as null.
+        std::cout << " " << name << "=";
+        if (value.is_number()) {
+          std::cout << value.get<double>();
+        } else {
+          std::cout << "nan";
+        }
       }
     }
     std::cout << "\n";
@@ -86,16 +92,23 @@ int Status(const StatusArguments& arguments) {
   int exit_code = 0;
   const auto chosen = ChooseJob(arguments.job, "status", exit_code);
   if (!chosen) return exit_code;
+  if (DashboardIsElsewhere(*chosen)) {
+    if (!arguments.on_head) HopToHead(*chosen, "status", {JobLabel(*chosen)});
+    std::cerr << UnreachableMessage(*chosen, "status",
+                                    "it listens on the loopback of " + chosen->head_hostname +
+                                        ", and srun could not take this command there");
+    return 1;
+  }
   JobApi api(*chosen);
   auto nodes = api.Get("/api/nodes");
   if (!nodes) {
-    if (!arguments.on_head) HopToHead(*chosen, "status", {JobLabel(*chosen)});
-    std::cerr << UnreachableMessage(*chosen, "status", nodes);
+    std::cerr << UnreachableMessage(*chosen, "status", httplib::to_string(nodes.error()));
     return 1;
   }
   if (nodes->status != 200) {
     std::cerr << "sray: status: the dashboard of job " << JobLabel(*chosen) << " answered "
-              << nodes->status << ": " << nodes->body;
+              << nodes->status << ": " << ServerSays(nodes->body)
+              << ": check that the job still runs (sray status lists the running ones)\n";
     return 1;
   }
   std::cout << "job " << JobLabel(*chosen) << "  dashboard " << chosen->url << "  head "

@@ -308,21 +308,29 @@ void ActorClient::Perform(Actions actions) {
 }
 
 void ActorClient::OnReply(TaskOutcome outcome) {
+  bool current = false;
   {
     std::lock_guard lock(mutex_);
-    if (stopped_) return;
-    auto found = actors_.find(outcome.actor_id);
-    if (found == actors_.end()) return;
-    ActorEntry& entry = found->second;
-    auto call = entry.calls.find(outcome.task_id);
-    if (call == entry.calls.end() || call->second.state != CallState::kSent ||
-        call->second.sent_incarnation != outcome.incarnation) {
-      return;  // failed or retried meanwhile
+    auto found = stopped_ ? actors_.end() : actors_.find(outcome.actor_id);
+    if (found != actors_.end()) {
+      ActorEntry& entry = found->second;
+      auto call = entry.calls.find(outcome.task_id);
+      // Otherwise failed or retried meanwhile.
+      if (call != entry.calls.end() && call->second.state == CallState::kSent &&
+          call->second.sent_incarnation == outcome.incarnation) {
+        --entry.in_flight;
+        entry.calls.erase(call);
+        current = true;
+      }
     }
-    --entry.in_flight;
-    entry.calls.erase(call);
   }
-  owner_.OnTaskOutcome(std::move(outcome));
+  if (current) {
+    owner_.OnTaskOutcome(std::move(outcome));
+  } else {
+    // The actor lent this process the references in its result: give them
+    // back, or their owners keep the objects until the job ends.
+    owner_.DiscardLent(outcome.contained);
+  }
 }
 
 void ActorClient::OnInfo(internal::ActorId actor, Result<ActorInfo> info) {

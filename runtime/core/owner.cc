@@ -343,6 +343,12 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
         for (auto& handle : contained) released.push_back(std::move(handle));
       } else {
         ObjectEntry& entry = objects_[outcome.return_id];
+        // A recomputed result replaces what the lost one held; those handles
+        // go once the lock is released (their destructors take it).
+        if (entry.sharing) {
+          for (auto& handle : entry.sharing->contained) released.push_back(std::move(handle));
+          entry.sharing->contained.clear();
+        }
         if (!contained.empty()) entry.shared().contained = std::move(contained);
         switch (kind) {
           case OutcomeKind::kInlineValue:

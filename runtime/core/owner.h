@@ -95,6 +95,9 @@ class Owner final : public internal::Runtime {
   // leaves. Blocks; not from a transport handler.
   Result<std::vector<ContainedRef>> Lend(const internal::ContainedRefs& contained,
                                          std::uint32_t receiver);
+  // Gives back the registrations of a result this process will not keep
+  // (an actor's answer that came too late). Does not block.
+  void DiscardLent(const std::vector<ContainedRef>& lent);
   // How many objects this process owns and borrows (for tests and usage).
   struct Counts {
     std::size_t owned = 0;

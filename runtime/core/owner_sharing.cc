@@ -142,12 +142,24 @@ Result<std::vector<ContainedRef>> Owner::Lend(const internal::ContainedRefs& con
     const internal::ObjectId& id = handle->id();
     if (!seen.insert(id).second) continue;
     if (!Owns(id)) {
-      if (!borrowed_) {
-        return Status::Unavailable("object " + id.ToString() +
-                                   " belongs to a process this one cannot reach");
+      Result<ContainedRef> reference =
+          borrowed_
+              ? borrowed_->Lend(id, receiver)
+              : Result<ContainedRef>(Status::Unavailable(
+                    "object " + id.ToString() + " belongs to a process this one cannot reach"));
+      if (!reference.ok()) {
+        // What was lent already would stay registered for a result that
+        // never arrives.
+        for (const ContainedRef& done : lent) {
+          const BorrowerChange change{.id = done.id, .borrower = receiver, .count = 1};
+          if (Owns(done.id)) {
+            RemoveBorrower(change);
+          } else if (BorrowLinks* links = borrow_links_.load()) {
+            links->RemoveBorrower(done.owner_address, change);
+          }
+        }
+        return reference.status();
       }
-      auto reference = borrowed_->Lend(id, receiver);
-      if (!reference.ok()) return reference.status();
       lent.push_back(std::move(reference).value());
       continue;
     }
@@ -160,6 +172,15 @@ Result<std::vector<ContainedRef>> Owner::Lend(const internal::ContainedRefs& con
     lent.push_back(ContainedRef{.id = id, .owner_address = OwnerAddress(id)});
   }
   return lent;
+}
+
+void Owner::DiscardLent(const std::vector<ContainedRef>& lent) {
+  std::vector<std::shared_ptr<internal::ObjectHandle>> released;
+  {
+    std::lock_guard lock(mutex_);
+    for (const ContainedRef& reference : lent) released.push_back(AdoptLocked(reference));
+  }
+  released.clear();  // each handle gives its reference back, without the lock
 }
 
 void Owner::OnArgumentStatus(const OwnerQuestion& question, Result<ObjectStatus> status) {

@@ -176,46 +176,58 @@ void WorkerOutput::Read() {
       const int descriptor = watched[index].fd;
       const ssize_t got = ::read(descriptor, buffer.data(), buffer.size());
       if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      std::lock_guard lock(mutex_);
-      auto found = streams_.find(descriptor);
-      if (found == streams_.end()) continue;
-      Stream& stream = found->second;
-      if (got <= 0) {
-        if (!stream.partial.empty()) Line(stream, stream.partial);
-        const std::uint32_t rank = stream.rank;
-        streams_.erase(found);
-        ::close(descriptor);
-        auto worker = workers_.find(rank);
-        if (worker != workers_.end() && --worker->second.open_streams == 0) {
-          if (worker->second.file >= 0) ::close(worker->second.file);
-          workers_.erase(worker);
-        }
-        continue;
-      }
-      std::string_view data(buffer.data(), static_cast<std::size_t>(got));
-      while (!data.empty()) {
-        const auto end = data.find('\n');
-        if (end == std::string_view::npos) {
-          stream.partial.append(data);
-          if (stream.partial.size() >= kLongestLine) {
-            Line(stream, stream.partial);
-            stream.partial.clear();
-          }
-          break;
-        }
-        if (stream.partial.empty()) {
-          Line(stream, data.substr(0, end));
-        } else {
-          stream.partial.append(data.substr(0, end));
-          Line(stream, stream.partial);
-          stream.partial.clear();
-        }
-        data.remove_prefix(end + 1);
-      }
+      HandleRead(descriptor,
+                 std::string_view(buffer.data(), got > 0 ? static_cast<std::size_t>(got) : 0),
+                 got <= 0);
+      // Written without the lock: a slow reader of the job's output (a
+      // paused pager, a slow link) must not hold up Open, which runs on
+      // the node manager's transport thread.
+      for (auto& [target, text] : driver_lines_) WriteAll(target, text);
+      driver_lines_.clear();
     }
     // Stopping: again until nothing more is readable (EOF comes after the
     // last data, in a read of its own).
     if (last_round && ready <= 0) return;
+  }
+}
+
+void WorkerOutput::HandleRead(int descriptor, std::string_view data, bool ended) {
+  std::lock_guard lock(mutex_);
+  {
+    auto found = streams_.find(descriptor);
+    if (found == streams_.end()) return;
+    Stream& stream = found->second;
+    if (ended) {
+      if (!stream.partial.empty()) Line(stream, stream.partial);
+      const std::uint32_t rank = stream.rank;
+      streams_.erase(found);
+      ::close(descriptor);
+      auto worker = workers_.find(rank);
+      if (worker != workers_.end() && --worker->second.open_streams == 0) {
+        if (worker->second.file >= 0) ::close(worker->second.file);
+        workers_.erase(worker);
+      }
+      return;
+    }
+    while (!data.empty()) {
+      const auto end = data.find('\n');
+      if (end == std::string_view::npos) {
+        stream.partial.append(data);
+        if (stream.partial.size() >= kLongestLine) {
+          Line(stream, stream.partial);
+          stream.partial.clear();
+        }
+        break;
+      }
+      if (stream.partial.empty()) {
+        Line(stream, data.substr(0, end));
+      } else {
+        stream.partial.append(data.substr(0, end));
+        Line(stream, stream.partial);
+        stream.partial.clear();
+      }
+      data.remove_prefix(end + 1);
+    }
   }
 }
 
@@ -230,7 +242,8 @@ void WorkerOutput::Line(Stream& stream, std::string_view line) {
   const std::string prefix = "(node " + std::to_string(options_.node_id) + " worker " +
                              std::to_string(stream.rank) + " pid " + std::to_string(worker.pid) +
                              ") ";
-  WriteAll(stream.is_stderr ? options_.driver_stderr : options_.driver_stdout, prefix + text);
+  driver_lines_.emplace_back(stream.is_stderr ? options_.driver_stderr : options_.driver_stdout,
+                             prefix + text);
 }
 
 void WorkerOutput::WriteToFile(Worker& worker, std::uint32_t rank, std::string_view text) {

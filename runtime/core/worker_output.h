@@ -21,6 +21,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -87,7 +88,8 @@ class WorkerOutput {
     int open_streams = 2;
   };
   void Read();
-  // Reader thread only.
+  // Reader thread only; the last two under mutex_.
+  void HandleRead(int descriptor, std::string_view data, bool ended);
   void Line(Stream& stream, std::string_view line);
   void WriteToFile(Worker& worker, std::uint32_t rank, std::string_view text);
 
@@ -97,6 +99,9 @@ class WorkerOutput {
   std::map<int, Stream> streams_;            // read end -> stream; guarded by mutex_
   std::map<std::uint32_t, Worker> workers_;  // guarded by mutex_
   std::atomic<bool> stopping_{false};
+  // Prefixed lines for the job's output, written by the reader thread after
+  // it released mutex_ (reader thread only).
+  std::vector<std::pair<int, std::string>> driver_lines_;
   std::thread reader_;
 };
 

@@ -112,6 +112,7 @@ std::string LogChunkJson(const LogChunk& chunk) {
   return nlohmann::json{{"node", chunk.node},
                         {"worker", chunk.worker},
                         {"offset", chunk.offset},
+                        {"next_offset", chunk.offset + chunk.data.size()},
                         {"size", chunk.size},
                         {"data", chunk.data}}
       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

@@ -71,7 +71,7 @@ struct LogFileEntry {
 struct LogChunk {
   std::uint32_t node = 0;
   std::uint32_t worker = 0;
-  std::uint64_t offset = 0;  // where `data` starts in the file
+  std::uint64_t offset = 0;  // where `data` starts in the file (its end: offset + data.size())
   std::uint64_t size = 0;    // the file's size now
   std::string data;
 };

@@ -117,8 +117,9 @@ class DashboardServer::Impl {
       if (!UseLoginCode(request.get_param_value("code"))) {
         response.status = 401;
         response.set_content(
-            "sray: this login link is unknown, used already or expired: ask the job for a new "
-            "one (sray status), or send the token as a bearer header\n",
+            "sray: this login link is unknown, used already or expired: send the job's token as "
+            "a bearer header (it is in ~/.sray/jobs/JOB.STEP.json), or start the job again for a "
+            "new link\n",
             "text/plain");
         return;
       }

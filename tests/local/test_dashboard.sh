@@ -6,6 +6,9 @@
 # nothing left after the job: no jobs file, no listening port.
 source "$(dirname "$0")/lib.sh"
 CHECK_PROGRAM=$SRAY_BUILD_DIR/tests/dashboard_check
+# A home of its own: other tests' jobs (ctest -j) write jobs files too.
+export HOME=$WORK/home
+mkdir -p "$HOME"
 JOBS=$HOME/.sray/jobs
 
 # Starts `sray run -N$1 [--ray-cluster=$2]` of dashboard_check in the

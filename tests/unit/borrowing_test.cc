@@ -217,6 +217,20 @@ TEST_F(TwoOwners, LendingKeepsTheObjectForTheReceiverUntilItGivesItBack) {
   EXPECT_EQ(owner_.counts().owned, 0U);
 }
 
+// A result holding its own object Z and a freed borrowed one: the lending
+// fails, and Z's registration for the receiver is undone (Z stayed for ever).
+TEST_F(TwoOwners, AFailedLendingGivesBackWhatItRegisteredAlready) {
+  const ObjectId own = borrower_.AddInlineObject(internal::Serialize(std::int64_t{1}), {});
+  const ObjectId freed = owner_.AddInlineObject(internal::Serialize(std::int64_t{2}), {});
+  owner_.RemoveReference(freed);
+  auto freed_handle = borrower_.Borrow(freed, "rank-1");
+  const internal::ContainedRefs contained{std::make_shared<internal::ObjectHandle>(own),
+                                          freed_handle};
+  EXPECT_FALSE(borrower_.Lend(contained, 9).ok());
+  borrower_.RemoveReference(own);
+  EXPECT_EQ(borrower_.counts().owned, 0U);
+}
+
 TEST_F(TwoOwners, AResultHoldingTheOwnersOwnObjectKeepsItAliveUntilTheResultGoes) {
   SetProcessRuntime(&owner_);  // dropped handles reach this owner
   const ObjectId inner = owner_.AddInlineObject(internal::Serialize(std::int64_t{5}), {});
