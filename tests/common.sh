@@ -48,3 +48,16 @@ expect_no_shared_memory_objects() {
   objects=$(ls /dev/shm | grep "^sray\.$job\." || true)
   [ -z "$objects" ] || fail "shared-memory objects of job $job left: $objects"
 }
+
+# wait_for_ready OUT PID [SECONDS]: waits until OUT (the output of the job
+# running as PID) has the line "ready"; fails when the job ends first or
+# after SECONDS (default 120).
+wait_for_ready() {
+  local out=$1 pid=$2 limit=${3:-120} attempt
+  for attempt in $(seq $((limit * 10))); do
+    grep -q '^ready$' "$out" && return 0
+    kill -0 "$pid" 2>/dev/null || { cat "$out" >&2; fail "the job ended before it was ready"; }
+    sleep 0.1
+  done
+  fail "the job was not ready within $limit s: $(cat "$out")"
+}

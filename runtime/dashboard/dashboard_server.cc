@@ -21,9 +21,14 @@ namespace sray::dashboard {
 namespace {
 
 constexpr auto kLoginLinkLifetime = std::chrono::minutes(10);
-// Requests are few (a page polling, a Prometheus scrape): two threads, not
-// httplib's default of one per core and more.
-constexpr std::size_t kServerThreads = 2;
+// Requests are few (a page polling three endpoints, a Prometheus scrape):
+// four threads, not httplib's default of one per core and more.
+constexpr std::size_t kServerThreads = 4;
+// An idle keep-alive connection holds a server thread: a page polling every
+// 2 s over two connections kept both threads of a smaller pool for ever, and
+// its third request (on a third connection) was never answered. Idle
+// connections now close after a second.
+constexpr time_t kKeepAliveSeconds = 1;
 
 // Compares in time that does not depend on where they differ.
 bool SameSecret(const std::string& given, const std::string& expected) {
@@ -91,6 +96,7 @@ class DashboardServer::Impl {
 
   Status Start() {
     server_.new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
+    server_.set_keep_alive_timeout(kKeepAliveSeconds);
     // httplib sets SO_REUSEPORT by default, which lets a second server (a
     // second job given the same dashboard=HOST:PORT) listen on the port too
     // and take half the requests: only SO_REUSEADDR here, so it fails.

@@ -15,17 +15,12 @@ JOBS=$HOME/.sray/jobs
 # background, output in $WORK/$3.out, done file $WORK/$3.done; waits for
 # "ready". Sets JOB_PID.
 start_job() {
-  local nodes=$1 options=$2 name=$3 cluster=() attempt
+  local nodes=$1 options=$2 name=$3 cluster=()
   [ -z "$options" ] || cluster=(--ray-cluster="$options")
   "$SRAY" run -N"$nodes" "${cluster[@]}" bash -c 'echo "job $SRAY_JOB_ID"; exec "$0" "$@"' \
     "$CHECK_PROGRAM" "$WORK/$name.done" >"$WORK/$name.out" 2>&1 &
   JOB_PID=$!
-  for attempt in $(seq 600); do
-    grep -q '^ready$' "$WORK/$name.out" && return 0
-    kill -0 "$JOB_PID" 2>/dev/null || { cat "$WORK/$name.out" >&2; fail "job $name ended early"; }
-    sleep 0.1
-  done
-  fail "job $name never got ready: $(cat "$WORK/$name.out")"
+  wait_for_ready "$WORK/$name.out" "$JOB_PID" 60
 }
 finish_job() {
   local name=$1 pid=$2 status=0

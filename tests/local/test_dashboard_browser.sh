@@ -14,20 +14,17 @@ mkdir -p "$WORK/storage"
 "$SRAY" run -N2 bash -c 'echo "job $SRAY_JOB_ID"; exec "$0" "$@"' "$TRAIN" dashboard "$WORK/storage" \
   >"$WORK/job.out" 2>&1 &
 job_pid=$!
-for attempt in $(seq 1200); do
-  grep -q '^ready$' "$WORK/job.out" && break
-  kill -0 "$job_pid" 2>/dev/null || { cat "$WORK/job.out" >&2; fail "the training job ended early"; }
-  sleep 0.1
-done
-grep -q '^ready$' "$WORK/job.out" || fail "the training job never finished its run: $(cat "$WORK/job.out")"
+wait_for_ready "$WORK/job.out" "$job_pid"
 login=$(grep -o 'http://127.0.0.1:[0-9]*/login?code=[0-9a-f]*' "$WORK/job.out" | head -1)
 [ -n "$login" ] || fail "the driver printed no login link: $(cat "$WORK/job.out")"
 page=${login%%login*}
 
 # Root needs --no-sandbox; the virtual time budget lets the page's fetches
-# and drawing finish before the DOM is dumped and the screenshot taken.
+# and drawing finish before the DOM is dumped and the screenshot taken. The
+# outer timeout turns a hang into a failure (a fetch the server never
+# answered once held virtual time still: see kKeepAliveSeconds).
 browse() {
-  "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --virtual-time-budget=8000 \
+  timeout 90 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --virtual-time-budget=8000 \
     --user-data-dir="$WORK/profile-$1" --window-size=1280,1100 "${@:2}"
 }
 browse denied --dump-dom "$page" >"$WORK/denied.html" 2>"$WORK/chromium-denied.err" || true

@@ -11,12 +11,7 @@ JOBS=$SRAY_TEST_HOME/.sray/jobs
 run_as_test_user srun -N2 --ray-cluster bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" "$@"' \
   "$CHECK_PROGRAM" "$WORK/done" >"$WORK/job.out" 2>&1 &
 job_pid=$!
-for attempt in $(seq 1200); do
-  grep -q '^ready$' "$WORK/job.out" && break
-  kill -0 "$job_pid" 2>/dev/null || { cat "$WORK/job.out" >&2; fail "the step ended early"; }
-  sleep 0.1
-done
-grep -q '^ready$' "$WORK/job.out" || fail "the step never got ready: $(cat "$WORK/job.out")"
+wait_for_ready "$WORK/job.out" "$job_pid"
 job=$(awk '$1 == "job" {print $2; exit}' "$WORK/job.out")
 file=$JOBS/$job.0.json
 [ -f "$file" ] || fail "no jobs file $file: $(ls -la "$JOBS" 2>&1)"
