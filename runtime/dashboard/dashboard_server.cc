@@ -1,6 +1,5 @@
 #include "dashboard/dashboard_server.h"
 
-#include <sys/random.h>
 #include <sys/socket.h>
 
 #include <atomic>
@@ -14,6 +13,7 @@
 #include <httplib.h>
 
 #include "common/hex.h"
+#include "common/random_bytes.h"
 #include "common/whole_number.h"
 #include "dashboard/dashboard_page.h"
 
@@ -67,15 +67,8 @@ void Secure(httplib::Response& response) {
 
 Result<std::string> RandomSecret(std::size_t bytes) {
   std::vector<std::byte> secret(bytes);
-  std::size_t filled = 0;
-  while (filled < bytes) {
-    const ssize_t got = ::getrandom(secret.data() + filled, bytes - filled, 0);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno(errno, "getrandom");
-    }
-    filled += static_cast<std::size_t>(got);
-  }
+  const Status filled = FillRandom(secret, "the dashboard's token");
+  if (!filled.ok()) return filled;
   return HexOf(secret);
 }
 

@@ -3,7 +3,6 @@
 // after a failure while max_failures allows. Free of LibTorch: it speaks to
 // the workers through sray's actors only.
 
-#include <sys/random.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "common/hex.h"
+#include "common/random_bytes.h"
 #include "sray/api.h"
 #include "sray/train/result.h"
 #include "sray/train/trainer.h"
@@ -55,17 +55,10 @@ std::string DefaultName() {
 }
 
 std::string RandomHex(std::size_t bytes) {
-  std::vector<unsigned char> random(bytes);
-  std::size_t filled = 0;
-  while (filled < bytes) {
-    const ssize_t got = ::getrandom(random.data() + filled, bytes - filled, 0);
-    if (got < 0 && errno != EINTR) {
-      throw sray::Error(std::string("sray: training cannot make the group's secret key prefix: getrandom: ") +
-                        std::strerror(errno));
-    }
-    if (got > 0) filled += static_cast<std::size_t>(got);
-  }
-  return HexOf(std::span<const unsigned char>(random));
+  std::vector<std::byte> random(bytes);
+  const Status filled = FillRandom(random, "the group's secret key prefix");
+  if (!filled.ok()) throw sray::Error("sray: training " + filled.message());
+  return HexOf(random);
 }
 
 std::string DescribeResources(const std::map<std::string, double>& resources) {

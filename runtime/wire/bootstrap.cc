@@ -1,7 +1,6 @@
 #include "wire/bootstrap.h"
 
 #include <signal.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,20 +8,15 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/random_bytes.h"
+
 namespace sray::wire {
 namespace {
 
 Result<transport::JobToken> NewJobSecret() {
   transport::JobToken secret{};
-  std::size_t filled = 0;
-  while (filled < secret.size()) {
-    const ssize_t got = getrandom(secret.data() + filled, secret.size() - filled, 0);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno(errno, "cannot create the job secret");
-    }
-    filled += static_cast<std::size_t>(got);
-  }
+  const Status filled = FillRandom(secret, "the job secret");
+  if (!filled.ok()) return filled;
   return secret;
 }
 
