@@ -17,6 +17,12 @@ std::string Describe(const ResourceMap& resources) {
   return resources.empty() ? std::string("nothing") : sched::Describe(resources);
 }
 
+std::string ActorLabel(const ActorInfo& info) {
+  std::string label = "actor " + std::to_string(info.id);
+  if (!info.name.empty()) label += " '" + info.name + "'";
+  return label + " (" + info.factory + ")";
+}
+
 bool IsSuccess(OutcomeKind kind) {
   return kind == OutcomeKind::kInlineValue || kind == OutcomeKind::kStoredValue;
 }
@@ -243,6 +249,7 @@ void ActorDirectory::PlacePending(Effects& effects) {
 
 void ActorDirectory::MarkDead(ActorRecord& record, std::string cause, Effects& effects) {
   record.info.state = static_cast<std::uint8_t>(ActorState::kDead);
+  effects.events.emplace_back("actor_died", ActorLabel(record.info) + " died: " + cause);
   record.info.cause = std::move(cause);
   Release(record);
   auto named = names_.find(record.info.name);
@@ -311,6 +318,7 @@ void ActorDirectory::OnCreated(TaskOutcome outcome) {
           info.incarnation++;
           info.state = static_cast<std::uint8_t>(ActorState::kRestarting);
           info.cause = "its constructor's process died: " + outcome.error_message;
+          effects.events.emplace_back("actor_restarted", ActorLabel(info) + ": " + info.cause);
           if (!TryPlace(record, effects)) unplaced_.push_back(info.id);
         } else {
           MarkDead(record, "its constructor's process died: " + outcome.error_message, effects);
@@ -350,6 +358,7 @@ void ActorDirectory::OnWorkerDied(const ActorDeath& death) {
       info.state = static_cast<std::uint8_t>(ActorState::kRestarting);
       info.cause = where + "; restarted (restart " + std::to_string(record.restarts) + " of " +
                    std::to_string(record.creation.max_restarts) + ")";
+      effects.events.emplace_back("actor_restarted", ActorLabel(info) + ": " + info.cause);
       if (!TryPlace(record, effects)) unplaced_.push_back(info.id);
     } else {
       MarkDead(record,
@@ -529,6 +538,10 @@ Status ActorDirectory::RemovePlacementGroup(std::uint64_t id) {
     }
     group.placed = false;
     group.removed = true;
+    effects.events.emplace_back(
+        "placement_group_removed",
+        "placement group " + std::to_string(id) +
+            (group.creation.name.empty() ? "" : " '" + group.creation.name + "'") + " removed");
     for (auto& waiter : group.waiters)
       effects.groups.emplace_back(std::move(waiter), GroupInfo(id, group));
     group.waiters.clear();
@@ -560,6 +573,39 @@ void ActorDirectory::Run(Effects& effects) {
   for (auto& [node, kill] : effects.stops) hooks_.stop_worker(node, kill);
   for (auto& [done, info] : effects.infos) done(std::move(info));
   for (auto& [done, info] : effects.groups) done(std::move(info));
+  for (auto& [kind, message] : effects.events) events_.Add(std::move(kind), std::move(message));
+}
+
+std::vector<ActorDirectory::ActorView> ActorDirectory::Actors(std::size_t limit,
+                                                              std::size_t& total) {
+  std::lock_guard lock(mutex_);
+  total = actors_.size();
+  std::vector<ActorView> views;
+  views.reserve(std::min(limit, actors_.size()));
+  for (auto record = actors_.rbegin(); record != actors_.rend() && views.size() < limit; ++record) {
+    views.push_back(ActorView{.info = record->second.info,
+                              .restarts = record->second.restarts,
+                              .max_restarts = record->second.creation.max_restarts,
+                              .resources = record->second.creation.resources,
+                              .placement_group = record->second.creation.placement_group});
+  }
+  std::reverse(views.begin(), views.end());
+  return views;
+}
+
+std::vector<ActorDirectory::PlacementGroupView> ActorDirectory::PlacementGroups(
+    std::size_t limit, std::size_t& total) {
+  std::lock_guard lock(mutex_);
+  total = groups_.size();
+  std::vector<PlacementGroupView> views;
+  for (auto group = groups_.rbegin(); group != groups_.rend() && views.size() < limit; ++group) {
+    views.push_back(PlacementGroupView{.info = GroupInfo(group->first, group->second),
+                                       .name = group->second.creation.name,
+                                       .strategy = group->second.creation.strategy,
+                                       .bundles = group->second.creation.bundles});
+  }
+  std::reverse(views.begin(), views.end());
+  return views;
 }
 
 // ---- serving other processes ----

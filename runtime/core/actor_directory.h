@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "core/event_log.h"
 #include "core/protocol.h"
 #include "sched/resources.h"
 #include "transport/transport.h"
@@ -66,6 +67,27 @@ class ActorDirectory {
   void WaitPlacementGroup(const PlacementGroupWait& wait, GroupCallback done);
   Status RemovePlacementGroup(std::uint64_t id);
 
+  // What the dashboard shows, copied under the lock.
+  struct ActorView {
+    ActorInfo info;
+    std::int32_t restarts = 0;
+    std::int32_t max_restarts = 0;
+    ResourceMap resources;
+    std::uint64_t placement_group = 0;
+  };
+  struct PlacementGroupView {
+    PlacementGroupInfo info;
+    std::string name;
+    PlacementStrategy strategy = PlacementStrategy::kPack;
+    std::vector<ResourceMap> bundles;
+  };
+  // At most `limit` actors, the newest; `total` is told how many there are.
+  [[nodiscard]] std::vector<ActorView> Actors(std::size_t limit, std::size_t& total);
+  [[nodiscard]] std::vector<PlacementGroupView> PlacementGroups(std::size_t limit,
+                                                                std::size_t& total);
+  // Actors restarted and died, placement groups removed.
+  [[nodiscard]] const EventLog& events() const { return events_; }
+
   // Serves the requests above to the other processes of the job.
   void RegisterHandlers(transport::Transport& transport);
   // Drops every waiting callback: at shutdown, before the transport goes.
@@ -80,8 +102,8 @@ class ActorDirectory {
     ActorCreation creation;
     ActorInfo info;
     std::int32_t restarts = 0;
-    bool placed = false;           // holds resources on info.node
-    std::int32_t bundle = -1;      // bundle of its group it draws from
+    bool placed = false;       // holds resources on info.node
+    std::int32_t bundle = -1;  // bundle of its group it draws from
     std::vector<Waiter> waiters;
   };
   struct Bundle {
@@ -102,6 +124,7 @@ class ActorDirectory {
     std::vector<std::pair<std::uint32_t, ActorKill>> stops;
     std::vector<std::pair<InfoCallback, ActorInfo>> infos;
     std::vector<std::pair<GroupCallback, PlacementGroupInfo>> groups;
+    std::vector<std::pair<std::string, std::string>> events;  // kind, message
   };
 
   // Locked helpers.
@@ -120,6 +143,7 @@ class ActorDirectory {
   const std::vector<NodeDescription> nodes_;
   const std::uint32_t head_rank_;
   const Hooks hooks_;
+  EventLog events_;
 
   std::mutex mutex_;
   std::uint64_t next_actor_ = 1;
@@ -127,7 +151,7 @@ class ActorDirectory {
   std::uint64_t next_group_ = 1;
   std::map<std::uint64_t, ActorRecord> actors_;
   std::map<std::string, std::uint64_t> names_;
-  std::deque<std::uint64_t> unplaced_;  // actors waiting for room, oldest first
+  std::deque<std::uint64_t> unplaced_;    // actors waiting for room, oldest first
   std::vector<sched::ResourceMap> held_;  // per node: actors and bundles
   std::vector<std::uint32_t> actor_count_;
   std::map<std::uint64_t, Group> groups_;

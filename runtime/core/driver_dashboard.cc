@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/host_name.h"
+#include "common/private_file.h"
 #include "common/whole_number.h"
 #include "core/protocol.h"
 #include "core/training_runs.h"
@@ -17,6 +18,8 @@ namespace {
 constexpr const char* kDefaultAddress = "127.0.0.1:0";
 // A node that does not answer within this is shown with the error.
 constexpr auto kNodeStatusTimeout = std::chrono::seconds(5);
+// The newest actors and placement groups listed; all are counted.
+constexpr std::size_t kActorsListed = 1000;
 
 // Cookies are shared by every port of a host: one name per job and step.
 std::string CookieName(const jobsetup::TaskEnvironment& environment) {
@@ -53,6 +56,14 @@ dashboard::NodeSnapshot AskNode(transport::Transport& transport, std::uint32_t n
   snapshot.store_in_memory = status->store.in_memory;
   snapshot.store_spilled = status->store.spilled;
   snapshot.store_objects = status->store.objects;
+  snapshot.tasks.reserve(status->tasks.size());
+  for (auto& counts : status->tasks) {
+    snapshot.tasks.push_back({.function = std::move(counts.function),
+                              .queued = counts.queued,
+                              .running = counts.running,
+                              .finished = counts.finished,
+                              .failed = counts.failed});
+  }
   for (auto& event : status->events) {
     events.push_back({.unix_time = event.unix_time,
                       .node = node,
@@ -67,6 +78,63 @@ Result<WorkerLogs> AskLogs(transport::Transport& transport, std::uint32_t rank,
   auto reply = transport.Call(rank, kWorkerLogs, Encode(request), kNodeStatusTimeout);
   if (!reply.ok()) return reply.status();
   return Decode<WorkerLogs>(*reply, "worker logs");
+}
+
+const char* ActorStateName(std::uint8_t state) {
+  switch (static_cast<ActorState>(state)) {
+    case ActorState::kPending: return "pending";
+    case ActorState::kAlive: return "alive";
+    case ActorState::kRestarting: return "restarting";
+    case ActorState::kDead: return "dead";
+  }
+  return "unknown";
+}
+
+const char* StrategyName(PlacementStrategy strategy) {
+  switch (strategy) {
+    case PlacementStrategy::kPack: return "PACK";
+    case PlacementStrategy::kSpread: return "SPREAD";
+    case PlacementStrategy::kStrictPack: return "STRICT_PACK";
+    case PlacementStrategy::kStrictSpread: return "STRICT_SPREAD";
+  }
+  return "unknown";
+}
+
+// The head's part of the snapshot: actors, placement groups, their events.
+void AddHead(ActorDirectory& directory, dashboard::ClusterSnapshot& snapshot) {
+  for (auto& view : directory.Actors(kActorsListed, snapshot.actors_total)) {
+    ActorInfo& info = view.info;
+    snapshot.actors.push_back(dashboard::ActorSnapshot{.id = info.id,
+                                                       .name = std::move(info.name),
+                                                       .class_name = std::move(info.factory),
+                                                       .state = ActorStateName(info.state),
+                                                       .node = info.node,
+                                                       .worker = info.worker_rank,
+                                                       .hostname = std::move(info.hostname),
+                                                       .pid = info.pid,
+                                                       .restarts = view.restarts,
+                                                       .max_restarts = view.max_restarts,
+                                                       .resources = std::move(view.resources),
+                                                       .placement_group = view.placement_group,
+                                                       .cause = std::move(info.cause)});
+  }
+  for (auto& view : directory.PlacementGroups(kActorsListed, snapshot.placement_groups_total)) {
+    snapshot.placement_groups.push_back(
+        dashboard::PlacementGroupSnapshot{.id = view.info.id,
+                                          .name = std::move(view.name),
+                                          .strategy = StrategyName(view.strategy),
+                                          .state = view.info.removed  ? "removed"
+                                                   : view.info.placed ? "placed"
+                                                                      : "pending",
+                                          .bundles = std::move(view.bundles),
+                                          .bundle_nodes = std::move(view.info.bundle_nodes)});
+  }
+  for (auto& event : directory.events().Recent()) {
+    snapshot.events.push_back({.unix_time = event.unix_time,
+                               .node = -1,
+                               .kind = std::move(event.kind),
+                               .message = std::move(event.message)});
+  }
 }
 
 std::vector<dashboard::TrainingRunSnapshot> TrainingSnapshot() {
@@ -102,6 +170,7 @@ std::vector<dashboard::TrainingRunSnapshot> TrainingSnapshot() {
 std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnvironment& environment,
                                                       transport::Transport& transport,
                                                       std::vector<std::uint32_t> node_manager_ranks,
+                                                      ActorDirectory& directory,
                                                       std::ostream& messages) {
   const char* configured = std::getenv("SRAY_DASHBOARD");
   const std::string address =
@@ -132,14 +201,16 @@ std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnviro
   options.token = *token;
   options.cookie_name = CookieName(environment);
   const std::vector<std::uint32_t> node_manager_ranks_copy = node_manager_ranks;
-  options.snapshot = [&transport, ranks = std::move(node_manager_ranks),
+  options.snapshot = [&transport, &directory, ranks = std::move(node_manager_ranks),
                       job_id = environment.job_id,
                       step_id = environment.step_id]() -> Result<dashboard::ClusterSnapshot> {
-    dashboard::ClusterSnapshot snapshot{
-        .job_id = job_id, .step_id = step_id, .nodes = {}, .events = {}};
+    dashboard::ClusterSnapshot snapshot;
+    snapshot.job_id = job_id;
+    snapshot.step_id = step_id;
     for (std::uint32_t node = 0; node < ranks.size(); ++node) {
       snapshot.nodes.push_back(AskNode(transport, node, ranks[node], snapshot.events));
     }
+    AddHead(directory, snapshot);
     return snapshot;
   };
   options.training = &TrainingSnapshot;
@@ -195,6 +266,12 @@ std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnviro
            << where_token << "; from another machine: ssh -L " << listening << ":"
            << result->server->host() << ":" << listening << " " << host << ")" << std::endl;
   return result;
+}
+
+Status WriteActorIndex(ActorDirectory& directory, const std::filesystem::path& path) {
+  dashboard::ClusterSnapshot snapshot;
+  AddHead(directory, snapshot);
+  return WritePrivateFile(path, dashboard::ActorsJson(snapshot));
 }
 
 }  // namespace sray::core

@@ -10,10 +10,12 @@
 // server's threads only read what was given here.
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <ostream>
 #include <vector>
 
+#include "core/actor_directory.h"
 #include "dashboard/dashboard_server.h"
 #include "dashboard/jobs_file.h"
 #include "jobsetup/task_environment.h"
@@ -27,10 +29,17 @@ struct DriverDashboard {
 };
 
 // Null when the option says off, or when it cannot start (said on
-// `messages`: the job goes on without it). `transport` must outlive it.
+// `messages`: the job goes on without it). `transport` and `directory` (the
+// head's actors and placement groups) must outlive it.
 std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnvironment& environment,
                                                       transport::Transport& transport,
                                                       std::vector<std::uint32_t> node_manager_ranks,
+                                                      ActorDirectory& directory,
                                                       std::ostream& messages);
+
+// The job's actors as /api/actors lists them, written to `path` (mode
+// 0600) so `sray logs --actor NAME --log-dir DIR` finds an actor's log after
+// the job. Called at Shutdown when log_dir= is set.
+Status WriteActorIndex(ActorDirectory& directory, const std::filesystem::path& path);
 
 }  // namespace sray::core

@@ -1,14 +1,16 @@
 #pragma once
 
 // What happened on a node that a person looking at the job wants to know
-// (a worker process ended, and why): the newest kEventsKept, for the
+// (a worker process ended, and why; objects were spilled): the newest kEventsKept, for the
 // dashboard's /api/events.
 //
 // Thread-safety: every member may be called from any thread.
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -43,6 +45,47 @@ class EventLog {
  private:
   mutable std::mutex mutex_;
   std::deque<Event> events_;
+};
+
+// Objects spilled to disk, told as events without flooding the log: the
+// first spill after a quiet second at once, later ones added up and told at
+// most once a second, or when the events are read (Flush).
+//
+// Thread-safety: every member may be called from any thread; Spilled is
+// called under the object store's lock, and takes only its own.
+class SpillEvents {
+ public:
+  SpillEvents(std::uint32_t node_id, std::shared_ptr<EventLog> events)
+      : node_id_(node_id), events_(std::move(events)) {}
+
+  void Spilled(std::uint64_t bytes) {
+    std::lock_guard lock(mutex_);
+    ++objects_;
+    bytes_ += bytes;
+    if (std::chrono::steady_clock::now() - last_told_ >= std::chrono::seconds(1)) TellLocked();
+  }
+  void Flush() {
+    std::lock_guard lock(mutex_);
+    if (objects_ > 0) TellLocked();
+  }
+
+ private:
+  void TellLocked() {
+    events_->Add("objects_spilled",
+                 "node " + std::to_string(node_id_) + " spilled " + std::to_string(objects_) +
+                     " object(s), " + std::to_string(bytes_) +
+                     " bytes, to disk: its object store is full (object_store_memory=)");
+    objects_ = 0;
+    bytes_ = 0;
+    last_told_ = std::chrono::steady_clock::now();
+  }
+
+  const std::uint32_t node_id_;
+  const std::shared_ptr<EventLog> events_;
+  std::mutex mutex_;
+  std::uint64_t objects_ = 0;  // not yet told; guarded by mutex_
+  std::uint64_t bytes_ = 0;
+  std::chrono::steady_clock::time_point last_told_{};
 };
 
 }  // namespace sray::core

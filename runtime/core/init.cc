@@ -26,9 +26,9 @@
 
 #include "common/host_name.h"
 #include "core/actor_client.h"
+#include "core/actor_directory.h"
 #include "core/borrow_links.h"
 #include "core/driver_dashboard.h"
-#include "core/actor_directory.h"
 #include "core/environment_check.h"
 #include "core/head_service.h"
 #include "core/local_mode.h"
@@ -70,6 +70,8 @@ struct DriverState {
   std::vector<std::uint32_t> node_manager_ranks;
   // Asks node managers over the transport: goes first at Shutdown.
   std::unique_ptr<core::DriverDashboard> dashboard;
+  // log_dir=: where Shutdown lists the job's actors for `sray logs --actor`.
+  std::filesystem::path actor_index;
 };
 
 std::mutex driver_mutex;
@@ -153,7 +155,8 @@ core::NodeManagerConfig NodeConfig(const wire::WiredJob& job,
       .name_prefix = prefix,
       .spill_directory = std::filesystem::path(environment.session_dir) / "spill",
       .capacity = *capacity,
-      .node_id = environment.node_id};
+      .node_id = environment.node_id,
+      .on_spilled = {}};
   const auto cpus = static_cast<std::uint32_t>(environment.node_cpus);
   config.max_workers = std::max<std::uint32_t>(4, 2 * cpus);
   config.executable = ExecutablePath();
@@ -162,6 +165,12 @@ core::NodeManagerConfig NodeConfig(const wire::WiredJob& job,
   config.worker_logs_directory = (std::filesystem::path(environment.session_dir) / "logs").string();
   const char* log_to_driver = std::getenv("SRAY_LOG_TO_DRIVER");
   config.log_to_driver = log_to_driver == nullptr || std::string_view(log_to_driver) != "false";
+  if (const char* log_dir = std::getenv("SRAY_LOG_DIR"); log_dir != nullptr && *log_dir != '\0') {
+    config.worker_logs_copy =
+        (std::filesystem::path(log_dir) / (environment.job_id + "." + environment.step_id) /
+         ("node-" + std::to_string(environment.node_id)))
+            .string();
+  }
   config.head_rank = 0;
   if (layout.rank != 0) {
     auto head_address = job.pmix->Get(0, wire::kNetworkAddressKey, false);
@@ -446,8 +455,13 @@ void JoinJob(int argc, char** argv, const InitOptions& options) {
               std::move(book));
   {
     std::lock_guard lock(driver_mutex);
-    driver->dashboard = core::StartDriverDashboard(*environment, *driver->job->transport,
-                                                   driver->node_manager_ranks, std::cerr);
+    if (const char* log_dir = std::getenv("SRAY_LOG_DIR"); log_dir != nullptr && *log_dir != '\0') {
+      driver->actor_index = std::filesystem::path(log_dir) /
+                            (environment->job_id + "." + environment->step_id) / "actors.json";
+    }
+    driver->dashboard =
+        core::StartDriverDashboard(*environment, *driver->job->transport,
+                                   driver->node_manager_ranks, *driver->directory, std::cerr);
   }
   ShutdownAtExit();
 }
@@ -497,6 +511,13 @@ void Shutdown() {
                          std::chrono::seconds(10));
   }
   state->node_manager.reset();
+  if (!state->actor_index.empty()) {
+    const Status written = core::WriteActorIndex(*state->directory, state->actor_index);
+    if (!written.ok()) {
+      std::cerr << "sray: the list of actors was not written to log_dir: " << written.message()
+                << "; `sray logs --actor` will not find them there, --node and --worker will\n";
+    }
+  }
   state->directory->DropWaiters();
   state->job.reset();
   state->owner->SetActorCalls(nullptr);

@@ -422,6 +422,17 @@ void LocalScheduler::FailQueued(OutcomeKind kind, const std::string& message,
   }
 }
 
+std::map<std::string, FunctionTasks> LocalScheduler::CurrentTasks() const {
+  std::map<std::string, FunctionTasks> tasks;
+  for (const auto& [shape, waiting] : queues_) {
+    for (const TaskSpec& spec : waiting) ++tasks[DisplayName(spec)].queued;
+  }
+  for (const auto& [rank, worker] : workers_) {
+    for (const TaskSpec& spec : worker.assigned) ++tasks[DisplayName(spec)].running;
+  }
+  return tasks;
+}
+
 bool LocalScheduler::NeedsBroadcast() const {
   return !nodes_.empty() && (dirty_ || queued_ != last_broadcast_queued_);
 }

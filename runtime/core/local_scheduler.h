@@ -122,6 +122,9 @@ class LocalScheduler {
   [[nodiscard]] std::size_t queued() const { return queued_; }
   [[nodiscard]] const sched::ResourceMap& available() const { return available_; }
   [[nodiscard]] std::size_t workers() const { return workers_.size(); }
+  // Tasks waiting here and handed to workers now, by function, for the
+  // dashboard (the queued and running counts; the rest stay 0).
+  [[nodiscard]] std::map<std::string, FunctionTasks> CurrentTasks() const;
 
  private:
   struct Worker {

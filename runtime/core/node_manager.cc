@@ -9,6 +9,7 @@
 #include <variant>
 
 #include "common/host_name.h"
+#include "common/worker_log_files.h"
 #include "core/worker_launch.h"
 #include "core/worker_main.h"
 
@@ -95,17 +96,22 @@ class TransportTransferLinks final : public TransferLinks {
 Result<std::unique_ptr<NodeManager>> NodeManager::Create(
     NodeManagerConfig config, transport::Transport& transport,
     std::shared_ptr<transport::AddressBook> address_book) {
+  auto events = std::make_shared<EventLog>();
+  auto spill_events = std::make_shared<SpillEvents>(config.node_id, events);
+  config.store.on_spilled = [spill_events](std::uint64_t bytes) { spill_events->Spilled(bytes); };
   auto store = object::ObjectStore::Open(config.store);
   if (!store.ok()) return store.status();
-  std::unique_ptr<NodeManager> manager(new NodeManager(
-      std::move(config), transport, std::move(address_book), std::move(store).value()));
+  std::unique_ptr<NodeManager> manager(
+      new NodeManager(std::move(config), transport, std::move(address_book),
+                      std::move(store).value(), std::move(events), std::move(spill_events)));
   NodeManager* raw = manager.get();
   auto processes = sched::WorkerProcesses::Create([raw](pid_t pid, int wait_status) {
     if (raw->stopping_.load()) return;
     raw->loop_->Post([raw, pid, wait_status] {
       const std::string how = sched::DescribeWaitStatus(wait_status);
-      raw->events_.Add("worker_exited", "worker process " + std::to_string(pid) + " of node " +
-                                            std::to_string(raw->config_.node_id) + " ended: " + how);
+      raw->events_->Add("worker_exited", "worker process " + std::to_string(pid) + " of node " +
+                                             std::to_string(raw->config_.node_id) +
+                                             " ended: " + how);
       raw->Apply(raw->scheduler_.OnWorkerExited(pid, how));
     });
   });
@@ -127,10 +133,14 @@ Result<std::unique_ptr<NodeManager>> NodeManager::Create(
 
 NodeManager::NodeManager(NodeManagerConfig config, transport::Transport& transport,
                          std::shared_ptr<transport::AddressBook> address_book,
-                         std::unique_ptr<object::ObjectStore> store)
+                         std::unique_ptr<object::ObjectStore> store,
+                         std::shared_ptr<EventLog> events,
+                         std::shared_ptr<SpillEvents> spill_events)
     : config_(std::move(config)),
       transport_(transport),
       address_book_(std::move(address_book)),
+      events_(std::move(events)),
+      spill_events_(std::move(spill_events)),
       store_(std::move(store)),
       scheduler_(LocalSchedulerConfig{.node_id = config_.node_id,
                                       .total = config_.total,
@@ -147,7 +157,17 @@ NodeManager::NodeManager(NodeManagerConfig config, transport::Transport& transpo
 NodeManager::~NodeManager() {
   Stop();
   processes_.reset();
+  // Every line the workers printed is in the files once the reader ends.
   worker_output_.reset();
+  if (!config_.worker_logs_copy.empty() && !config_.worker_logs_directory.empty()) {
+    const Status copied = CopyWorkerLogs(config_.worker_logs_directory, config_.worker_logs_copy);
+    if (!copied.ok()) {
+      std::fprintf(stderr,
+                   "sray: node %u: the workers' logs were not copied to %s (log_dir): %s; check "
+                   "that the directory exists and the job user may write there\n",
+                   config_.node_id, config_.worker_logs_copy.c_str(), copied.message().c_str());
+    }
+  }
 }
 
 void NodeManager::Stop() {
@@ -161,7 +181,6 @@ void NodeManager::Stop() {
   blocking_->Stop();
   transfer_->Clear();
 }
-
 
 StoreAccess& NodeManager::store_access() {
   return *store_access_;
@@ -260,17 +279,18 @@ void ServeRequest(transport::Transport& transport, const std::shared_ptr<Handler
 
 Result<transport::Bytes> NodeManager::ReadWorkerLogs(const WorkerLogsRequest& request) const {
   if (config_.worker_logs_directory.empty()) {
-    return Status::NotFound("workers' output is not kept on node " + std::to_string(config_.node_id));
+    return Status::NotFound("workers' output is not kept on node " +
+                            std::to_string(config_.node_id));
   }
   WorkerLogs logs;
   if (request.worker == 0) {
-    for (const auto& file : WorkerOutput::ListLogs(config_.worker_logs_directory)) {
+    for (const auto& file : ListWorkerLogs(config_.worker_logs_directory)) {
       logs.files.push_back({.worker = file.rank, .size = file.size});
     }
     return Encode(logs);
   }
-  auto chunk = WorkerOutput::ReadLog(config_.worker_logs_directory, request.worker,
-                                     request.offset, std::min<std::uint64_t>(request.max_bytes, 1 << 20));
+  auto chunk = ReadWorkerLog(config_.worker_logs_directory, request.worker, request.offset,
+                             std::min<std::uint64_t>(request.max_bytes, 1 << 20));
   if (!chunk.ok()) return chunk.status();
   logs.offset = chunk->offset;
   logs.size = chunk->size;
@@ -279,6 +299,7 @@ Result<transport::Bytes> NodeManager::ReadWorkerLogs(const WorkerLogsRequest& re
 }
 
 NodeStatus NodeManager::StatusNow() const {
+  spill_events_->Flush();
   const auto snapshot = store_->Usage();
   return NodeStatus{.node_id = config_.node_id,
                     .hostname = config_.hostname,
@@ -290,7 +311,8 @@ NodeStatus NodeManager::StatusNow() const {
                               .in_memory = snapshot.in_memory,
                               .spilled = snapshot.spilled,
                               .objects = snapshot.objects},
-                    .events = events_.Recent()};
+                    .events = events_->Recent(),
+                    .tasks = task_tally_.With(scheduler_.CurrentTasks())};
 }
 
 void NodeManager::RegisterHandlers() {
@@ -420,16 +442,16 @@ void NodeManager::RegisterHandlers() {
                                manager.transfer_->UnpinForPull(request.id);
                              });
   // Answered from the event loop, where the scheduler's state lives.
-  transport.RegisterDeferredRequestHandler(
-      kNodeStatus, [guard](std::uint32_t, auto, transport::Responder responder) {
-        std::shared_lock lock(guard->mutex);
-        if (guard->manager == nullptr) {
-          responder.Reply(Status::Unavailable("the node manager is stopping"));
-          return;
-        }
-        NodeManager* manager = guard->manager;
-        manager->loop_->Post([manager, responder] { responder.Reply(Encode(manager->StatusNow())); });
-      });
+  transport.RegisterDeferredRequestHandler(kNodeStatus, [guard](std::uint32_t, auto,
+                                                                transport::Responder responder) {
+    std::shared_lock lock(guard->mutex);
+    if (guard->manager == nullptr) {
+      responder.Reply(Status::Unavailable("the node manager is stopping"));
+      return;
+    }
+    NodeManager* manager = guard->manager;
+    manager->loop_->Post([manager, responder] { responder.Reply(Encode(manager->StatusNow())); });
+  });
   transport.RegisterRequestHandler(kStoreUsage,
                                    [guard](std::uint32_t, auto) -> Result<transport::Bytes> {
                                      core::StoreUsage usage;
@@ -475,8 +497,12 @@ void NodeManager::Apply(SchedulerEffects effects) {
                    [&](effects::ForwardToNode& forward) {
                      transport_.Post(forward.node_rank, kSubmitTask, Encode(forward.task));
                    },
-                   [&](effects::DeliverOutcome& deliver) { Route(std::move(deliver.outcome)); },
+                   [&](effects::DeliverOutcome& deliver) {
+                     task_tally_.Record(deliver.outcome);
+                     Route(std::move(deliver.outcome));
+                   },
                    [&](effects::ActorReady& ready) {
+                     task_tally_.Record(ready.outcome);
                      if (auto entry = address_book_->Find(ready.outcome.worker_rank)) {
                        ready.outcome.worker_address =
                            std::string(transport::TextOf(entry->address));

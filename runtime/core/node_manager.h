@@ -35,8 +35,9 @@
 #include "core/owner.h"
 #include "core/protocol.h"
 #include "core/serial_executor.h"
-#include "core/worker_output.h"
 #include "core/store_access.h"
+#include "core/task_tally.h"
+#include "core/worker_output.h"
 #include "object/mapped_file.h"
 #include "object/object_store.h"
 #include "sched/resources.h"
@@ -69,6 +70,9 @@ struct NodeManagerConfig {
   // with a prefix unless log_to_driver is false.
   std::string worker_logs_directory;
   bool log_to_driver = true;
+  // Where the log files are copied when the manager ends (log_dir=); empty:
+  // they go with the session directory.
+  std::string worker_logs_copy;
 };
 
 class NodeManager {
@@ -76,7 +80,8 @@ class NodeManager {
   static Result<std::unique_ptr<NodeManager>> Create(
       NodeManagerConfig config, transport::Transport& transport,
       std::shared_ptr<transport::AddressBook> address_book);
-  // Stops the workers and removes every object of the node.
+  // Stops the workers, removes every object of the node, and copies the
+  // workers' logs where worker_logs_copy says.
   ~NodeManager();
   NodeManager(const NodeManager&) = delete;
   NodeManager& operator=(const NodeManager&) = delete;
@@ -101,7 +106,8 @@ class NodeManager {
 
   NodeManager(NodeManagerConfig config, transport::Transport& transport,
               std::shared_ptr<transport::AddressBook> address_book,
-              std::unique_ptr<object::ObjectStore> store);
+              std::unique_ptr<object::ObjectStore> store, std::shared_ptr<EventLog> events,
+              std::shared_ptr<SpillEvents> spill_events);
   void RegisterHandlers();
 
   // Event loop only: carries out what the scheduler decided, in order.
@@ -121,10 +127,12 @@ class NodeManager {
   const NodeManagerConfig config_;
   transport::Transport& transport_;
   std::shared_ptr<transport::AddressBook> address_book_;
+  // Shared with the store's spill callback.
+  const std::shared_ptr<EventLog> events_;
+  const std::shared_ptr<SpillEvents> spill_events_;
   std::unique_ptr<object::ObjectStore> store_;
   std::unique_ptr<LocalStoreAccess> store_access_;
   std::atomic<bool> stopping_{false};
-  EventLog events_;
 
   // Immutable after ApplyClusterView; read from any thread.
   mutable std::mutex view_mutex_;
@@ -132,6 +140,7 @@ class NodeManager {
 
   // Event-loop state.
   LocalScheduler scheduler_;
+  TaskTally task_tally_;
   std::chrono::steady_clock::time_point last_broadcast_{};
 
   // Objects between this node's store and others (blocking; any thread).

@@ -18,10 +18,6 @@ void PrepareRetry(TaskSpec& spec) {
   spec.visible_devices.clear();
 }
 
-std::string TaskLabel(const TaskSpec& spec) {
-  return spec.name.empty() ? spec.function : spec.name;
-}
-
 }  // namespace
 
 Owner::Owner(OwnerIdentity identity, StoreAccess& store, std::function<void(TaskSpec)> submit)
@@ -126,7 +122,7 @@ internal::ObjectId Owner::Submit(TaskSpec spec, std::vector<internal::TaskArgume
       Actors().Enqueue(task.spec.actor_id, task_id);
     }
     ObjectEntry entry;
-    entry.producer = TaskLabel(task.spec);
+    entry.producer = DisplayName(task.spec);
     objects_.emplace(id, std::move(entry));
     auto [inserted, unused] = tasks_.emplace(task_id, std::move(task));
     ResolveArgumentsLocked(inserted->second, followups);
@@ -363,7 +359,7 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
             break;
           default:
             entry.state = State::kFailed;
-            if (outcome.function.empty()) outcome.function = TaskLabel(task.spec);
+            if (outcome.function.empty()) outcome.function = DisplayName(task.spec);
             outcome.error_message += kind == OutcomeKind::kWorkerDied
                                          ? " (attempts: " + std::to_string(task.spec.attempt + 1) +
                                                ", max_retries=" + std::to_string(task.max_retries) +
@@ -374,9 +370,8 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
         }
         if (entry.sharing && !entry.sharing->status_waiters.empty()) {
           for (auto& waiter : std::exchange(entry.sharing->status_waiters, {})) {
-            answers.emplace_back([waiter = std::move(waiter), status = StatusOf(entry)] {
-              waiter(status);
-            });
+            answers.emplace_back(
+                [waiter = std::move(waiter), status = StatusOf(entry)] { waiter(status); });
           }
         }
         for (const auto& argument : task.spec.arguments) {

@@ -182,6 +182,11 @@ struct TaskOutcome {
 };
 
 // An outcome for `spec` without a value: a failure of `kind`.
+// What users call a task: its name option, else its function's.
+inline const std::string& DisplayName(const TaskSpec& spec) {
+  return spec.name.empty() ? spec.function : spec.name;
+}
+
 inline TaskOutcome FailedOutcome(const TaskSpec& spec, OutcomeKind kind, std::string message) {
   TaskOutcome outcome;
   outcome.task_id = spec.task_id;
@@ -190,7 +195,7 @@ inline TaskOutcome FailedOutcome(const TaskSpec& spec, OutcomeKind kind, std::st
   outcome.owner_node = spec.owner_node;
   outcome.kind = static_cast<std::uint8_t>(kind);
   outcome.error_message = std::move(message);
-  outcome.function = spec.name.empty() ? spec.function : spec.name;
+  outcome.function = DisplayName(spec);
   outcome.actor_id = spec.actor_id;
   outcome.incarnation = spec.incarnation;
   return outcome;
@@ -260,7 +265,17 @@ struct StoreUsage {
   MSGPACK_DEFINE(capacity, in_memory, spilled, objects)
 };
 
-// A node as the dashboard shows it: resources, queue, workers, store.
+// The tasks of one function on a node, by state, for the dashboard.
+struct FunctionTasks {
+  std::string function;
+  std::uint64_t queued = 0;    // waiting here for resources or a worker
+  std::uint64_t running = 0;   // handed to a worker (running, or next in its line)
+  std::uint64_t finished = 0;  // returned, since the node started
+  std::uint64_t failed = 0;    // threw, or could not run (its owner may retry it)
+  MSGPACK_DEFINE(function, queued, running, finished, failed)
+};
+
+// A node as the dashboard shows it: resources, queue, workers, store, tasks.
 struct NodeStatus {
   std::uint32_t node_id = 0;
   std::string hostname;
@@ -269,14 +284,15 @@ struct NodeStatus {
   std::uint64_t queued = 0;
   std::uint64_t workers = 0;
   StoreUsage store;
-  std::vector<Event> events;  // the newest, oldest first
-  MSGPACK_DEFINE(node_id, hostname, total, available, queued, workers, store, events)
+  std::vector<Event> events;         // the newest, oldest first
+  std::vector<FunctionTasks> tasks;  // by function name
+  MSGPACK_DEFINE(node_id, hostname, total, available, queued, workers, store, events, tasks)
 };
 
 // A worker's log file, or the list of them (worker 0).
 struct WorkerLogsRequest {
-  std::uint32_t worker = 0;     // 0: list the node's log files
-  std::int64_t offset = -1;     // -1: the last max_bytes
+  std::uint32_t worker = 0;  // 0: list the node's log files
+  std::int64_t offset = -1;  // -1: the last max_bytes
   std::uint64_t max_bytes = 64 * 1024;
   MSGPACK_DEFINE(worker, offset, max_bytes)
 };

@@ -6,15 +6,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <stdexcept>
 #include <memory>
+#include <stdexcept>
 #include <string_view>
 #include <typeinfo>
 
 #include "core/owner.h"
 #include "core/process_runtime.h"
-#include "sray/internal/contained_refs.h"
 #include "object/mapped_file.h"
+#include "sray/internal/contained_refs.h"
 #include "sray/internal/function_registry.h"
 
 namespace sray::core {
@@ -55,7 +55,7 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
   outcome.return_id = spec.return_id;
   outcome.owner_rank = spec.owner_rank;
   outcome.owner_node = spec.owner_node;
-  outcome.function = spec.name.empty() ? spec.function : spec.name;
+  outcome.function = DisplayName(spec);
   outcome.node = node_id;
   static const pid_t kPid = ::getpid();  // workers never fork
   outcome.pid = kPid;
@@ -86,7 +86,8 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
     arguments.push_back((*file)->view());
     mapped.push_back(std::move(file).value());
   }
-  if (!spec.visible_devices.empty()) ::setenv("CUDA_VISIBLE_DEVICES", spec.visible_devices.c_str(), 1);
+  if (!spec.visible_devices.empty())
+    ::setenv("CUDA_VISIBLE_DEVICES", spec.visible_devices.c_str(), 1);
 
   std::string result;
   internal::ContainedRefs contained;
@@ -104,13 +105,14 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
     // borrower of each before this process may drop its own.
     Owner* owner = ProcessRuntime();
     if (owner == nullptr) {
-      return fail(OutcomeKind::kSystemError, "", "its result holds ObjectRefs, but the runtime is gone");
+      return fail(OutcomeKind::kSystemError, "",
+                  "its result holds ObjectRefs, but the runtime is gone");
     }
     auto lent = owner->Lend(contained, spec.owner_rank);
     if (!lent.ok()) {
-      return fail(OutcomeKind::kSystemError, "",
-                  "its result holds ObjectRefs that cannot be handed over: " +
-                      lent.status().message());
+      return fail(
+          OutcomeKind::kSystemError, "",
+          "its result holds ObjectRefs that cannot be handed over: " + lent.status().message());
     }
     outcome.contained = std::move(lent).value();
   }
@@ -124,14 +126,14 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
   if (!path.ok()) {
     return fail(path.status().code() == StatusCode::kResourceExhausted ? OutcomeKind::kStoreFull
                                                                        : OutcomeKind::kSystemError,
-                "", "cannot store its result of " + std::to_string(result.size()) +
-                        " bytes: " + path.status().message());
+                "",
+                "cannot store its result of " + std::to_string(result.size()) +
+                    " bytes: " + path.status().message());
   }
   auto file = object::MappedFile::Create(*path, result.size());
   if (!file.ok()) {
     store.Free(spec.return_id, node_id);
-    return fail(OutcomeKind::kStoreFull, "",
-                "cannot store its result: " + file.status().message());
+    return fail(OutcomeKind::kStoreFull, "", "cannot store its result: " + file.status().message());
   }
   std::memcpy((*file)->data(), result.data(), result.size());
   file->reset();
@@ -164,7 +166,8 @@ TaskOutcome ConstructActor(const TaskSpec& spec, StoreAccess& store, std::uint32
       return internal::Serialize(msgpack::type::nil_t());
     };
   }
-  return Run(spec, store, node_id, body, [&] { return NotRegistered("actor factory", spec.function); });
+  return Run(spec, store, node_id, body,
+             [&] { return NotRegistered("actor factory", spec.function); });
 }
 
 TaskOutcome ExecuteActorCall(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
@@ -172,7 +175,9 @@ TaskOutcome ExecuteActorCall(const TaskSpec& spec, StoreAccess& store, std::uint
   const internal::MethodInvoker* method = internal::FindMethod(spec.function);
   Body body;
   if (method != nullptr) {
-    body = [&](const std::vector<std::string_view>& arguments) { return (*method)(instance, arguments); };
+    body = [&](const std::vector<std::string_view>& arguments) {
+      return (*method)(instance, arguments);
+    };
   }
   return Run(spec, store, node_id, body,
              [&] { return NotRegistered("actor method", "&" + spec.function); });

@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <vector>
 
-#include "common/whole_number.h"
+#include "common/worker_log_files.h"
 
 namespace sray::core {
 namespace {
@@ -63,60 +63,8 @@ WorkerOutput::~WorkerOutput() {
   ::close(wake_fd_);
 }
 
-namespace {
-
-std::filesystem::path LogPathIn(const std::filesystem::path& directory, std::uint32_t rank) {
-  return directory / ("worker-" + std::to_string(rank) + ".log");
-}
-
-}  // namespace
-
 std::filesystem::path WorkerOutput::LogPath(std::uint32_t rank) const {
-  return LogPathIn(options_.directory, rank);
-}
-
-std::vector<WorkerOutput::LogFile> WorkerOutput::ListLogs(const std::filesystem::path& directory) {
-  std::vector<LogFile> files;
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(directory, error)) {
-    const std::string name = entry.path().filename().string();
-    constexpr std::string_view kPrefix = "worker-";
-    constexpr std::string_view kSuffix = ".log";
-    if (!name.starts_with(kPrefix) || !name.ends_with(kSuffix)) continue;
-    const auto rank = WholeNumber<std::uint32_t>(std::string_view(name).substr(
-        kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size()));
-    if (!rank) continue;
-    std::error_code size_error;
-    const auto size = entry.file_size(size_error);
-    files.push_back({.rank = *rank, .size = size_error ? 0 : size});
-  }
-  std::sort(files.begin(), files.end(),
-            [](const LogFile& left, const LogFile& right) { return left.rank < right.rank; });
-  return files;
-}
-
-Result<WorkerOutput::LogChunk> WorkerOutput::ReadLog(const std::filesystem::path& directory,
-                                                     std::uint32_t rank, std::int64_t offset,
-                                                     std::uint64_t max_bytes) {
-  const auto path = LogPathIn(directory, rank);
-  const int file = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (file < 0) {
-    return Status::NotFound("worker " + std::to_string(rank) + " has no log on this node");
-  }
-  struct stat info {};
-  ::fstat(file, &info);
-  LogChunk chunk;
-  chunk.size = static_cast<std::uint64_t>(info.st_size);
-  const std::uint64_t start =
-      offset < 0 ? (chunk.size > max_bytes ? chunk.size - max_bytes : 0)
-                 : std::min<std::uint64_t>(static_cast<std::uint64_t>(offset), chunk.size);
-  chunk.offset = start;
-  chunk.data.resize(std::min<std::uint64_t>(max_bytes, chunk.size - start));
-  const ssize_t got =
-      ::pread(file, chunk.data.data(), chunk.data.size(), static_cast<off_t>(start));
-  ::close(file);
-  chunk.data.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
-  return chunk;
+  return WorkerLogPath(options_.directory, rank);
 }
 
 Result<WorkerOutput::Pipes> WorkerOutput::Open(std::uint32_t rank) {

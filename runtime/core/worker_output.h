@@ -3,8 +3,8 @@
 // What a node's workers print. Each worker's standard output and error go
 // to pipes this class reads on a thread of its own: every line is appended
 // to the worker's log file in the session directory (logs/worker-RANK.log,
-// kept under a size limit by moving it to .1 once, so the newest lines are
-// always there), and, unless log_to_driver=false, written to the node
+// common/worker_log_files; kept under a size limit by moving it to .1 once,
+// so the newest lines are always there), and, unless log_to_driver=false, written to the node
 // manager's own output with a prefix naming the node, worker and pid, which
 // is where a job's output is gathered (srun, sray run).
 //
@@ -57,22 +57,6 @@ class WorkerOutput {
   // prefix (0 when the spawn failed).
   void Started(std::uint32_t rank, const Pipes& pipes, pid_t pid);
   [[nodiscard]] std::filesystem::path LogPath(std::uint32_t rank) const;
-
-  // The reading side, for the dashboard and `sray logs` (any thread, blocks
-  // on the file system): the log files in `directory`, and up to
-  // `max_bytes` of one from `offset` (negative: its last `max_bytes`).
-  struct LogFile {
-    std::uint32_t rank = 0;
-    std::uint64_t size = 0;
-  };
-  static std::vector<LogFile> ListLogs(const std::filesystem::path& directory);
-  struct LogChunk {
-    std::uint64_t offset = 0;
-    std::uint64_t size = 0;  // of the whole file now
-    std::string data;
-  };
-  static Result<LogChunk> ReadLog(const std::filesystem::path& directory, std::uint32_t rank,
-                                  std::int64_t offset, std::uint64_t max_bytes);
 
  private:
   explicit WorkerOutput(Options options, int wake_fd);

@@ -109,12 +109,9 @@ std::string LogIndexJson(const std::vector<LogFileEntry>& files) {
 }
 
 std::string LogChunkJson(const LogChunk& chunk) {
-  return nlohmann::json{{"node", chunk.node},
-                        {"worker", chunk.worker},
-                        {"offset", chunk.offset},
-                        {"next_offset", chunk.offset + chunk.data.size()},
-                        {"size", chunk.size},
-                        {"data", chunk.data}}
+  return nlohmann::json{{"node", chunk.node},     {"worker", chunk.worker},
+                        {"offset", chunk.offset}, {"next_offset", chunk.offset + chunk.data.size()},
+                        {"size", chunk.size},     {"data", chunk.data}}
       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -122,6 +119,124 @@ std::string JobJson(const ClusterSnapshot& snapshot) {
   return nlohmann::json{
       {"job_id", snapshot.job_id}, {"step_id", snapshot.step_id}, {"nodes", snapshot.nodes.size()}}
       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+namespace {
+
+std::string Dump(const nlohmann::json& json) {
+  return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+nlohmann::json CountsJson(const FunctionTaskCounts& counts) {
+  return {{"queued", counts.queued},
+          {"running", counts.running},
+          {"finished", counts.finished},
+          {"failed", counts.failed}};
+}
+
+void Add(FunctionTaskCounts& sum, const FunctionTaskCounts& counts) {
+  sum.queued += counts.queued;
+  sum.running += counts.running;
+  sum.finished += counts.finished;
+  sum.failed += counts.failed;
+}
+
+// Every node's counts summed by function, sorted by name.
+std::map<std::string, FunctionTaskCounts> TasksByFunction(const ClusterSnapshot& snapshot) {
+  std::map<std::string, FunctionTaskCounts> by_function;
+  for (const auto& node : snapshot.nodes) {
+    for (const auto& counts : node.tasks) Add(by_function[counts.function], counts);
+  }
+  return by_function;
+}
+
+}  // namespace
+
+std::string TasksJson(const ClusterSnapshot& snapshot) {
+  FunctionTaskCounts all;
+  nlohmann::json functions = nlohmann::json::array();
+  for (const auto& [function, counts] : TasksByFunction(snapshot)) {
+    Add(all, counts);
+    nlohmann::json json = CountsJson(counts);
+    json["function"] = function;
+    functions.push_back(std::move(json));
+  }
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const auto& node : snapshot.nodes) {
+    FunctionTaskCounts sum;
+    for (const auto& counts : node.tasks) Add(sum, counts);
+    nlohmann::json json = CountsJson(sum);
+    json["node"] = node.node_id;
+    if (!node.error.empty()) json["error"] = node.error;
+    nodes.push_back(std::move(json));
+  }
+  return Dump({{"by_state", CountsJson(all)},
+               {"by_function", std::move(functions)},
+               {"by_node", std::move(nodes)},
+               {"counted",
+                "tasks run by node managers (functions and actor constructors); finished and "
+                "failed count attempts since the job started, a retried task once per attempt"}});
+}
+
+std::string ActorsJson(const ClusterSnapshot& snapshot) {
+  std::map<std::string, std::uint64_t> by_state;
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& actor : snapshot.actors) {
+    ++by_state[actor.state];
+    nlohmann::json json = {{"id", actor.id},
+                           {"name", actor.name},
+                           {"class", actor.class_name},
+                           {"state", actor.state},
+                           {"node", actor.node},
+                           {"worker", actor.worker},
+                           {"hostname", actor.hostname},
+                           {"pid", actor.pid},
+                           {"restarts", actor.restarts},
+                           {"max_restarts", actor.max_restarts},
+                           {"resources", actor.resources}};
+    if (actor.placement_group != 0) json["placement_group"] = actor.placement_group;
+    if (!actor.cause.empty()) json["cause"] = actor.cause;
+    list.push_back(std::move(json));
+  }
+  return Dump({{"total", snapshot.actors_total},
+               {"listed_by_state", by_state},
+               {"actors", std::move(list)}});
+}
+
+std::string PlacementGroupsJson(const ClusterSnapshot& snapshot) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& group : snapshot.placement_groups) {
+    list.push_back({{"id", group.id},
+                    {"name", group.name},
+                    {"strategy", group.strategy},
+                    {"state", group.state},
+                    {"bundles", group.bundles},
+                    {"bundle_nodes", group.bundle_nodes}});
+  }
+  return Dump({{"total", snapshot.placement_groups_total}, {"placement_groups", std::move(list)}});
+}
+
+std::string ObjectsJson(const ClusterSnapshot& snapshot) {
+  std::uint64_t objects = 0;
+  std::uint64_t in_memory = 0;
+  std::uint64_t spilled = 0;
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const auto& node : snapshot.nodes) {
+    objects += node.store_objects;
+    in_memory += node.store_in_memory;
+    spilled += node.store_spilled;
+    nlohmann::json json = {{"node", node.node_id},
+                           {"objects", node.store_objects},
+                           {"in_memory_bytes", node.store_in_memory},
+                           {"spilled_bytes", node.store_spilled},
+                           {"capacity_bytes", node.store_capacity}};
+    if (!node.error.empty()) json["error"] = node.error;
+    nodes.push_back(std::move(json));
+  }
+  return Dump({{"objects", objects},
+               {"in_memory_bytes", in_memory},
+               {"spilled_bytes", spilled},
+               {"nodes", std::move(nodes)}});
 }
 
 std::string TrainingJson(const std::vector<TrainingRunSnapshot>& runs) {
@@ -192,6 +307,44 @@ std::string MetricsText(const ClusterSnapshot& snapshot,
   one("sray_object_store_spilled_bytes", "Bytes of objects a node spilled to disk.",
       &NodeSnapshot::store_spilled);
   one("sray_object_store_objects", "Objects in a node's store.", &NodeSnapshot::store_objects);
+
+  const auto by_function = TasksByFunction(snapshot);
+  text +=
+      "# HELP sray_tasks Tasks waiting for a worker (queued) or handed to one (running), by "
+      "function.\n# TYPE sray_tasks gauge\n";
+  for (const auto& [function, counts] : by_function) {
+    const std::string labels = job_labels + ",function=\"" + LabelValue(function) + "\"";
+    text += "sray_tasks{" + labels + ",state=\"queued\"} " + std::to_string(counts.queued) + "\n";
+    text += "sray_tasks{" + labels + ",state=\"running\"} " + std::to_string(counts.running) + "\n";
+  }
+  text +=
+      "# HELP sray_task_attempts_total Task attempts that ended, by function and how.\n"
+      "# TYPE sray_task_attempts_total counter\n";
+  for (const auto& [function, counts] : by_function) {
+    const std::string labels = job_labels + ",function=\"" + LabelValue(function) + "\"";
+    text += "sray_task_attempts_total{" + labels + ",state=\"finished\"} " +
+            std::to_string(counts.finished) + "\n";
+    text += "sray_task_attempts_total{" + labels + ",state=\"failed\"} " +
+            std::to_string(counts.failed) + "\n";
+  }
+  std::map<std::string, std::uint64_t> actor_states = {
+      {"pending", 0}, {"alive", 0}, {"restarting", 0}, {"dead", 0}};
+  for (const auto& actor : snapshot.actors) ++actor_states[actor.state];
+  text += "# HELP sray_actors Actors by state (of the newest listed).\n# TYPE sray_actors gauge\n";
+  for (const auto& [state, count] : actor_states) {
+    text += "sray_actors{" + job_labels + ",state=\"" + LabelValue(state) + "\"} " +
+            std::to_string(count) + "\n";
+  }
+  std::map<std::string, std::uint64_t> group_states = {
+      {"pending", 0}, {"placed", 0}, {"removed", 0}};
+  for (const auto& group : snapshot.placement_groups) ++group_states[group.state];
+  text +=
+      "# HELP sray_placement_groups Placement groups by state (of the newest listed).\n"
+      "# TYPE sray_placement_groups gauge\n";
+  for (const auto& [state, count] : group_states) {
+    text += "sray_placement_groups{" + job_labels + ",state=\"" + LabelValue(state) + "\"} " +
+            std::to_string(count) + "\n";
+  }
 
   auto run_family =
       [&](const std::string& name, const std::string& help,

@@ -4,12 +4,23 @@
 // renderings: JSON for /api and Prometheus text for /metrics. Gathered by
 // the driver (core), rendered here without knowing where it came from.
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
 namespace sray::dashboard {
+
+// Tasks of one function on a node (tasks run by node managers: functions
+// and actor constructors; actor method calls go to the actor directly).
+struct FunctionTaskCounts {
+  std::string function;
+  std::uint64_t queued = 0;
+  std::uint64_t running = 0;
+  std::uint64_t finished = 0;
+  std::uint64_t failed = 0;
+};
 
 struct NodeSnapshot {
   std::uint32_t node_id = 0;
@@ -22,7 +33,33 @@ struct NodeSnapshot {
   std::uint64_t store_in_memory = 0;
   std::uint64_t store_spilled = 0;
   std::uint64_t store_objects = 0;
+  std::vector<FunctionTaskCounts> tasks;
   std::string error;  // set when the node did not answer
+};
+
+struct ActorSnapshot {
+  std::uint64_t id = 0;
+  std::string name;  // empty: anonymous
+  std::string class_name;
+  std::string state;  // pending, alive, restarting, dead
+  std::uint32_t node = 0;
+  std::uint32_t worker = 0;  // its log: /api/logs/NODE/WORKER
+  std::string hostname;
+  std::int64_t pid = 0;
+  std::int32_t restarts = 0;
+  std::int32_t max_restarts = 0;
+  std::map<std::string, double> resources;
+  std::uint64_t placement_group = 0;  // 0: none
+  std::string cause;                  // why it died, or last restarted
+};
+
+struct PlacementGroupSnapshot {
+  std::uint64_t id = 0;
+  std::string name;
+  std::string strategy;
+  std::string state;  // pending, placed, removed
+  std::vector<std::map<std::string, double>> bundles;
+  std::vector<std::uint32_t> bundle_nodes;  // when placed
 };
 
 // Something that happened in the job, for /api/events.
@@ -38,6 +75,11 @@ struct ClusterSnapshot {
   std::string step_id;
   std::vector<NodeSnapshot> nodes;
   std::vector<EventEntry> events;  // of every node, oldest first
+  // The newest actors and placement groups, and how many there are.
+  std::vector<ActorSnapshot> actors;
+  std::size_t actors_total = 0;
+  std::vector<PlacementGroupSnapshot> placement_groups;
+  std::size_t placement_groups_total = 0;
 };
 
 // One report of a training run (rank 0's metrics).
@@ -85,6 +127,13 @@ std::string LogIndexJson(const std::vector<LogFileEntry>& files);
 // Bytes that are not UTF-8 are replaced (U+FFFD): workers print anything.
 std::string LogChunkJson(const LogChunk& chunk);
 std::string JobJson(const ClusterSnapshot& snapshot);
+// Task counts by state, by function and by node.
+std::string TasksJson(const ClusterSnapshot& snapshot);
+// Actors by state, and the newest listed.
+std::string ActorsJson(const ClusterSnapshot& snapshot);
+std::string PlacementGroupsJson(const ClusterSnapshot& snapshot);
+// Objects and their bytes per node, and in all.
+std::string ObjectsJson(const ClusterSnapshot& snapshot);
 std::string TrainingJson(const std::vector<TrainingRunSnapshot>& runs);
 // Prometheus text exposition format 0.0.4, every sample labelled with the
 // job and step, and the node or training run.

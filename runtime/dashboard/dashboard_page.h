@@ -27,6 +27,9 @@ td.text { text-align: left; }
 .chart text { font-size: 11px; fill: #555; }
 .chart polyline { fill: none; stroke: #1f77b4; stroke-width: 1.5; }
 .chart circle { fill: #1f77b4; }
+pre#log-text { background: #f7f7f7; border: 1px solid #ddd; padding: 0.5em; max-height: 30em;
+               overflow: auto; white-space: pre-wrap; }
+td.dead { color: #a00; }
 </style>
 </head>
 <body>
@@ -39,8 +42,30 @@ td.text { text-align: left; }
 <th>objects</th></tr></thead>
 <tbody></tbody>
 </table>
+<h2>Tasks</h2>
+<p id="task-totals"></p>
+<table id="tasks">
+<thead><tr><th>function</th><th>queued</th><th>running</th><th>finished</th><th>failed</th></tr></thead>
+<tbody></tbody>
+</table>
+<h2>Actors</h2>
+<p id="actor-totals"></p>
+<table id="actors">
+<thead><tr><th>id</th><th>name</th><th>class</th><th>state</th><th>node</th><th>pid</th>
+<th>restarts</th><th>cause</th></tr></thead>
+<tbody></tbody>
+</table>
+<h2>Placement groups</h2>
+<table id="groups">
+<thead><tr><th>id</th><th>name</th><th>strategy</th><th>state</th><th>bundles</th>
+<th>on nodes</th></tr></thead>
+<tbody></tbody>
+</table>
 <h2>Training</h2>
 <div id="training"><p>no training run yet</p></div>
+<h2>Logs</h2>
+<select id="log-file"></select>
+<pre id="log-text"></pre>
 <h2>Events</h2>
 <ul id="events"></ul>
 <script>
@@ -56,11 +81,76 @@ function cell(row, text, isText) {
   if (isText) td.className = "text";
   row.appendChild(td);
 }
+async function api(path) {
+  const response = await fetch(path, { credentials: "same-origin" });
+  if (!response.ok) throw new Error(response.status + " " + await response.text());
+  return response.json();
+}
+function fillTable(id, rows, columns) {
+  const body = document.querySelector("#" + id + " tbody");
+  body.replaceChildren();
+  for (const item of rows) {
+    const row = document.createElement("tr");
+    for (const [text, isText] of columns(item)) cell(row, text, isText);
+    body.appendChild(row);
+  }
+  return body;
+}
+function describe(resources) {
+  return Object.keys(resources).map(name => name + ":" + resources[name]).join(" ") || "-";
+}
+async function refreshTasks() {
+  const tasks = await api("/api/tasks");
+  const all = tasks.by_state;
+  document.getElementById("task-totals").textContent = all.queued + " queued, " + all.running +
+      " running, " + all.finished + " finished, " + all.failed + " failed attempts";
+  fillTable("tasks", tasks.by_function, t => [[t.function, true], [t.queued], [t.running],
+                                              [t.finished], [t.failed]]);
+}
+async function refreshActors() {
+  const actors = await api("/api/actors");
+  const states = Object.keys(actors.listed_by_state)
+                       .map(state => actors.listed_by_state[state] + " " + state).join(", ");
+  document.getElementById("actor-totals").textContent =
+      actors.total + " actor(s)" + (states ? ": " + states : "") +
+      (actors.actors.length < actors.total ? " (the newest " + actors.actors.length +
+                                             " listed)" : "");
+  const body = fillTable("actors", actors.actors,
+      a => [[a.id], [a.name || "-", true], [a["class"], true], [a.state, true],
+            [a.state === "alive" ? a.node : "-"], [a.state === "alive" ? a.pid : "-"],
+            [a.restarts + " / " + a.max_restarts], [a.cause || "", true]]);
+  for (const row of body.rows) {
+    if (row.cells[3].textContent === "dead") row.cells[3].className = "text dead";
+  }
+  const groups = await api("/api/placement_groups");
+  fillTable("groups", groups.placement_groups,
+      g => [[g.id], [g.name || "-", true], [g.strategy, true], [g.state, true],
+            [g.bundles.map(describe).join(", "), true], [g.bundle_nodes.join(", ") || "-", true]]);
+}
+async function refreshLogs() {
+  const select = document.getElementById("log-file");
+  const files = (await api("/api/logs")).logs;
+  const chosen = select.value;
+  select.replaceChildren();
+  for (const file of files) {
+    const option = document.createElement("option");
+    option.value = file.node + "/" + file.worker;
+    option.textContent = "node " + file.node + " worker " + file.worker + " (" + file.bytes +
+        " bytes)";
+    select.appendChild(option);
+  }
+  if (files.length === 0) return;
+  const nonEmpty = files.find(file => file.bytes > 0) || files[0];
+  select.value = [...select.options].some(o => o.value === chosen)
+                     ? chosen : nonEmpty.node + "/" + nonEmpty.worker;
+  const tail = await api("/api/logs/" + select.value);
+  const text = document.getElementById("log-text");
+  text.textContent = (tail.offset > 0 ? "... (" + tail.offset + " bytes before)\n" : "") +
+      tail.data;
+}
 async function refresh() {
   try {
-    const response = await fetch("/api/nodes", { credentials: "same-origin" });
-    if (!response.ok) throw new Error(response.status + " " + await response.text());
-    const cluster = await response.json();
+    const cluster = await api("/api/nodes");
     document.getElementById("job").textContent = cluster.job_id + "." + cluster.step_id;
     const body = document.querySelector("#nodes tbody");
     body.replaceChildren();
@@ -176,10 +266,21 @@ async function refreshEvents() {
     // The nodes table says when the job cannot be reached.
   }
 }
-refresh();
-refreshTraining();
-refreshEvents();
-setInterval(() => { refresh(); refreshTraining(); refreshEvents(); }, 2000);
+// One request at a time, the next round 2 s after the last ended: an open
+// page asks the nodes little, and never piles up requests on a slow job.
+async function refreshAll() {
+  await refresh();
+  for (const part of [refreshTasks, refreshActors, refreshTraining, refreshLogs, refreshEvents]) {
+    try {
+      await part();
+    } catch (error) {
+      // The nodes table says when the job cannot be reached.
+    }
+  }
+  setTimeout(refreshAll, 2000);
+}
+document.getElementById("log-file").addEventListener("change", refreshLogs);
+refreshAll();
 </script>
 </body>
 </html>

@@ -138,6 +138,19 @@ class DashboardServer::Impl {
     server_.Get("/api/job", [this](const httplib::Request&, httplib::Response& response) {
       Answer(response, &JobJson, "application/json");
     });
+    server_.Get("/api/tasks", [this](const httplib::Request&, httplib::Response& response) {
+      Answer(response, &TasksJson, "application/json");
+    });
+    server_.Get("/api/actors", [this](const httplib::Request&, httplib::Response& response) {
+      Answer(response, &ActorsJson, "application/json");
+    });
+    server_.Get("/api/placement_groups",
+                [this](const httplib::Request&, httplib::Response& response) {
+                  Answer(response, &PlacementGroupsJson, "application/json");
+                });
+    server_.Get("/api/objects", [this](const httplib::Request&, httplib::Response& response) {
+      Answer(response, &ObjectsJson, "application/json");
+    });
     server_.Get("/api/logs", [this](const httplib::Request&, httplib::Response& response) {
       auto files = options_.log_index
                        ? options_.log_index()
@@ -164,8 +177,7 @@ class DashboardServer::Impl {
     server_.Get("/api/events", [this](const httplib::Request&, httplib::Response& response) {
       const auto runs = Training();
       Answer(
-          response,
-          [&runs](const ClusterSnapshot& snapshot) { return EventsJson(snapshot, runs); },
+          response, [&runs](const ClusterSnapshot& snapshot) { return EventsJson(snapshot, runs); },
           "application/json");
     });
     server_.Get("/api/training", [this](const httplib::Request&, httplib::Response& response) {

@@ -1,6 +1,5 @@
 #include "dashboard/jobs_file.h"
 
-#include <fcntl.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +10,8 @@
 #include <fstream>
 
 #include <nlohmann/json.hpp>
+
+#include "common/private_file.h"
 
 namespace sray::dashboard {
 namespace {
@@ -51,22 +52,7 @@ Result<std::unique_ptr<JobsFile>> JobsFile::Write(const std::filesystem::path& h
                                           {"pid", content.pid}}
                                .dump(2) +
                            "\n";
-  const std::filesystem::path temporary = path.string() + ".tmp";
-  const int descriptor =
-      ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (descriptor < 0) return Status::FromErrno(errno, "create " + temporary.string());
-  const ssize_t written = ::write(descriptor, text.data(), text.size());
-  const int write_error = errno;
-  ::close(descriptor);
-  if (written != static_cast<ssize_t>(text.size())) {
-    ::unlink(temporary.c_str());
-    return Status::FromErrno(write_error, "write " + temporary.string());
-  }
-  if (::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int rename_error = errno;
-    ::unlink(temporary.c_str());
-    return Status::FromErrno(rename_error, "rename to " + path.string());
-  }
+  if (Status written = WritePrivateFile(path, text); !written.ok()) return written;
   return std::unique_ptr<JobsFile>(new JobsFile(path));
 }
 

@@ -15,7 +15,7 @@ constexpr std::array<std::string_view, 4> kLogLevels = {"error", "warning", "inf
 constexpr std::array<std::string_view, 2> kBooleans = {"true", "false"};
 
 // Kept sorted by key: AcceptedKeys() and the docs list them in this order.
-const std::array<OptionSpec, 8> kSchema = {{
+const std::array<OptionSpec, 9> kSchema = {{
     {.key = "config",
      .kind = OptionKind::kAbsolutePath,
      .environment_variable = "SRAY_USER_CONFIG",
@@ -39,6 +39,14 @@ const std::array<OptionSpec, 8> kSchema = {{
              "(staged once per node under tmpdir), or a lock, explicit file or environment.yml "
              "(a staged copy that matches, else made by micromamba/mamba/conda on PATH); nodes "
              "whose environments differ fail the step"},
+    {.key = "log_dir",
+     .kind = OptionKind::kAbsolutePath,
+     .environment_variable = "SRAY_LOG_DIR",
+     .default_value = "",
+     .choices = {},
+     .help = "a directory every node can write (a shared file system) where each node copies "
+             "its workers' logs when the step ends, as DIR/JOB.STEP/node-N/; `sray logs JOB "
+             "--log-dir DIR` reads them after the job"},
     {.key = "log_level",
      .kind = OptionKind::kChoice,
      .environment_variable = "SRAY_LOG_LEVEL",
@@ -185,12 +193,13 @@ Result<std::string> CanonicalValue(const OptionSpec& spec, std::string_view valu
       if (value == "off") return std::string(value);
       const auto colon = value.rfind(':');
       const std::string_view host = colon == std::string_view::npos ? "" : value.substr(0, colon);
-      const std::string_view port =
-          colon == std::string_view::npos ? "" : value.substr(colon + 1);
+      const std::string_view port = colon == std::string_view::npos ? "" : value.substr(colon + 1);
       const auto number = WholeNumber<std::uint32_t>(port);
       if (host.empty() || !number || *number > 65535) {
-        return Status::InvalidArgument(where + " needs HOST:PORT (port 0 for any free one) or "
-                                       "off, got '" + std::string(value) + "'");
+        return Status::InvalidArgument(where +
+                                       " needs HOST:PORT (port 0 for any free one) or "
+                                       "off, got '" +
+                                       std::string(value) + "'");
       }
       return std::string(value);
     }

@@ -35,8 +35,8 @@ Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(StoreConfig config) {
   std::error_code error;
   std::filesystem::create_directories(config.spill_directory, error);
   if (error) {
-    return Status::IoError("cannot create the spill directory " +
-                           config.spill_directory.string() + ": " + error.message());
+    return Status::IoError("cannot create the spill directory " + config.spill_directory.string() +
+                           ": " + error.message());
   }
   return std::unique_ptr<ObjectStore>(new ObjectStore(std::move(config)));
 }
@@ -76,8 +76,8 @@ Result<std::filesystem::path> ObjectStore::Create(const ObjectId& id, std::uint6
     entries_.erase(existing);
   }
   if (!ReuseRecycledLocked(id, size)) SRAY_RETURN_IF_ERROR(MakeRoom(size, id));
-  entries_[id] = Entry{.size = size, .where = Where::kCreating, .primary = primary, .pins = 0,
-                       .last_use = ++clock_};
+  entries_[id] = Entry{
+      .size = size, .where = Where::kCreating, .primary = primary, .pins = 0, .last_use = ++clock_};
   in_memory_ += size;
   return PathOf(id);
 }
@@ -101,11 +101,11 @@ void ObjectStore::Abort(const ObjectId& id) {
 
 Status ObjectStore::MakeRoom(std::uint64_t size, const ObjectId& for_id) {
   if (size > config_.capacity) {
-    return Status::ResourceExhausted(
-        "object " + for_id.ToString() + " of " + std::to_string(size) +
-        " bytes is larger than the whole object store of node " + std::to_string(config_.node_id) +
-        " (" + std::to_string(config_.capacity) +
-        " bytes): raise object_store_memory or split the object");
+    return Status::ResourceExhausted("object " + for_id.ToString() + " of " + std::to_string(size) +
+                                     " bytes is larger than the whole object store of node " +
+                                     std::to_string(config_.node_id) + " (" +
+                                     std::to_string(config_.capacity) +
+                                     " bytes): raise object_store_memory or split the object");
   }
   while (in_memory_ + recycled_bytes_ + size > config_.capacity) {
     if (DropOneRecycledLocked()) continue;
@@ -122,8 +122,8 @@ Status ObjectStore::MakeRoom(std::uint64_t size, const ObjectId& for_id) {
     if (chosen == nullptr) {
       return Status::ResourceExhausted(
           "object " + for_id.ToString() + " of " + std::to_string(size) +
-          " bytes does not fit the object store of node " + std::to_string(config_.node_id) +
-          ": " + std::to_string(in_memory_) + " of " + std::to_string(config_.capacity) +
+          " bytes does not fit the object store of node " + std::to_string(config_.node_id) + ": " +
+          std::to_string(in_memory_) + " of " + std::to_string(config_.capacity) +
           " bytes are held by objects in use that cannot be spilled: drop references you no "
           "longer need, or raise object_store_memory");
     }
@@ -146,16 +146,17 @@ Status ObjectStore::SpillLocked(const ObjectId& id, Entry& entry) {
   if (error) {
     ::unlink(SpillPathOf(id).c_str());
     return Status::ResourceExhausted(
-        "cannot spill object " + id.ToString() + " (" + std::to_string(entry.size) +
-        " bytes) to " + config_.spill_directory.string() + ": " + error.message() +
-        ": the object store of node " + std::to_string(config_.node_id) + " is full (" +
-        std::to_string(in_memory_) + " of " + std::to_string(config_.capacity) +
+        "cannot spill object " + id.ToString() + " (" + std::to_string(entry.size) + " bytes) to " +
+        config_.spill_directory.string() + ": " + error.message() + ": the object store of node " +
+        std::to_string(config_.node_id) + " is full (" + std::to_string(in_memory_) + " of " +
+        std::to_string(config_.capacity) +
         " bytes) and its disk cannot take more: free space under tmpdir or drop references");
   }
   ::unlink(PathOf(id).c_str());
   entry.where = Where::kDisk;
   in_memory_ -= entry.size;
   spilled_ += entry.size;
+  if (config_.on_spilled) config_.on_spilled(entry.size);
   return Status::Ok();
 }
 

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,12 +34,15 @@ struct StoreConfig {
   std::filesystem::path spill_directory;
   std::uint64_t capacity = 0;
   std::uint32_t node_id = 0;
+  // Told of each object spilled to disk (its bytes), for the node's events.
+  // Called with the store's lock held: it must not call the store.
+  std::function<void(std::uint64_t bytes)> on_spilled;
 };
 
 struct StoreUsageSnapshot {
   std::uint64_t capacity = 0;
-  std::uint64_t in_memory = 0;   // objects in shared memory
-  std::uint64_t recycled = 0;    // freed object files kept for reuse
+  std::uint64_t in_memory = 0;  // objects in shared memory
+  std::uint64_t recycled = 0;   // freed object files kept for reuse
   std::uint64_t spilled = 0;
   std::uint64_t objects = 0;
 };

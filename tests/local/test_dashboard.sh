@@ -32,7 +32,7 @@ job_of() { awk '$1 == "job" {print $2; exit}' "$WORK/$1.out"; }
 field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 http_status() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 
-start_job 3 "" first
+start_job 3 "log_dir=$WORK/kept" first
 first_pid=$JOB_PID
 first=$(job_of first)
 file=$JOBS/$first.0.json
@@ -84,6 +84,11 @@ cpus = [sample for sample in families["sray_node_resource_total"].samples
 assert sorted(sample.labels["node"] for sample in cpus) == ["0", "1", "2"], cpus
 assert all(sample.labels["job"] == sys.argv[2] and sample.labels["step"] == "0" for sample in cpus)
 assert "sray_object_store_memory_bytes" in families
+attempts = [sample for sample in families["sray_task_attempts"].samples
+            if sample.labels["function"] == "twice" and sample.labels["state"] == "finished"]
+assert attempts and attempts[0].value == 20, attempts
+assert families["sray_task_attempts"].type == "counter"
+assert {sample.labels["state"] for sample in families["sray_actors"].samples} >= {"alive", "dead"}
 PYTHON
 echo "ok: Prometheus parses the metrics, labelled by job, step and node"
 
@@ -133,7 +138,10 @@ status=0
 echo "ok: sray logs lists the workers' logs and shows one, a missing one said as such"
 
 # A worker killed while idle: an event names it and how it ended; the job goes on.
-victim=$(grep -o '^(node [0-2] worker [0-9]* pid [0-9]*)' "$WORK/first.out" | head -1 | awk '{print $6}' | tr -d ')')
+# Workers are reused: the one that became the greeter actor is not the victim.
+greeter_pid=$(awk '$1 == "greeter" && $2 == "pid" {print $3; exit}' "$WORK/first.out")
+victim=$(grep '^(node [0-2] worker [0-9]* pid [0-9]*) twice' "$WORK/first.out" | awk '{print $6}' | tr -d ')' |
+  grep -vx "$greeter_pid" | head -1)
 kill -9 "$victim"
 for attempt in $(seq 100); do
   curl -s -H "Authorization: Bearer $token" "${url}api/events" >"$WORK/events.json"
@@ -143,6 +151,55 @@ done
 grep -q "\"kind\":\"worker_exited\",\"message\":\"worker process $victim of node [0-2] ended: signal 9" "$WORK/events.json" ||
   fail "no event for the killed worker $victim: $(cat "$WORK/events.json")"
 echo "ok: a killed worker is an event naming it and its signal"
+
+# Tasks by function and state, the actor, the placement group, the objects.
+api() { curl -sf -H "Authorization: Bearer $token" "$url$1" >"$WORK/$2.json" || fail "no answer from /$1"; }
+api api/tasks tasks
+api api/actors actors
+api api/placement_groups groups
+api api/objects objects
+python3 - "$WORK" "$greeter_pid" <<'PYTHON' || fail "the tasks, actors, groups or objects API is wrong: $(cat "$WORK"/{tasks,actors,groups,objects}.json)"
+import json, sys
+work, greeter_pid = sys.argv[1], int(sys.argv[2])
+load = lambda name: json.load(open(f"{work}/{name}.json"))
+tasks = {entry["function"]: entry for entry in load("tasks")["by_function"]}
+assert tasks["twice"]["finished"] == 20 and tasks["twice"]["failed"] == 0, tasks
+assert tasks["refuse"]["failed"] == 1, tasks
+assert tasks["greeter"]["finished"] == 1, tasks  # a named actor's constructor goes by its name
+assert len(load("tasks")["by_node"]) == 3
+actors = load("actors")
+assert actors["total"] == 1, actors
+greeter = actors["actors"][0]
+assert greeter["name"] == "greeter" and greeter["state"] == "alive", greeter
+assert greeter["pid"] == greeter_pid and greeter["max_restarts"] == 1, greeter
+groups = load("groups")["placement_groups"]
+assert len(groups) == 1 and groups[0]["name"] == "pair" and groups[0]["state"] == "placed", groups
+assert len(set(groups[0]["bundle_nodes"])) == 2, groups
+objects = load("objects")
+assert len(objects["nodes"]) == 3 and objects["objects"] >= 0, objects
+PYTHON
+echo "ok: the API counts tasks by function and state, lists the actor and the placement group"
+
+"$SRAY" logs "$first" --actor greeter >"$WORK/log-actor.out" 2>&1 ||
+  fail "sray logs --actor failed: $(cat "$WORK/log-actor.out")"
+grep -q "^greeter starts with 'hello'$" "$WORK/log-actor.out" && grep -q '^hello, dashboard$' "$WORK/log-actor.out" ||
+  fail "sray logs --actor greeter does not show the actor's lines: $(cat "$WORK/log-actor.out")"
+status=0
+"$SRAY" logs "$first" --actor nobody >"$WORK/log-nobody.out" 2>&1 || status=$?
+[ "$status" -eq 1 ] && grep -q 'has no actor named nobody' "$WORK/log-nobody.out" ||
+  fail "sray logs --actor nobody: status $status, $(cat "$WORK/log-nobody.out")"
+echo "ok: sray logs --actor shows an actor's log by name"
+
+# The actor killed: it restarts (max_restarts=1), and the events say so.
+kill -9 "$greeter_pid"
+for attempt in $(seq 100); do
+  api api/events events
+  grep -q "actor [0-9]* 'greeter' (Greeter::Create): its process (pid $greeter_pid) on node [0-2] ended with signal 9.*restarted" "$WORK/events.json" && break
+  sleep 0.1
+done
+grep -q '"kind":"actor_restarted"' "$WORK/events.json" ||
+  fail "no event for the restarted actor: $(cat "$WORK/events.json")"
+echo "ok: a killed actor's restart is an event"
 
 finish_job second "$second_pid"
 finish_job first "$first_pid"
@@ -157,6 +214,25 @@ curl -s --max-time 5 "$url" >/dev/null 2>&1 && fail "the dashboard still answers
 expect_nothing_left "$first"
 expect_nothing_left "$second"
 echo "ok: after the jobs, no jobs file and nothing listening"
+
+# log_dir=: each node's worker logs and the actor list, kept after the job.
+kept=$WORK/kept/$first.0
+for node in 0 1 2; do
+  [ "$(stat -c %a "$kept/node-$node")" = 700 ] || fail "$kept/node-$node is not private: $(ls -la "$kept")"
+done
+[ "$(stat -c %a "$kept/actors.json")" = 600 ] || fail "actors.json is not private: $(ls -la "$kept")"
+! find "$kept" -name 'worker-*.log' ! -perm 600 | grep -q . || fail "a kept log is not private: $(ls -laR "$kept")"
+"$SRAY" logs "$first" --log-dir "$WORK/kept" >"$WORK/kept-list.out" 2>&1 ||
+  fail "sray logs --log-dir failed: $(cat "$WORK/kept-list.out")"
+[ "$(grep -Ec '^[012] +[0-9]+ +[0-9]+$' "$WORK/kept-list.out")" -ge 3 ] ||
+  fail "sray logs --log-dir lists too few logs: $(cat "$WORK/kept-list.out")"
+"$SRAY" logs "$first" --log-dir "$WORK/kept" --actor greeter >"$WORK/kept-actor.out" 2>&1 ||
+  fail "sray logs --actor --log-dir failed: $(cat "$WORK/kept-actor.out")"
+grep -q "^greeter starts with 'hello'$" "$WORK/kept-actor.out" ||
+  fail "the kept log of the restarted greeter lacks its start: $(cat "$WORK/kept-actor.out")"
+logged=$(cat "$kept"/node-*/worker-*.log | grep -c '^twice(' || true)
+[ "$logged" -eq 20 ] || fail "the kept logs hold $logged of the 20 lines"
+echo "ok: log_dir keeps every node's logs and the actors, private, read by sray logs --log-dir"
 status=0
 "$SRAY" status >"$WORK/status-none.out" 2>&1 || status=$?
 [ "$status" -eq 1 ] && grep -q '^sray: status: no running sray job of this user' "$WORK/status-none.out" ||

@@ -18,22 +18,28 @@ namespace sray::dashboard {
 namespace {
 
 ClusterSnapshot TwoNodes() {
-  ClusterSnapshot snapshot{.job_id = "1234", .step_id = "0", .nodes = {}, .events = {}};
+  ClusterSnapshot snapshot;
+  snapshot.job_id = "1234";
+  snapshot.step_id = "0";
   snapshot.events.push_back({.unix_time = 150,
                              .node = 1,
                              .kind = "worker_exited",
                              .message = "worker process 77 of node 1 ended: signal 9 (Killed)"});
-  snapshot.nodes.push_back(NodeSnapshot{.node_id = 0,
-                                        .hostname = "n1",
-                                        .total = {{"CPU", 4}, {"GPU", 1}},
-                                        .available = {{"CPU", 1.5}, {"GPU", 1}},
-                                        .queued_tasks = 3,
-                                        .worker_processes = 4,
-                                        .store_capacity = 1 << 20,
-                                        .store_in_memory = 4096,
-                                        .store_spilled = 0,
-                                        .store_objects = 2,
-                                        .error = ""});
+  snapshot.nodes.push_back(NodeSnapshot{
+      .node_id = 0,
+      .hostname = "n1",
+      .total = {{"CPU", 4}, {"GPU", 1}},
+      .available = {{"CPU", 1.5}, {"GPU", 1}},
+      .queued_tasks = 3,
+      .worker_processes = 4,
+      .store_capacity = 1 << 20,
+      .store_in_memory = 4096,
+      .store_spilled = 0,
+      .store_objects = 2,
+      .tasks =
+          {{.function = "square", .queued = 5, .running = 2, .finished = 40, .failed = 1},
+           {.function = "Counter::Create", .queued = 0, .running = 0, .finished = 0, .failed = 1}},
+      .error = ""});
   snapshot.nodes.push_back(NodeSnapshot{.node_id = 1,
                                         .hostname = "n2",
                                         .total = {},
@@ -44,7 +50,56 @@ ClusterSnapshot TwoNodes() {
                                         .store_in_memory = 0,
                                         .store_spilled = 0,
                                         .store_objects = 0,
+                                        .tasks = {},
                                         .error = "no reply from rank 2"});
+  snapshot.nodes.push_back(NodeSnapshot{
+      .node_id = 2,
+      .hostname = "n3",
+      .total = {{"CPU", 2}},
+      .available = {{"CPU", 2}},
+      .queued_tasks = 0,
+      .worker_processes = 1,
+      .store_capacity = 1 << 20,
+      .store_in_memory = 1000,
+      .store_spilled = 500,
+      .store_objects = 3,
+      .tasks = {{.function = "square", .queued = 1, .running = 1, .finished = 2, .failed = 0}},
+      .error = ""});
+  snapshot.actors.push_back(ActorSnapshot{.id = 1,
+                                          .name = "counter",
+                                          .class_name = "Counter::Create",
+                                          .state = "alive",
+                                          .node = 2,
+                                          .worker = 1073872896,
+                                          .hostname = "n3",
+                                          .pid = 4242,
+                                          .restarts = 1,
+                                          .max_restarts = 3,
+                                          .resources = {{"CPU", 1}},
+                                          .placement_group = 0,
+                                          .cause = "its process (pid 4100) on node 2 ended"});
+  snapshot.actors.push_back(ActorSnapshot{.id = 2,
+                                          .name = "",
+                                          .class_name = "Counter::Create",
+                                          .state = "dead",
+                                          .node = 0,
+                                          .worker = 0,
+                                          .hostname = "",
+                                          .pid = 0,
+                                          .restarts = 0,
+                                          .max_restarts = 0,
+                                          .resources = {},
+                                          .placement_group = 7,
+                                          .cause = "its constructor threw"});
+  snapshot.actors_total = 5;
+  snapshot.placement_groups.push_back(
+      PlacementGroupSnapshot{.id = 7,
+                             .name = "trainers",
+                             .strategy = "STRICT_SPREAD",
+                             .state = "placed",
+                             .bundles = {{{"CPU", 1}}, {{"CPU", 1}}},
+                             .bundle_nodes = {0, 2}});
+  snapshot.placement_groups_total = 1;
   return snapshot;
 }
 
@@ -118,7 +173,9 @@ TEST_F(DashboardTest, ListensOnTheLoopbackOnAFreePort) {
 }
 
 TEST_F(DashboardTest, EveryPathAnswers401WithoutTheRightToken) {
-  for (const std::string path : {"/", "/api/nodes", "/api/job", "/metrics", "/anything"}) {
+  for (const std::string path :
+       {"/", "/api/nodes", "/api/job", "/api/tasks", "/api/actors", "/api/placement_groups",
+        "/api/objects", "/api/logs", "/metrics", "/anything"}) {
     auto missing = GetWith(path, {});
     ASSERT_TRUE(missing) << path;
     EXPECT_EQ(missing->status, 401) << path;
@@ -140,13 +197,13 @@ TEST_F(DashboardTest, TheApiDescribesEveryNode) {
   EXPECT_EQ(response->get_header_value("Cache-Control"), "no-store");
   const auto json = nlohmann::json::parse(response->body);
   EXPECT_EQ(json["job_id"], "1234");
-  ASSERT_EQ(json["nodes"].size(), 2U);
+  ASSERT_EQ(json["nodes"].size(), 3U);
   EXPECT_EQ(json["nodes"][0]["resources_available"]["CPU"], 1.5);
   EXPECT_EQ(json["nodes"][0]["queued_tasks"], 3);
   EXPECT_EQ(json["nodes"][0]["object_store"]["in_memory_bytes"], 4096);
   EXPECT_EQ(json["nodes"][1]["error"], "no reply from rank 2");
   auto job = GetWithToken("/api/job");
-  EXPECT_EQ(nlohmann::json::parse(job->body)["nodes"], 2);
+  EXPECT_EQ(nlohmann::json::parse(job->body)["nodes"], 3);
 }
 
 TEST_F(DashboardTest, MetricsAreLabelledWithJobStepAndNode) {
@@ -162,6 +219,79 @@ TEST_F(DashboardTest, MetricsAreLabelledWithJobStepAndNode) {
       << text;
   // A node that did not answer has no samples rather than zeros.
   EXPECT_EQ(text.find("node=\"1\""), std::string::npos);
+}
+
+TEST_F(DashboardTest, TasksAreCountedByStateByFunctionAndByNode) {
+  auto response = GetWithToken("/api/tasks");
+  ASSERT_TRUE(response);
+  ASSERT_EQ(response->status, 200);
+  const auto tasks = nlohmann::json::parse(response->body);
+  EXPECT_EQ(tasks["by_state"],
+            nlohmann::json({{"queued", 6}, {"running", 3}, {"finished", 42}, {"failed", 2}}));
+  ASSERT_EQ(tasks["by_function"].size(), 2U);
+  EXPECT_EQ(tasks["by_function"][0]["function"], "Counter::Create");  // sorted by name
+  EXPECT_EQ(tasks["by_function"][1]["function"], "square");
+  EXPECT_EQ(tasks["by_function"][1]["queued"], 6);
+  EXPECT_EQ(tasks["by_function"][1]["finished"], 42);
+  ASSERT_EQ(tasks["by_node"].size(), 3U);
+  EXPECT_EQ(tasks["by_node"][0]["failed"], 2);
+  EXPECT_EQ(tasks["by_node"][1]["error"], "no reply from rank 2");
+  EXPECT_EQ(tasks["by_node"][2]["running"], 1);
+  EXPECT_EQ(GetWith("/api/tasks", {})->status, 401);
+}
+
+TEST_F(DashboardTest, ActorsShowStateNodeLogAndRestarts) {
+  auto response = GetWithToken("/api/actors");
+  ASSERT_EQ(response->status, 200);
+  const auto actors = nlohmann::json::parse(response->body);
+  EXPECT_EQ(actors["total"], 5);
+  EXPECT_EQ(actors["listed_by_state"], nlohmann::json({{"alive", 1}, {"dead", 1}}));
+  ASSERT_EQ(actors["actors"].size(), 2U);
+  const auto& counter = actors["actors"][0];
+  EXPECT_EQ(counter["name"], "counter");
+  EXPECT_EQ(counter["class"], "Counter::Create");
+  EXPECT_EQ(counter["node"], 2);
+  EXPECT_EQ(counter["worker"], 1073872896);
+  EXPECT_EQ(counter["pid"], 4242);
+  EXPECT_EQ(counter["restarts"], 1);
+  EXPECT_EQ(counter["max_restarts"], 3);
+  EXPECT_EQ(counter["resources"]["CPU"], 1);
+  EXPECT_FALSE(counter.contains("placement_group"));
+  EXPECT_EQ(actors["actors"][1]["placement_group"], 7);
+  EXPECT_EQ(actors["actors"][1]["cause"], "its constructor threw");
+}
+
+TEST_F(DashboardTest, PlacementGroupsAndObjectsAreListed) {
+  auto groups = nlohmann::json::parse(GetWithToken("/api/placement_groups")->body);
+  EXPECT_EQ(groups["total"], 1);
+  ASSERT_EQ(groups["placement_groups"].size(), 1U);
+  EXPECT_EQ(groups["placement_groups"][0]["strategy"], "STRICT_SPREAD");
+  EXPECT_EQ(groups["placement_groups"][0]["bundle_nodes"], nlohmann::json({0, 2}));
+  EXPECT_EQ(groups["placement_groups"][0]["bundles"][1]["CPU"], 1);
+  auto objects = nlohmann::json::parse(GetWithToken("/api/objects")->body);
+  EXPECT_EQ(objects["objects"], 5);
+  EXPECT_EQ(objects["in_memory_bytes"], 5096);
+  EXPECT_EQ(objects["spilled_bytes"], 500);
+  ASSERT_EQ(objects["nodes"].size(), 3U);
+  EXPECT_EQ(objects["nodes"][2]["spilled_bytes"], 500);
+  EXPECT_EQ(objects["nodes"][1]["error"], "no reply from rank 2");
+}
+
+TEST_F(DashboardTest, MetricsCountTasksActorsAndPlacementGroups) {
+  const std::string text = GetWithToken("/metrics")->body;
+  const std::string labels = "job=\"1234\",step=\"0\"";
+  for (const std::string& sample :
+       {"sray_tasks{" + labels + ",function=\"square\",state=\"queued\"} 6\n",
+        "sray_tasks{" + labels + ",function=\"square\",state=\"running\"} 3\n",
+        "sray_task_attempts_total{" + labels + ",function=\"square\",state=\"finished\"} 42\n",
+        "sray_task_attempts_total{" + labels +
+            ",function=\"Counter::Create\",state=\"failed\"} 1\n",
+        "sray_actors{" + labels + ",state=\"alive\"} 1\n",
+        "sray_actors{" + labels + ",state=\"restarting\"} 0\n",
+        "sray_placement_groups{" + labels + ",state=\"placed\"} 1\n"}) {
+    EXPECT_NE(text.find(sample), std::string::npos) << sample << " not in\n" << text;
+  }
+  EXPECT_NE(text.find("# TYPE sray_task_attempts_total counter\n"), std::string::npos);
 }
 
 TEST_F(DashboardTest, TheTrainingApiHasEveryReportOfEveryRun) {
@@ -236,7 +366,11 @@ TEST_F(DashboardTest, ALoginLinkSetsTheCookieOnceAndTheCookieOpensThePage) {
   EXPECT_EQ(again->status, 401);  // used up
   auto page = GetWith("/", {{"Cookie", "theme=dark; sray_1234_0=secret-token"}});
   ASSERT_EQ(page->status, 200);
-  EXPECT_NE(page->body.find("<table id=\"nodes\">"), std::string::npos);
+  for (const std::string part :
+       {"<table id=\"nodes\">", "<table id=\"tasks\">", "<table id=\"actors\">",
+        "<table id=\"groups\">", "<select id=\"log-file\">", "<ul id=\"events\">"}) {
+    EXPECT_NE(page->body.find(part), std::string::npos) << part;
+  }
   EXPECT_EQ(GetWith("/login?code=00ff", {})->status, 401);
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "object/mapped_file.h"
 
@@ -22,11 +23,13 @@ class ObjectStoreTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(directory_); }
 
   std::unique_ptr<ObjectStore> Open(std::uint64_t capacity) {
-    auto store = ObjectStore::Open({.shared_memory_directory = directory_ / "shm",
-                                    .name_prefix = "sray.test.1.n0",
-                                    .spill_directory = directory_ / "spill",
-                                    .capacity = capacity,
-                                    .node_id = 0});
+    auto store = ObjectStore::Open(
+        {.shared_memory_directory = directory_ / "shm",
+         .name_prefix = "sray.test.1.n0",
+         .spill_directory = directory_ / "spill",
+         .capacity = capacity,
+         .node_id = 0,
+         .on_spilled = [this](std::uint64_t bytes) { spilled_bytes_.push_back(bytes); }});
     EXPECT_TRUE(store.ok()) << store.status().message();
     return std::move(store).value();
   }
@@ -49,6 +52,7 @@ class ObjectStoreTest : public ::testing::Test {
   }
 
   std::filesystem::path directory_;
+  std::vector<std::uint64_t> spilled_bytes_;  // told by the store, one per spill
 };
 
 TEST_F(ObjectStoreTest, SpillsLeastRecentlyUsedWhenFullAndRestoresOnDemand) {
@@ -63,6 +67,8 @@ TEST_F(ObjectStoreTest, SpillsLeastRecentlyUsedWhenFullAndRestoresOnDemand) {
   EXPECT_EQ(FirstByte(*store, {1, 2}), 'b');  // restored, something else spilled
   EXPECT_EQ(store->Usage().in_memory, 3000u);
   EXPECT_EQ(store->Usage().spilled, 1000u);
+  // Each spill was told (for the node's events), with its size.
+  EXPECT_EQ(spilled_bytes_, (std::vector<std::uint64_t>{1000, 1000}));
 }
 
 TEST_F(ObjectStoreTest, PinnedObjectsAreNotSpilledAndAFullStoreSaysWhy) {
@@ -128,7 +134,8 @@ TEST_F(ObjectStoreTest, RefusesACapacityLargerThanSharedMemory) {
                                   .name_prefix = "p",
                                   .spill_directory = directory_ / "spill",
                                   .capacity = std::uint64_t{1} << 60,
-                                  .node_id = 3});
+                                  .node_id = 3,
+                                  .on_spilled = {}});
   ASSERT_FALSE(store.ok());
   EXPECT_NE(store.status().message().find("object_store_memory"), std::string::npos);
 }

@@ -29,7 +29,8 @@ class TwoNodes : public ::testing::Test, public TransferLinks {
                "sray.transfer." + std::to_string(::getpid()) + ".n" + std::to_string(node),
            .spill_directory = directory_ / ("spill" + std::to_string(node)),
            .capacity = 1 << 20,
-           .node_id = node});
+           .node_id = node,
+           .on_spilled = {}});
       ASSERT_TRUE(store.ok()) << store.status().message();
       stores_.push_back(std::move(store).value());
     }

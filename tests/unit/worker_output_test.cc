@@ -9,6 +9,8 @@
 #include <sstream>
 #include <string>
 
+#include "common/worker_log_files.h"
+
 namespace sray::core {
 namespace {
 
@@ -64,17 +66,17 @@ TEST_F(WorkerOutputTest, LinesGoToTheWorkersLogAndPrefixedToTheDriver) {
   EXPECT_NE(text.str().find("oops\n"), std::string::npos);
   EXPECT_EQ(text.str().find("(node"), std::string::npos);  // no prefix in the file
 
-  const auto files = WorkerOutput::ListLogs(directory_);
+  const auto files = ListWorkerLogs(directory_);
   ASSERT_EQ(files.size(), 1U);
   EXPECT_EQ(files[0].rank, 5U);
   EXPECT_EQ(files[0].size, text.str().size());
-  auto tail = WorkerOutput::ReadLog(directory_, 5, -1, 5);
+  auto tail = ReadWorkerLog(directory_, 5, -1, 5);
   ASSERT_TRUE(tail.ok());
   EXPECT_EQ(tail->data, text.str().substr(text.str().size() - 5));
-  auto from = WorkerOutput::ReadLog(directory_, 5, 0, 1 << 20);
+  auto from = ReadWorkerLog(directory_, 5, 0, 1 << 20);
   EXPECT_EQ(from->data, text.str());
   EXPECT_EQ(from->size, text.str().size());
-  EXPECT_FALSE(WorkerOutput::ReadLog(directory_, 6, 0, 10).ok());
+  EXPECT_FALSE(ReadWorkerLog(directory_, 6, 0, 10).ok());
 }
 
 TEST_F(WorkerOutputTest, AFullLogMovesToDotOneAndTheNewestLinesStay) {

@@ -1,0 +1,36 @@
+#pragma once
+
+// Tasks of a node by function and state, for the dashboard. The scheduler
+// knows what waits and runs now; this keeps the count of attempts that
+// ended here (finished or failed), which nothing else remembers.
+//
+// Thread-safety: none; the node manager's event loop only.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/protocol.h"
+
+namespace sray::core {
+
+class TaskTally {
+ public:
+  // An outcome a node manager delivers for a task that ran (or could not
+  // run) there: a value is finished, anything else a failed attempt.
+  void Record(const TaskOutcome& outcome);
+  // Every function that ended here or is in `current` (queued and running
+  // counts, by function), sorted by name.
+  [[nodiscard]] std::vector<FunctionTasks> With(std::map<std::string, FunctionTasks> current) const;
+
+ private:
+  struct Ended {
+    std::uint64_t finished = 0;
+    std::uint64_t failed = 0;
+  };
+  std::unordered_map<std::string, Ended> ended_;
+};
+
+}  // namespace sray::core
