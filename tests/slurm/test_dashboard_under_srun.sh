@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The dashboard under `srun -N2 --ray-cluster` on the emulated cluster, as
 # the test user: the jobs file in the user's home (0600), `sray status` and
-# `sray logs` of the user, what tasks print prefixed in the step's output,
-# 401 for a request without the token, the file unreadable by another user;
-# after the step no jobs file and nothing listening.
+# `sray logs` of the user (of a worker, of an actor by name), what tasks
+# print prefixed in the step's output, 401 for a request without the token,
+# the file unreadable by another user; after the step no jobs file and
+# nothing listening, and the log_dir= copy read by `sray logs --log-dir`.
 source "$(dirname "$0")/lib.sh"
 CHECK_PROGRAM=$SRAY_PREFIX/libexec/sray/tests/dashboard_check
 JOBS=$SRAY_TEST_HOME/.sray/jobs
 
-run_as_test_user srun -N2 --ray-cluster bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" "$@"' \
+KEPT=$WORK/kept  # the test user's, as a shared log directory would be
+run_as_test_user srun -N2 --ray-cluster=log_dir="$KEPT" bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" "$@"' \
   "$CHECK_PROGRAM" "$WORK/done" >"$WORK/job.out" 2>&1 &
 job_pid=$!
 wait_for_ready "$WORK/job.out" "$job_pid"
@@ -28,7 +30,10 @@ as_user sray status "$job" >"$WORK/status.out" 2>&1 || fail "sray status failed:
 expect_lines "$WORK/status.out" '^[01] +[^ ]+ +[0-9.]+/[0-9.]+ ' 2
 as_user sray logs "$job" >"$WORK/logs.out" 2>&1 || fail "sray logs failed: $(cat "$WORK/logs.out")"
 grep -Eq '^[01] +[0-9]+ +[1-9][0-9]*$' "$WORK/logs.out" || fail "sray logs lists nothing: $(cat "$WORK/logs.out")"
-echo "ok: sray status and sray logs of the test user"
+as_user sray logs "$job" --actor greeter >"$WORK/actor.out" 2>&1 ||
+  fail "sray logs --actor failed: $(cat "$WORK/actor.out")"
+grep -q '^hello, dashboard$' "$WORK/actor.out" || fail "sray logs --actor greeter: $(cat "$WORK/actor.out")"
+echo "ok: sray status and sray logs of the test user, of a worker and of an actor"
 
 expect_lines "$WORK/job.out" '^\(node [01] worker [0-9]+ pid [1-9][0-9]*\) twice\([0-9]+\) on node [01]$' 20
 
@@ -38,4 +43,11 @@ wait "$job_pid" || fail "the step failed: $(cat "$WORK/job.out")"
 curl -s --max-time 5 "$url" >/dev/null 2>&1 && fail "the dashboard still answers after the step"
 expect_step_output "$WORK/job.out" 1
 echo "ok: after the step, no jobs file and nothing listening"
+
+[ "$(stat -c '%a %U' "$KEPT/$job.0/node-1")" = "700 $SRAY_TEST_USER" ] ||
+  fail "node 1's kept logs: $(ls -laR "$KEPT" 2>&1)"
+as_user sray logs "$job" --log-dir "$KEPT" --actor greeter >"$WORK/kept.out" 2>&1 ||
+  fail "sray logs --log-dir failed: $(cat "$WORK/kept.out")"
+grep -q '^hello, dashboard$' "$WORK/kept.out" || fail "the kept actor log: $(cat "$WORK/kept.out")"
+echo "ok: log_dir keeps both nodes' logs for sray logs --log-dir after the step"
 echo PASS

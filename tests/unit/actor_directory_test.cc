@@ -11,8 +11,11 @@ namespace sray::core {
 namespace {
 
 NodeDescription Node(std::uint32_t id, double cpus) {
-  return NodeDescription{.node_id = id, .rank = id, .hostname = "n" + std::to_string(id),
-                         .total = {{"CPU", cpus}}, .store_capacity = 0};
+  return NodeDescription{.node_id = id,
+                         .rank = id,
+                         .hostname = "n" + std::to_string(id),
+                         .total = {{"CPU", cpus}},
+                         .store_capacity = 0};
 }
 
 ActorCreation Creation(ResourceMap resources = {}, std::string name = {},
@@ -43,10 +46,14 @@ TaskOutcome Created(const TaskSpec& spec, std::uint32_t node) {
 class ActorDirectoryTest : public ::testing::Test {
  protected:
   ActorDirectory directory_{
-      {Node(0, 2), Node(1, 2), Node(2, 2)}, 0,
+      {Node(0, 2), Node(1, 2), Node(2, 2)},
+      0,
       ActorDirectory::Hooks{
-          .submit_to_node = [this](std::uint32_t node, TaskSpec spec) { submitted_.emplace_back(node, std::move(spec)); },
-          .stop_worker = [this](std::uint32_t node, ActorKill kill) { stopped_.emplace_back(node, kill); },
+          .submit_to_node = [this](
+                                std::uint32_t node,
+                                TaskSpec spec) { submitted_.emplace_back(node, std::move(spec)); },
+          .stop_worker = [this](std::uint32_t node,
+                                ActorKill kill) { stopped_.emplace_back(node, kill); },
           .notify = [](std::uint32_t, ActorChanged) {}}};
   std::vector<std::pair<std::uint32_t, TaskSpec>> submitted_;
   std::vector<std::pair<std::uint32_t, ActorKill>> stopped_;
@@ -124,7 +131,8 @@ TEST_F(ActorDirectoryTest, ADeathRestartsUpToMaxRestartsThenTheActorIsDead) {
   std::optional<ActorInfo> seen_by_waiter;
   directory_.WaitForChange(ActorWait{.id = actor.id, .seen = 0},
                            [&](Result<ActorInfo> info) { seen_by_waiter = *info; });
-  directory_.OnWorkerDied(ActorDeath{.id = actor.id, .incarnation = 0, .node = 0, .pid = 1, .cause = "ended with signal 9"});
+  directory_.OnWorkerDied(ActorDeath{
+      .id = actor.id, .incarnation = 0, .node = 0, .pid = 1, .cause = "ended with signal 9"});
   ASSERT_EQ(submitted_.size(), 2u) << "the constructor runs again";
   EXPECT_EQ(submitted_.back().second.incarnation, 1);
   EXPECT_FALSE(seen_by_waiter.has_value()) << "answered before the new incarnation is alive";
@@ -132,7 +140,8 @@ TEST_F(ActorDirectoryTest, ADeathRestartsUpToMaxRestartsThenTheActorIsDead) {
   ASSERT_TRUE(seen_by_waiter.has_value());
   EXPECT_EQ(seen_by_waiter->incarnation, 1);
 
-  directory_.OnWorkerDied(ActorDeath{.id = actor.id, .incarnation = 1, .node = 0, .pid = 2, .cause = "ended with signal 9"});
+  directory_.OnWorkerDied(ActorDeath{
+      .id = actor.id, .incarnation = 1, .node = 0, .pid = 2, .cause = "ended with signal 9"});
   auto dead = Changed(actor.id, 1);
   ASSERT_TRUE(dead.has_value());
   EXPECT_EQ(static_cast<ActorState>(dead->state), ActorState::kDead);
@@ -142,13 +151,15 @@ TEST_F(ActorDirectoryTest, ADeathRestartsUpToMaxRestartsThenTheActorIsDead) {
 
 TEST_F(ActorDirectoryTest, AConstructorThatThrowsLeavesTheActorDeadWithItsMessage) {
   const ActorInfo actor = Create(Creation({}, "", 3));
-  TaskOutcome threw = FailedOutcome(submitted_.back().second, OutcomeKind::kTaskThrew, "no database");
+  TaskOutcome threw =
+      FailedOutcome(submitted_.back().second, OutcomeKind::kTaskThrew, "no database");
   threw.error_type = "std::invalid_argument";
   directory_.OnCreated(threw);
   auto dead = Changed(actor.id, -1);
   ASSERT_TRUE(dead.has_value());
   EXPECT_EQ(static_cast<ActorState>(dead->state), ActorState::kDead);
-  EXPECT_NE(dead->cause.find("std::invalid_argument: no database"), std::string::npos) << dead->cause;
+  EXPECT_NE(dead->cause.find("std::invalid_argument: no database"), std::string::npos)
+      << dead->cause;
 }
 
 TEST_F(ActorDirectoryTest, AConstructorFinishingAfterAKillEndsItsProcess) {
@@ -162,28 +173,33 @@ TEST_F(ActorDirectoryTest, AConstructorFinishingAfterAKillEndsItsProcess) {
 }
 
 TEST_F(ActorDirectoryTest, SpreadPutsBundlesOnDifferentNodesAndPackOnOne) {
-  auto spread = directory_.CreatePlacementGroup(PlacementGroupCreation{
-      .name = "", .bundles = {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}},
-      .strategy = PlacementStrategy::kSpread});
+  auto spread = directory_.CreatePlacementGroup(
+      PlacementGroupCreation{.name = "",
+                             .bundles = {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}},
+                             .strategy = PlacementStrategy::kSpread});
   ASSERT_TRUE(spread.ok());
   ASSERT_TRUE(spread->placed);
-  EXPECT_EQ(std::set<std::uint32_t>(spread->bundle_nodes.begin(), spread->bundle_nodes.end()).size(), 3u);
-  auto pack = directory_.CreatePlacementGroup(PlacementGroupCreation{
-      .name = "", .bundles = {{{"CPU", 0.5}}, {{"CPU", 0.5}}},
-      .strategy = PlacementStrategy::kPack});
+  EXPECT_EQ(
+      std::set<std::uint32_t>(spread->bundle_nodes.begin(), spread->bundle_nodes.end()).size(), 3u);
+  auto pack = directory_.CreatePlacementGroup(
+      PlacementGroupCreation{.name = "",
+                             .bundles = {{{"CPU", 0.5}}, {{"CPU", 0.5}}},
+                             .strategy = PlacementStrategy::kPack});
   ASSERT_TRUE(pack.ok());
   ASSERT_TRUE(pack->placed);
   EXPECT_EQ(pack->bundle_nodes[0], pack->bundle_nodes[1]);
 }
 
 TEST_F(ActorDirectoryTest, AStrictSpreadGroupWaitsUntilRemovingAnotherFreesNodes) {
-  auto first = directory_.CreatePlacementGroup(PlacementGroupCreation{
-      .name = "", .bundles = {{{"CPU", 2}}, {{"CPU", 2}}, {{"CPU", 2}}},
-      .strategy = PlacementStrategy::kStrictSpread});
+  auto first = directory_.CreatePlacementGroup(
+      PlacementGroupCreation{.name = "",
+                             .bundles = {{{"CPU", 2}}, {{"CPU", 2}}, {{"CPU", 2}}},
+                             .strategy = PlacementStrategy::kStrictSpread});
   ASSERT_TRUE(first.ok() && first->placed);
-  auto second = directory_.CreatePlacementGroup(PlacementGroupCreation{
-      .name = "", .bundles = {{{"CPU", 1}}, {{"CPU", 1}}},
-      .strategy = PlacementStrategy::kStrictSpread});
+  auto second = directory_.CreatePlacementGroup(
+      PlacementGroupCreation{.name = "",
+                             .bundles = {{{"CPU", 1}}, {{"CPU", 1}}},
+                             .strategy = PlacementStrategy::kStrictSpread});
   ASSERT_TRUE(second.ok());
   EXPECT_FALSE(second->placed);
   std::optional<PlacementGroupInfo> placed;
@@ -196,9 +212,10 @@ TEST_F(ActorDirectoryTest, AStrictSpreadGroupWaitsUntilRemovingAnotherFreesNodes
 }
 
 TEST_F(ActorDirectoryTest, AnActorInABundleRunsOnTheBundlesNode) {
-  auto group = directory_.CreatePlacementGroup(PlacementGroupCreation{
-      .name = "", .bundles = {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}},
-      .strategy = PlacementStrategy::kSpread});
+  auto group = directory_.CreatePlacementGroup(
+      PlacementGroupCreation{.name = "",
+                             .bundles = {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}},
+                             .strategy = PlacementStrategy::kSpread});
   ASSERT_TRUE(group.ok() && group->placed);
   for (std::int32_t index = 0; index < 3; ++index) {
     Create(Creation({{"CPU", 1}}, "", 0, group->id, index));
@@ -206,6 +223,52 @@ TEST_F(ActorDirectoryTest, AnActorInABundleRunsOnTheBundlesNode) {
   }
   auto too_big = directory_.Create(Creation({{"CPU", 2}}, "", 0, group->id, 0));
   EXPECT_EQ(too_big.status().code(), StatusCode::kResourceExhausted);
+}
+
+TEST_F(ActorDirectoryTest, RestartsDeathsAndRemovedGroupsAreEventsAndViewsListThem) {
+  const ActorInfo actor = Create(Creation({}, "keeper", 1));
+  ConstructLast();
+  directory_.OnWorkerDied(ActorDeath{
+      .id = actor.id, .incarnation = 0, .node = 0, .pid = 11, .cause = "ended with signal 9"});
+  ConstructLast();
+  directory_.OnWorkerDied(ActorDeath{
+      .id = actor.id, .incarnation = 1, .node = 0, .pid = 12, .cause = "ended with signal 9"});
+  auto group = directory_.CreatePlacementGroup(
+      PlacementGroupCreation{.name = "pair",
+                             .bundles = {{{"CPU", 1}}, {{"CPU", 1}}},
+                             .strategy = PlacementStrategy::kSpread});
+  ASSERT_TRUE(group.ok()) << group.status().message();
+  ASSERT_TRUE(directory_.RemovePlacementGroup(group->id).ok());
+
+  const auto events = directory_.events().Recent();
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].kind, "actor_restarted");
+  EXPECT_NE(events[0].message.find("actor " + std::to_string(actor.id) + " 'keeper' (C::Create)"),
+            std::string::npos)
+      << events[0].message;
+  EXPECT_NE(events[0].message.find("pid 11"), std::string::npos) << events[0].message;
+  EXPECT_EQ(events[1].kind, "actor_died");
+  EXPECT_NE(events[1].message.find("no restart left"), std::string::npos) << events[1].message;
+  EXPECT_EQ(events[2].kind, "placement_group_removed");
+  EXPECT_NE(events[2].message.find("'pair'"), std::string::npos) << events[2].message;
+
+  (void)Create(Creation({}, "", 0));
+  std::size_t total = 0;
+  const auto newest = directory_.Actors(1, total);
+  EXPECT_EQ(total, 2u);
+  ASSERT_EQ(newest.size(), 1u);
+  EXPECT_NE(newest[0].info.id, actor.id) << "the newest is listed first when the list is cut";
+  const auto all = directory_.Actors(10, total);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].info.name, "keeper");
+  EXPECT_EQ(all[0].restarts, 1);
+  EXPECT_EQ(all[0].max_restarts, 1);
+  EXPECT_EQ(static_cast<ActorState>(all[0].info.state), ActorState::kDead);
+  const auto groups = directory_.PlacementGroups(10, total);
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0].name, "pair");
+  EXPECT_TRUE(groups[0].info.removed);
+  EXPECT_EQ(groups[0].bundles.size(), 2u);
 }
 
 }  // namespace

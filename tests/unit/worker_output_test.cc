@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/worker_log_files.h"
+#include "core/event_log.h"
 
 namespace sray::core {
 namespace {
@@ -105,6 +106,50 @@ TEST_F(WorkerOutputTest, AFullLogMovesToDotOneAndTheNewestLinesStay) {
   std::stringstream text;
   text << log.rdbuf();
   EXPECT_NE(text.str().find("line 29\n"), std::string::npos) << text.str();
+}
+
+TEST(WorkerLogFiles, ACopyHoldsEveryLogRotatedOnesTooPrivateToTheUser) {
+  const auto root =
+      std::filesystem::temp_directory_path() / ("sray-log-copy-test-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root / "logs");
+  std::ofstream(root / "logs" / "worker-5.log") << "newest\n";
+  std::ofstream(root / "logs" / "worker-5.log.1") << "older\n";
+  std::ofstream(root / "logs" / "notes.txt") << "not a log\n";
+  ASSERT_TRUE(CopyWorkerLogs(root / "logs", root / "kept" / "7.0" / "node-1").ok());
+  const auto kept = root / "kept" / "7.0" / "node-1";
+  EXPECT_EQ(std::filesystem::status(kept).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_all);
+  EXPECT_EQ(
+      std::filesystem::status(kept / "worker-5.log").permissions() & std::filesystem::perms::all,
+      std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  EXPECT_TRUE(std::filesystem::exists(kept / "worker-5.log.1"));
+  EXPECT_FALSE(std::filesystem::exists(kept / "notes.txt"));
+  auto read = ReadWorkerLog(kept, 5, 0, 100);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->data, "newest\n");
+  const Status missing = CopyWorkerLogs(root / "nothing", root / "kept2");
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find("nothing"), std::string::npos) << missing.message();
+  std::filesystem::remove_all(root);
+}
+
+TEST(SpillEvents, TheFirstSpillIsToldAtOnceLaterOnesAddedUpUntilRead) {
+  auto events = std::make_shared<EventLog>();
+  SpillEvents spills(2, events);
+  spills.Spilled(1000);
+  spills.Spilled(500);
+  spills.Spilled(250);
+  ASSERT_EQ(events->Recent().size(), 1u);
+  EXPECT_EQ(events->Recent()[0].kind, "objects_spilled");
+  EXPECT_EQ(events->Recent()[0].message.find("node 2 spilled 1 object(s), 1000 bytes"), 0u)
+      << events->Recent()[0].message;
+  spills.Flush();
+  ASSERT_EQ(events->Recent().size(), 2u);
+  EXPECT_EQ(events->Recent()[1].message.find("node 2 spilled 2 object(s), 750 bytes"), 0u)
+      << events->Recent()[1].message;
+  spills.Flush();
+  EXPECT_EQ(events->Recent().size(), 2u) << "nothing new, nothing told";
 }
 
 }  // namespace

@@ -1,0 +1,82 @@
+#include "core/task_tally.h"
+
+#include <gtest/gtest.h>
+
+#include "core/local_scheduler.h"
+
+namespace sray::core {
+namespace {
+
+NodeDescription Node(std::uint32_t id, double cpus) {
+  return NodeDescription{.node_id = id,
+                         .rank = id,
+                         .hostname = "n" + std::to_string(id),
+                         .total = {{"CPU", cpus}},
+                         .store_capacity = 0};
+}
+
+TaskSpec Task(std::uint64_t id, std::string function, std::string name = "") {
+  TaskSpec spec;
+  spec.task_id = id;
+  spec.function = std::move(function);
+  spec.name = std::move(name);
+  spec.resources = {{"CPU", 1}};
+  return spec;
+}
+
+TaskOutcome Outcome(const TaskSpec& spec, OutcomeKind kind) {
+  return FailedOutcome(spec, kind, "");
+}
+
+TEST(TaskTally, CountsFinishedAndFailedAttemptsByTheNameUsersGaveTheTask) {
+  TaskTally tally;
+  tally.Record(Outcome(Task(1, "square"), OutcomeKind::kInlineValue));
+  tally.Record(Outcome(Task(2, "square"), OutcomeKind::kStoredValue));
+  tally.Record(Outcome(Task(3, "square"), OutcomeKind::kTaskThrew));
+  tally.Record(Outcome(Task(4, "square"), OutcomeKind::kWorkerDied));
+  tally.Record(Outcome(Task(5, "square", "load shard"), OutcomeKind::kInlineValue));
+  const auto tasks = tally.With({});
+  ASSERT_EQ(tasks.size(), 2u);
+  EXPECT_EQ(tasks[0].function, "load shard");
+  EXPECT_EQ(tasks[0].finished, 1u);
+  EXPECT_EQ(tasks[1].function, "square");
+  EXPECT_EQ(tasks[1].finished, 2u);
+  EXPECT_EQ(tasks[1].failed, 2u);
+}
+
+TEST(TaskTally, AddsWhatTheSchedulerHoldsNowQueuedAndRunning) {
+  // One CPU, one worker: tasks queue until it registers, then all go to it
+  // (the first runs, the others wait in its line).
+  LocalScheduler scheduler(LocalSchedulerConfig{
+      .node_id = 0, .total = {{"CPU", 1}}, .gpu_devices = 0, .max_workers = 1});
+  (void)scheduler.ApplyClusterView({Node(0, 1)});
+  auto started = scheduler.Submit(Task(1, "square"));
+  (void)scheduler.Submit(Task(2, "square"));
+  (void)scheduler.Submit(Task(3, "cube"));
+  TaskTally tally;
+  tally.Record(Outcome(Task(9, "cube"), OutcomeKind::kInlineValue));
+  auto tasks = tally.With(scheduler.CurrentTasks());
+  ASSERT_EQ(tasks.size(), 2u);
+  EXPECT_EQ(tasks[0].function, "cube");
+  EXPECT_EQ(tasks[0].queued, 1u);
+  EXPECT_EQ(tasks[0].finished, 1u);
+  EXPECT_EQ(tasks[1].function, "square");
+  EXPECT_EQ(tasks[1].queued, 2u);
+  EXPECT_EQ(tasks[1].running, 0u);
+
+  for (const auto& effect : started) {
+    if (const auto* start = std::get_if<effects::StartWorker>(&effect)) {
+      (void)scheduler.OnWorkerSpawned(start->rank, 100);
+      (void)scheduler.OnWorkerRegistered(start->rank);
+    }
+  }
+  tasks = tally.With(scheduler.CurrentTasks());
+  ASSERT_EQ(tasks.size(), 2u);
+  EXPECT_EQ(tasks[0].running, 1u);
+  EXPECT_EQ(tasks[0].queued, 0u);
+  EXPECT_EQ(tasks[1].running, 2u);
+  EXPECT_EQ(tasks[1].queued, 0u);
+}
+
+}  // namespace
+}  // namespace sray::core
