@@ -41,7 +41,7 @@ touch "$WORK/done"
 wait "$job_pid" || fail "the step failed: $(cat "$WORK/job.out")"
 [ ! -e "$file" ] || fail "the jobs file outlived the step"
 curl -s --max-time 5 "$url" >/dev/null 2>&1 && fail "the dashboard still answers after the step"
-expect_step_output "$WORK/job.out" 1
+expect_step_output "$WORK/job.out" 4
 echo "ok: after the step, no jobs file and nothing listening"
 
 [ "$(stat -c '%a %U' "$KEPT/$job.0/node-1")" = "700 $SRAY_TEST_USER" ] ||
