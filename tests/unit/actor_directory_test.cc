@@ -7,16 +7,10 @@
 #include <set>
 #include <vector>
 
+#include "cpu_node.h"
+
 namespace sray::core {
 namespace {
-
-NodeDescription Node(std::uint32_t id, double cpus) {
-  return NodeDescription{.node_id = id,
-                         .rank = id,
-                         .hostname = "n" + std::to_string(id),
-                         .total = {{"CPU", cpus}},
-                         .store_capacity = 0};
-}
 
 ActorCreation Creation(ResourceMap resources = {}, std::string name = {},
                        std::int32_t max_restarts = 0, std::uint64_t placement_group = 0,
@@ -46,7 +40,7 @@ TaskOutcome Created(const TaskSpec& spec, std::uint32_t node) {
 class ActorDirectoryTest : public ::testing::Test {
  protected:
   ActorDirectory directory_{
-      {Node(0, 2), Node(1, 2), Node(2, 2)},
+      {CpuNode(0, 2), CpuNode(1, 2), CpuNode(2, 2)},
       0,
       ActorDirectory::Hooks{
           .submit_to_node = [this](

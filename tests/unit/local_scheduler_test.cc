@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "cpu_node.h"
+
 namespace sray::core {
 namespace {
 
@@ -18,14 +20,6 @@ std::vector<Effect> All(const SchedulerEffects& effects) {
     if (const auto* typed = std::get_if<Effect>(&effect)) found.push_back(*typed);
   }
   return found;
-}
-
-NodeDescription Node(std::uint32_t id, double cpus) {
-  return NodeDescription{.node_id = id,
-                         .rank = id,
-                         .hostname = "n" + std::to_string(id),
-                         .total = {{"CPU", cpus}},
-                         .store_capacity = 0};
 }
 
 TaskSpec Task(std::uint64_t id, double cpus, TaskKind kind = TaskKind::kFunction) {
@@ -50,7 +44,7 @@ class LocalSchedulerTest : public ::testing::Test {
       .node_id = 0, .total = {{"CPU", 2}}, .gpu_devices = 0, .max_workers = 2}};
 
   void SetUp() override {
-    EXPECT_TRUE(scheduler_.ApplyClusterView({Node(0, 2), Node(1, 2)}).empty());
+    EXPECT_TRUE(scheduler_.ApplyClusterView({CpuNode(0, 2), CpuNode(1, 2)}).empty());
   }
 
   // Starts and registers one worker for the effects that asked for it.
@@ -103,7 +97,7 @@ TEST_F(LocalSchedulerTest, ATaskNoNodeCanEverRunFailsAtOnceNamingTheLargestNode)
 TEST_F(LocalSchedulerTest, ATaskTooBigForThisNodeMovesToOneWhereItFits) {
   LocalScheduler small{LocalSchedulerConfig{
       .node_id = 0, .total = {{"CPU", 1}}, .gpu_devices = 0, .max_workers = 2}};
-  (void)small.ApplyClusterView({Node(0, 1), Node(1, 4)});
+  (void)small.ApplyClusterView({CpuNode(0, 1), CpuNode(1, 4)});
   const auto effects = small.Submit(Task(1, 3));
   const auto forwarded = All<effects::ForwardToNode>(effects);
   ASSERT_EQ(forwarded.size(), 1u);
@@ -116,14 +110,14 @@ TEST(LocalScheduler, WorkersStartedAreCappedByMaxWorkers) {
       .node_id = 0, .total = {{"CPU", 2}}, .gpu_devices = 0, .max_workers = 2}};
   // Nothing is dispatched before the cluster view: all six wait for it.
   for (std::uint64_t id = 1; id <= 6; ++id) EXPECT_TRUE(scheduler.Submit(Task(id, 0.25)).empty());
-  const auto effects = scheduler.ApplyClusterView({Node(0, 2)});
+  const auto effects = scheduler.ApplyClusterView({CpuNode(0, 2)});
   EXPECT_EQ(All<effects::StartWorker>(effects).size(), 2u);
 }
 
 TEST_F(LocalSchedulerTest, ADeadWorkersTaskFailsRetryablyAndTheTasksBehindItGoBack) {
   LocalScheduler busy{LocalSchedulerConfig{
       .node_id = 0, .total = {{"CPU", 1}}, .gpu_devices = 0, .max_workers = 1}};
-  (void)busy.ApplyClusterView({Node(0, 1)});
+  (void)busy.ApplyClusterView({CpuNode(0, 1)});
   const auto first = busy.Submit(Task(1, 1));
   const auto start = All<effects::StartWorker>(first).at(0);
   (void)busy.OnWorkerSpawned(start.rank, 77);
@@ -147,7 +141,7 @@ TEST_F(LocalSchedulerTest, ADeadWorkersTaskFailsRetryablyAndTheTasksBehindItGoBa
 TEST_F(LocalSchedulerTest, WorkersThatDieBeforeRegisteringFailTheQueueWithTheFix) {
   LocalScheduler scheduler{LocalSchedulerConfig{
       .node_id = 0, .total = {{"CPU", 1}}, .gpu_devices = 0, .max_workers = 1}};
-  (void)scheduler.ApplyClusterView({Node(0, 1)});
+  (void)scheduler.ApplyClusterView({CpuNode(0, 1)});
   auto effects = scheduler.Submit(Task(1, 1));
   pid_t pid = 500;
   std::vector<effects::DeliverOutcome> failures;

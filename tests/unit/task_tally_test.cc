@@ -4,16 +4,10 @@
 
 #include "core/local_scheduler.h"
 
+#include "cpu_node.h"
+
 namespace sray::core {
 namespace {
-
-NodeDescription Node(std::uint32_t id, double cpus) {
-  return NodeDescription{.node_id = id,
-                         .rank = id,
-                         .hostname = "n" + std::to_string(id),
-                         .total = {{"CPU", cpus}},
-                         .store_capacity = 0};
-}
 
 TaskSpec Task(std::uint64_t id, std::string function, std::string name = "") {
   TaskSpec spec;
@@ -49,7 +43,7 @@ TEST(TaskTally, AddsWhatTheSchedulerHoldsNowQueuedAndRunning) {
   // (the first runs, the others wait in its line).
   LocalScheduler scheduler(LocalSchedulerConfig{
       .node_id = 0, .total = {{"CPU", 1}}, .gpu_devices = 0, .max_workers = 1});
-  (void)scheduler.ApplyClusterView({Node(0, 1)});
+  (void)scheduler.ApplyClusterView({CpuNode(0, 1)});
   auto started = scheduler.Submit(Task(1, "square"));
   (void)scheduler.Submit(Task(2, "square"));
   (void)scheduler.Submit(Task(3, "cube"));
