@@ -233,7 +233,8 @@ Result<PackSummary> InspectPack(const fs::path& pack) {
   return ReadHeader(reader, pack.string());
 }
 
-Result<PackSummary> Unpack(const fs::path& pack, const fs::path& target_argument) {
+Result<PackSummary> Unpack(const fs::path& pack, const fs::path& target_argument,
+                           const UnpackObserver& observer) {
   std::error_code error;
   const fs::path target = fs::absolute(target_argument, error).lexically_normal();
   if (fs::exists(target, error)) {
@@ -310,6 +311,7 @@ Result<PackSummary> Unpack(const fs::path& pack, const fs::path& target_argument
       summary.files++;
       summary.bytes += data.size();
       summary.relocated_files += *kind == PrefixKind::kNone ? 0U : 1U;
+      if (observer) observer(UnpackProgress{.files = summary.files, .bytes = summary.bytes});
     } else {
       return fail(Status::InvalidArgument(pack.string() + " is damaged (unknown entry type)"));
     }

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "common/status.h"
@@ -35,6 +36,14 @@ struct PackSummary {
 Result<PackSummary> Pack(const std::filesystem::path& prefix, const std::filesystem::path& output);
 // Reads only the header: what Unpack would install, and its lock hash.
 Result<PackSummary> InspectPack(const std::filesystem::path& pack);
-Result<PackSummary> Unpack(const std::filesystem::path& pack, const std::filesystem::path& target);
+// How far an Unpack is: files and bytes written so far. Told after every
+// file, on the unpacking thread (throttle there).
+struct UnpackProgress {
+  std::uint64_t files = 0;
+  std::uint64_t bytes = 0;
+};
+using UnpackObserver = std::function<void(const UnpackProgress&)>;
+Result<PackSummary> Unpack(const std::filesystem::path& pack, const std::filesystem::path& target,
+                           const UnpackObserver& observer = {});
 
 }  // namespace sray::envs

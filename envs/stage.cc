@@ -151,7 +151,8 @@ Result<std::string> LockHashOf(const fs::path& prefix) {
 }  // namespace
 
 Result<StagedEnvironment> StagePack(const fs::path& pack, const fs::path& cache_root,
-                                    std::uint64_t cache_limit_bytes) {
+                                    std::uint64_t cache_limit_bytes,
+                                    const UnpackObserver& observer) {
   auto header = InspectPack(pack);
   if (!header.ok()) return header.status();
   std::error_code error;
@@ -170,7 +171,7 @@ Result<StagedEnvironment> StagePack(const fs::path& pack, const fs::path& cache_
   // A copy without its marker was cut short (a crash mid-rename is not
   // possible, but an eviction in progress is): start over.
   fs::remove_all(staged.prefix, error);
-  auto unpacked = Unpack(pack, staged.prefix);
+  auto unpacked = Unpack(pack, staged.prefix, observer);
   if (!unpacked.ok()) return unpacked.status().WithContext("cannot stage " + pack.string());
   SRAY_RETURN_IF_ERROR(WriteMarker(marker, unpacked->bytes));
   staged.evicted = Evict(cache_root, cache_limit_bytes, staged.prefix);

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "envs/pack.h"
 
 namespace sray::envs {
 
@@ -27,9 +28,12 @@ struct StagedEnvironment {
   std::uint64_t evicted = 0;  // copies removed to stay under the limit
 };
 
+// `observer` sees the unpacking, when this call unpacks (not when it reuses
+// a staged copy).
 Result<StagedEnvironment> StagePack(const std::filesystem::path& pack,
                                     const std::filesystem::path& cache_root,
-                                    std::uint64_t cache_limit_bytes);
+                                    std::uint64_t cache_limit_bytes,
+                                    const UnpackObserver& observer = {});
 
 // An environment described by a spec (environment.yml, explicit file,
 // conda-lock.yml, sray lock) in the same cache: a staged copy that matches

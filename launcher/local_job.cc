@@ -180,12 +180,18 @@ class LocalJob {
                                           .uid = getuid(),
                                           .options = options_,
                                           .session_directory_per_node = true,
-                                          .task_variable = [](const std::string& name) {
-                                            const char* value = std::getenv(name.c_str());
-                                            return value == nullptr
-                                                       ? std::optional<std::string>()
-                                                       : std::optional<std::string>(value);
-                                          }});
+                                          .task_variable =
+                                              [](const std::string& name) {
+                                                const char* value = std::getenv(name.c_str());
+                                                return value == nullptr
+                                                           ? std::optional<std::string>()
+                                                           : std::optional<std::string>(value);
+                                              },
+                                          .progress =
+                                              [node](const std::string& line) {
+                                                std::cerr << "sray: node " << node << ": " << line
+                                                          << std::endl;
+                                              }});
       if (!setup.ok())
         return setup.status().WithContext("cannot prepare emulated node " + std::to_string(node));
       nodes_.push_back(std::move(setup).value());

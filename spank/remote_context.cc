@@ -121,24 +121,31 @@ Status PrepareStep(spank_t handle, std::string& node_name) {
     auto options = jobsetup::ResolveOptions(
         {.admin_config = state.plugstack.admin_config, .option_list = state.option_list});
     if (!options.ok()) return options.status();
-    return jobsetup::PrepareNode({.job_id = std::to_string(*job_id),
-                                  .step_id = std::to_string(*step_id),
-                                  .node_id = *node_id,
-                                  .num_nodes = *num_nodes,
-                                  .node_cpus = *node_cpus,
-                                  .node_memory_bytes = node_memory,
-                                  .head_host = hosts->front(),
-                                  .uid = state.job_uid,
-                                  .options = std::move(options).value(),
-                                  .session_directory_per_node = false,
-                                  .task_variable = [handle](const std::string& name) {
-                                    char value[8192];
-                                    if (spank_getenv(handle, name.c_str(), value, sizeof(value)) !=
-                                        ESPANK_SUCCESS) {
-                                      return std::optional<std::string>();
-                                    }
-                                    return std::optional<std::string>(value);
-                                  }});
+    return jobsetup::PrepareNode(
+        {.job_id = std::to_string(*job_id),
+         .step_id = std::to_string(*step_id),
+         .node_id = *node_id,
+         .num_nodes = *num_nodes,
+         .node_cpus = *node_cpus,
+         .node_memory_bytes = node_memory,
+         .head_host = hosts->front(),
+         .uid = state.job_uid,
+         .options = std::move(options).value(),
+         .session_directory_per_node = false,
+         .task_variable =
+             [handle](const std::string& name) {
+               char value[8192];
+               if (spank_getenv(handle, name.c_str(), value, sizeof(value)) != ESPANK_SUCCESS) {
+                 return std::optional<std::string>();
+               }
+               return std::optional<std::string>(value);
+             },
+         // Staging runs in slurmstepd: its progress goes to the
+         // node's slurmd log; the dashboard shows the outcome.
+         .progress =
+             [node = *node_id](const std::string& line) {
+               slurm_info("sray: node %u: %s", node, line.c_str());
+             }});
   };
   auto answer = RunAsJobUser(*user, [&] { return jobsetup::EncodeNodeSetupResult(prepare()); });
   if (!answer.ok()) return answer.status();

@@ -3,7 +3,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "common/host_name.h"
@@ -33,11 +37,50 @@ std::string CookieName(const jobsetup::TaskEnvironment& environment) {
   return name;
 }
 
-dashboard::NodeSnapshot AskNode(transport::Transport& transport, std::uint32_t node,
-                                std::uint32_t rank, std::vector<dashboard::EventEntry>& events) {
+// Asks every node manager at once and waits for all answers, at most
+// kNodeStatusTimeout in all: a hung node costs one timeout, not one each.
+// Answers that come later are dropped (the state they fill is shared with
+// the callbacks, which may outlive this call).
+std::vector<Result<transport::Bytes>> AskEveryNode(transport::Transport& transport,
+                                                   const std::vector<std::uint32_t>& ranks,
+                                                   std::uint32_t method, transport::Bytes request) {
+  struct Answers {
+    std::mutex mutex;
+    std::condition_variable arrived;
+    std::vector<std::optional<Result<transport::Bytes>>> replies;
+    std::size_t pending = 0;
+    transport::Bytes request;  // CallAsync reads it until each call ends
+  };
+  auto answers = std::make_shared<Answers>();
+  answers->replies.resize(ranks.size());
+  answers->pending = ranks.size();
+  answers->request = std::move(request);
+  for (std::size_t node = 0; node < ranks.size(); ++node) {
+    transport.CallAsync(ranks[node], method, answers->request,
+                        [answers, node](Result<transport::Bytes> reply) {
+                          std::lock_guard lock(answers->mutex);
+                          answers->replies[node] = std::move(reply);
+                          --answers->pending;
+                          answers->arrived.notify_all();
+                        });
+  }
+  std::unique_lock lock(answers->mutex);
+  answers->arrived.wait_for(lock, kNodeStatusTimeout, [&] { return answers->pending == 0; });
+  std::vector<Result<transport::Bytes>> replies;
+  replies.reserve(ranks.size());
+  for (auto& reply : answers->replies) {
+    replies.push_back(
+        reply ? std::move(*reply)
+              : Result<transport::Bytes>(Status::DeadlineExceeded(
+                    "no answer within " + std::to_string(kNodeStatusTimeout.count()) + " s")));
+  }
+  return replies;
+}
+
+dashboard::NodeSnapshot NodeFrom(std::uint32_t node, Result<transport::Bytes> reply,
+                                 std::vector<dashboard::EventEntry>& events) {
   dashboard::NodeSnapshot snapshot;
   snapshot.node_id = node;
-  auto reply = transport.Call(rank, kNodeStatus, {}, kNodeStatusTimeout);
   if (!reply.ok()) {
     snapshot.error = reply.status().message();
     return snapshot;
@@ -207,8 +250,9 @@ std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnviro
     dashboard::ClusterSnapshot snapshot;
     snapshot.job_id = job_id;
     snapshot.step_id = step_id;
+    auto replies = AskEveryNode(transport, ranks, kNodeStatus, {});
     for (std::uint32_t node = 0; node < ranks.size(); ++node) {
-      snapshot.nodes.push_back(AskNode(transport, node, ranks[node], snapshot.events));
+      snapshot.nodes.push_back(NodeFrom(node, std::move(replies[node]), snapshot.events));
     }
     AddHead(directory, snapshot);
     return snapshot;
@@ -218,9 +262,11 @@ std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnviro
       [&transport,
        ranks = node_manager_ranks_copy]() -> Result<std::vector<dashboard::LogFileEntry>> {
     std::vector<dashboard::LogFileEntry> files;
+    auto replies = AskEveryNode(transport, ranks, kWorkerLogs, Encode(WorkerLogsRequest{}));
     for (std::uint32_t node = 0; node < ranks.size(); ++node) {
-      auto logs = AskLogs(transport, ranks[node], WorkerLogsRequest{});
-      if (!logs.ok()) continue;  // a node that does not answer has none to show
+      if (!replies[node].ok()) continue;  // a node that does not answer has none to show
+      auto logs = Decode<WorkerLogs>(*replies[node], "worker logs");
+      if (!logs.ok()) continue;
       for (const auto& file : logs->files) {
         files.push_back({.node = node, .worker = file.worker, .bytes = file.size});
       }

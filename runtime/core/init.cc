@@ -165,6 +165,11 @@ core::NodeManagerConfig NodeConfig(const wire::WiredJob& job,
   config.worker_logs_directory = (std::filesystem::path(environment.session_dir) / "logs").string();
   const char* log_to_driver = std::getenv("SRAY_LOG_TO_DRIVER");
   config.log_to_driver = log_to_driver == nullptr || std::string_view(log_to_driver) != "false";
+  {
+    std::ifstream note(std::filesystem::path(environment.session_dir) /
+                       jobsetup::kEnvironmentNoteFile);
+    std::getline(note, config.environment_note);
+  }
   if (const char* log_dir = std::getenv("SRAY_LOG_DIR"); log_dir != nullptr && *log_dir != '\0') {
     config.worker_logs_copy =
         (std::filesystem::path(log_dir) / (environment.job_id + "." + environment.step_id) /

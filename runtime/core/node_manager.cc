@@ -97,6 +97,10 @@ Result<std::unique_ptr<NodeManager>> NodeManager::Create(
     NodeManagerConfig config, transport::Transport& transport,
     std::shared_ptr<transport::AddressBook> address_book) {
   auto events = std::make_shared<EventLog>();
+  if (!config.environment_note.empty()) {
+    events->Add("env_staged", "node " + std::to_string(config.node_id) + ": " +
+                                  config.environment_note);
+  }
   auto spill_events = std::make_shared<SpillEvents>(config.node_id, events);
   config.store.on_spilled = [spill_events](std::uint64_t bytes) { spill_events->Spilled(bytes); };
   auto store = object::ObjectStore::Open(config.store);

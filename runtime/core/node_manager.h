@@ -73,6 +73,9 @@ struct NodeManagerConfig {
   // Where the log files are copied when the manager ends (log_dir=); empty:
   // they go with the session directory.
   std::string worker_logs_copy;
+  // How the step's environment was made ready here (staged, reused, used in
+  // place): the node's first event. Empty: the step has none.
+  std::string environment_note;
 };
 
 class NodeManager {

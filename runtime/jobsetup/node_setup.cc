@@ -59,7 +59,8 @@ Result<NodeSetup> PrepareNode(const NodeSetupRequest& request) {
                                                       .tmpdir = request.options.Get("tmpdir"),
                                                       .session_directory = *path,
                                                       .uid = request.uid,
-                                                      .task_variable = request.task_variable},
+                                                      .task_variable = request.task_variable,
+                                                      .progress = request.progress},
                                setup.environment);
     if (!prepared.ok()) {
       (void)RemoveSessionDirectory(*path);  // nothing half-prepared stays

@@ -37,6 +37,8 @@ struct NodeSetupRequest {
   // The tasks' own variables (PATH, HOME, ...), which activating the step's
   // conda environment builds on; null: none.
   std::function<std::optional<std::string>(const std::string& name)> task_variable;
+  // Lines on the progress of staging the step's environment; null: none.
+  std::function<void(const std::string& line)> progress;
 };
 
 struct NodeSetup {
@@ -47,6 +49,8 @@ struct NodeSetup {
 // The file in the session directory holding the lock of the step's conda
 // environment on this node: the runtime compares nodes' locks through PMIx.
 inline constexpr const char* kEnvironmentLockFile = "environment.lock";
+// One line saying how the step's environment was made ready on this node.
+inline constexpr const char* kEnvironmentNoteFile = "environment.note";
 
 // Validates the request and creates the session directory. Run as the job
 // user, so the directory belongs to it.

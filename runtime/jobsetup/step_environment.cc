@@ -1,5 +1,7 @@
 #include "jobsetup/step_environment.h"
 
+#include <chrono>
+#include <cstdio>
 #include <fstream>
 
 #include "envs/activation.h"
@@ -20,10 +22,52 @@ constexpr std::uint64_t kCacheLimitBytes = std::uint64_t{50} << 30;
 
 // A packed environment is unpacked into the node's cache; a spec is matched
 // against the copies there or created by the user's conda tool.
-Result<envs::StagedEnvironment> StageFile(const StepEnvironmentRequest& request) {
+std::string Mebibytes(std::uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Unpacking as the user sees it: a line at most once a second, after the
+// first second.
+class StagingProgress {
+ public:
+  explicit StagingProgress(const StepEnvironmentRequest& request)
+      : request_(request), started_(std::chrono::steady_clock::now()) {
+    std::error_code error;
+    pack_bytes_ = fs::file_size(request.source, error);
+  }
+  void operator()(const envs::UnpackProgress& progress) {
+    last_ = progress;
+    if (!request_.progress) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - started_ < std::chrono::seconds(1) || now - told_ < std::chrono::seconds(1)) return;
+    told_ = now;
+    request_.progress("staging " + request_.source.string() + ": " +
+                      std::to_string(progress.files) + " files, " + Mebibytes(progress.bytes) +
+                      " written (the pack is " + Mebibytes(pack_bytes_) + ")");
+  }
+  [[nodiscard]] const envs::UnpackProgress& last() const { return last_; }
+  [[nodiscard]] std::chrono::steady_clock::time_point started() const { return started_; }
+
+ private:
+  const StepEnvironmentRequest& request_;
+  const std::chrono::steady_clock::time_point started_;
+  std::chrono::steady_clock::time_point told_{};
+  std::uint64_t pack_bytes_ = 0;
+  envs::UnpackProgress last_;
+};
+
+Result<envs::StagedEnvironment> StageFile(const StepEnvironmentRequest& request,
+                                          StagingProgress& progress) {
   const fs::path cache_root = request.tmpdir / ("sray-envs-" + std::to_string(request.uid));
   if (envs::InspectPack(request.source).ok()) {
-    return envs::StagePack(request.source, cache_root, kCacheLimitBytes);
+    return envs::StagePack(request.source, cache_root, kCacheLimitBytes,
+                           [&progress](const envs::UnpackProgress& now) { progress(now); });
   }
   if (auto spec = envs::ReadSpec(request.source); !spec.ok()) {
     return Status::InvalidArgument(
@@ -42,6 +86,8 @@ Status PrepareStepEnvironment(const StepEnvironmentRequest& request, TaskEnviron
   const std::string what = "the step's environment " + request.source.string();
   std::error_code error;
   fs::path prefix = request.source;
+  StagingProgress progress(request);
+  std::string note = "used the prefix " + request.source.string() + " where it is";
   if (!fs::is_directory(request.source, error)) {
     if (!fs::exists(request.source, error)) {
       return Status::NotFound(what +
@@ -49,9 +95,22 @@ Status PrepareStepEnvironment(const StepEnvironmentRequest& request, TaskEnviron
                               "`sray env pack` or a spec (environment.yml, explicit file, lock), "
                               "on a path every node can read");
     }
-    auto staged = StageFile(request);
+    auto staged = StageFile(request, progress);
     if (!staged.ok()) return staged.status().WithContext("cannot stage " + what);
     prefix = staged->prefix;
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%.1f s", SecondsSince(progress.started()));
+    if (staged->reused) {
+      note = "used the copy of " + request.source.string() + " staged on this node before (" +
+             prefix.string() + ")";
+    } else if (progress.last().files > 0) {
+      note = "staged " + request.source.string() + " into " + prefix.string() + " in " + seconds +
+             " (" + std::to_string(progress.last().files) + " files, " +
+             Mebibytes(progress.last().bytes) + ")";
+    } else {
+      note = "made " + prefix.string() + " from " + request.source.string() + " in " + seconds;
+    }
+    if (request.progress && SecondsSince(progress.started()) >= 1) request.progress(note);
   }
   auto packages = envs::ReadPrefix(prefix);
   if (!packages.ok()) return packages.status().WithContext(what);
@@ -68,6 +127,12 @@ Status PrepareStepEnvironment(const StepEnvironmentRequest& request, TaskEnviron
     std::ofstream stream(lock_file, std::ios::trunc);
     stream << lock->text;
     if (!stream.flush()) return Status::IoError("cannot write " + lock_file.string());
+  }
+  {
+    const fs::path note_file = request.session_directory / kEnvironmentNoteFile;
+    std::ofstream stream(note_file, std::ios::trunc);
+    stream << note << "\n";
+    if (!stream.flush()) return Status::IoError("cannot write " + note_file.string());
   }
   environment.activation_variables.assign(activation->set.begin(), activation->set.end());
   environment.activation_variables.emplace_back("SRAY_ENV_PREFIX", prefix.string());

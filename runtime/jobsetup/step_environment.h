@@ -5,7 +5,9 @@
 // cache under tmpdir (once per lock hash, shared by concurrent jobs). The
 // prefix is then activated for every task (envs::Activate) and its lock is
 // written to the session directory, where the runtime reads it to compare
-// the nodes of the step before user code runs.
+// the nodes of the step before user code runs. What was done (staged, with
+// files, bytes and time; reused; a prefix used in place) is written there
+// too (kEnvironmentNoteFile), for the node's events on the dashboard.
 //
 // Thread-safety: called once per node by the front end.
 
@@ -26,6 +28,9 @@ struct StepEnvironmentRequest {
   std::filesystem::path session_directory;
   uid_t uid = 0;
   std::function<std::optional<std::string>(const std::string& name)> task_variable;
+  // Told how a long staging goes (a line at most once a second, none for one
+  // that takes under a second); null: not told.
+  std::function<void(const std::string& line)> progress;
 };
 
 // Fills `environment`'s activation variables; errors name the environment

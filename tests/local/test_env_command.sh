@@ -82,6 +82,25 @@ echo "ok: env= stages once, and every task's CONDA_PREFIX, PATH and hash point a
   >"$WORK/tasks.out" 2>&1 || fail "a sray program under env= failed: $(cat "$WORK/tasks.out")"
 echo "ok: nodes with the same environment pass the runtime's comparison"
 
+# The dashboard's events say how each node made the environment ready.
+mkdir -p "$WORK/home"  # a home of its own: other tests' jobs write jobs files too
+HOME=$WORK/home "$SRAY" run -N2 --ray-cluster="env=$WORK/train.pack,tmpdir=$WORK/tmp" \
+  bash -c 'echo "job $SRAY_JOB_ID"; exec "$0" "$@"' "$SRAY_BUILD_DIR/tests/dashboard_check" "$WORK/env-done" \
+  >"$WORK/env-dashboard.out" 2>&1 &
+env_job=$!
+wait_for_ready "$WORK/env-dashboard.out" "$env_job" 60
+env_jobs_file=$(ls "$WORK"/home/.sray/jobs/*.json)
+url=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$env_jobs_file")
+token=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$env_jobs_file")
+curl -sf -H "Authorization: Bearer $token" "${url}api/events" >"$WORK/env-events.json" || fail "no events"
+touch "$WORK/env-done"
+wait "$env_job" || fail "dashboard_check under env= failed: $(cat "$WORK/env-dashboard.out")"
+for node in 0 1; do
+  grep -q "\"kind\":\"env_staged\",\"message\":\"node $node: used the copy of $WORK/train.pack staged on this node before" "$WORK/env-events.json" ||
+    fail "no env_staged event of node $node: $(cat "$WORK/env-events.json")"
+done
+echo "ok: each node's env_staged event says how it made the environment ready"
+
 # A lock instead of the pack: it names the copy staged above.
 "$SRAY" run -N3 --ray-cluster="env=$WORK/train.lock,tmpdir=$WORK/tmp" \
   bash -c 'echo "$SRAY_NODE_ID $CONDA_PREFIX $SRAY_ENV_HASH"' >"$WORK/lock-step.out" 2>&1 ||

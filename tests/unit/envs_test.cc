@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -7,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "envs/activation.h"
 #include "envs/create.h"
@@ -15,6 +17,8 @@
 #include "envs/readers.h"
 #include "envs/stage.h"
 #include "envs/verify.h"
+#include "jobsetup/node_setup.h"
+#include "jobsetup/step_environment.h"
 
 namespace sray::envs {
 namespace {
@@ -349,8 +353,13 @@ TEST_F(EnvsTest, APackUnpacksElsewhereWithThePrefixRelocated) {
   EXPECT_EQ(InspectPack(root_ / "train.pack")->lock_hash, lock->hash);
 
   const fs::path target = root_ / "t";  // shorter than the packed prefix
-  auto unpacked = Unpack(root_ / "train.pack", target);
+  std::vector<UnpackProgress> seen;
+  auto unpacked = Unpack(root_ / "train.pack", target,
+                         [&seen](const UnpackProgress& progress) { seen.push_back(progress); });
   ASSERT_TRUE(unpacked.ok()) << unpacked.status().message();
+  ASSERT_EQ(seen.size(), unpacked->files) << "told after every file";
+  EXPECT_EQ(seen.back().files, unpacked->files);
+  EXPECT_EQ(seen.back().bytes, unpacked->bytes);
   std::ifstream tool(target / "bin" / "tool");
   std::string shebang;
   std::getline(tool, shebang);
@@ -452,6 +461,35 @@ fs::path FakeMicromamba(const fs::path& bin) {
   fs::copy_file(SRAY_TEST_FIXTURES "/micromamba", bin / "micromamba",
                 fs::copy_options::overwrite_existing);
   return bin / "micromamba";
+}
+
+TEST_F(EnvsTest, AStepNotesWhetherItStagedReusedOrUsedItsEnvironmentInPlace) {
+  ASSERT_TRUE(Pack(prefix_, root_ / "train.pack").ok());
+  auto prepare = [&](const fs::path& source, const std::string& session) {
+    fs::create_directories(root_ / session);
+    jobsetup::TaskEnvironment environment;
+    const Status prepared = jobsetup::PrepareStepEnvironment(
+        jobsetup::StepEnvironmentRequest{.source = source,
+                                         .tmpdir = root_ / "tmp",
+                                         .session_directory = root_ / session,
+                                         .uid = ::getuid(),
+                                         .task_variable = {},
+                                         .progress = {}},
+        environment);
+    EXPECT_TRUE(prepared.ok()) << prepared.message();
+    std::ifstream file(root_ / session / jobsetup::kEnvironmentNoteFile);
+    std::string note;
+    std::getline(file, note);
+    return note;
+  };
+  const std::string pack = (root_ / "train.pack").string();
+  const std::string staged = prepare(root_ / "train.pack", "first");
+  EXPECT_EQ(staged.rfind("staged " + pack + " into ", 0), 0u) << staged;
+  EXPECT_NE(staged.find(" files, "), std::string::npos) << staged;
+  const std::string reused = prepare(root_ / "train.pack", "second");
+  EXPECT_EQ(reused.rfind("used the copy of " + pack + " staged on this node before", 0), 0u)
+      << reused;
+  EXPECT_EQ(prepare(prefix_, "third"), "used the prefix " + prefix_.string() + " where it is");
 }
 
 TEST_F(EnvsTest, StagingASpecReusesTheStagedCopyThatMatchesIt) {

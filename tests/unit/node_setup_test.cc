@@ -26,7 +26,8 @@ NodeSetupRequest RequestFor(const std::filesystem::path& tmpdir, std::uint32_t n
           .uid = geteuid(),
           .options = *options,
           .session_directory_per_node = false,
-          .task_variable = {}};
+          .task_variable = {},
+          .progress = {}};
 }
 
 std::function<const char*(const char*)> LookupIn(const EnvironmentVariables& variables,
