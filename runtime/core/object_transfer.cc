@@ -1,6 +1,9 @@
 #include "core/object_transfer.h"
 
+#include <chrono>
 #include <utility>
+
+#include "common/log.h"
 
 namespace sray::core {
 
@@ -39,8 +42,17 @@ Result<std::string> ObjectTransfer::MakeLocal(const ObjectId& id, std::uint32_t 
     links_.Unpin(holder, request);
     return file.status();
   }
+  const auto started = std::chrono::steady_clock::now();
   const Status pulled =
       source->size == 0 ? Status::Ok() : links_.Pull(holder, *source, (*file)->data());
+  if (pulled.ok() && source->size >= kLargeTransferBytes && LogEnabled(LogLevel::kDebug)) {
+    Log(LogLevel::kDebug,
+        "node " + std::to_string(node_id_) + " pulled object " + id.ToString() + " from node " +
+            std::to_string(holder) + ": " +
+            DescribeTransfer(
+                source->size,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()));
+  }
   links_.Unpin(holder, request);
   file->reset();
   if (!pulled.ok()) {

@@ -1,8 +1,10 @@
 #include "core/owner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
+#include "common/log.h"
 #include "core/actor_calls.h"
 #include "object/mapped_file.h"
 #include "sched/resources.h"
@@ -446,7 +448,12 @@ class StoreBuilder final : public internal::ObjectBuilder {
  public:
   StoreBuilder(Owner& owner, StoreAccess& store, internal::ObjectId id, std::uint32_t node,
                std::unique_ptr<object::MappedFile> file)
-      : owner_(owner), store_(store), id_(id), node_(node), file_(std::move(file)) {}
+      : owner_(owner),
+        store_(store),
+        id_(id),
+        node_(node),
+        file_(std::move(file)),
+        created_(std::chrono::steady_clock::now()) {}
   ~StoreBuilder() override {
     if (file_) store_.Free(id_, node_);  // never sealed
   }
@@ -455,6 +462,13 @@ class StoreBuilder final : public internal::ObjectBuilder {
     const std::uint64_t size = file_->size();
     file_.reset();
     store_.Seal(id_, size);
+    if (size >= kLargeTransferBytes && LogEnabled(LogLevel::kDebug)) {
+      Log(LogLevel::kDebug,
+          "put object " + id_.ToString() + " into node " + std::to_string(node_) + "'s store: " +
+              DescribeTransfer(
+                  size, std::chrono::duration<double>(std::chrono::steady_clock::now() - created_)
+                            .count()));
+    }
     return owner_.AddSealedStoreObject(id_, size, std::move(contained));
   }
 
@@ -464,6 +478,7 @@ class StoreBuilder final : public internal::ObjectBuilder {
   internal::ObjectId id_;
   std::uint32_t node_;
   std::unique_ptr<object::MappedFile> file_;
+  std::chrono::steady_clock::time_point created_;  // the Put's serialization starts here
 };
 
 }  // namespace

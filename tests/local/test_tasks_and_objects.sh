@@ -16,7 +16,9 @@ run_mode basic 6 ""
 run_mode objects 4 ""
 run_mode objects 4 "" env UCX_TLS=tcp,self
 run_mode refcount 2 ""
-run_mode spill 4 "object_store_memory=512M"
+run_mode spill 4 "object_store_memory=512M,log_level=debug"
+# log_level=debug: each Put of 64 MiB or more is a line with its size and rate.
+expect_lines "$WORK/tasks_check.spill.out" '^sray: \[debug\] put object [0-9]+\.[0-9]+ into node 0.s store: 1[0-9]{8} bytes in [0-9.]+ s \([0-9]+ MiB/s\)$' 16
 run_mode worker-death 3 ""
 run_mode exception 4 ""
 run_mode infeasible 3 ""
