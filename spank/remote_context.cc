@@ -9,6 +9,7 @@
 // can take seconds, so it must not lengthen that window; init_post_opt runs
 // before it, and before the PMIx plugin starts listening.
 
+#include <pwd.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -21,6 +22,7 @@
 
 #include "common/host_name.h"
 #include "contexts.h"
+#include "dashboard/jobs_file.h"
 #include "job_user_process.h"
 #include "jobsetup/hostlist.h"
 #include "jobsetup/node_setup.h"
@@ -233,6 +235,15 @@ Status CleanUpStepOnNode() {
   // removes it.
   const JobUser user{.uid = state.job_uid, .gid = state.job_gid, .groups = state.job_groups};
   auto removed = RunAsJobUser(user, [&state] {
+    const jobsetup::TaskEnvironment& environment = state.node_setup->environment;
+    if (environment.node_id == 0) {
+      // The driver removes its jobs file as it ends; one killed (kill -9, a
+      // node's OOM killer) leaves it, and `sray status` would list a dead
+      // job. The home is the user's own, not slurmstepd's $HOME.
+      if (const passwd* entry = ::getpwuid(::getuid()); entry != nullptr && entry->pw_dir) {
+        dashboard::RemoveJobsFile(entry->pw_dir, environment.job_id, environment.step_id);
+      }
+    }
     const Status status = jobsetup::TeardownNode(*state.node_setup);
     return status.ok() ? std::string() : status.message();
   });

@@ -50,4 +50,20 @@ as_user sray logs "$job" --log-dir "$KEPT" --actor greeter >"$WORK/kept.out" 2>&
   fail "sray logs --log-dir failed: $(cat "$WORK/kept.out")"
 grep -q '^hello, dashboard$' "$WORK/kept.out" || fail "the kept actor log: $(cat "$WORK/kept.out")"
 echo "ok: log_dir keeps both nodes' logs for sray logs --log-dir after the step"
+
+# kill -9 of the driver: the step ends, and the SPANK plugin removes the
+# jobs file the driver could not.
+run_as_test_user srun -N2 --ray-cluster bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" "$@"' \
+  "$CHECK_PROGRAM" "$WORK/done-killed" >"$WORK/killed.out" 2>&1 &
+killed_pid=$!
+wait_for_ready "$WORK/killed.out" "$killed_pid"
+killed=$(awk '$1 == "job" {print $2; exit}' "$WORK/killed.out")
+killed_file=$JOBS/$killed.0.json
+[ -f "$killed_file" ] || fail "no jobs file $killed_file"
+driver=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$killed_file")
+kill -9 "$driver"
+wait "$killed_pid" && fail "a step whose driver was killed exited 0"
+for attempt in $(seq 50); do [ -e "$killed_file" ] || break; sleep 0.1; done
+[ ! -e "$killed_file" ] || fail "a killed driver's jobs file outlived its step"
+echo "ok: a killed driver's jobs file goes with its step"
 echo PASS

@@ -1,0 +1,25 @@
+#include "common/log.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+namespace sray {
+namespace {
+
+TEST(Log, ATransferIsDescribedWithBytesSecondsAndRate) {
+  EXPECT_EQ(DescribeTransfer(std::uint64_t{64} << 20, 0.5),
+            "67108864 bytes in 0.500 s (128 MiB/s)");
+  EXPECT_EQ(DescribeTransfer(100, 0), "100 bytes in 0.000 s (0 MiB/s)") << "no division by zero";
+}
+
+TEST(Log, ErrorsAreAlwaysOnAndDebugOnlyWhenAsked) {
+  if (std::getenv("SRAY_LOG_LEVEL") != nullptr) GTEST_SKIP() << "SRAY_LOG_LEVEL is set";
+  // The default level: info.
+  EXPECT_TRUE(LogEnabled(LogLevel::kError));
+  EXPECT_TRUE(LogEnabled(LogLevel::kInfo));
+  EXPECT_FALSE(LogEnabled(LogLevel::kDebug));
+}
+
+}  // namespace
+}  // namespace sray
