@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -21,6 +22,8 @@ namespace sray::dashboard {
 namespace {
 
 constexpr auto kLoginLinkLifetime = std::chrono::minutes(10);
+// Browsers logged in at once; a further login ends the oldest session.
+constexpr std::size_t kSessionsKept = 64;
 // Requests are few (a page polling three endpoints, a Prometheus scrape):
 // four threads, not httplib's default of one per core and more.
 constexpr std::size_t kServerThreads = 4;
@@ -122,7 +125,12 @@ class DashboardServer::Impl {
             "text/plain");
         return;
       }
-      response.set_header("Set-Cookie", options_.cookie_name + "=" + options_.token +
+      // The cookie names a session of this server, not the token: a cookie
+      // that leaks (a browser profile, a proxy's log) opens nothing once the
+      // job ends, and never reaches the API of another step.
+      auto session = NewSession();
+      if (!session.ok()) return Unavailable(response, session.status());
+      response.set_header("Set-Cookie", options_.cookie_name + "=" + *session +
                                             "; Path=/; HttpOnly; SameSite=Strict");
       response.set_redirect("/", 303);
     });
@@ -241,7 +249,20 @@ class DashboardServer::Impl {
     }
     const std::string cookie =
         CookieValue(request.get_header_value("Cookie"), options_.cookie_name);
-    return !cookie.empty() && SameSecret(cookie, options_.token);
+    if (cookie.empty()) return false;
+    std::lock_guard lock(mutex_);
+    bool known = false;
+    for (const std::string& session : sessions_) known |= SameSecret(cookie, session);
+    return known;
+  }
+
+  Result<std::string> NewSession() {
+    auto session = RandomSecret(32);
+    if (!session.ok()) return session.status();
+    std::lock_guard lock(mutex_);
+    if (sessions_.size() == kSessionsKept) sessions_.pop_front();
+    sessions_.push_back(*session);
+    return session;
   }
 
   bool UseLoginCode(const std::string& code) {
@@ -282,8 +303,9 @@ class DashboardServer::Impl {
   std::thread thread_;
   std::atomic<bool> listening_ended_{false};
   int port_ = -1;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::map<std::string, std::chrono::steady_clock::time_point> login_codes_;  // by mutex_
+  std::deque<std::string> sessions_;  // the logged-in browsers' cookies, oldest first; by mutex_
 };
 
 Result<std::unique_ptr<DashboardServer>> DashboardServer::Start(DashboardOptions options) {

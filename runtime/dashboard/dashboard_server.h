@@ -3,7 +3,8 @@
 // The job's dashboard: an HTTP server (cpp-httplib) on the head node that
 // serves a read-only JSON API (/api/...), Prometheus metrics (/metrics) and
 // a page (/), to requests that carry the job's token only: a bearer header,
-// or a cookie that a one-time login link sets. Nothing served runs code or
+// or the session cookie a one-time login link sets (a random session id of
+// this server, never the token). Nothing served runs code or
 // changes the job. Binds to the head's loopback by default.
 //
 // Thread-safety: NewLoginUrl may be called from any thread; requests are

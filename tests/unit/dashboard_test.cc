@@ -359,13 +359,25 @@ TEST_F(DashboardTest, ALoginLinkSetsTheCookieOnceAndTheCookieOpensThePage) {
   ASSERT_TRUE(first);
   EXPECT_EQ(first->status, 303);
   const std::string cookie = first->get_header_value("Set-Cookie");
-  EXPECT_EQ(cookie.rfind("sray_1234_0=secret-token;", 0), 0U) << cookie;
+  ASSERT_EQ(cookie.rfind("sray_1234_0=", 0), 0U) << cookie;
+  const std::string session = cookie.substr(0, cookie.find(';'));
+  EXPECT_EQ(session.find("secret-token"), std::string::npos) << "the cookie is not the token";
+  EXPECT_EQ(session.size(), std::string("sray_1234_0=").size() + 64) << session;
   EXPECT_NE(cookie.find("HttpOnly"), std::string::npos);
   EXPECT_NE(cookie.find("SameSite=Strict"), std::string::npos);
   auto again = GetWith(path, {});
   EXPECT_EQ(again->status, 401);  // used up
-  auto page = GetWith("/", {{"Cookie", "theme=dark; sray_1234_0=secret-token"}});
+  auto page = GetWith("/", {{"Cookie", "theme=dark; " + session}});
   ASSERT_EQ(page->status, 200);
+  EXPECT_EQ(GetWith("/api/nodes", {{"Cookie", session}})->status, 200);
+  // The token itself is for the bearer header only.
+  EXPECT_EQ(GetWith("/", {{"Cookie", "sray_1234_0=secret-token"}})->status, 401);
+  // Sessions are bounded: 64 later logins end the first one.
+  for (int login = 0; login < 64; ++login) {
+    const std::string another = server_->NewLoginUrl();
+    EXPECT_EQ(GetWith(another.substr(another.find("/login")), {})->status, 303);
+  }
+  EXPECT_EQ(GetWith("/", {{"Cookie", session}})->status, 401);
   for (const std::string part :
        {"<table id=\"nodes\">", "<table id=\"tasks\">", "<table id=\"actors\">",
         "<table id=\"groups\">", "<select id=\"log-file\">", "<ul id=\"events\">"}) {
