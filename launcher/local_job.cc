@@ -19,11 +19,13 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "common/executable_search.h"
 #include "common/host_name.h"
 #include "dashboard/jobs_file.h"
 #include "embedded_pmix_server.h"
+#include "job_janitor.h"
 #include "jobsetup/node_setup.h"
 #include "jobsetup/resolved_options.h"
 #include "jobsetup/step_processes.h"
@@ -109,13 +111,24 @@ class LocalJob {
 
   Result<int> Run() {
     SRAY_RETURN_IF_ERROR(BlockSignals());
+    // Now, while this process has one thread, and before anything exists
+    // that a killed launcher would leave behind.
+    auto janitor = JobJanitor::Start();
+    if (!janitor.ok()) return janitor.status();
+    janitor_.emplace(std::move(janitor).value());
     ScrubOuterJobEnvironment();
     auto program = ResolveProgram(request_.command.empty() ? "" : request_.command.front());
-    if (!program.ok()) return program.status();
+    if (!program.ok()) {
+      janitor_->Dismiss();
+      return program.status();
+    }
     program_ = *program;
     auto options = jobsetup::ResolveOptions(
         {.admin_config = request_.admin_config, .option_list = request_.option_list});
-    if (!options.ok()) return options.status();
+    if (!options.ok()) {
+      janitor_->Dismiss();
+      return options.status();
+    }
     options_ = std::move(options).value();
 
     Status prepared = PrepareNodesAndServer();
@@ -161,6 +174,7 @@ class LocalJob {
     // The pid alone repeats once pids wrap, and a launcher killed by SIGKILL
     // leaves its directories: a random suffix keeps a new job off them.
     job_id_ = "local" + std::to_string(getpid()) + "-" + RandomSuffix();
+    janitor_->WatchJobsFile(dashboard::UserHome(), job_id_, "0");
     cpus_per_node_ = request_.cpus_per_node != 0
                          ? request_.cpus_per_node
                          : static_cast<std::uint32_t>(sysconf(_SC_NPROCESSORS_ONLN));
@@ -180,6 +194,7 @@ class LocalJob {
                                           .uid = getuid(),
                                           .options = options_,
                                           .session_directory_per_node = true,
+                                          .nodes_on_this_machine = request_.nodes,
                                           .task_variable =
                                               [](const std::string& name) {
                                                 const char* value = std::getenv(name.c_str());
@@ -195,12 +210,14 @@ class LocalJob {
       if (!setup.ok())
         return setup.status().WithContext("cannot prepare emulated node " + std::to_string(node));
       nodes_.push_back(std::move(setup).value());
+      janitor_->WatchNode(nodes_.back());
     }
     pmix_directory_ = std::filesystem::path(options_.Get("tmpdir")) /
                       ("sray-" + std::to_string(getuid()) + "-" + job_id_ + ".pmix");
     if (::mkdir(pmix_directory_.c_str(), 0700) != 0) {
       return Status::FromErrno(errno, "cannot create " + pmix_directory_.string());
     }
+    janitor_->WatchDirectory(pmix_directory_);
     auto server = EmbeddedPmixServer::Start(pmix_directory_);
     if (!server.ok()) return server.status();
     server_ = std::move(server).value();
@@ -240,7 +257,7 @@ class LocalJob {
     for (const auto& [name, value] : jobsetup::ToEnvironmentVariables(node.environment))
       variables[name] = value;
     for (const auto& name : node.environment.unset_variables) variables.erase(name);
-    for (const auto& [name, value] : jobsetup::TransportEnvironmentDefaults())
+    for (const auto& [name, value] : jobsetup::TransportEnvironmentDefaults(node.environment))
       variables.try_emplace(name, value);
     auto client = server_->ClientEnvironment(rank);
     if (!client.ok()) return client.status();
@@ -492,12 +509,13 @@ class LocalJob {
   }
 
   void EndLeftovers() {
+    std::vector<jobsetup::StepProcessSelector> selectors;
     for (const auto& node : nodes_) {
-      (void)jobsetup::EndStepProcesses({.uid = getuid(),
-                                        .session_directory = node.session_directory,
-                                        .node_id = node.environment.node_id},
-                                       std::chrono::milliseconds(1000));
+      selectors.push_back({.uid = getuid(),
+                           .session_directory = node.session_directory,
+                           .node_id = node.environment.node_id});
     }
+    (void)jobsetup::EndStepProcesses(selectors, std::chrono::milliseconds(1000));
   }
 
   void CleanUp() {
@@ -521,6 +539,7 @@ class LocalJob {
     }
     // The driver removes it; a killed one cannot.
     dashboard::RemoveJobsFile(dashboard::UserHome(), job_id_, "0");
+    janitor_->Dismiss();
   }
 
   const LocalJobRequest& request_;
@@ -531,6 +550,7 @@ class LocalJob {
   EmulatedJobLayout layout_;
   std::vector<jobsetup::NodeSetup> nodes_;
   std::filesystem::path pmix_directory_;
+  std::optional<JobJanitor> janitor_;
   std::unique_ptr<EmbeddedPmixServer> server_;
   std::vector<Rank> ranks_;
   std::vector<OutputStream> streams_;

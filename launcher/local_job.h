@@ -8,7 +8,9 @@
 // `srun --label`), ends every rank when one calls PMIx_Abort or sray itself
 // is interrupted, gives the others 10 s to notice and exit when a rank
 // fails before ending them too, returns the first non-zero exit status, and leaves nothing
-// behind: processes, session directories and PMIx files are removed.
+// behind: processes, session directories, the nodes' /dev/shm files and PMIx
+// files are removed, by the janitor process (job_janitor.h) when the launcher
+// itself is killed.
 //
 // Thread-safety: RunLocalJob owns the process's signal handling while it
 // runs; call it once, from the main thread, before any other thread starts.

@@ -134,6 +134,9 @@ Status PrepareStep(spank_t handle, std::string& node_name) {
          .uid = state.job_uid,
          .options = std::move(options).value(),
          .session_directory_per_node = false,
+         // One node per machine on a real cluster; where emulated nodes
+         // share one, each rank still checks the shares.
+         .nodes_on_this_machine = 1,
          .task_variable =
              [handle](const std::string& name) {
                char value[8192];
@@ -190,7 +193,8 @@ Status ExportTaskEnvironment(spank_t handle) {
   for (const auto& name : state.node_setup->environment.unset_variables) {
     (void)spank_unsetenv(handle, name.c_str());
   }
-  for (const auto& [name, value] : jobsetup::TransportEnvironmentDefaults()) {
+  for (const auto& [name, value] :
+       jobsetup::TransportEnvironmentDefaults(state.node_setup->environment)) {
     // Never overwrite: the user's own UCX settings win.
     const spank_err_t set = spank_setenv(handle, name.c_str(), value.c_str(), 0);
     if (set != ESPANK_SUCCESS && set != ESPANK_ENV_EXISTS) {

@@ -1,6 +1,7 @@
 #include "common/private_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -29,6 +30,32 @@ Status WritePrivateFile(const std::filesystem::path& path, std::string_view text
     const int rename_error = errno;
     ::unlink(temporary.c_str());
     return Status::FromErrno(rename_error, "rename to " + path.string());
+  }
+  return Status::Ok();
+}
+
+Status CreatePrivateDirectory(const std::filesystem::path& path, uid_t owner,
+                              std::string_view what) {
+  const std::string named = std::string(what) + " " + path.string();
+  if (::mkdir(path.c_str(), 0700) == 0) {
+    // mkdir honours the umask; 0700 needs no widening, but make it exact.
+    if (::chmod(path.c_str(), 0700) != 0) {
+      return Status::FromErrno(errno, "cannot set mode 0700 on " + named);
+    }
+    return Status::Ok();
+  }
+  const int mkdir_error = errno;
+  if (mkdir_error != EEXIST) return Status::FromErrno(mkdir_error, "cannot create " + named);
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0) {
+    return Status::FromErrno(errno, "cannot inspect existing " + named);
+  }
+  const bool ours = S_ISDIR(info.st_mode) && info.st_uid == owner && (info.st_mode & 07777) == 0700;
+  if (!ours) {
+    return Status::AlreadyExists(
+        named +
+        " already exists and is not a mode-0700 directory of this user: refusing to use it; "
+        "ask an administrator to remove it");
   }
   return Status::Ok();
 }

@@ -1,10 +1,10 @@
 #pragma once
 
-// Writes a file only its owner may read (mode 0600), whole or not at all:
-// the text goes to PATH.tmp (never through a symbolic link), then is
-// renamed over PATH, so a reader sees the old file or the new one.
+// Files and directories only their owner may use.
 //
-// Thread-safety: a plain function; two writers of one path race on .tmp.
+// Thread-safety: plain functions; two writers of one path race on .tmp.
+
+#include <sys/types.h>
 
 #include <filesystem>
 #include <string_view>
@@ -13,6 +13,17 @@
 
 namespace sray {
 
+// Writes a file only its owner may read (mode 0600), whole or not at all:
+// the text goes to PATH.tmp (never through a symbolic link), then is
+// renamed over PATH, so a reader sees the old file or the new one.
 Status WritePrivateFile(const std::filesystem::path& path, std::string_view text);
+
+// Creates the directory `path` with mode 0700 as the calling user. An
+// existing one is accepted only when it is a real directory owned by `owner`
+// with mode 0700 (set-up code may run twice); anything else is refused rather
+// than trusted, since another user could have planted it. `what` names the
+// directory in messages ("session directory").
+Status CreatePrivateDirectory(const std::filesystem::path& path, uid_t owner,
+                              std::string_view what);
 
 }  // namespace sray

@@ -38,6 +38,7 @@
 #include "core/protocol.h"
 #include "core/worker_main.h"
 #include "jobsetup/node_setup.h"
+#include "jobsetup/node_shared_memory.h"
 #include "jobsetup/task_environment.h"
 #include "object/store_capacity.h"
 #include "sched/resources.h"
@@ -148,10 +149,10 @@ core::NodeManagerConfig NodeConfig(const wire::WiredJob& job,
   }
   auto capacity = StoreCapacity(static_cast<std::uint32_t>(nodes_here.size()));
   if (!capacity.ok()) ThrowLaunch("cannot size the object store", capacity.status());
-  const std::string prefix = "sray." + environment.job_id + "." + environment.step_id + ".n" +
-                             std::to_string(environment.node_id);
+  const std::string prefix = jobsetup::NodeSharedMemoryPrefix(
+      environment.job_id, environment.step_id, environment.node_id);
   config.store = object::StoreConfig{
-      .shared_memory_directory = "/dev/shm",
+      .shared_memory_directory = jobsetup::kSharedMemoryDirectory,
       .name_prefix = prefix,
       .spill_directory = std::filesystem::path(environment.session_dir) / "spill",
       .capacity = *capacity,

@@ -4,8 +4,11 @@
 
 #include <optional>
 
+#include "common/whole_number.h"
+#include "jobsetup/node_shared_memory.h"
 #include "jobsetup/session_directory.h"
 #include "jobsetup/step_environment.h"
+#include "object/store_capacity.h"
 
 namespace sray::jobsetup {
 
@@ -29,6 +32,16 @@ Result<NodeSetup> PrepareNode(const NodeSetupRequest& request) {
         "the head node's host name is unknown: check that Slurm "
         "sets SLURM_STEP_NODELIST for the step");
   }
+  // Each rank checks again as it opens its store; failing here fails the
+  // step once, before any task starts, instead of once per rank.
+  std::optional<std::uint64_t> configured_store;
+  if (const std::string& size = request.options.Get("object_store_memory"); !size.empty()) {
+    configured_store = WholeNumber<std::uint64_t>(size);
+  }
+  auto store = object::StoreCapacityHere(kSharedMemoryDirectory, configured_store,
+                                         request.nodes_on_this_machine);
+  if (!store.ok()) return store.status();
+
   SessionIdentity identity{.uid = request.uid,
                            .job_id = request.job_id,
                            .step_id = request.step_id,
@@ -38,6 +51,14 @@ Result<NodeSetup> PrepareNode(const NodeSetupRequest& request) {
   auto path = SessionDirectoryPath(request.options.Get("tmpdir"), identity);
   if (!path.ok()) return path.status();
   SRAY_RETURN_IF_ERROR(CreateSessionDirectory(*path, request.uid));
+  const std::string shared_memory_prefix =
+      NodeSharedMemoryPrefix(request.job_id, request.step_id, request.node_id);
+  if (Status created = CreateUcxSegmentDirectory(
+          UcxSegmentDirectory(kSharedMemoryDirectory, shared_memory_prefix), request.uid);
+      !created.ok()) {
+    (void)RemoveSessionDirectory(*path);
+    return created.WithContext("cannot prepare the node's shared memory");
+  }
 
   NodeSetup setup;
   setup.session_directory = *path;
@@ -63,7 +84,7 @@ Result<NodeSetup> PrepareNode(const NodeSetupRequest& request) {
                                                       .progress = request.progress},
                                setup.environment);
     if (!prepared.ok()) {
-      (void)RemoveSessionDirectory(*path);  // nothing half-prepared stays
+      (void)TeardownNode(setup);  // nothing half-prepared stays
       return prepared;
     }
   }
@@ -79,7 +100,13 @@ std::uint64_t MachineMemoryBytes() {
 
 Status TeardownNode(const NodeSetup& setup) {
   if (setup.session_directory.empty()) return Status::Ok();
-  return RemoveSessionDirectory(setup.session_directory);
+  const Status session = RemoveSessionDirectory(setup.session_directory);
+  const TaskEnvironment& environment = setup.environment;
+  auto shared_memory = RemoveNodeSharedMemory(
+      kSharedMemoryDirectory,
+      NodeSharedMemoryPrefix(environment.job_id, environment.step_id, environment.node_id));
+  if (!session.ok()) return session;
+  return shared_memory.status();
 }
 
 }  // namespace sray::jobsetup

@@ -34,6 +34,10 @@ struct NodeSetupRequest {
   ResolvedOptions options;
   // True where several emulated nodes share one /tmp (`sray run`).
   bool session_directory_per_node = false;
+  // Nodes of the step on this machine, sharing its /dev/shm (all of them
+  // under `sray run`): the object store's size is checked against their
+  // share before any task starts.
+  std::uint32_t nodes_on_this_machine = 1;
   // The tasks' own variables (PATH, HOME, ...), which activating the step's
   // conda environment builds on; null: none.
   std::function<std::optional<std::string>(const std::string& name)> task_variable;
@@ -60,7 +64,8 @@ Result<NodeSetup> PrepareNode(const NodeSetupRequest& request);
 // launcher gives no figure (a Slurm job that asked for no memory).
 std::uint64_t MachineMemoryBytes();
 
-// Removes what PrepareNode created; safe to call twice.
+// Removes what PrepareNode created and whatever the step left in the node's
+// /dev/shm (node_shared_memory.h); safe to call twice.
 Status TeardownNode(const NodeSetup& setup);
 
 }  // namespace sray::jobsetup

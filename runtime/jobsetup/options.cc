@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/whole_number.h"
+#include "object/store_capacity.h"
 #include "sched/resources.h"
 
 namespace sray::jobsetup {
@@ -175,11 +176,26 @@ Result<std::string> CanonicalValue(const OptionSpec& spec, std::string_view valu
         return Status::InvalidArgument(where + " needs a positive size like 512M or 2G, got '" +
                                        text + "'");
       }
-      return std::to_string(number * scale);
+      const unsigned long long bytes = number * scale;
+      // Caught here, once, rather than by every rank as it starts its store.
+      if (spec.key == "object_store_memory" && bytes < object::kMinimumStoreBytes) {
+        return Status::InvalidArgument(
+            where + " is " + text + ", below the object store's minimum of " +
+            std::to_string(object::kMinimumStoreBytes >> 20) + " MiB: give at least 16M");
+      }
+      return std::to_string(bytes);
     }
     case OptionKind::kResourceList: {
       auto parsed = sched::ParseResourceList(value);
       if (!parsed.ok()) return Status::InvalidArgument(where + ": " + parsed.status().message());
+      for (const std::string_view allocated : {"CPU", "memory"}) {
+        if (parsed->contains(std::string(allocated))) {
+          return Status::InvalidArgument(
+              where + " sets " + std::string(allocated) +
+              ", which comes from the allocation: remove it and ask Slurm (srun -c, --mem) or "
+              "sray run (--cpus-per-node, --mem-per-node) instead");
+        }
+      }
       std::string canonical;
       for (const auto& [name, amount] : *parsed) {
         if (!canonical.empty()) canonical += ";";

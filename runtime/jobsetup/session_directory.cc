@@ -1,10 +1,9 @@
 #include "jobsetup/session_directory.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <system_error>
+
+#include "common/private_file.h"
 
 namespace sray::jobsetup {
 namespace {
@@ -37,30 +36,11 @@ Result<std::filesystem::path> SessionDirectoryPath(const std::filesystem::path& 
 }
 
 Status CreateSessionDirectory(const std::filesystem::path& path, uid_t owner) {
-  if (::mkdir(path.c_str(), 0700) == 0) {
-    // mkdir honours the umask; 0700 needs no widening, but make it exact.
-    if (::chmod(path.c_str(), 0700) != 0) {
-      return Status::FromErrno(errno, "cannot set mode 0700 on session directory " + path.string());
-    }
-    return Status::Ok();
+  Status created = CreatePrivateDirectory(path, owner, "session directory");
+  if (!created.ok() && created.code() != StatusCode::kAlreadyExists) {
+    return created.WithRemedy("set tmpdir= to an existing, writable node-local directory");
   }
-  const int mkdir_error = errno;
-  if (mkdir_error != EEXIST) {
-    return Status::FromErrno(mkdir_error, "cannot create session directory " + path.string())
-        .WithRemedy("set tmpdir= to an existing, writable node-local directory");
-  }
-  struct stat info {};
-  if (::lstat(path.c_str(), &info) != 0) {
-    return Status::FromErrno(errno, "cannot inspect existing session directory " + path.string());
-  }
-  const bool ours = S_ISDIR(info.st_mode) && info.st_uid == owner && (info.st_mode & 07777) == 0700;
-  if (!ours) {
-    return Status::AlreadyExists(
-        "session directory " + path.string() +
-        " already exists and is not a mode-0700 directory of this user: refusing to use it; "
-        "ask an administrator to remove it");
-  }
-  return Status::Ok();
+  return created;
 }
 
 Status RemoveSessionDirectory(const std::filesystem::path& path) {

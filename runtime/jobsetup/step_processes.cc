@@ -63,13 +63,25 @@ std::vector<pid_t> FindStepProcesses(const StepProcessSelector& selector) {
 
 Result<std::size_t> EndStepProcesses(const StepProcessSelector& selector,
                                      std::chrono::milliseconds grace) {
+  return EndStepProcesses(std::vector<StepProcessSelector>{selector}, grace);
+}
+
+Result<std::size_t> EndStepProcesses(const std::vector<StepProcessSelector>& selectors,
+                                     std::chrono::milliseconds grace) {
+  const auto find_all = [&selectors] {
+    std::vector<pid_t> found;
+    for (const auto& selector : selectors) {
+      for (const pid_t pid : FindStepProcesses(selector)) found.push_back(pid);
+    }
+    return found;
+  };
   // A process caught between fork and exec shows an empty environment for a
   // moment, so one scan can miss a child its task started just before exiting
   // (seen as a step whose output pipe stayed open until Slurm gave up after
   // 60 s). Three scans 20 ms apart close that window.
   std::set<pid_t> seen;
   for (int scan = 0; scan < 3; ++scan) {
-    for (const pid_t pid : FindStepProcesses(selector)) {
+    for (const pid_t pid : find_all()) {
       if (seen.insert(pid).second) ::kill(pid, SIGTERM);
     }
     if (scan < 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -84,7 +96,7 @@ Result<std::size_t> EndStepProcesses(const StepProcessSelector& selector,
   // A process may fork between a scan and its kill; scan again until a pass
   // finds nothing (a fork bomb outlasting this is left to Slurm).
   for (int pass = 0; pass < 5; ++pass) {
-    const std::vector<pid_t> late = FindStepProcesses(selector);
+    const std::vector<pid_t> late = find_all();
     if (late.empty()) break;
     for (const pid_t pid : late) ::kill(pid, SIGKILL);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -36,5 +36,8 @@ std::vector<pid_t> FindStepProcesses(const StepProcessSelector& selector);
 // Returns how many processes were found.
 Result<std::size_t> EndStepProcesses(const StepProcessSelector& selector,
                                      std::chrono::milliseconds grace);
+// The same for several nodes at once: one grace for all of them.
+Result<std::size_t> EndStepProcesses(const std::vector<StepProcessSelector>& selectors,
+                                     std::chrono::milliseconds grace);
 
 }  // namespace sray::jobsetup

@@ -1,7 +1,7 @@
 #include "jobsetup/task_environment.h"
 
-
 #include "common/whole_number.h"
+#include "jobsetup/node_shared_memory.h"
 #include "jobsetup/options.h"
 
 namespace sray::jobsetup {
@@ -64,10 +64,13 @@ EnvironmentVariables ToEnvironmentVariables(const TaskEnvironment& environment) 
   return variables;
 }
 
-EnvironmentVariables TransportEnvironmentDefaults() {
+EnvironmentVariables TransportEnvironmentDefaults(const TaskEnvironment& environment) {
+  const std::string prefix =
+      NodeSharedMemoryPrefix(environment.job_id, environment.step_id, environment.node_id);
   return {{"UCX_POSIX_ERROR_HANDLING", "y"},
           {"UCX_SYSV_ERROR_HANDLING", "y"},
-          {"UCX_WARN_UNUSED_ENV_VARS", "n"}};
+          {"UCX_WARN_UNUSED_ENV_VARS", "n"},
+          {"UCX_POSIX_DIR", UcxSegmentDirectory(kSharedMemoryDirectory, prefix).string()}};
 }
 
 Result<TaskEnvironment> ReadTaskEnvironment(const std::function<const char*(const char*)>& lookup) {

@@ -56,7 +56,9 @@ EnvironmentVariables ToEnvironmentVariables(const TaskEnvironment& environment);
 // for endpoints that detect dead peers; UCX reads these transport settings
 // after it has warned that they look unused, so that warning is switched off
 // (UCX reads that switch when it is loaded, hence here and not in code).
-EnvironmentVariables TransportEnvironmentDefaults();
+// UCX's shared-memory segments go to the node's own directory in /dev/shm,
+// which the step's teardown removes (node_shared_memory.h).
+EnvironmentVariables TransportEnvironmentDefaults(const TaskEnvironment& environment);
 
 // `lookup` returns the value of a variable or nullptr (getenv's contract).
 // Fails with a message naming the missing or malformed variable.

@@ -57,4 +57,11 @@ expect_nothing_left "$(awk '$2 == "job" {print $3; exit}' "$WORK/int.out")"
 "$SRAY" run -N2 bash -c 'echo "job $SRAY_JOB_ID"; for i in $(seq 20000); do echo "line $i"; done' |
   head -1 >"$WORK/pipe.out"
 expect_nothing_left "$(awk '$1 == "job" {print $2; exit}' "$WORK/pipe.out")"
+# An object store that cannot fit fails the job once, before any rank starts
+# (before: every rank aborted with "terminate called", one core each).
+status=0
+"$SRAY" run -N3 --ray-cluster=object_store_memory=100T true >"$WORK/store.out" 2>&1 || status=$?
+[ "$status" -ne 0 ] || fail "three 100 TiB stores fitted in /dev/shm?"
+expect_lines "$WORK/store.out" '^sray: cannot prepare emulated node 0: object_store_memory=.* per node does not fit in /dev/shm \(3 nodes of the step share' 1
+[ "$(wc -l <"$WORK/store.out")" -eq 1 ] || fail "expected one line: $(cat "$WORK/store.out")"
 echo PASS

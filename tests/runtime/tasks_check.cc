@@ -429,11 +429,42 @@ void Gpu() {
   Expect(sray::Get(nodes.Remote(1)) < sray::CurrentNode().num_nodes, "a 2-CPU task runs");
 }
 
+// Puts about 36 MB and has one task on every node read it (each task takes
+// all of a node's CPUs, so they spread), leaving a copy in every node's
+// store: what an abnormal end must not leave in /dev/shm.
+void SpreadObject() {
+  constexpr std::size_t kWords = 4 * 1024 * 1024;
+  std::vector<std::uint64_t> values(kWords, std::uint64_t{1} << 40);
+  auto ref = sray::Put(values);
+  const double cpus = std::stod(std::getenv("SRAY_NODE_CPUS"));
+  std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> sums;
+  for (std::uint32_t node = 0; node < sray::CurrentNode().num_nodes; ++node) {
+    sums.push_back(sray::Task(checksum_on_node).SetResources({{"CPU", cpus}}).Remote(ref, 500));
+  }
+  std::set<std::uint64_t> nodes;
+  for (const auto& sum : sray::Get(sums, std::chrono::seconds(60))) {
+    Expect(sum.front() == kWords * (std::uint64_t{1} << 40), "every node read the object");
+    nodes.insert(sum.back());
+  }
+  Expect(nodes.size() == sray::CurrentNode().num_nodes, "the object was read on every node");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   sray::Init(argc, argv);
   const std::string mode = argc > 1 ? argv[1] : "basic";
+  if (mode == "hold-objects") {
+    // For tests of abnormal ends: the launcher or the job is killed meanwhile.
+    SpreadObject();
+    std::cout << "ready" << std::endl;
+    std::this_thread::sleep_for(std::chrono::minutes(5));
+    Fail("hold-objects was not ended within 5 minutes");
+  }
+  if (mode == "throw-out-of-main") {
+    SpreadObject();
+    throw std::runtime_error("thrown out of main by tasks_check");
+  }
   try {
     if (mode == "basic")
       Basic();

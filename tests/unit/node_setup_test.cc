@@ -3,8 +3,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
+#include <fstream>
 #include <map>
 
+#include "jobsetup/node_shared_memory.h"
 #include "test_files.h"
 
 namespace sray::jobsetup {
@@ -12,11 +16,20 @@ namespace {
 
 using sray::testing::ScratchDirectory;
 
-NodeSetupRequest RequestFor(const std::filesystem::path& tmpdir, std::uint32_t node_id) {
-  auto options =
-      ResolveOptions({.admin_config = std::nullopt, .option_list = "tmpdir=" + tmpdir.string()});
+// PrepareNode makes a directory in the real /dev/shm named after the job: a
+// job id of this process's own keeps it off a real job's (a numeric id could
+// be the test cluster's).
+const std::string& TestJobId() {
+  static const std::string id = "unit" + std::to_string(getpid());
+  return id;
+}
+
+NodeSetupRequest RequestFor(const std::filesystem::path& tmpdir, std::uint32_t node_id,
+                            const std::string& more_options = "") {
+  auto options = ResolveOptions(
+      {.admin_config = std::nullopt, .option_list = "tmpdir=" + tmpdir.string() + more_options});
   EXPECT_TRUE(options.ok());
-  return {.job_id = "7",
+  return {.job_id = TestJobId(),
           .step_id = "0",
           .node_id = node_id,
           .num_nodes = 3,
@@ -26,6 +39,7 @@ NodeSetupRequest RequestFor(const std::filesystem::path& tmpdir, std::uint32_t n
           .uid = geteuid(),
           .options = *options,
           .session_directory_per_node = false,
+          .nodes_on_this_machine = 1,
           .task_variable = {},
           .progress = {}};
 }
@@ -59,7 +73,7 @@ TEST(NodeSetup, PreparesSessionDirectoryAndEnvironment) {
   EXPECT_STREQ(lookup("SRAY_NODE_ID"), "1");
   EXPECT_STREQ(lookup("SRAY_NUM_NODES"), "3");
   EXPECT_STREQ(lookup("SRAY_HEAD_HOST"), "n1");
-  EXPECT_STREQ(lookup("SRAY_JOB_ID"), "7");
+  EXPECT_EQ(lookup("SRAY_JOB_ID"), TestJobId());
   EXPECT_STREQ(lookup("SRAY_STEP_ID"), "0");
   EXPECT_STREQ(lookup("SRAY_NODE_CPUS"), "4");
   EXPECT_EQ(lookup("SRAY_SESSION_DIR"), setup->session_directory.string());
@@ -80,6 +94,77 @@ TEST(NodeSetup, EmulatedNodesGetTheirOwnSessionDirectories) {
   auto worker = PrepareNode(second);
   ASSERT_TRUE(head.ok() && worker.ok());
   EXPECT_NE(head->session_directory, worker->session_directory);
+  EXPECT_TRUE(TeardownNode(*head).ok());
+  EXPECT_TRUE(TeardownNode(*worker).ok());
+}
+
+std::filesystem::path SharedMemoryPath(const std::string& name) {
+  return std::filesystem::path(kSharedMemoryDirectory) / name;
+}
+
+TEST(NodeSetup, GivesUcxAPrivateDirectoryInDevShmThatTeardownRemoves) {
+  ScratchDirectory scratch;
+  auto setup = PrepareNode(RequestFor(scratch.path(), 1));
+  ASSERT_TRUE(setup.ok()) << setup.status().message();
+  const std::string prefix = NodeSharedMemoryPrefix(TestJobId(), "0", 1);
+  const auto ucx = SharedMemoryPath(prefix + ".ucx");
+  struct stat info {};
+  ASSERT_EQ(::lstat(ucx.c_str(), &info), 0) << ucx;
+  EXPECT_TRUE(S_ISDIR(info.st_mode));
+  EXPECT_EQ(info.st_mode & 07777, 0700U);
+  std::map<std::string, std::string> storage;
+  const auto lookup = LookupIn(TransportEnvironmentDefaults(setup->environment), storage);
+  EXPECT_EQ(lookup("UCX_POSIX_DIR"), ucx.string());
+
+  // What processes killed mid-step leave: objects, a recycled file, UCX's
+  // segments; other nodes' and other jobs' entries must survive.
+  for (const auto& name :
+       {prefix + ".0a1b", prefix + ".recycled.3", prefix + ".ucx/ucx_shm_posix_1"}) {
+    std::ofstream(SharedMemoryPath(name)) << "x";
+  }
+  const std::string others[] = {NodeSharedMemoryPrefix(TestJobId(), "0", 10) + ".0a1b",
+                                NodeSharedMemoryPrefix(TestJobId() + "1", "0", 1) + ".0a1b",
+                                NodeSharedMemoryPrefix(TestJobId(), "01", 1) + ".0a1b"};
+  for (const auto& name : others) std::ofstream(SharedMemoryPath(name)) << "x";
+
+  ASSERT_TRUE(TeardownNode(*setup).ok());
+  for (const auto& entry : std::filesystem::directory_iterator(kSharedMemoryDirectory)) {
+    EXPECT_FALSE(entry.path().filename().string().starts_with(prefix + "."))
+        << entry.path() << " outlived the step";
+  }
+  for (const auto& name : others) {
+    EXPECT_TRUE(std::filesystem::exists(SharedMemoryPath(name))) << name << " was not the step's";
+    std::filesystem::remove(SharedMemoryPath(name));
+  }
+}
+
+TEST(NodeSetup, RefusesAUcxDirectoryThatSomeoneElsePlanted) {
+  ScratchDirectory scratch;
+  const auto ucx = SharedMemoryPath(NodeSharedMemoryPrefix(TestJobId(), "0", 2) + ".ucx");
+  ASSERT_TRUE(std::filesystem::create_directory(ucx));
+  ::chmod(ucx.c_str(), 0777);
+  auto setup = PrepareNode(RequestFor(scratch.path(), 2));
+  std::filesystem::remove(ucx);
+  ASSERT_FALSE(setup.ok());
+  EXPECT_NE(setup.status().message().find("refusing to use it"), std::string::npos)
+      << setup.status().message();
+  EXPECT_TRUE(std::filesystem::is_empty(scratch.path())) << "the session directory stayed";
+}
+
+TEST(NodeSetup, AnObjectStoreThatCannotFitFailsBeforeAnyTaskStarts) {
+  ScratchDirectory scratch;
+  auto too_big = PrepareNode(RequestFor(scratch.path(), 0, ",object_store_memory=1000T"));
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_NE(too_big.status().message().find("does not fit in /dev/shm"), std::string::npos)
+      << too_big.status().message();
+  // A thousand emulated nodes on one machine: each default share is too small.
+  auto crowded = RequestFor(scratch.path(), 0);
+  crowded.nodes_on_this_machine = 1000000;
+  auto shared = PrepareNode(crowded);
+  ASSERT_FALSE(shared.ok());
+  EXPECT_NE(shared.status().message().find("below its minimum"), std::string::npos)
+      << shared.status().message();
+  EXPECT_TRUE(std::filesystem::is_empty(scratch.path()));
 }
 
 TEST(NodeSetup, RejectsOutOfRangeNodesAndMissingHead) {

@@ -130,6 +130,27 @@ TEST(Options, ObjectStoreMemoryTakesSizesWithSuffixes) {
   EXPECT_NE(bad.status().message().find("like 512M or 2G"), std::string::npos);
 }
 
+// Before: accepted here, then every rank aborted as it sized its store.
+TEST(Options, ObjectStoreMemoryBelowTheStoresMinimumIsRefused) {
+  for (const char* size : {"1", "15M"}) {
+    auto parsed = ParseOptionList(std::string("object_store_memory=") + size, "--ray-cluster");
+    ASSERT_FALSE(parsed.ok()) << size;
+    EXPECT_NE(parsed.status().message().find("below the object store's minimum of 16 MiB"),
+              std::string::npos)
+        << parsed.status().message();
+  }
+  EXPECT_TRUE(ParseOptionList("object_store_memory=16M", "--ray-cluster").ok());
+}
+
+TEST(Options, ResourcesCannotSetWhatTheAllocationGives) {
+  for (const char* list : {"CPU:0", "GPU:1;CPU:8", "memory:1"}) {
+    auto parsed = ParseOptionList(std::string("resources=") + list, "--ray-cluster");
+    ASSERT_FALSE(parsed.ok()) << list;
+    EXPECT_NE(parsed.status().message().find("comes from the allocation"), std::string::npos)
+        << parsed.status().message();
+  }
+}
+
 TEST(Options, ResourcesAreCheckedAndCanonical) {
   auto parsed = ParseOptionList("resources= ssd:1 ;GPU:2", "--ray-cluster");
   ASSERT_TRUE(parsed.ok()) << parsed.status().message();

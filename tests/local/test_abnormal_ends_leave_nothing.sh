@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# However a local job ends, nothing of it stays: SIGINT, SIGTERM or SIGHUP of
+# `sray run`, kill -9 of `sray run` itself (its janitor process cleans up), and
+# a driver that throws out of main. Each job first has an object in the store
+# of every node (/dev/shm) and UCX's segment directories there; afterwards no
+# process, session directory, PMIx directory or /dev/shm entry of the job may
+# remain (these leaked before: 36 MB per node per killed job).
+source "$(dirname "$0")/lib.sh"
+TASKS=$SRAY_BUILD_DIR/tests/tasks_check
+
+job_of() { awk '$1 == "job" {print $2; exit}' "$1"; }
+
+# Starts a job holding an object on every node; sets $launcher and $job.
+start_holding() {
+  local out=$1 files
+  "$SRAY" run -N3 bash -c 'echo "job $SRAY_JOB_ID"; exec "$0" hold-objects' "$TASKS" >"$out" 2>&1 &
+  launcher=$!
+  wait_for_ready "$out" "$launcher"
+  job=$(job_of "$out")
+  # The check below can fail: the files are there while the job runs.
+  files=$(ls /dev/shm | grep "^sray\.$job\.0\.n[012]\." || true)
+  [ "$(grep -vc '\.ucx$' <<<"$files")" -ge 3 ] || fail "expected an object on each node, found: $files"
+  [ "$(grep -c '\.ucx$' <<<"$files")" -eq 3 ] || fail "expected a UCX directory per node, found: $files"
+}
+
+# Nothing of $job anywhere: processes, /tmp, /dev/shm; prints how long it took.
+expect_gone_within_5s() {
+  local since=$1 left attempt
+  for attempt in $(seq 50); do
+    left=$(
+      ls -d /tmp/sray-*-"$job".* 2>/dev/null
+      ls /dev/shm | grep "^sray\.$job\." || true
+      grep -l "SRAY_JOB_ID=$job" /proc/[0-9]*/environ 2>/dev/null | grep -v "/proc/$$/" || true
+    )
+    if [ -z "$left" ]; then
+      echo "  gone after $((($(date +%s%N) - since) / 1000000)) ms"
+      return 0
+    fi
+    sleep 0.1
+  done
+  fail "5 s after the end of job $job, still there: $left"
+}
+
+for signal in INT TERM HUP; do
+  out=$WORK/$signal.out
+  start_holding "$out"
+  kill -"$signal" "$launcher"
+  since=$(date +%s%N)
+  status=0
+  wait "$launcher" || status=$?
+  expected=$((128 + $(kill -l "$signal")))
+  [ "$status" -eq "$expected" ] || { cat "$out" >&2; fail "SIG$signal: exit status $status, expected $expected"; }
+  echo "SIG$signal of sray run:"
+  expect_gone_within_5s "$since"
+done
+
+# kill -9 of the launcher: the ranks and workers must not run on, and their
+# files must not stay (before: everything ran to its end and stayed).
+out=$WORK/kill.out
+start_holding "$out"
+kill -9 "$launcher"
+since=$(date +%s%N)
+wait "$launcher" || true
+echo "kill -9 of sray run:"
+expect_gone_within_5s "$since"
+expect_lines "$out" "^sray: the launcher \\(pid $launcher\\) died without ending job $job: ended [1-9][0-9]* process\\(es\\) and removed the job's files\$" 1
+
+# A driver that throws out of main (std::terminate, SIGABRT).
+out=$WORK/throw.out
+status=0
+"$SRAY" run -N3 bash -c 'echo "job $SRAY_JOB_ID"; exec "$0" throw-out-of-main' "$TASKS" >"$out" 2>&1 || status=$?
+[ "$status" -ne 0 ] || fail "a driver that threw out of main exited with 0"
+grep -q 'thrown out of main by tasks_check' "$out" || { cat "$out" >&2; fail "the exception's message is missing"; }
+job=$(job_of "$out")
+echo "driver threw out of main (exit status $status):"
+expect_gone_within_5s "$(date +%s%N)"
+echo PASS
