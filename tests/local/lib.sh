@@ -16,6 +16,8 @@ trap 'rm -rf "$WORK"' EXIT
 # memory for a moment (its environ stays readable): look again for 5 s.
 expect_nothing_left() {
   local job=$1 left attempt
+  # An empty id would match nothing and pass.
+  [ -n "$job" ] || fail "no job id to check: the job printed no 'job <id>' line"
   left=$(ls -d /tmp/sray-*-"$job".* 2>/dev/null || true)
   [ -z "$left" ] || fail "left behind in /tmp: $left"
   for attempt in $(seq 50); do

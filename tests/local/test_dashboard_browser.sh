@@ -6,7 +6,7 @@
 # the token the page is 401.
 source "$(dirname "$0")/lib.sh"
 TRAIN=$SRAY_BUILD_DIR/tests/train_check
-[ -x "$TRAIN" ] || { echo "skipped: sray was built without LibTorch (SRAY_WITH_TORCH=OFF)"; exit 77; }
+[ -x "$TRAIN" ] || skip "sray was built without LibTorch (SRAY_WITH_TORCH=OFF)"
 CHROMIUM=$(command -v chromium || true)
 [ -n "$CHROMIUM" ] || fail "no chromium: scripts/install-deps installs it (apt install chromium)"
 

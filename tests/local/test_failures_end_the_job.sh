@@ -41,8 +41,9 @@ expect_lines "$WORK/abort.err" '^sray: rank 1 aborted the job: transport_check a
 # Ctrl-C ends every rank, including processes that left the rank's group.
 "$SRAY" run -N2 -l bash -c 'echo "job $SRAY_JOB_ID"; setsid sleep 300 & sleep 300' >"$WORK/int.out" 2>&1 &
 launcher=$!
-for _ in $(seq 100); do
+for attempt in $(seq 101); do
   [ "$(grep -c ' job ' "$WORK/int.out" || true)" -ge 2 ] && break
+  [ "$attempt" -le 100 ] || { cat "$WORK/int.out" >&2; fail "both ranks did not start within 10 s"; }
   sleep 0.1
 done
 kill -INT "$launcher"

@@ -9,7 +9,7 @@
 # After each job no process, shared-memory object or session file is left.
 source "$(dirname "$0")/lib.sh"
 TRAIN=$SRAY_BUILD_DIR/tests/train_check
-[ -x "$TRAIN" ] || { echo "skipped: sray was built without LibTorch (SRAY_WITH_TORCH=OFF)"; exit 77; }
+[ -x "$TRAIN" ] || skip "sray was built without LibTorch (SRAY_WITH_TORCH=OFF)"
 
 run_train_mode() {
   local mode=$1 expected=$2 out status=0

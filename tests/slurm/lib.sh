@@ -9,16 +9,13 @@ CLUSTER=$SRAY_SOURCE_DIR/scripts/cluster
 eval "$("$CLUSTER" env)"
 
 if [ "$(id -u)" -ne 0 ]; then
-  echo "SKIP: slurm tests run as root (they inspect the nodes and submit as $SRAY_TEST_USER)"
-  exit 77
+  skip "slurm tests run as root (they inspect the nodes and submit as $SRAY_TEST_USER)"
 fi
 if ! "$CLUSTER" status >/dev/null 2>&1; then
-  echo "SKIP: the test cluster is not up: run 'scripts/cluster up' (scripts/test does)"
-  exit 77
+  skip "the test cluster is not up: run 'scripts/cluster up' (scripts/test does)"
 fi
 if [ ! -f "$SRAY_PREFIX/lib/sray/spank_sray.so" ]; then
-  echo "SKIP: sray is not installed in $SRAY_PREFIX: run scripts/build"
-  exit 77
+  skip "sray is not installed in $SRAY_PREFIX: run scripts/build"
 fi
 
 EXAMPLES=$SRAY_PREFIX/libexec/sray/examples
@@ -82,6 +79,7 @@ on_node() { echo "$("$CLUSTER" node-root "$1")$2"; }
 # plugin removes the directory) finishes moments later, so wait up to 10 s.
 expect_no_session_directories() {
   local job=$1 node left=""
+  [ -n "$job" ] || fail "no job id to check: the step printed no 'job <id>' line"
   for _ in $(seq 100); do
     left=""
     for node in $(sinfo -h -N -o %N); do

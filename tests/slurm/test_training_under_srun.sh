@@ -7,7 +7,7 @@
 # remain afterwards.
 source "$(dirname "$0")/lib.sh"
 TRAIN=$SRAY_PREFIX/libexec/sray/tests/train_check
-[ -x "$TRAIN" ] || { echo "SKIP: sray was built without LibTorch"; exit 77; }
+[ -x "$TRAIN" ] || skip "sray was built without LibTorch"
 
 run_train_mode() {
   local mode=$1 expected=$2 out
