@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "common/worker_log_files.h"
@@ -30,6 +32,30 @@ void WriteAll(int descriptor, std::string_view text) {
 // A line longer than this is cut into pieces (a binary blob printed by
 // mistake must not grow the buffer without bound).
 constexpr std::size_t kLongestLine = 64 * 1024;
+
+// UCX prints some 20 frames; a report that has not ended after this many
+// lines is not one, and what follows reaches the job's output again.
+constexpr int kLongestCrashReport = 200;
+
+// UCX's fatal lines start with "[host:pid:thread:tid] "; the report's first
+// one is "[...] Caught signal 11 (Segmentation fault: ...)". Returns what
+// follows "Caught signal ", or nothing for any other line.
+std::optional<std::string_view> UcxCaughtSignal(std::string_view line) {
+  constexpr std::string_view kCaught = "] Caught signal ";
+  if (!line.starts_with('[')) return std::nullopt;
+  const auto found = line.find(kCaught);
+  if (found == std::string_view::npos) return std::nullopt;
+  return line.substr(found + kCaught.size());
+}
+
+// The backtrace is framed by "==== backtrace (tid: N) ====" and a line of
+// '=' only.
+bool StartsUcxBacktrace(std::string_view line) {
+  return line.starts_with("==== backtrace");
+}
+bool EndsUcxBacktrace(std::string_view line) {
+  return line.size() >= 10 && line.find_first_not_of('=') == std::string_view::npos;
+}
 
 }  // namespace
 
@@ -187,11 +213,40 @@ void WorkerOutput::Line(Stream& stream, std::string_view line) {
   text += '\n';
   WriteToFile(worker, stream.rank, text);
   if (!options_.to_driver) return;
+  if (KeepInLogOnly(stream, worker, line)) return;
   const std::string prefix = "(node " + std::to_string(options_.node_id) + " worker " +
                              std::to_string(stream.rank) + " pid " + std::to_string(worker.pid) +
                              ") ";
   driver_lines_.emplace_back(stream.is_stderr ? options_.driver_stderr : options_.driver_stdout,
                              prefix + text);
+}
+
+bool WorkerOutput::KeepInLogOnly(Stream& stream, const Worker& worker, std::string_view line) {
+  if (!stream.is_stderr) return false;
+  if (stream.in_crash_report) {
+    if (++stream.crash_report_lines > kLongestCrashReport) {
+      stream.in_crash_report = false;
+      return false;
+    }
+    if (StartsUcxBacktrace(line)) {
+      stream.crash_backtrace_started = true;
+    } else if (stream.crash_backtrace_started && EndsUcxBacktrace(line)) {
+      stream.in_crash_report = false;
+      stream.crash_backtrace_started = false;
+    }
+    return true;
+  }
+  const auto caught = UcxCaughtSignal(line);
+  if (!caught) return false;
+  stream.in_crash_report = true;
+  stream.crash_backtrace_started = false;
+  stream.crash_report_lines = 0;
+  driver_lines_.emplace_back(
+      options_.driver_stderr,
+      "sray: worker " + std::to_string(stream.rank) + " (pid " + std::to_string(worker.pid) +
+          ") on node " + std::to_string(options_.node_id) + " crashed: caught signal " +
+          std::string(*caught) + "; its backtrace is in " + LogPath(stream.rank).string() + "\n");
+  return true;
 }
 
 void WorkerOutput::WriteToFile(Worker& worker, std::uint32_t rank, std::string_view text) {

@@ -8,6 +8,12 @@
 // manager's own output with a prefix naming the node, worker and pid, which
 // is where a job's output is gathered (srun, sray run).
 //
+// A worker that crashes on a signal prints UCX's report (its error handler,
+// UCX_HANDLE_ERRORS=bt by default: "Caught signal", then a backtrace of some
+// 20 lines) on stderr, on every retry of the task. That report goes to the
+// worker's log only; the job's output gets one sray line naming the worker,
+// the signal and the log that holds the backtrace.
+//
 // Thread-safety: Open may be called from any thread; lines are handled on
 // the reader thread.
 
@@ -64,6 +70,10 @@ class WorkerOutput {
     std::uint32_t rank = 0;
     bool is_stderr = false;
     std::string partial;  // a line not yet ended
+    // Inside UCX's crash report: its lines go to the log file only.
+    bool in_crash_report = false;
+    bool crash_backtrace_started = false;
+    int crash_report_lines = 0;  // a report that never ends hides no more than a few
   };
   struct Worker {
     pid_t pid = 0;
@@ -75,6 +85,9 @@ class WorkerOutput {
   // Reader thread only; the last two under mutex_.
   void HandleRead(int descriptor, std::string_view data, bool ended);
   void Line(Stream& stream, std::string_view line);
+  // Whether the line belongs to UCX's crash report (and so stays out of the
+  // job's output); the report's first line queues sray's one-line cause.
+  bool KeepInLogOnly(Stream& stream, const Worker& worker, std::string_view line);
   void WriteToFile(Worker& worker, std::uint32_t rank, std::string_view text);
 
   const Options options_;

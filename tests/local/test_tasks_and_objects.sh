@@ -2,7 +2,8 @@
 # Remote tasks and the object store under `sray run -N3`: results, objects
 # crossing nodes (shared memory and UCX_TLS=tcp,self), reference counting,
 # ObjectRefs inside values borrowed across processes, spilling 2 GiB
-# through 512 MiB stores, a SIGKILLed worker's task retried,
+# through 512 MiB stores, a SIGKILLed worker's task retried, a crashing
+# worker reported in one line with its backtrace in its log,
 # remote exceptions, infeasible requests, fractional GPUs declared in
 # config, memory as a resource; the parallel_data and resources examples;
 # after each job no process, shared-memory object or spill file.
@@ -20,6 +21,16 @@ run_mode spill 4 "object_store_memory=512M,log_level=debug"
 # log_level=debug: each Put of 64 MiB or more is a line with its size and rate.
 expect_lines "$WORK/tasks_check.spill.out" '^sray: \[debug\] put object [0-9]+\.[0-9]+ into node 0.s store: 1[0-9]{8} bytes in [0-9.]+ s \([0-9]+ MiB/s\)$' 16
 run_mode worker-death 3 ""
+# A worker crashing on SIGSEGV on both tries: UCX's backtrace goes to the
+# worker's log (kept here by log_dir=), the job's output gets one sray line a try.
+run_mode worker-crash 2 "log_dir=$WORK/crash-logs"
+crash_out=$WORK/tasks_check.worker-crash.out
+expect_lines "$crash_out" '^sray: worker [0-9]+ \(pid [0-9]+\) on node [0-9] crashed: caught signal 11 \(Segmentation fault.*\); its backtrace is in /.+/worker-[0-9]+\.log$' 2
+expect_lines "$crash_out" 'backtrace \(tid|ucs_handle_error|Caught signal' 0
+crash_job=$(awk '$1 == "job" {print $2; exit}' "$crash_out")
+crash_logs=$(grep -l '^==== backtrace' "$WORK/crash-logs/$crash_job.0"/node-*/worker-*.log | wc -l)
+[ "$crash_logs" -ge 1 ] || fail "no kept worker log holds UCX's backtrace: $(ls -R "$WORK/crash-logs")"
+echo "ok: a crashed worker's backtrace is in its log, one line on the job's output"
 run_mode exception 4 ""
 run_mode infeasible 3 ""
 run_mode memory 3 ""

@@ -84,6 +84,13 @@ std::int64_t always_die(std::int64_t) {
   return 0;
 }
 
+// A crash, not a kill: UCX's error handler catches SIGSEGV and prints its
+// report before the worker dies of the signal.
+std::int64_t always_crash(std::int64_t) {
+  ::raise(SIGSEGV);
+  return 0;
+}
+
 std::int64_t throws_invalid_argument(std::int64_t chunk) {
   throw std::invalid_argument("bad chunk " + std::to_string(chunk));
 }
@@ -128,7 +135,7 @@ std::vector<std::int64_t> occupy_memory(std::int64_t milliseconds) {
 }
 SRAY_REMOTE(occupy_memory);
 SRAY_REMOTE(square, add, sleep_then, node_after_work, checksum_on_node, make_block, die_once,
-            always_die, throws_invalid_argument, visible_devices);
+            always_die, always_crash, throws_invalid_argument, visible_devices);
 
 std::uint64_t InMemory() {
   std::uint64_t total = 0;
@@ -288,6 +295,19 @@ void WorkerDeath() {
   }
   Expect(died, "retries run out with WorkerDiedError");
   Expect(sray::Get(sray::Task(square).Remote(9)) == 81, "the pool recovers for later tasks");
+}
+
+void WorkerCrash() {
+  bool died = false;
+  try {
+    (void)sray::Get(sray::Task(always_crash).SetMaxRetries(1).Remote(1));
+  } catch (const sray::WorkerDiedError& error) {
+    died = true;
+    std::cout << "info: " << error.what() << std::endl;
+    Expect(std::string(error.what()).find("signal 11") != std::string::npos,
+           "WorkerDiedError names the signal");
+  }
+  Expect(died, "a task whose worker crashes on every try fails with WorkerDiedError");
 }
 
 void Exception() {
@@ -476,6 +496,8 @@ int main(int argc, char** argv) {
       Spill();
     else if (mode == "worker-death")
       WorkerDeath();
+    else if (mode == "worker-crash")
+      WorkerCrash();
     else if (mode == "exception")
       Exception();
     else if (mode == "infeasible")

@@ -108,6 +108,69 @@ TEST_F(WorkerOutputTest, AFullLogMovesToDotOneAndTheNewestLinesStay) {
   EXPECT_NE(text.str().find("line 29\n"), std::string::npos) << text.str();
 }
 
+TEST_F(WorkerOutputTest, UcxCrashReportStaysInTheLogAndTheDriverGetsOneLine) {
+  // UCX's report as its error handler prints it on a SIGSEGV, then a line
+  // printed after it (by a retry, say), which reaches the driver again.
+  const std::string report =
+      "before the crash\n"
+      "[n1:4242 :0:4242] Caught signal 11 (Segmentation fault: address not mapped to object at "
+      "address (nil))\n"
+      "==== backtrace (tid:   4242) ====\n"
+      " 0  /lib/x86_64-linux-gnu/libucs.so.0(ucs_handle_error+0x2e4) [0x7f0000001000]\n"
+      " 1  /lib/x86_64-linux-gnu/libucs.so.0(+0x2f0) [0x7f0000002000]\n"
+      "=================================\n"
+      "after the report\n";
+  {
+    auto output = WorkerOutput::Start({.directory = directory_,
+                                       .node_id = 1,
+                                       .to_driver = true,
+                                       .file_limit = 1 << 20,
+                                       .driver_stdout = driver_[1],
+                                       .driver_stderr = driver_[1]});
+    ASSERT_TRUE(output.ok()) << output.status().message();
+    auto pipes = (*output)->Open(3);
+    ASSERT_TRUE(pipes.ok());
+    ASSERT_EQ(::write(pipes->stderr_fd, report.data(), report.size()),
+              static_cast<ssize_t>(report.size()));
+    (*output)->Started(3, *pipes, 4242);
+  }
+  ::close(driver_[1]);
+  const std::string forwarded = ReadAll(driver_[0]);
+  const std::string log_path = (directory_ / "worker-3.log").string();
+  EXPECT_EQ(forwarded,
+            "(node 1 worker 3 pid 4242) before the crash\n"
+            "sray: worker 3 (pid 4242) on node 1 crashed: caught signal 11 (Segmentation fault: "
+            "address not mapped to object at address (nil)); its backtrace is in " +
+                log_path +
+                "\n"
+                "(node 1 worker 3 pid 4242) after the report\n");
+  std::ifstream log(log_path);
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_EQ(text.str(), report);  // the whole report is kept in the worker's log
+}
+
+TEST_F(WorkerOutputTest, OnlyStderrLinesInUcxFormatStartACrashReport) {
+  const std::string printed = "[my tag] Caught signal handling is a feature\n";
+  {
+    auto output = WorkerOutput::Start({.directory = directory_,
+                                       .node_id = 0,
+                                       .to_driver = true,
+                                       .file_limit = 1 << 20,
+                                       .driver_stdout = driver_[1],
+                                       .driver_stderr = driver_[1]});
+    ASSERT_TRUE(output.ok());
+    auto pipes = (*output)->Open(1);
+    ASSERT_TRUE(pipes.ok());
+    // On stdout, a user's line is never taken for a report.
+    ASSERT_EQ(::write(pipes->stdout_fd, printed.data(), printed.size()),
+              static_cast<ssize_t>(printed.size()));
+    (*output)->Started(1, *pipes, 7);
+  }
+  ::close(driver_[1]);
+  EXPECT_EQ(ReadAll(driver_[0]), "(node 0 worker 1 pid 7) " + printed);
+}
+
 TEST(WorkerLogFiles, ACopyHoldsEveryLogRotatedOnesTooPrivateToTheUser) {
   const auto root =
       std::filesystem::temp_directory_path() / ("sray-log-copy-test-" + std::to_string(::getpid()));
