@@ -13,6 +13,7 @@
 #include <chrono>
 #include <climits>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -25,6 +26,7 @@
 #include <thread>
 
 #include "common/host_name.h"
+#include "common/log.h"
 #include "core/actor_client.h"
 #include "core/actor_directory.h"
 #include "core/borrow_links.h"
@@ -406,6 +408,25 @@ void ShutdownAtExit() {
   });
 }
 
+// Debug line of where joining the job took its time (bench/launch reads it).
+void LogJoinTimes(std::uint32_t rank, std::chrono::steady_clock::time_point started,
+                  std::chrono::steady_clock::time_point wired,
+                  std::chrono::steady_clock::time_point managed, const char* last_phase) {
+  if (!LogEnabled(LogLevel::kDebug)) return;
+  const auto milliseconds = [](auto from, auto to) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.1f",
+                  std::chrono::duration<double, std::milli>(to - from).count());
+    return std::string(text);
+  };
+  const auto now = std::chrono::steady_clock::now();
+  Log(LogLevel::kDebug, "rank " + std::to_string(rank) + " joined the job in " +
+                            milliseconds(started, now) + " ms: wire-up " +
+                            milliseconds(started, wired) + " ms, node manager " +
+                            milliseconds(wired, managed) + " ms, " + last_phase + " " +
+                            milliseconds(managed, now) + " ms");
+}
+
 void JoinJob(int argc, char** argv, const InitOptions& options) {
   if (core::IsWorkerProcess()) core::RunWorker();
   {
@@ -425,6 +446,7 @@ void JoinJob(int argc, char** argv, const InitOptions& options) {
     ShutdownAtExit();
     return;
   }
+  const auto joining = std::chrono::steady_clock::now();
   auto environment =
       jobsetup::ReadTaskEnvironment([](const char* name) { return std::getenv(name); });
   if (!environment.ok()) {
@@ -443,6 +465,7 @@ void JoinJob(int argc, char** argv, const InitOptions& options) {
   }
   auto job = wire::WireUp(wire_options);
   if (!job.ok()) ThrowLaunch("wire-up failed", job.status());
+  const auto wired = std::chrono::steady_clock::now();
   const auto layout = (*job)->pmix->layout();
   if (environment_lock) CheckEnvironmentsMatch(**job, *environment_lock);
   if (layout.local_rank != 0) {
@@ -456,7 +479,11 @@ void JoinJob(int argc, char** argv, const InitOptions& options) {
   auto config = NodeConfig(**job, *environment, argc, argv);
   auto manager = core::NodeManager::Create(std::move(config), *(*job)->transport, book);
   if (!manager.ok()) ThrowLaunch("cannot start the node manager", manager.status());
-  if (layout.rank != 0) ServeNode(std::move(job).value(), std::move(manager).value());
+  const auto managed = std::chrono::steady_clock::now();
+  if (layout.rank != 0) {
+    LogJoinTimes(layout.rank, joining, wired, managed, "serving");
+    ServeNode(std::move(job).value(), std::move(manager).value());
+  }
   StartDriver(std::move(job).value(), std::move(manager).value(), environment->num_nodes,
               std::move(book));
   {
@@ -469,6 +496,7 @@ void JoinJob(int argc, char** argv, const InitOptions& options) {
         core::StartDriverDashboard(*environment, *driver->job->transport,
                                    driver->node_manager_ranks, *driver->directory, std::cerr);
   }
+  LogJoinTimes(0, joining, wired, managed, "driver and dashboard");
   ShutdownAtExit();
 }
 

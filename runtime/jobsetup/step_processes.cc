@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdint>
 #include <fstream>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -15,19 +17,26 @@
 namespace sray::jobsetup {
 namespace {
 
-bool EnvironmentMatches(const std::filesystem::path& environ_file, const std::string& session_entry,
-                        const std::string& node_entry) {
+enum class EnvironmentState : std::uint8_t { kMatches, kOther, kEmpty };
+
+// kEmpty: a live process shows no environment at all for a moment inside
+// execve (its new memory is there, the environment not yet), so whether it
+// belongs to the step cannot be told yet.
+EnvironmentState ReadEnvironment(const std::filesystem::path& environ_file,
+                                 const std::string& session_entry, const std::string& node_entry) {
   std::ifstream stream(environ_file, std::ios::binary);
-  if (!stream) return false;
+  if (!stream) return EnvironmentState::kOther;
   bool session_found = false;
   bool node_found = false;
+  bool any = false;
   std::string entry;
   while (std::getline(stream, entry, '\0')) {
+    any = true;
     session_found = session_found || entry == session_entry;
     node_found = node_found || entry == node_entry;
-    if (session_found && node_found) return true;
+    if (session_found && node_found) return EnvironmentState::kMatches;
   }
-  return false;
+  return any ? EnvironmentState::kOther : EnvironmentState::kEmpty;
 }
 
 bool IsAlive(pid_t pid) {
@@ -39,26 +48,66 @@ bool IsAlive(pid_t pid) {
   return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
 }
 
+// A live user process that may be inside execve: not a zombie and not a
+// kernel thread (root's kernel threads have no environment either).
+bool MayBeInsideExec(pid_t pid) {
+  constexpr unsigned long kKernelThreadFlag = 0x00200000;  // PF_KTHREAD
+  std::ifstream stat_file("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat_file, line)) return false;
+  const auto close = line.rfind(')');
+  if (close == std::string::npos) return false;
+  std::istringstream fields(line.substr(close + 1));
+  std::string state;
+  std::string skipped;
+  unsigned long flags = 0;
+  fields >> state;
+  for (int field = 0; field < 5; ++field) fields >> skipped;  // ppid .. tpgid
+  if (!(fields >> flags)) return false;
+  return state != "Z" && (flags & kKernelThreadFlag) == 0;
+}
+
 }  // namespace
 
-std::vector<pid_t> FindStepProcesses(const StepProcessSelector& selector) {
+namespace {
+
+struct Scan {
+  std::vector<pid_t> matches;
+  // Live processes of the user caught inside execve (see ReadEnvironment).
+  std::size_t undecided = 0;
+};
+
+Scan ScanStepProcesses(const StepProcessSelector& selector) {
   const std::string session_entry = "SRAY_SESSION_DIR=" + selector.session_directory.string();
   const std::string node_entry = "SRAY_NODE_ID=" + std::to_string(selector.node_id);
   const pid_t self = getpid();
-  std::vector<pid_t> matches;
+  Scan scan;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
     const std::string name = entry.path().filename().string();
     const std::optional<pid_t> parsed = WholeNumber<pid_t>(name);
-    if (!parsed || *parsed == self) continue;
+    // Init is never a step's (and may run without an environment).
+    if (!parsed || *parsed == self || *parsed == 1) continue;
     const pid_t pid = *parsed;
     struct stat info {};
     if (::stat(entry.path().c_str(), &info) != 0 || info.st_uid != selector.uid) continue;
-    if (EnvironmentMatches(entry.path() / "environ", session_entry, node_entry) && IsAlive(pid)) {
-      matches.push_back(pid);
+    switch (ReadEnvironment(entry.path() / "environ", session_entry, node_entry)) {
+      case EnvironmentState::kMatches:
+        if (IsAlive(pid)) scan.matches.push_back(pid);
+        break;
+      case EnvironmentState::kEmpty:
+        if (MayBeInsideExec(pid)) ++scan.undecided;
+        break;
+      case EnvironmentState::kOther: break;
     }
   }
-  return matches;
+  return scan;
+}
+
+}  // namespace
+
+std::vector<pid_t> FindStepProcesses(const StepProcessSelector& selector) {
+  return ScanStepProcesses(selector).matches;
 }
 
 Result<std::size_t> EndStepProcesses(const StepProcessSelector& selector,
@@ -68,22 +117,30 @@ Result<std::size_t> EndStepProcesses(const StepProcessSelector& selector,
 
 Result<std::size_t> EndStepProcesses(const std::vector<StepProcessSelector>& selectors,
                                      std::chrono::milliseconds grace) {
-  const auto find_all = [&selectors] {
-    std::vector<pid_t> found;
+  const auto scan_all = [&selectors] {
+    Scan all;
     for (const auto& selector : selectors) {
-      for (const pid_t pid : FindStepProcesses(selector)) found.push_back(pid);
+      Scan one = ScanStepProcesses(selector);
+      all.matches.insert(all.matches.end(), one.matches.begin(), one.matches.end());
+      all.undecided += one.undecided;
     }
-    return found;
+    return all;
   };
-  // A process caught between fork and exec shows an empty environment for a
-  // moment, so one scan can miss a child its task started just before exiting
-  // (seen as a step whose output pipe stayed open until Slurm gave up after
-  // 60 s). Three scans 20 ms apart close that window.
+  const auto find_all = [&scan_all] { return scan_all().matches; };
+  // A process caught inside execve shows an empty environment for a moment,
+  // so one scan can miss a child its task started just before exiting (seen
+  // as a step whose output pipe stayed open until Slurm gave up after 60 s).
+  // Three scans 20 ms apart close that window; they are needed only when the
+  // first one saw a process of the step (it may still be forking) or a
+  // process of the user it could not place. A step that ended cleanly costs
+  // one scan.
   std::set<pid_t> seen;
   for (int scan = 0; scan < 3; ++scan) {
-    for (const pid_t pid : find_all()) {
+    const Scan found = scan_all();
+    for (const pid_t pid : found.matches) {
       if (seen.insert(pid).second) ::kill(pid, SIGTERM);
     }
+    if (scan == 0 && found.matches.empty() && found.undecided == 0) break;
     if (scan < 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   std::vector<pid_t> remaining(seen.begin(), seen.end());

@@ -4,14 +4,36 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "common/log.h"
 #include "common/random_bytes.h"
 
 namespace sray::wire {
 namespace {
+
+// Where a rank's wire-up spends its time, for a debug line (bench/launch
+// reads it to break a step's start down).
+class PhaseTimes {
+ public:
+  void Mark(const char* phase) {
+    const auto now = std::chrono::steady_clock::now();
+    char part[96];
+    std::snprintf(part, sizeof(part), "%s%s %.1f ms", text_.empty() ? "" : ", ", phase,
+                  std::chrono::duration<double, std::milli>(now - last_).count());
+    text_ += part;
+    last_ = now;
+  }
+  [[nodiscard]] const std::string& text() const { return text_; }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  std::string text_;
+};
 
 Result<transport::JobToken> NewJobSecret() {
   transport::JobToken secret{};
@@ -86,12 +108,14 @@ Result<PeerLocation> WiredJob::LocationOf(std::uint32_t rank) const {
 }
 
 Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
+  PhaseTimes phases;
   auto job = std::make_unique<WiredJob>();
   auto pmix = PmixClient::Connect();
   if (!pmix.ok()) return pmix.status();
   job->pmix = std::move(pmix).value();
   PmixClient& client = *job->pmix;
   const JobLayout layout = client.layout();
+  phases.Mark("PMIx connect");
 
   auto context = transport::UcxContext::Create(options.keepalive_interval);
   if (!context.ok()) return context.status();
@@ -101,6 +125,7 @@ Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
   if (!full_address.ok()) return full_address.status();
   auto network_address = (*worker)->Address(true);
   if (!network_address.ok()) return network_address.status();
+  phases.Mark("UCX worker");
 
   SRAY_RETURN_IF_ERROR(client.Put(Scope::kLocal, kFullAddressKey, *full_address));
   // The network address is published job-wide rather than PMIX_REMOTE: with
@@ -124,7 +149,9 @@ Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
     SRAY_RETURN_IF_ERROR(client.Put(Scope::kGlobal, kJobSecretKey, secret));
   }
   SRAY_RETURN_IF_ERROR(client.Commit());
+  phases.Mark("publish");
   SRAY_RETURN_IF_ERROR(client.Fence());
+  phases.Mark("PMIx fence");
   if (layout.rank != 0) {
     auto shared = client.Get(0, kJobSecretKey, false);
     if (!shared.ok()) return shared.status().WithContext("cannot read the job secret");
@@ -172,6 +199,10 @@ Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
   auto transport = transport::Transport::Create(std::move(transport_options), *worker);
   if (!transport.ok()) return transport.status();
   job->transport = std::move(transport).value();
+  phases.Mark("transport");
+  if (LogEnabled(LogLevel::kDebug)) {
+    Log(LogLevel::kDebug, "rank " + std::to_string(layout.rank) + " wired up: " + phases.text());
+  }
   return job;
 }
 

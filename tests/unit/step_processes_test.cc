@@ -1,0 +1,85 @@
+#include "jobsetup/step_processes.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+namespace sray::jobsetup {
+namespace {
+
+// Starts `sh -c SCRIPT` in a session of its own with the step's variables,
+// as a task of node NODE would have them. Returns its pid.
+pid_t StartStepShell(const std::string& session, std::uint32_t node, const char* script) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::setsid();
+    ::setenv("SRAY_SESSION_DIR", session.c_str(), 1);
+    ::setenv("SRAY_NODE_ID", std::to_string(node).c_str(), 1);
+    ::execl("/bin/sh", "sh", "-c", script, static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return child;
+}
+
+// Waits (up to 10 s) until `selector` finds at least `count` processes.
+std::size_t WaitForProcesses(const StepProcessSelector& selector, std::size_t count) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::size_t found = 0;
+  while ((found = FindStepProcesses(selector).size()) < count &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return found;
+}
+
+class StepProcessesTest : public ::testing::Test {
+ protected:
+  // Never a real session path: only this test's processes carry it.
+  const std::string session_ =
+      "/nonexistent/sray-step-processes-test-" + std::to_string(::getpid());
+};
+
+TEST_F(StepProcessesTest, EndsTheStepsProcessesAndTheChildrenThatEscapedItsTree) {
+  const StepProcessSelector selector{
+      .uid = ::getuid(), .session_directory = session_, .node_id = 1};
+  // The shell leaves a background child behind and becomes a second sleep.
+  const pid_t task = StartStepShell(session_, 1, "sleep 60 & exec sleep 61");
+  ASSERT_GT(task, 0);
+  ASSERT_EQ(WaitForProcesses(selector, 2), 2U);
+
+  auto ended = EndStepProcesses(selector, std::chrono::milliseconds(2000));
+  ASSERT_TRUE(ended.ok()) << ended.status().message();
+  EXPECT_EQ(*ended, 2U);
+  int status = 0;
+  ASSERT_EQ(::waitpid(task, &status, 0), task);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+  EXPECT_TRUE(FindStepProcesses(selector).empty());
+}
+
+TEST_F(StepProcessesTest, AnotherNodesProcessesAndACleanStepAreLeftAlone) {
+  const StepProcessSelector node_one{
+      .uid = ::getuid(), .session_directory = session_, .node_id = 1};
+  const StepProcessSelector node_two{
+      .uid = ::getuid(), .session_directory = session_, .node_id = 2};
+  const pid_t other = StartStepShell(session_, 2, "exec sleep 62");
+  ASSERT_GT(other, 0);
+  ASSERT_EQ(WaitForProcesses(node_two, 1), 1U);
+
+  auto ended = EndStepProcesses(node_one, std::chrono::milliseconds(2000));
+  ASSERT_TRUE(ended.ok());
+  EXPECT_EQ(*ended, 0U);  // node 1 had nothing left: one scan, nothing sent
+  EXPECT_EQ(::kill(other, 0), 0) << "node 2's process was ended with node 1's";
+
+  ::kill(other, SIGKILL);
+  int status = 0;
+  ::waitpid(other, &status, 0);
+}
+
+}  // namespace
+}  // namespace sray::jobsetup
