@@ -138,11 +138,11 @@ status=0
 echo "ok: sray logs lists the workers' logs and shows one, a missing one said as such"
 
 # A worker killed while idle: an event names it and how it ended; the job goes on.
-# Workers are reused: the one that became the greeter actor is not the victim.
+# The job prints a live task worker's pid (not the greeter's).
 greeter_pid=$(awk '$1 == "greeter" && $2 == "pid" {print $3; exit}' "$WORK/first.out")
-victim=$(grep '^(node [0-2] worker [0-9]* pid [0-9]*) twice' "$WORK/first.out" | awk '{print $6}' | tr -d ')' |
-  grep -vx "$greeter_pid" | head -1)
-kill -9 "$victim"
+victim=$(awk '$1 == "task" && $2 == "worker" && $3 == "pid" {print $4; exit}' "$WORK/first.out")
+[ -n "$victim" ] || fail "the job printed no task worker pid: $(cat "$WORK/first.out")"
+kill -9 "$victim" || fail "cannot kill worker $victim"
 for attempt in $(seq 100); do
   curl -s -H "Authorization: Bearer $token" "${url}api/events" >"$WORK/events.json"
   grep -q "worker process $victim of node [0-2] ended: signal 9" "$WORK/events.json" && break

@@ -51,7 +51,13 @@ class Greeter {
   std::string greeting_;
 };
 
-SRAY_REMOTE(twice, refuse, Greeter::Create, &Greeter::Greet, &Greeter::Pid);
+// The pid of the task worker that runs it (never an actor's: an actor keeps
+// its worker to itself).
+std::int64_t worker_pid() {
+  return ::getpid();
+}
+
+SRAY_REMOTE(twice, refuse, worker_pid, Greeter::Create, &Greeter::Greet, &Greeter::Pid);
 
 }  // namespace
 
@@ -71,15 +77,18 @@ int main(int argc, char** argv) {
   }
   sray::check::Expect(threw, "refuse threw");
   auto greeter = sray::Actor(Greeter::Create).SetName("greeter").SetMaxRestarts(1).Remote("hello");
-  sray::check::Expect(sray::Get(greeter.Task(&Greeter::Greet).Remote("dashboard")) ==
-                          "hello, dashboard",
-                      "the greeter greets");
+  sray::check::Expect(
+      sray::Get(greeter.Task(&Greeter::Greet).Remote("dashboard")) == "hello, dashboard",
+      "the greeter greets");
   const auto greeter_pid = sray::Get(greeter.Task(&Greeter::Pid).Remote());
-  auto group = sray::CreatePlacementGroup(
-      {.name = "pair", .bundles = {{{"CPU", 1}}, {{"CPU", 1}}},
-       .strategy = sray::PlacementStrategy::kSpread});
+  auto group = sray::CreatePlacementGroup({.name = "pair",
+                                           .bundles = {{{"CPU", 1}}, {{"CPU", 1}}},
+                                           .strategy = sray::PlacementStrategy::kSpread});
   sray::check::Expect(group.Wait(std::chrono::seconds(30)), "the placement group is placed");
   std::cout << "greeter pid " << greeter_pid << std::endl;
+  // A live task worker for the test to kill (the twice tasks' worker may
+  // since host the greeter).
+  std::cout << "task worker pid " << sray::Get(sray::Task(worker_pid).Remote()) << std::endl;
   std::cout << "ready" << std::endl;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (!std::filesystem::exists(argv[1]) && std::chrono::steady_clock::now() < deadline) {
