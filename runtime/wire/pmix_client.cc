@@ -181,8 +181,10 @@ Status PmixClient::Fence(std::chrono::seconds timeout) {
   }
   if (wait->Release()) delete wait;
   if (!done) {
-    return Status::Unavailable("the job-wide PMIx fence did not complete within " +
-                               std::to_string(timeout.count()) +
+    // The namespace names the step (Slurm's is slurm.pmix.JOB.STEP), so the
+    // step can be matched with Slurm's log lines about it.
+    return Status::Unavailable("the job-wide PMIx fence of namespace " + std::string(self_.nspace) +
+                               " did not complete within " + std::to_string(timeout.count()) +
                                " s: a process of the job is missing or hung, or the launcher's "
                                "PMIx server lost the collective (under Slurm 22.05, look for "
                                "'Munge decode failed' in the slurmd log: a known Slurm race "

@@ -17,7 +17,7 @@ for tls in default tcp,self; do
   echo "ok: UCX_TLS=$tls"
 done
 "$SRAY" run -N3 "$CHECK" fence-timeout >"$WORK/timeout.out"
-expect_lines "$WORK/timeout.out" '^rank [02]: the job-wide PMIx fence did not complete within 2 s' 2
+expect_lines "$WORK/timeout.out" '^rank [02]: the job-wide PMIx fence of namespace [^ ]+ did not complete within 2 s' 2
 "$SRAY" run -N3 "$CHECK" fence >"$WORK/fence.out"
 expect_lines "$WORK/fence.out" '^rank [0-2] left fence [12] after rank 1 arrived$' 6
 echo PASS

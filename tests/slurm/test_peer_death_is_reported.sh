@@ -10,8 +10,9 @@ for tls in default tcp,self; do
   out=$WORK/peer-death.$tls.out
   # Unbuffered: the victim is read from the output as it runs. The victim
   # announces itself once every survivor has called it. A step caught by
-  # Slurm's authentication race (lib.sh) never gets there: it is cancelled
-  # and started once more, with a note; nothing else is retried.
+  # Slurm's authentication race (lib.sh; the slurmd log names this job) never
+  # gets there: it is cancelled, must leave nothing behind, and is started
+  # once more, with a note; nothing else is retried.
   for attempt in 1 2; do
     sizes=$(slurmd_log_sizes)
     run_as_test_user "${env_prefix[@]}" srun -N3 --ntasks-per-node=2 --ray-cluster bash -c \
@@ -25,10 +26,12 @@ for tls in default tcp,self; do
     done
     [ -n "$victim" ] && break
     job=$(awk '$2 == "task" {print $6; exit}' "$out")
-    if [ "$attempt" = 1 ] && slurm_auth_race_since "$sizes" && [ -n "$job" ]; then
-      echo "note: Slurm rejected a PMIx peer ('Munge decode failed' in the slurmd log, a Slurm 22.05 race); cancelling job $job and starting the step once more" >&2
+    if [ "$attempt" = 1 ] && [ -n "$job" ] && slurm_auth_race_since "$sizes" "$job.0"; then
+      echo "note: Slurm rejected a PMIx peer of job $job ('Munge decode failed' in the slurmd log, a Slurm 22.05 race); cancelling it and starting the step once more" >&2
       scancel "$job"
       wait "$srun_pid" || true
+      expect_no_session_directories "$job"
+      expect_processes_gone "$out"
       continue
     fi
     cat "$out" >&2

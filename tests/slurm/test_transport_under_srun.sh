@@ -23,7 +23,7 @@ for tls in default tcp,self; do
 done
 # PMIx fences are barriers: nobody leaves before the late rank arrives.
 as_user srun -N3 --ray-cluster "$CHECK" fence-timeout >"$WORK/timeout.out"
-expect_lines "$WORK/timeout.out" '^rank [02]: the job-wide PMIx fence did not complete within 2 s' 2
+expect_lines "$WORK/timeout.out" '^rank [02]: the job-wide PMIx fence of namespace slurm\.pmix\.[0-9]+\.0 did not complete within 2 s' 2
 as_user srun -N3 --ray-cluster "$CHECK" fence >"$WORK/fence.out"
 expect_lines "$WORK/fence.out" '^rank [0-2] left fence [12] after rank 1 arrived$' 6
 echo PASS
