@@ -23,8 +23,16 @@ if(NOT SRAY_SANITIZER)
 endif()
 set(SRAY_HARDENING_LINK_FLAGS -Wl,-z,relro -Wl,-z,now -Wl,-z,noexecstack)
 
+option(SRAY_BUILD_FUZZERS "Build libFuzzer targets (needs Clang)" OFF)
+
 set(SRAY_SANITIZER_FLAGS "")
-if(SRAY_SANITIZER STREQUAL "address")
+if(SRAY_BUILD_FUZZERS)
+  # Every project target gets libFuzzer's coverage and ASan/UBSan, so the
+  # fuzzers are guided by (and check) the library code they call, not only
+  # their own file.
+  set(SRAY_SANITIZER_FLAGS -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+                           -fno-omit-frame-pointer)
+elseif(SRAY_SANITIZER STREQUAL "address")
   set(SRAY_SANITIZER_FLAGS -fsanitize=address -fno-omit-frame-pointer)
 elseif(SRAY_SANITIZER STREQUAL "undefined")
   set(SRAY_SANITIZER_FLAGS -fsanitize=undefined -fno-sanitize-recover=undefined)

@@ -80,6 +80,15 @@ class Reader {
     if (Status read = Bytes(&value, sizeof(value)); !read.ok()) return read;
     return value;
   }
+  // Bytes left to read (0 when the stream cannot tell).
+  std::uint64_t Remaining() {
+    const auto here = stream_.tellg();
+    if (here < 0) return 0;
+    stream_.seekg(0, std::ios::end);
+    const auto end = stream_.tellg();
+    stream_.seekg(here);
+    return end > here ? static_cast<std::uint64_t>(end - here) : 0;
+  }
   Result<std::string> Text(std::uint32_t limit = 1u << 20) {
     auto size = Number<std::uint32_t>();
     if (!size.ok()) return size.status();
@@ -95,6 +104,19 @@ class Reader {
   std::string name_;
   Digest digest_;
 };
+
+// Whether `destination`'s parent directory lies inside `tree` once symlinks
+// are followed: an entry may make a link that a later name goes through
+// (bin/lib -> /etc, then bin/lib/passwd), which the name alone never shows.
+bool ParentInsideTree(const fs::path& tree, const fs::path& destination) {
+  std::error_code error;
+  const fs::path root = fs::weakly_canonical(tree, error);
+  if (error) return false;
+  const fs::path parent = fs::weakly_canonical(destination.parent_path(), error);
+  if (error) return false;
+  const auto [root_end, parent_at] = std::mismatch(root.begin(), root.end(), parent.begin(), parent.end());
+  return root_end == root.end();
+}
 
 PrefixKind KindOf(const std::string& data, const std::string& prefix) {
   if (data.find(prefix) == std::string::npos) return PrefixKind::kNone;
@@ -271,6 +293,10 @@ Result<PackSummary> Unpack(const fs::path& pack, const fs::path& target_argument
       return fail(Status::InvalidArgument(pack.string() + " names a path outside its prefix (" + *relative + ")"));
     }
     const fs::path destination = staging / relative_path;
+    if (!ParentInsideTree(staging, destination)) {
+      return fail(Status::InvalidArgument(pack.string() + " names a path that leads out of its prefix through a link (" +
+                                          *relative + "): pack the environment again with `sray env pack`"));
+    }
     if (*type == EntryType::kDirectory) {
       auto mode = reader.Number<std::uint32_t>();
       if (!mode.ok()) return fail(mode.status());
@@ -288,6 +314,12 @@ Result<PackSummary> Unpack(const fs::path& pack, const fs::path& target_argument
       auto kind = reader.Number<PrefixKind>();
       auto size = reader.Number<std::uint64_t>();
       if (!mode.ok() || !kind.ok() || !size.ok()) return fail(Status::InvalidArgument(pack.string() + " is truncated: copy or pack it again"));
+      // The size is the pack's word: a damaged one must not size an
+      // allocation (tests/fuzz/environment_readers_fuzzer asked for 8 EiB).
+      if (*size > reader.Remaining()) {
+        return fail(Status::InvalidArgument(pack.string() + " is truncated or damaged (" + *relative + " claims " +
+                                            std::to_string(*size) + " bytes, more than the pack holds): copy or pack it again"));
+      }
       std::string data(*size, '\0');
       if (Status read = reader.Bytes(data.data(), data.size()); !read.ok()) return fail(read);
       if (*kind == PrefixKind::kText) {

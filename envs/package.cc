@@ -215,6 +215,12 @@ Result<Package> ParsePipSpec(std::string_view spec) {
                                        "' has several constraints: pin one version with ==");
       }
       const auto version_at = rest.find_first_not_of("=<>!~");
+      // "numpy>=" threw std::out_of_range out of this function
+      // (tests/fuzz/environment_readers_fuzzer).
+      if (version_at == std::string_view::npos) {
+        return Status::InvalidArgument("pip requirement '" + std::string(spec) +
+                                       "' has an operator but no version: write e.g. numpy==1.26.0");
+      }
       const std::string op(rest.substr(0, version_at));
       if (op != "==" && op != ">=" && op != "<=" && op != ">" && op != "<" && op != "!=") {
         return Status::InvalidArgument("pip requirement '" + std::string(spec) + "' uses operator '" +

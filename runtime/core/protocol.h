@@ -17,6 +17,7 @@
 #include "common/status.h"
 #include "core/event_log.h"
 #include "sray/internal/object_id.h"
+#include "sray/internal/serialization.h"
 #include "sray/placement_strategy.h"
 #include "transport/bytes.h"
 
@@ -441,8 +442,11 @@ Result<Message> Decode(std::span<const std::byte> bytes, const char* what) {
   } clear_zone;
   try {
     std::size_t offset = 0;
+    // Control messages nest a few levels (a task's arguments' references).
+    constexpr std::size_t kDeepestMessage = 16;
     const msgpack::object object =
-        msgpack::unpack(zone, reinterpret_cast<const char*>(bytes.data()), bytes.size(), offset);
+        msgpack::unpack(zone, reinterpret_cast<const char*>(bytes.data()), bytes.size(), offset,
+                        nullptr, nullptr, internal::UnpackLimitFor(bytes.size(), kDeepestMessage));
     return object.as<Message>();
   } catch (const std::exception& error) {
     return Status::InvalidArgument(std::string("malformed ") + what + " message: " + error.what());

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <filesystem>
-#include <sstream>
 
 #include "common/whole_number.h"
 #include "object/store_capacity.h"
@@ -130,6 +130,18 @@ Result<std::string> CanonicalValue(const OptionSpec& spec, std::string_view valu
   if (value.find('\0') != std::string_view::npos) {
     return Status::InvalidArgument(where + " contains a NUL byte: remove it");
   }
+  // A newline or tab inside a value does not survive the trimming of the
+  // next reader (the value travels to every node and into sbatch's steps),
+  // so "env=/a\n/" came back as another path (tests/fuzz/options_fuzzer).
+  for (const char byte : value) {
+    const auto code = static_cast<unsigned char>(byte);
+    if (code < 0x20 || code == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "0x%02x", code);
+      return Status::InvalidArgument(where + " contains a control character (byte " + hex +
+                                     "): remove it");
+    }
+  }
   switch (spec.kind) {
     case OptionKind::kAbsolutePath: {
       const std::filesystem::path path(value);
@@ -139,6 +151,9 @@ Result<std::string> CanonicalValue(const OptionSpec& spec, std::string_view valu
                                        std::string(spec.key) + "=$PWD/" + std::string(value));
       }
       std::string normal = path.lexically_normal().string();
+      // lexically_normal keeps "///" as it is; the root has one spelling
+      // (tests/fuzz/options_fuzzer: "///" became "//", then "/").
+      if (normal.find_first_not_of('/') == std::string::npos) normal = "/";
       if (normal.size() > 1 && normal.back() == '/') normal.pop_back();
       return normal;
     }
@@ -196,14 +211,14 @@ Result<std::string> CanonicalValue(const OptionSpec& spec, std::string_view valu
               "sray run (--cpus-per-node, --mem-per-node) instead");
         }
       }
-      std::string canonical;
-      for (const auto& [name, amount] : *parsed) {
-        if (!canonical.empty()) canonical += ";";
-        std::ostringstream text;
-        text << name << ":" << amount;
-        canonical += text.str();
+      // "resources=;" would otherwise pass here and reach every node as an
+      // empty value (found by tests/fuzz/options_fuzzer).
+      if (parsed->empty()) {
+        return Status::InvalidArgument(where + " names no resource, got '" + std::string(value) +
+                                       "': give NAME:AMOUNT pairs (resources=GPU:2;ssd:1) or "
+                                       "leave the key out");
       }
-      return canonical;
+      return sched::FormatResourceList(*parsed);
     }
     case OptionKind::kListenAddress: {
       if (value == "off") return std::string(value);

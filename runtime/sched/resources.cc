@@ -1,5 +1,6 @@
 #include "sched/resources.h"
 
+#include <charconv>
 #include <cmath>
 #include <sstream>
 
@@ -57,6 +58,17 @@ Result<ResourceMap> ParseResourceList(std::string_view text) {
     resources[name] = amount;
   }
   return resources;
+}
+
+std::string FormatResourceList(const ResourceMap& resources) {
+  std::string text;
+  for (const auto& [name, amount] : resources) {
+    if (!text.empty()) text += ';';
+    char digits[32];
+    const auto written = std::to_chars(std::begin(digits), std::end(digits), amount);
+    text += name + ':' + std::string(digits, written.ptr);
+  }
+  return text;
 }
 
 Status ValidateAmounts(const ResourceMap& resources) {

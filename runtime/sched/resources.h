@@ -32,6 +32,9 @@ void Subtract(ResourceMap& from, const ResourceMap& amount);
 void Add(ResourceMap& to, const ResourceMap& amount);
 // "{CPU: 2, GPU: 0.5}"
 std::string Describe(const ResourceMap& resources);
+// "GPU:2;ssd:0.5": what ParseResourceList reads back as the same map (each
+// amount in the shortest form that keeps every digit).
+std::string FormatResourceList(const ResourceMap& resources);
 
 // Devices of one node and how much of each is taken. A request below 1 GPU
 // shares one device with others; whole requests take whole devices.

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -379,6 +380,82 @@ TEST_F(EnvsTest, APackUnpacksElsewhereWithThePrefixRelocated) {
       << "the relocated tree verifies";
 }
 
+// A pack written by hand, entry by entry, in the format `sray env pack`
+// writes (its trailer is never reached by the packs below).
+class HandMadePack {
+ public:
+  HandMadePack() {
+    bytes_ = "SRAYPK01";
+    Text("/old/prefix");
+    Text("0123");
+  }
+  HandMadePack& Symlink(const std::string& name, const std::string& target) {
+    Byte(3);
+    Text(name);
+    Text(target);
+    return *this;
+  }
+  HandMadePack& File(const std::string& name, const std::string& data, std::uint64_t size) {
+    Byte(1);
+    Text(name);
+    Raw(std::uint32_t{0644});
+    Byte(0);
+    Raw(size);
+    bytes_ += data;
+    return *this;
+  }
+  void WriteTo(const fs::path& path) {
+    Byte(0);
+    Raw(std::uint64_t{2});
+    bytes_ += std::string(32, '\0');
+    std::ofstream(path, std::ios::binary) << bytes_;
+  }
+
+ private:
+  void Byte(char value) { bytes_ += value; }
+  template <typename Integer>
+  void Raw(Integer value) {
+    bytes_.append(reinterpret_cast<const char*>(&value), sizeof(value));
+  }
+  void Text(const std::string& text) {
+    Raw(static_cast<std::uint32_t>(text.size()));
+    bytes_ += text;
+  }
+  std::string bytes_;
+};
+
+// A link made by one entry and a later name through it wrote outside the
+// target before the checksum at the end was read.
+TEST_F(EnvsTest, UnpackNeverWritesThroughALinkOutOfTheTarget) {
+  const fs::path outside = root_ / "outside";
+  fs::create_directories(outside);
+  HandMadePack()
+      .Symlink("lib", outside.string())
+      .File("lib/escaped", "hello", 5)
+      .WriteTo(root_ / "evil.pack");
+  auto unpacked = Unpack(root_ / "evil.pack", root_ / "target");
+  ASSERT_FALSE(unpacked.ok());
+  EXPECT_NE(
+      unpacked.status().message().find("leads out of its prefix through a link (lib/escaped)"),
+      std::string::npos)
+      << unpacked.status().message();
+  EXPECT_FALSE(fs::exists(outside / "escaped"));
+  EXPECT_FALSE(fs::exists(root_ / "target"));
+}
+
+// Found by tests/fuzz/environment_readers_fuzzer: a damaged size asked for
+// an 8 EiB buffer (std::bad_alloc out of Unpack, a crash of `sray env`).
+TEST_F(EnvsTest, UnpackRefusesAFileLargerThanThePack) {
+  HandMadePack().File("bin/x", "abc", std::uint64_t{1} << 62).WriteTo(root_ / "damaged.pack");
+  auto unpacked = Unpack(root_ / "damaged.pack", root_ / "target");
+  ASSERT_FALSE(unpacked.ok());
+  EXPECT_NE(unpacked.status().message().find("bin/x claims 4611686018427387904 bytes, more than "
+                                             "the pack holds"),
+            std::string::npos)
+      << unpacked.status().message();
+  EXPECT_FALSE(fs::exists(root_ / "target"));
+}
+
 TEST_F(EnvsTest, UnpackRefusesALongerPrefixForBinariesAndTruncatedPacks) {
   AddRelocatableFiles(prefix_);
   ASSERT_TRUE(Pack(prefix_, root_ / "train.pack").ok());
@@ -646,6 +723,17 @@ TEST(CondaSpecTest, ParsesTheFormsEnvironmentFilesUse) {
   ASSERT_TRUE(pip.ok());
   EXPECT_EQ(pip->name, "typing-extensions");
   EXPECT_FALSE(ParsePipSpec("-e git+https://example.org/x").ok());
+}
+
+// Found by tests/fuzz/environment_readers_fuzzer: an operator without a
+// version threw std::out_of_range out of ParsePipSpec (a crash of `sray env`).
+TEST(PackageSpecs, APipRequirementWithAnOperatorButNoVersionIsAnError) {
+  for (const char* spec : {"numpy>=", "numpy ==  ", "numpy[extra]~="}) {
+    auto parsed = ParsePipSpec(spec);
+    ASSERT_FALSE(parsed.ok()) << spec;
+    EXPECT_NE(parsed.status().message().find("has an operator but no version"), std::string::npos)
+        << parsed.status().message();
+  }
 }
 
 }  // namespace

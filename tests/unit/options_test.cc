@@ -158,5 +158,49 @@ TEST(Options, ResourcesAreCheckedAndCanonical) {
   EXPECT_FALSE(ParseOptionList("resources=GPU", "--ray-cluster").ok());
 }
 
+// Found by tests/fuzz/options_fuzzer: "resources=;" passed, canonical "",
+// which no later reader accepts.
+TEST(Options, AResourceListNamingNoResourceIsRefused) {
+  for (const char* list : {";", " ; ;"}) {
+    auto parsed = ParseOptionList(std::string("resources=") + list, "--ray-cluster");
+    ASSERT_FALSE(parsed.ok()) << list;
+    EXPECT_NE(parsed.status().message().find("names no resource"), std::string::npos)
+        << parsed.status().message();
+  }
+}
+
+// Found by tests/fuzz/options_fuzzer: "env=/home/x\n/" was accepted as
+// "/home/x\n", which the next reader trimmed to another path.
+TEST(Options, ControlCharactersInAValueAreRefused) {
+  for (const char* list : {"env=/home/x\n/", "log_dir=/tmp/a\tb", "log_level=de\x01bug"}) {
+    auto parsed = ParseOptionList(list, "--ray-cluster");
+    ASSERT_FALSE(parsed.ok()) << list;
+    EXPECT_NE(parsed.status().message().find("contains a control character (byte 0x"),
+              std::string::npos)
+        << parsed.status().message();
+  }
+}
+
+// Found by tests/fuzz/options_fuzzer: "///" became "//", and "//" became "/".
+TEST(Options, APathOfSlashesOnlyIsTheRoot) {
+  for (const char* value : {"/", "//", "///", "////"}) {
+    auto parsed = ParseOptionList(std::string("log_dir=") + value, "--ray-cluster");
+    ASSERT_TRUE(parsed.ok()) << value;
+    EXPECT_EQ(parsed->front().value, "/") << value;
+  }
+}
+
+// The canonical spelling kept six digits (GPU:0.333333 for GPU:0.3333333333):
+// each amount now keeps all of its digits, and reads back as itself.
+TEST(Options, ResourceAmountsKeepEveryDigit) {
+  auto parsed =
+      ParseOptionList("resources=GPU:0.3333333333;ssd:1e-7;disk:12345678.5", "--ray-cluster");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(parsed->front().value, "GPU:0.3333333333;disk:12345678.5;ssd:1e-07");
+  auto again = ParseOptionList("resources=" + parsed->front().value, "--ray-cluster");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->front().value, parsed->front().value);
+}
+
 }  // namespace
 }  // namespace sray::jobsetup

@@ -14,6 +14,18 @@
 
 namespace sray::internal {
 
+// Limits for unpacking `size` bytes: no array, map, string, binary or
+// extension can hold more elements or bytes than the input has, and nesting
+// stops at `depth`. msgpack's defaults (4 G each) let a 6-byte message make
+// the parser reserve 64 GiB for an array it never fills (found by
+// tests/fuzz/control_message_fuzzer).
+inline msgpack::unpack_limit UnpackLimitFor(std::size_t size, std::size_t depth) {
+  return {size, size, size, size, size, depth};
+}
+
+// Values nest no deeper than this (each level takes a byte at least).
+inline constexpr std::size_t kDeepestValue = 512;
+
 template <typename T>
 std::string Serialize(const T& value) {
   msgpack::sbuffer buffer;
@@ -57,7 +69,8 @@ std::size_t SerializedSize(const T& value) {
 template <typename T>
 T Deserialize(std::string_view bytes, const char* what) {
   try {
-    const msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size());
+    const msgpack::object_handle handle = msgpack::unpack(
+        bytes.data(), bytes.size(), nullptr, nullptr, UnpackLimitFor(bytes.size(), kDeepestValue));
     return handle.get().as<T>();
   } catch (const std::exception& error) {
     throw SerializationError(std::string("sray: cannot read ") + what +
