@@ -7,7 +7,16 @@ SRAY=$SRAY_BUILD_DIR/launcher/sray
 CHECK=$SRAY_BUILD_DIR/tests/transport_check
 ROLES=$SRAY_BUILD_DIR/examples/roles
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+# A test that fails while a job of its own runs in the background must end
+# that job first: left running, it wrote its log_dir copy into $WORK again
+# after the removal.
+end_background_jobs_and_work() {
+  local pid
+  for pid in $(jobs -p); do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap end_background_jobs_and_work EXIT
 
 
 

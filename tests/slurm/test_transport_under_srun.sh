@@ -25,5 +25,7 @@ done
 as_user srun -N3 --ray-cluster "$CHECK" fence-timeout >"$WORK/timeout.out"
 expect_lines "$WORK/timeout.out" '^rank [02]: the job-wide PMIx fence of namespace slurm\.pmix\.[0-9]+\.0 did not complete within 2 s' 2
 as_user srun -N3 --ray-cluster "$CHECK" fence >"$WORK/fence.out"
-expect_lines "$WORK/fence.out" '^rank [0-2] left fence [12] after rank 1 arrived$' 6
+# Ranks 0 and 2 (on time) must wait for rank 1 (3 s late) at both fences.
+expect_lines "$WORK/fence.out" '^rank [02] left fence [12] after rank 1 arrived$' 4
+expect_lines "$WORK/fence.out" '^rank 1 arrived late at fence [12]$' 2
 echo PASS
