@@ -53,4 +53,11 @@ std::string DescribeTransfer(std::uint64_t bytes, double seconds) {
   return text;
 }
 
+std::string DescribeMilliseconds(std::chrono::steady_clock::duration elapsed) {
+  char text[48];
+  std::snprintf(text, sizeof(text), "%.1f ms",
+                std::chrono::duration<double, std::milli>(elapsed).count());
+  return text;
+}
+
 }  // namespace sray

@@ -7,6 +7,7 @@
 //
 // Thread-safety: any thread; the level is read once, on first use.
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -25,5 +26,8 @@ void Log(LogLevel level, std::string_view message);
 
 // "N bytes in S s (R MiB/s)": how a transfer went, for log lines.
 std::string DescribeTransfer(std::uint64_t bytes, double seconds);
+
+// "12.3 ms": how long a phase took, for log lines.
+std::string DescribeMilliseconds(std::chrono::steady_clock::duration elapsed);
 
 }  // namespace sray

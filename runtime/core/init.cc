@@ -13,7 +13,6 @@
 #include <chrono>
 #include <climits>
 #include <condition_variable>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -413,18 +412,12 @@ void LogJoinTimes(std::uint32_t rank, std::chrono::steady_clock::time_point star
                   std::chrono::steady_clock::time_point wired,
                   std::chrono::steady_clock::time_point managed, const char* last_phase) {
   if (!LogEnabled(LogLevel::kDebug)) return;
-  const auto milliseconds = [](auto from, auto to) {
-    char text[32];
-    std::snprintf(text, sizeof(text), "%.1f",
-                  std::chrono::duration<double, std::milli>(to - from).count());
-    return std::string(text);
-  };
   const auto now = std::chrono::steady_clock::now();
   Log(LogLevel::kDebug, "rank " + std::to_string(rank) + " joined the job in " +
-                            milliseconds(started, now) + " ms: wire-up " +
-                            milliseconds(started, wired) + " ms, node manager " +
-                            milliseconds(wired, managed) + " ms, " + last_phase + " " +
-                            milliseconds(managed, now) + " ms");
+                            DescribeMilliseconds(now - started) + ": wire-up " +
+                            DescribeMilliseconds(wired - started) + ", node manager " +
+                            DescribeMilliseconds(managed - wired) + ", " + last_phase + " " +
+                            DescribeMilliseconds(now - managed));
 }
 
 void JoinJob(int argc, char** argv, const InitOptions& options) {

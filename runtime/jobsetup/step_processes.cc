@@ -39,49 +39,49 @@ EnvironmentState ReadEnvironment(const std::filesystem::path& environ_file,
   return any ? EnvironmentState::kOther : EnvironmentState::kEmpty;
 }
 
-bool IsAlive(pid_t pid) {
-  // A zombie has already released everything; only its parent can reap it.
+// What /proc/PID/stat says of a process; nothing when it is gone.
+struct ProcessState {
+  char state = '?';
+  unsigned long flags = 0;
+};
+
+std::optional<ProcessState> ReadProcessState(pid_t pid) {
   std::ifstream stat_file("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
-  if (!std::getline(stat_file, line)) return false;
+  if (!std::getline(stat_file, line)) return std::nullopt;
+  // The name in parentheses may hold spaces: the fields follow the last ')'.
   const auto close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(line.substr(close + 1));
+  ProcessState process;
+  std::string skipped;
+  fields >> process.state;
+  for (int field = 0; field < 5; ++field) fields >> skipped;  // ppid .. tpgid
+  if (!(fields >> process.flags)) return std::nullopt;
+  return process;
+}
+
+// A zombie has already released everything; only its parent can reap it.
+bool IsAlive(pid_t pid) {
+  const auto process = ReadProcessState(pid);
+  return process && process->state != 'Z';
 }
 
 // A live user process that may be inside execve: not a zombie and not a
 // kernel thread (root's kernel threads have no environment either).
 bool MayBeInsideExec(pid_t pid) {
   constexpr unsigned long kKernelThreadFlag = 0x00200000;  // PF_KTHREAD
-  std::ifstream stat_file("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat_file, line)) return false;
-  const auto close = line.rfind(')');
-  if (close == std::string::npos) return false;
-  std::istringstream fields(line.substr(close + 1));
-  std::string state;
-  std::string skipped;
-  unsigned long flags = 0;
-  fields >> state;
-  for (int field = 0; field < 5; ++field) fields >> skipped;  // ppid .. tpgid
-  if (!(fields >> flags)) return false;
-  return state != "Z" && (flags & kKernelThreadFlag) == 0;
+  const auto process = ReadProcessState(pid);
+  return process && process->state != 'Z' && (process->flags & kKernelThreadFlag) == 0;
 }
 
 }  // namespace
 
-namespace {
-
-struct Scan {
-  std::vector<pid_t> matches;
-  // Live processes of the user caught inside execve (see ReadEnvironment).
-  std::size_t undecided = 0;
-};
-
-Scan ScanStepProcesses(const StepProcessSelector& selector) {
+StepProcessScan ScanStepProcesses(const StepProcessSelector& selector) {
   const std::string session_entry = "SRAY_SESSION_DIR=" + selector.session_directory.string();
   const std::string node_entry = "SRAY_NODE_ID=" + std::to_string(selector.node_id);
   const pid_t self = getpid();
-  Scan scan;
+  StepProcessScan scan;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
     const std::string name = entry.path().filename().string();
@@ -104,8 +104,6 @@ Scan ScanStepProcesses(const StepProcessSelector& selector) {
   return scan;
 }
 
-}  // namespace
-
 std::vector<pid_t> FindStepProcesses(const StepProcessSelector& selector) {
   return ScanStepProcesses(selector).matches;
 }
@@ -118,9 +116,9 @@ Result<std::size_t> EndStepProcesses(const StepProcessSelector& selector,
 Result<std::size_t> EndStepProcesses(const std::vector<StepProcessSelector>& selectors,
                                      std::chrono::milliseconds grace) {
   const auto scan_all = [&selectors] {
-    Scan all;
+    StepProcessScan all;
     for (const auto& selector : selectors) {
-      Scan one = ScanStepProcesses(selector);
+      StepProcessScan one = ScanStepProcesses(selector);
       all.matches.insert(all.matches.end(), one.matches.begin(), one.matches.end());
       all.undecided += one.undecided;
     }
@@ -136,7 +134,7 @@ Result<std::size_t> EndStepProcesses(const std::vector<StepProcessSelector>& sel
   // one scan.
   std::set<pid_t> seen;
   for (int scan = 0; scan < 3; ++scan) {
-    const Scan found = scan_all();
+    const StepProcessScan found = scan_all();
     for (const pid_t pid : found.matches) {
       if (seen.insert(pid).second) ::kill(pid, SIGTERM);
     }

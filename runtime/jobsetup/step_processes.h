@@ -29,6 +29,16 @@ struct StepProcessSelector {
   std::uint32_t node_id = 0;
 };
 
+// One look at /proc for `selector`: the step's processes, never the caller,
+// and how many live processes of the user show no environment at all. Those
+// may be inside execve (for a moment a new program's environment is not
+// there yet), so they may still turn out to be the step's: EndStepProcesses
+// looks again when there are any.
+struct StepProcessScan {
+  std::vector<pid_t> matches;
+  std::size_t undecided = 0;
+};
+StepProcessScan ScanStepProcesses(const StepProcessSelector& selector);
 // Process ids that match `selector`, never including the caller.
 std::vector<pid_t> FindStepProcesses(const StepProcessSelector& selector);
 

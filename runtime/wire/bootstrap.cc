@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -22,10 +21,8 @@ class PhaseTimes {
  public:
   void Mark(const char* phase) {
     const auto now = std::chrono::steady_clock::now();
-    char part[96];
-    std::snprintf(part, sizeof(part), "%s%s %.1f ms", text_.empty() ? "" : ", ", phase,
-                  std::chrono::duration<double, std::milli>(now - last_).count());
-    text_ += part;
+    text_ +=
+        (text_.empty() ? "" : ", ") + std::string(phase) + " " + DescribeMilliseconds(now - last_);
     last_ = now;
   }
   [[nodiscard]] const std::string& text() const { return text_; }

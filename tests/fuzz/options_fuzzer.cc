@@ -20,19 +20,6 @@ namespace {
 
 using sray::jobsetup::OptionAssignment;
 
-std::vector<std::string> Keys() {
-  std::vector<std::string> keys;
-  const std::string accepted = sray::jobsetup::AcceptedKeys();
-  std::size_t start = 0;
-  while (start < accepted.size()) {
-    const auto end = accepted.find(", ", start);
-    keys.push_back(accepted.substr(start, end == std::string::npos ? end : end - start));
-    if (end == std::string::npos) break;
-    start = end + 2;
-  }
-  return keys;
-}
-
 void ExpectMessage(const sray::Status& status) {
   if (!status.ok() && status.message().empty()) std::abort();
 }
@@ -61,7 +48,6 @@ void OptionList(std::string_view text) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static const std::vector<std::string> keys = Keys();
   if (size == 0) return 0;
   const std::string_view rest(reinterpret_cast<const char*>(data + 1), size - 1);
   switch (data[0] % 3) {
@@ -73,14 +59,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     default: {
       if (rest.empty()) return 0;
-      const auto* spec =
-          sray::jobsetup::FindOption(keys[static_cast<std::size_t>(rest[0]) % keys.size()]);
-      if (spec == nullptr) std::abort();
-      auto value = sray::jobsetup::CanonicalValue(*spec, rest.substr(1), "fuzz");
+      const auto schema = sray::jobsetup::OptionSchema();
+      const auto& spec = schema[static_cast<unsigned char>(rest[0]) % schema.size()];
+      auto value = sray::jobsetup::CanonicalValue(spec, rest.substr(1), "fuzz");
       ExpectMessage(value.status());
       if (value.ok()) {
         // The canonical spelling is itself accepted, as itself.
-        auto again = sray::jobsetup::CanonicalValue(*spec, *value, "fuzz");
+        auto again = sray::jobsetup::CanonicalValue(spec, *value, "fuzz");
         if (!again.ok() || *again != *value) std::abort();
       }
       break;

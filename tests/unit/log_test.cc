@@ -13,6 +13,11 @@ TEST(Log, ATransferIsDescribedWithBytesSecondsAndRate) {
   EXPECT_EQ(DescribeTransfer(100, 0), "100 bytes in 0.000 s (0 MiB/s)") << "no division by zero";
 }
 
+TEST(Log, APhaseIsDescribedInMillisecondsToATenth) {
+  EXPECT_EQ(DescribeMilliseconds(std::chrono::microseconds(12345)), "12.3 ms");
+  EXPECT_EQ(DescribeMilliseconds(std::chrono::seconds(2)), "2000.0 ms");
+}
+
 TEST(Log, ErrorsAreAlwaysOnAndDebugOnlyWhenAsked) {
   if (std::getenv("SRAY_LOG_LEVEL") != nullptr) GTEST_SKIP() << "SRAY_LOG_LEVEL is set";
   // The default level: info.

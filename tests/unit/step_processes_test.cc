@@ -38,6 +38,12 @@ std::size_t WaitForProcesses(const StepProcessSelector& selector, std::size_t co
   return found;
 }
 
+void KillAndReap(pid_t pid) {
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+}
+
 class StepProcessesTest : public ::testing::Test {
  protected:
   // Never a real session path: only this test's processes carry it.
@@ -76,9 +82,35 @@ TEST_F(StepProcessesTest, AnotherNodesProcessesAndACleanStepAreLeftAlone) {
   EXPECT_EQ(*ended, 0U);  // node 1 had nothing left: one scan, nothing sent
   EXPECT_EQ(::kill(other, 0), 0) << "node 2's process was ended with node 1's";
 
-  ::kill(other, SIGKILL);
-  int status = 0;
-  ::waitpid(other, &status, 0);
+  KillAndReap(other);
+}
+
+// What EndStepProcesses looks at again for: a process of the user whose
+// environment cannot be read as anything (as inside execve) is counted as
+// undecided, never taken for the step's.
+TEST_F(StepProcessesTest, AProcessWithNoEnvironmentIsUndecidedNotTheSteps) {
+  const StepProcessSelector selector{
+      .uid = ::getuid(), .session_directory = session_, .node_id = 1};
+  const std::size_t before = ScanStepProcesses(selector).undecided;
+  const pid_t bare = ::fork();
+  if (bare == 0) {
+    char* const arguments[] = {const_cast<char*>("sleep"), const_cast<char*>("63"), nullptr};
+    char* const no_environment[] = {nullptr};
+    ::execve("/bin/sleep", arguments, no_environment);
+    ::_exit(127);
+  }
+  ASSERT_GT(bare, 0);
+  // Until the exec, the child still shows this test's environment.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  StepProcessScan scan;
+  while ((scan = ScanStepProcesses(selector)).undecided <= before &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(scan.undecided, before + 1);
+  EXPECT_TRUE(scan.matches.empty());
+  KillAndReap(bare);
+  EXPECT_EQ(ScanStepProcesses(selector).undecided, before);
 }
 
 }  // namespace
