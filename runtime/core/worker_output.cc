@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/private_file.h"
 #include "common/worker_log_files.h"
 
 namespace sray::core {
@@ -60,11 +61,15 @@ bool EndsUcxBacktrace(std::string_view line) {
 }  // namespace
 
 Result<std::unique_ptr<WorkerOutput>> WorkerOutput::Start(Options options) {
+  // What workers print may be private: a directory of the job user alone.
   std::error_code error;
-  std::filesystem::create_directories(options.directory, error);
+  std::filesystem::create_directories(options.directory.parent_path(), error);
   if (error) {
-    return Status::IoError("cannot create the worker log directory " + options.directory.string() +
-                           ": " + error.message());
+    return Status::IoError("cannot create the worker log directory's parent " +
+                           options.directory.parent_path().string() + ": " + error.message());
+  }
+  if (Status created = CreatePrivateDirectory(options.directory, ::getuid(), "worker log directory"); !created.ok()) {
+    return created;
   }
   const int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake < 0) return Status::FromErrno(errno, "eventfd for the worker output reader");

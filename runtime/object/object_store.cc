@@ -7,6 +7,8 @@
 #include <system_error>
 #include <vector>
 
+#include "common/private_file.h"
+
 namespace sray::object {
 namespace {
 
@@ -32,11 +34,15 @@ Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(StoreConfig config) {
         std::to_string((available / 2) >> 20) + "M) or give the node more " +
         config.shared_memory_directory.string());
   }
+  // The spill files hold the job's objects: a directory of the job user alone.
   std::error_code error;
-  std::filesystem::create_directories(config.spill_directory, error);
+  std::filesystem::create_directories(config.spill_directory.parent_path(), error);
   if (error) {
-    return Status::IoError("cannot create the spill directory " + config.spill_directory.string() +
-                           ": " + error.message());
+    return Status::IoError("cannot create the spill directory's parent " +
+                           config.spill_directory.parent_path().string() + ": " + error.message());
+  }
+  if (Status created = CreatePrivateDirectory(config.spill_directory, ::getuid(), "spill directory"); !created.ok()) {
+    return created;
   }
   return std::unique_ptr<ObjectStore>(new ObjectStore(std::move(config)));
 }

@@ -25,11 +25,17 @@ chown "$SRAY_TEST_USER:" "$WORK"
 chmod 755 "$WORK"
 trap 'rm -rf "$WORK"' EXIT
 
-# Runs a command as the test user in $WORK; stdout and stderr as given, as it runs.
-run_as_test_user() {
-  (cd "$WORK" && runuser -u "$SRAY_TEST_USER" -- env -i PATH="$SRAY_PREFIX/bin:/usr/bin:/bin" \
-    HOME="$SRAY_TEST_HOME" USER="$SRAY_TEST_USER" LANG=C.UTF-8 SLURM_CONF="$SLURM_CONF" "$@")
+# run_as USER HOME DIRECTORY CMD...: CMD as USER (a clean environment, HOME
+# as given) in DIRECTORY; stdout and stderr as given, as it runs.
+run_as() {
+  local user=$1 home=$2 directory=$3
+  shift 3
+  (cd "$directory" && runuser -u "$user" -- env -i PATH="$SRAY_PREFIX/bin:/usr/bin:/bin" \
+    HOME="$home" USER="$user" LANG=C.UTF-8 SLURM_CONF="$SLURM_CONF" "$@")
 }
+
+# Runs a command as the test user in $WORK; stdout and stderr as given, as it runs.
+run_as_test_user() { run_as "$SRAY_TEST_USER" "$SRAY_TEST_HOME" "$WORK" "$@"; }
 
 # The slurmd logs' sizes, to read what a command added to them.
 slurmd_log_sizes() {
@@ -70,11 +76,16 @@ fence_timeouts_in() {
 # slurmd log has Slurm's authentication race for that same step (a parallel
 # command's race reruns nothing); that first attempt must still leave nothing
 # behind. No other failure is retried.
-as_user() {
-  local sizes out err status=0 steps step
+as_user() { rerun_on_slurm_auth_race run_as_test_user "$@"; }
+
+# rerun_on_slurm_auth_race RUNNER CMD...: as_user's rule, for any RUNNER
+# (run_as_test_user, or a run_as of another user).
+rerun_on_slurm_auth_race() {
+  local runner=$1 sizes out err status=0 steps step
+  shift
   sizes=$(slurmd_log_sizes)
   out=$(mktemp) err=$(mktemp)
-  run_as_test_user "$@" >"$out" 2>"$err" || status=$?
+  "$runner" "$@" >"$out" 2>"$err" || status=$?
   steps=""
   [ "$status" -eq 0 ] || steps=$(fence_timeouts_in "$out" "$err")
   # shellcheck disable=SC2086 # one argument per step
@@ -82,7 +93,7 @@ as_user() {
     for step in $steps; do expect_no_session_directories "${step%%.*}"; done
     echo "note: Slurm rejected a PMIx peer of step $(echo $steps) ('Munge decode failed' in the slurmd log, a Slurm 22.05 race); running the command once more: $*" >&2
     status=0
-    run_as_test_user "$@" >"$out" 2>"$err" || status=$?
+    "$runner" "$@" >"$out" 2>"$err" || status=$?
   fi
   cat "$out"
   cat "$err" >&2

@@ -2,6 +2,7 @@
 #include "object/store_capacity.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <filesystem>
@@ -54,6 +55,26 @@ class ObjectStoreTest : public ::testing::Test {
   std::filesystem::path directory_;
   std::vector<std::uint64_t> spilled_bytes_;  // told by the store, one per spill
 };
+
+// Spill files hold the job's objects: the directory is the job user's alone,
+// and one that others may enter (planted, or left by an old version) is refused.
+TEST_F(ObjectStoreTest, TheSpillDirectoryIsTheJobUsersAlone) {
+  auto store = Open(1 << 20);
+  struct stat info {};
+  ASSERT_EQ(::stat((directory_ / "spill").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 07777, 0700U);
+  store.reset();  // removes its spill directory
+  std::filesystem::create_directories(directory_ / "spill");
+  std::filesystem::permissions(directory_ / "spill", std::filesystem::perms(0755));
+  auto refused = ObjectStore::Open({.shared_memory_directory = directory_ / "shm",
+                                    .name_prefix = "sray.test.1.n0",
+                                    .spill_directory = directory_ / "spill",
+                                    .capacity = 1 << 20,
+                                    .node_id = 0,
+                                    .on_spilled = {}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("spill directory"), std::string::npos) << refused.status().message();
+}
 
 TEST_F(ObjectStoreTest, SpillsLeastRecentlyUsedWhenFullAndRestoresOnDemand) {
   auto store = Open(3000);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -38,6 +39,20 @@ class WorkerOutputTest : public ::testing::Test {
   std::filesystem::path directory_;
   int driver_[2] = {-1, -1};
 };
+
+// What workers print may be private: their logs' directory is the job user's alone.
+TEST_F(WorkerOutputTest, TheLogDirectoryIsTheJobUsersAlone) {
+  auto output = WorkerOutput::Start({.directory = directory_ / "logs",
+                                     .node_id = 0,
+                                     .to_driver = false,
+                                     .file_limit = 1 << 20,
+                                     .driver_stdout = driver_[1],
+                                     .driver_stderr = driver_[1]});
+  ASSERT_TRUE(output.ok()) << output.status().message();
+  struct stat info {};
+  ASSERT_EQ(::stat((directory_ / "logs").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 07777, 0700U);
+}
 
 TEST_F(WorkerOutputTest, LinesGoToTheWorkersLogAndPrefixedToTheDriver) {
   {

@@ -177,6 +177,37 @@ TEST(GradientReducer, HooksLostToTorchLoadAreNoticedAndAttachedAgain) {
   });
 }
 
+// An exception inside backward (here a hook on an activation) ends the pass
+// after some buckets were sent: the reducer never saw its end. Going on
+// would pair one rank's next bucket with another's leftover, so every later
+// pass fails, naming why, instead of averaging the wrong gradients or hanging.
+TEST(GradientReducer, APassInterruptedByAnExceptionFailsEveryLaterPass) {
+  std::vector<Net> nets;
+  for (int rank = 0; rank < 2; ++rank) nets.push_back(MakeNet());
+  RunRanks(2, [&](int rank, Collectives& collectives) {
+    Net& net = nets[static_cast<std::size_t>(rank)];
+    GradientReducer reducer(net->parameters(), collectives, 64, 512);
+    const auto input = torch::ones({2, 6});
+    auto hidden = torch::tanh(net->second->forward(torch::tanh(net->first->forward(input))));
+    hidden.register_hook([](const torch::Tensor&) { throw std::runtime_error("a hook fails mid-backward"); });
+    try {
+      net->last->forward(hidden).sum().backward();
+      ADD_FAILURE() << "the hook's exception did not end backward";
+    } catch (const std::exception& error) {
+      EXPECT_NE(std::string(error.what()).find("a hook fails mid-backward"), std::string::npos) << error.what();
+    }
+    for (int pass = 0; pass < 2; ++pass) {
+      try {
+        net->forward(input, false).sum().backward();
+        ADD_FAILURE() << "pass " << pass << " after the interrupted one went on";
+      } catch (const std::exception& error) {
+        EXPECT_NE(std::string(error.what()).find("interrupted"), std::string::npos) << error.what();
+      }
+    }
+    EXPECT_EQ(reducer.statistics().steps, 0U) << "no pass was averaged";
+  });
+}
+
 TEST(Collectives, BroadcastAndBarrierReachEveryRank) {
   RunRanks(3, [](int rank, Collectives& collectives) {
     auto value = torch::full({3}, static_cast<float>(rank));
