@@ -176,12 +176,14 @@ void Collectives::Wait(const c10::intrusive_ptr<c10d::Work>& work) {
 
 void Collectives::AllReduceSum(at::Tensor& tensor) { Wait(StartAllReduceSum(tensor)); }
 
-void Collectives::Broadcast(at::Tensor& tensor, int root) {
+c10::intrusive_ptr<c10d::Work> Collectives::StartBroadcast(at::Tensor& tensor, int root) {
   std::vector<at::Tensor> tensors{tensor};
   c10d::BroadcastOptions options;
   options.rootRank = root;
-  Wait(group_->backend->broadcast(tensors, options));
+  return group_->backend->broadcast(tensors, options);
 }
+
+void Collectives::Broadcast(at::Tensor& tensor, int root) { Wait(StartBroadcast(tensor, root)); }
 
 void Collectives::Barrier() { Wait(group_->backend->barrier()); }
 

@@ -79,6 +79,8 @@ class Collectives {
   // Throws (the collective's error) when it failed or timed out.
   static void Wait(const c10::intrusive_ptr<c10d::Work>& work);
   void AllReduceSum(at::Tensor& tensor);
+  // Starts copying `root`'s `tensor` into every rank's; Wait finishes it.
+  c10::intrusive_ptr<c10d::Work> StartBroadcast(at::Tensor& tensor, int root);
   void Broadcast(at::Tensor& tensor, int root);
   void Barrier();
 

@@ -1,6 +1,7 @@
 #include "train/gradient_reducer.h"
 
 #include <algorithm>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -27,6 +28,14 @@ struct GradientReducer::Bucket {
   c10::intrusive_ptr<c10d::Work> work;
 };
 
+// Buffers of one type and device, broadcast from rank 0 as one flat tensor.
+struct GradientReducer::BufferGroup {
+  std::vector<at::Tensor> buffers;
+  std::vector<std::int64_t> offsets;
+  at::Tensor flat;
+  c10::intrusive_ptr<c10d::Work> work;
+};
+
 namespace {
 
 // Scales a bucket to the average before it is summed. A power of two is
@@ -44,8 +53,28 @@ void ScaleToAverage(at::Tensor& flat, int world_size) {
 }  // namespace
 
 GradientReducer::GradientReducer(std::vector<at::Tensor> parameters, Collectives& collectives,
-                                 std::size_t first_bucket_bytes, std::size_t bucket_bytes)
+                                 std::size_t first_bucket_bytes, std::size_t bucket_bytes,
+                                 std::vector<at::Tensor> buffers)
     : parameters_(std::move(parameters)), collectives_(collectives) {
+  for (at::Tensor& buffer : buffers) {
+    if (!buffer.defined() || buffer.numel() == 0) continue;
+    if (buffer.is_sparse()) throw std::invalid_argument("sparse buffers are not supported by PrepareModel");
+    auto group = std::find_if(buffer_groups_.begin(), buffer_groups_.end(), [&](const auto& candidate) {
+      const at::Tensor& first = candidate->buffers.front();
+      return first.scalar_type() == buffer.scalar_type() && first.device() == buffer.device();
+    });
+    if (group == buffer_groups_.end()) {
+      buffer_groups_.push_back(std::make_unique<BufferGroup>());
+      group = std::prev(buffer_groups_.end());
+    }
+    BufferGroup& into = **group;
+    into.offsets.push_back(into.buffers.empty() ? 0 : into.offsets.back() + into.buffers.back().numel());
+    into.buffers.push_back(std::move(buffer));
+  }
+  for (auto& group : buffer_groups_) {
+    const at::Tensor& last = group->buffers.back();
+    group->flat = at::empty({group->offsets.back() + last.numel()}, last.options().requires_grad(false));
+  }
   std::vector<BucketParameter> sizes;
   sizes.reserve(parameters_.size());
   for (const at::Tensor& parameter : parameters_) {
@@ -127,6 +156,7 @@ void GradientReducer::OnGradientReady(std::size_t parameter) {
   if (!in_backward_) {
     in_backward_ = true;
     AtEndOfBackward([this] { Finish(); });
+    LaunchBufferBroadcast();
   }
   FillAndMaybeLaunch(parameter, true);
 }
@@ -177,6 +207,36 @@ void GradientReducer::LaunchReadyBuckets() {
   }
 }
 
+// Called with mutex_ held, before any bucket of the pass: every rank issues
+// the broadcasts first.
+void GradientReducer::LaunchBufferBroadcast() {
+  at::NoGradGuard no_grad;
+  for (auto& group : buffer_groups_) {
+    if (collectives_.rank() == 0) {
+      for (std::size_t index = 0; index < group->buffers.size(); ++index) {
+        const at::Tensor& buffer = group->buffers[index];
+        group->flat.narrow(0, group->offsets[index], buffer.numel()).copy_(buffer.reshape({-1}));
+      }
+    }
+    group->work = collectives_.StartBroadcast(group->flat, 0);
+  }
+}
+
+// Called with mutex_ held. Throws the broadcast's error.
+void GradientReducer::FinishBufferBroadcast() {
+  at::NoGradGuard no_grad;
+  for (auto& group : buffer_groups_) {
+    if (!group->work) continue;
+    Collectives::Wait(group->work);
+    group->work.reset();
+    if (collectives_.rank() == 0) continue;
+    for (std::size_t index = 0; index < group->buffers.size(); ++index) {
+      at::Tensor& buffer = group->buffers[index];
+      buffer.copy_(group->flat.narrow(0, group->offsets[index], buffer.numel()).view(buffer.sizes()));
+    }
+  }
+}
+
 void GradientReducer::Finish() {
   std::unique_lock lock(mutex_);
   auto reset = [this] {
@@ -194,14 +254,18 @@ void GradientReducer::Finish() {
     for (std::size_t index = 0; index < parameters_.size(); ++index) {
       if (!ready_[index]) FillAndMaybeLaunch(index, false);
     }
+    FinishBufferBroadcast();
     for (auto& bucket : bucket_state_) Collectives::Wait(bucket->work);
   } catch (...) {
     // Wait for whatever was started before giving up: Gloo still writes
     // into the buckets until its work ends.
-    for (auto& bucket : bucket_state_) {
-      if (!bucket->work) continue;
+    std::vector<c10::intrusive_ptr<c10d::Work>> started;
+    for (auto& group : buffer_groups_) started.push_back(std::move(group->work));
+    for (auto& bucket : bucket_state_) started.push_back(bucket->work);
+    for (auto& work : started) {
+      if (!work) continue;
       try {
-        Collectives::Wait(bucket->work);
+        Collectives::Wait(work);
       } catch (...) {  // NOLINT(bugprone-empty-catch): the first error is the one rethrown
       }
     }
@@ -262,6 +326,7 @@ void GradientReducer::SynchronizeNow() {
   {
     std::lock_guard lock(mutex_);
     if (in_backward_) throw std::logic_error("SynchronizeNow during a backward pass");
+    LaunchBufferBroadcast();
     for (std::size_t index = 0; index < parameters_.size(); ++index) {
       FillAndMaybeLaunch(index, parameters_[index].grad().defined());
     }

@@ -13,6 +13,11 @@
 // keeps its gradient as it was (undefined stays undefined, so optimizers
 // skip it), one used elsewhere gets the average.
 //
+// With `buffers`, rank 0's buffers (BatchNorm's running statistics) are
+// broadcast at each pass, launched before the first bucket and waited for
+// at its end, so every worker's next forward pass starts from rank 0's, as
+// DDP's broadcast_buffers gives before each forward pass.
+//
 // After a step each averaged gradient aliases its place in the bucket (DDP's
 // gradient_as_bucket_view): autograd then accumulates into the bucket and
 // nothing is copied in or out, unless the optimizer set the gradients to
@@ -41,8 +46,10 @@ namespace sray::train::internal {
 class GradientReducer {
  public:
   // `parameters`: those that require a gradient, in the module's order.
+  // `buffers`: those to take from rank 0 at each pass (none: keep each worker's own).
   GradientReducer(std::vector<at::Tensor> parameters, Collectives& collectives,
-                  std::size_t first_bucket_bytes, std::size_t bucket_bytes);
+                  std::size_t first_bucket_bytes, std::size_t bucket_bytes,
+                  std::vector<at::Tensor> buffers = {});
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
@@ -74,7 +81,10 @@ class GradientReducer {
 
  private:
   struct Bucket;
+  struct BufferGroup;
   void OnGradientReady(std::size_t parameter);
+  void LaunchBufferBroadcast();
+  void FinishBufferBroadcast();
   void FillAndMaybeLaunch(std::size_t parameter, bool produced);
   void LaunchReadyBuckets();
   void Finish();
@@ -86,6 +96,7 @@ class GradientReducer {
   std::vector<std::size_t> bucket_of_;    // parameter -> bucket
   std::vector<std::size_t> position_in_;  // parameter -> index within its bucket
   std::vector<std::unique_ptr<GradientHook>> hooks_;
+  std::vector<std::unique_ptr<BufferGroup>> buffer_groups_;  // one per type and device
 
   mutable std::mutex mutex_;
   bool in_backward_ = false;

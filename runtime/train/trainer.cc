@@ -284,6 +284,7 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
   common.timeout_milliseconds = state.request.torch.timeout.count();
   common.bucket_bytes = state.request.torch.bucket_bytes;
   common.first_bucket_bytes = state.request.torch.first_bucket_bytes;
+  common.broadcast_buffers = state.request.torch.broadcast_buffers;
   CheckpointFiles resume_files;
   if (state.latest) {
     auto files = ReadCheckpointDirectory(state.latest->path);

@@ -45,12 +45,13 @@ struct WorkerAssignment {
   std::int64_t timeout_milliseconds = 300000;
   std::uint64_t bucket_bytes = 25U << 20U;
   std::uint64_t first_bucket_bytes = 1U << 20U;
+  bool broadcast_buffers = true;
   bool has_checkpoint = false;
   std::uint64_t checkpoint_index = 0;  // its number in storage
   MSGPACK_DEFINE(function, config, experiment_name, world_size, world_rank, local_rank,
                  local_world_size, node_rank, attempt, use_gpu, threads, store_host, store_port,
                  key_prefix, master_address, master_port, timeout_milliseconds, bucket_bytes,
-                 first_bucket_bytes, has_checkpoint, checkpoint_index)
+                 first_bucket_bytes, broadcast_buffers, has_checkpoint, checkpoint_index)
 };
 
 enum class WorkerEventKind : std::uint8_t {

@@ -279,8 +279,11 @@ void PrepareModule(const std::shared_ptr<torch::nn::Module>& module) {
   session.last_report = std::chrono::steady_clock::now();
   // One worker has nothing to average with.
   if (trainable.empty() || collectives.world_size() == 1) return;
+  std::vector<at::Tensor> buffers;
+  if (session.assignment.broadcast_buffers) buffers = module->buffers();
   session.reducers.push_back(std::make_unique<GradientReducer>(
-      std::move(trainable), collectives, session.assignment.first_bucket_bytes, session.assignment.bucket_bytes));
+      std::move(trainable), collectives, session.assignment.first_bucket_bytes, session.assignment.bucket_bytes,
+      std::move(buffers)));
 }
 
 }  // namespace internal

@@ -208,6 +208,39 @@ TEST(GradientReducer, APassInterruptedByAnExceptionFailsEveryLaterPass) {
   });
 }
 
+// BatchNorm's running statistics follow each worker's own data in forward;
+// with its buffers given, the reducer gives every worker rank 0's at each
+// backward pass (DDP's broadcast_buffers), so the next forward starts alike.
+TEST(GradientReducer, RankZerosBuffersReachEveryWorkerAtEachBackwardPass) {
+  std::vector<torch::nn::Sequential> nets;
+  for (int rank = 0; rank < 2; ++rank) {
+    torch::manual_seed(3);
+    nets.emplace_back(torch::nn::Linear(4, 4), torch::nn::BatchNorm1d(4));
+  }
+  RunRanks(2, [&](int rank, Collectives& collectives) {
+    torch::nn::Sequential& net = nets[static_cast<std::size_t>(rank)];
+    GradientReducer reducer(net->parameters(), collectives, 1U << 20U, 1U << 20U, net->buffers());
+    auto* norm = net[1]->as<torch::nn::BatchNorm1d>();
+    for (int step = 0; step < 2; ++step) {
+      // Each rank's own data: the statistics differ after forward.
+      const auto input = torch::arange(32, torch::kFloat).view({8, 4}) * static_cast<float>(rank + 1 + step);
+      auto loss = net->forward(input).pow(2).sum();
+      at::Tensor rank0_before = norm->running_mean.clone();
+      collectives.Broadcast(rank0_before, 0);
+      if (rank == 1) {
+        EXPECT_FALSE(torch::allclose(norm->running_mean, rank0_before)) << "the data did not differ";
+      }
+      loss.backward();
+      for (const at::Tensor& buffer : net->buffers()) {
+        at::Tensor rank0 = buffer.clone();
+        collectives.Broadcast(rank0, 0);
+        EXPECT_TRUE(torch::equal(buffer, rank0)) << "step " << step << " on rank " << rank;
+      }
+    }
+    EXPECT_EQ(reducer.statistics().steps, 2U);
+  });
+}
+
 TEST(Collectives, BroadcastAndBarrierReachEveryRank) {
   RunRanks(3, [](int rank, Collectives& collectives) {
     auto value = torch::full({3}, static_cast<float>(rank));

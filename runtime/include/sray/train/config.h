@@ -65,6 +65,11 @@ struct TorchConfig {
   // starts early in the backward pass.
   std::size_t bucket_bytes = 25U << 20U;
   std::size_t first_bucket_bytes = 1U << 20U;
+  // Rank 0's buffers (BatchNorm's running statistics, ...) go to every
+  // worker at each backward pass, so that every worker's next forward pass
+  // starts from them, as DDP's broadcast_buffers does before each forward.
+  // Models without buffers pay nothing.
+  bool broadcast_buffers = true;
 };
 
 }  // namespace sray::train
