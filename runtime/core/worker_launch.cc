@@ -1,6 +1,9 @@
 #include "core/worker_launch.h"
 
+#include <string.h>
+
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <string_view>
 
@@ -109,6 +112,10 @@ Result<WorkerLaunch> ReadWorkerLaunch(const std::function<const char*(const char
 }
 
 void ClearWorkerLaunchVariables() {
+  // unsetenv only drops the pointer: the text stays in the block the kernel
+  // shows as /proc/PID/environ, readable by the task's code and its
+  // children's tools. Overwrite the secret there first.
+  if (char* secret = ::getenv(kSecretVariable); secret != nullptr) ::explicit_bzero(secret, std::strlen(secret));
   for (const char* variable :
        {kRankVariable, kManagerRankVariable, kManagerAddressVariable, kHeadRankVariable,
         kHeadAddressVariable, kSecretVariable, kParentVariable}) {

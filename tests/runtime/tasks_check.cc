@@ -21,6 +21,7 @@
 #include <numeric>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -143,6 +144,23 @@ std::uint64_t InMemory() {
   return total;
 }
 
+// Where a task's process still shows the worker secret its node manager
+// started it with: its environment, /proc/self/environ (which unsetenv
+// does not change) or a child's environment. Empty when nowhere.
+std::string worker_secret_traces(std::int64_t) {
+  constexpr std::string_view kName = "SRAY_WORKER_SECRET=";
+  std::string found;
+  if (std::getenv("SRAY_WORKER_SECRET") != nullptr) found += " getenv";
+  std::ifstream environment("/proc/self/environ", std::ios::binary);
+  std::string entry;
+  while (std::getline(environment, entry, '\0')) {
+    if (entry.starts_with(kName) && entry.size() > kName.size()) found += " /proc/self/environ";
+  }
+  if (std::system("test -z \"${SRAY_WORKER_SECRET:-}\"") != 0) found += " a child's environment";
+  return found;
+}
+SRAY_REMOTE(worker_secret_traces);
+
 void Basic() {
   std::vector<sray::ObjectRef<std::int64_t>> refs;
   for (std::int64_t value = 0; value < 200; ++value)
@@ -173,6 +191,13 @@ void Basic() {
   }
   Expect(timed_out, "Get with a timeout throws GetTimeoutError");
   Expect(sray::Get(slow) == 10000, "the slow task still finishes");
+
+  std::vector<sray::ObjectRef<std::string>> traces;
+  for (std::int64_t index = 0; index < 12; ++index) traces.push_back(sray::Task(worker_secret_traces).Remote(index));
+  std::string shown;
+  for (const auto& trace : sray::Get(traces)) shown += trace;
+  Expect(shown.empty(), shown.empty() ? "tasks find no trace of the worker secret"
+                                       : "tasks find the worker secret in:" + shown);
 }
 
 void Objects() {
