@@ -33,6 +33,17 @@ for task in 0 1 2; do
   expect_lines "$WORK/env.out" "^task $task session $SRAY_TEST_USER 700 directory\$" 1
 done
 
+# SRAY_NODE_CPUS and SRAY_NODE_MEMORY (bytes) are what Slurm gave the step on
+# each node: -c and --mem as asked, and the cluster's DefMemPerCPU=256 (MiB)
+# times the node's CPUs when no memory is asked for.
+as_user srun -N3 -c2 --mem=1G --ray-cluster bash -c 'echo "resources $SLURM_NODEID $SRAY_NODE_CPUS $SRAY_NODE_MEMORY"' \
+  >"$WORK/resources.out"
+expect_lines "$WORK/resources.out" '^resources [0-2] 2 1073741824$' 3
+as_user srun -N2 --ntasks-per-node 2 -c1 --ray-cluster bash -c 'echo "resources $SLURM_NODEID $SRAY_NODE_CPUS $SRAY_NODE_MEMORY"' \
+  >"$WORK/resources.out"
+expect_lines "$WORK/resources.out" '^resources [01] 2 536870912$' 4
+echo "ok: SRAY_NODE_CPUS and SRAY_NODE_MEMORY are the step's allocation on each node"
+
 # User options override the admin defaults, and a user file is read on the nodes.
 printf 'log_level = "warning"\n' >"$WORK/user.toml"
 chmod 644 "$WORK/user.toml"
