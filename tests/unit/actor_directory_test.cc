@@ -205,6 +205,40 @@ TEST_F(ActorDirectoryTest, AStrictSpreadGroupWaitsUntilRemovingAnotherFreesNodes
   EXPECT_TRUE(placed->placed);
 }
 
+// Three nodes of 2 CPUs. STRICT_PACK puts every bundle on one node. When no
+// node holds them all, it waits, where PACK would spread them.
+TEST_F(ActorDirectoryTest, AStrictPackGroupIsOnOneNodeOrWaitsForOne) {
+  auto together = directory_.CreatePlacementGroup(
+      PlacementGroupCreation{.name = "",
+                             .bundles = {{{"CPU", 1}}, {{"CPU", 1}}},
+                             .strategy = PlacementStrategy::kStrictPack});
+  ASSERT_TRUE(together.ok() && together->placed);
+  EXPECT_EQ(together->bundle_nodes[0], together->bundle_nodes[1]);
+  // One CPU on each of two nodes, so no node has two free.
+  auto blockers = directory_.CreatePlacementGroup(
+      PlacementGroupCreation{.name = "",
+                             .bundles = {{{"CPU", 1}}, {{"CPU", 1}}},
+                             .strategy = PlacementStrategy::kStrictSpread});
+  ASSERT_TRUE(blockers.ok() && blockers->placed);
+  const std::vector<std::map<std::string, double>> pair = {{{"CPU", 1}}, {{"CPU", 1}}};
+  auto waiting = directory_.CreatePlacementGroup(
+      PlacementGroupCreation{.name = "", .bundles = pair, .strategy = PlacementStrategy::kStrictPack});
+  ASSERT_TRUE(waiting.ok());
+  EXPECT_FALSE(waiting->placed) << "STRICT_PACK split its bundles over nodes";
+  auto packed = directory_.CreatePlacementGroup(
+      PlacementGroupCreation{.name = "", .bundles = pair, .strategy = PlacementStrategy::kPack});
+  ASSERT_TRUE(packed.ok() && packed->placed) << "PACK spreads when no node holds the group";
+  EXPECT_NE(packed->bundle_nodes[0], packed->bundle_nodes[1]);
+  std::optional<PlacementGroupInfo> placed;
+  directory_.WaitPlacementGroup(PlacementGroupWait{.id = waiting->id, .block = true},
+                                [&](PlacementGroupInfo info) { placed = info; });
+  EXPECT_FALSE(placed.has_value());
+  ASSERT_TRUE(directory_.RemovePlacementGroup(together->id).ok());
+  ASSERT_TRUE(placed.has_value());
+  ASSERT_TRUE(placed->placed);
+  EXPECT_EQ(placed->bundle_nodes[0], placed->bundle_nodes[1]);
+}
+
 TEST_F(ActorDirectoryTest, AnActorInABundleRunsOnTheBundlesNode) {
   auto group = directory_.CreatePlacementGroup(
       PlacementGroupCreation{.name = "",
