@@ -65,6 +65,35 @@ echo "kill -9 of sray run:"
 expect_gone_within_5s "$since"
 expect_lines "$out" "^sray: the launcher \\(pid $launcher\\) died without ending job $job: ended [1-9][0-9]* process\\(es\\) and removed the job's files\$" 1
 
+# kill -9 of a node manager (node 1's rank): the workers it started die with
+# it at once (PR_SET_PDEATHSIG), well before the launcher's 10 s for the
+# other ranks run out; then the job ends with nothing left.
+out=$WORK/manager.out
+start_holding "$out"
+manager=""
+for pid in $(ps -o pid= --ppid "$launcher"); do
+  if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'SRAY_NODE_ID=1'; then manager=$pid; fi
+done
+[ -n "$manager" ] || fail "no rank of node 1 among the launcher's children: $(ps -o pid=,args= --ppid "$launcher")"
+workers=$(ps -o pid= --ppid "$manager" | tr -s ' \n' ' ')
+[ -n "${workers// /}" ] || fail "node 1's manager (pid $manager) has no worker: the object's task ran elsewhere"
+kill -9 "$manager"
+since=$(date +%s%N)
+for attempt in $(seq 30); do
+  alive=""
+  for pid in $workers; do
+    if [ -d "/proc/$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]; then alive+=" $pid"; fi
+  done
+  [ -z "$alive" ] && break
+  sleep 0.1
+done
+[ -z "$alive" ] || fail "workers of the killed node manager still run 3 s after it:$alive"
+echo "kill -9 of node 1's manager: its workers ($workers) gone after $((($(date +%s%N) - since) / 1000000)) ms"
+status=0
+wait "$launcher" || status=$?
+[ "$status" -ne 0 ] || fail "a job whose node manager was killed exited with 0"
+expect_gone_within_5s "$since"
+
 # A driver that throws out of main (std::terminate, SIGABRT).
 out=$WORK/throw.out
 status=0
