@@ -1,8 +1,11 @@
 #include "core/actor_host.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "core/task_execution.h"
@@ -11,14 +14,15 @@ namespace sray::core {
 
 ActorHost::ActorHost(internal::ActorInstance instance, std::uint64_t actor_id,
                      std::uint32_t max_concurrency, StoreAccess& store, std::uint32_t node_id,
-                     transport::Transport& transport, CallerLearner learn_caller)
+                     transport::Transport& transport, std::uint32_t manager, CallerLearner learn_caller)
     : instance_(std::move(instance)),
       actor_id_(actor_id),
       max_concurrency_(std::max<std::uint32_t>(1, max_concurrency)),
       store_(store),
       node_id_(node_id),
       transport_(transport),
-      learn_caller_(std::move(learn_caller)) {}
+      learn_caller_(std::move(learn_caller)),
+      manager_(manager) {}
 
 void ActorHost::Accept(std::uint32_t caller, transport::Bytes call) {
   bool was_empty = false;
@@ -68,21 +72,66 @@ void ActorHost::SortIncoming(std::unique_lock<std::mutex>& lock) {
   if (ready_.size() > 1 && max_concurrency_ > 1) arrived_.notify_all();
 }
 
+namespace {
+constexpr auto kTallyInterval = std::chrono::milliseconds(250);
+}  // namespace
+
+void ActorHost::SendTally() {
+  if (!tally_changed_) return;
+  ActorCallTally tally{.actor_id = actor_id_, .methods = {}};
+  std::unordered_map<std::string, std::uint64_t> queued;
+  for (const Pending& pending : ready_) ++queued[pending.spec.function];
+  for (const auto& [caller, queue] : callers_) {
+    for (const auto& [sequence, pending] : queue.early) ++queued[pending.spec.function];
+  }
+  for (const auto& [function, counts] : methods_) {
+    FunctionTasks method = counts;
+    method.function = function;
+    if (auto found = queued.find(function); found != queued.end()) method.queued = found->second;
+    tally.methods.push_back(std::move(method));
+  }
+  // A one-way post only queues: fine under the lock.
+  transport_.Post(manager_, kActorCallTally, Encode(tally));
+  tally_changed_ = false;
+  last_tally_ = std::chrono::steady_clock::now();
+}
+
 void ActorHost::RunCalls() {
   std::unique_lock lock(mutex_);
+  auto has_work = [&] { return !ready_.empty() || !incoming_.empty(); };
   while (true) {
-    arrived_.wait(lock, [&] { return !ready_.empty() || !incoming_.empty(); });
+    if (tally_changed_) {
+      // Counts not sent yet: they go once their interval is over, work or not.
+      if (!arrived_.wait_until(lock, last_tally_ + kTallyInterval, has_work)) {
+        SendTally();
+        continue;
+      }
+    } else {
+      arrived_.wait(lock, has_work);
+    }
     if (!incoming_.empty()) {
       SortIncoming(lock);
       continue;
     }
     Pending call = std::move(ready_.front());
     ready_.pop_front();
+    // A reference into an unordered_map stays valid while others insert.
+    FunctionTasks& counts = methods_[call.spec.function];
+    ++counts.running;
     lock.unlock();
     const TaskOutcome outcome = ExecuteActorCall(call.spec, store_, node_id_, instance_);
     // On this process's own endpoint: dropped, not a crash, if the caller died.
     transport_.Post(call.caller, kActorCallDone, Encode(outcome));
     lock.lock();
+    --counts.running;
+    const auto kind = static_cast<OutcomeKind>(outcome.kind);
+    ++(kind == OutcomeKind::kInlineValue || kind == OutcomeKind::kStoredValue ? counts.finished : counts.failed);
+    tally_changed_ = true;
+    // An idle actor sends from its timed wait above; a busy one never waits,
+    // so every 64th call looks at the clock.
+    if ((++calls_since_clock_ & 63U) == 0 && std::chrono::steady_clock::now() - last_tally_ >= kTallyInterval) {
+      SendTally();
+    }
   }
 }
 

@@ -10,9 +10,15 @@
 // The transport's handler only queues a call's bytes; the threads running
 // calls decode them, so the progress thread stays free to receive.
 //
+// Calls are counted by method (finished, failed, running, queued) for the
+// dashboard; the counts go to the node manager when they changed, at most
+// every 250 ms, so a busy actor sends four small messages a second and an
+// idle one none.
+//
 // Thread-safety: Accept may be called from any thread (a transport
 // handler); Serve runs on the worker's main thread and never returns.
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -36,9 +42,10 @@ class ActorHost {
   // `learn_caller` records a caller's address (sent with its first call) so
   // that answers go out on endpoints of this process's own.
   using CallerLearner = std::function<void(std::uint32_t rank, const std::string& address)>;
+  // `manager`: the rank of this node's manager, which gets the call counts.
   ActorHost(internal::ActorInstance instance, std::uint64_t actor_id, std::uint32_t max_concurrency,
             StoreAccess& store, std::uint32_t node_id, transport::Transport& transport,
-            CallerLearner learn_caller);
+            std::uint32_t manager, CallerLearner learn_caller);
   [[nodiscard]] std::uint64_t actor_id() const { return actor_id_; }
   void Accept(std::uint32_t caller, transport::Bytes call);
   [[noreturn]] void Serve();
@@ -60,6 +67,8 @@ class ActorHost {
   // Decodes calls that arrived and releases those whose turn has come;
   // called with the lock held, releases it while decoding.
   void SortIncoming(std::unique_lock<std::mutex>& lock);
+  // Sends the counts if they changed since the last send; lock held.
+  void SendTally();
 
   const internal::ActorInstance instance_;
   const std::uint64_t actor_id_;
@@ -68,12 +77,17 @@ class ActorHost {
   const std::uint32_t node_id_;
   transport::Transport& transport_;
   const CallerLearner learn_caller_;
+  const std::uint32_t manager_;
 
   std::mutex mutex_;
   std::condition_variable arrived_;
   std::vector<Incoming> incoming_;
   std::deque<Pending> ready_;
   std::unordered_map<std::uint32_t, CallerQueue> callers_;
+  std::unordered_map<std::string, FunctionTasks> methods_;  // finished, failed, running
+  bool tally_changed_ = false;
+  std::uint32_t calls_since_clock_ = 0;
+  std::chrono::steady_clock::time_point last_tally_{};
 };
 
 }  // namespace sray::core

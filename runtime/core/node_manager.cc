@@ -335,6 +335,12 @@ void NodeManager::RegisterHandlers() {
           manager.Apply(manager.scheduler_.OnTaskDone(source, std::move(outcome)));
         });
       });
+  ServeOneWay<ActorCallTally>(transport, guard, kActorCallTally, "actor call tally",
+                              [](NodeManager& manager, std::uint32_t, ActorCallTally tally) {
+                                manager.loop_->RunHereOrPost([&manager, tally = std::move(tally)]() mutable {
+                                  manager.task_tally_.RecordActorCalls(std::move(tally));
+                                });
+                              });
   for (const std::uint32_t method : {kWorkerBlocked, kWorkerUnblocked}) {
     ServeSignal(transport, guard, method, [method](NodeManager& manager, std::uint32_t source) {
       manager.loop_->Post([&manager, source, method] {
@@ -569,6 +575,7 @@ void NodeManager::ReportActorCreated(const TaskOutcome& outcome) {
 }
 
 void NodeManager::ReportActorDeath(const ActorDeath& death) {
+  task_tally_.ActorEnded(death.id);
   transport_.Post(config_.head_rank, kActorWorkerDied, Encode(death));
 }
 

@@ -49,6 +49,7 @@ enum Method : std::uint32_t {
   kWorkerLogs = 139,       // any -> node manager, request: WorkerLogsRequest -> WorkerLogs
   kWorkerBlocked = 121,    // worker -> node manager, one-way: its task waits in Get
   kWorkerUnblocked = 122,  // worker -> node manager, one-way: it runs again
+  kActorCallTally = 123,   // actor's worker -> node manager, one-way: ActorCallTally
   // The head's actor directory (requests from any process of the job).
   kCreateActor = 140,           // request: ActorCreation -> ActorInfo
   kLookupActor = 141,           // request: ActorLookup -> ActorInfo
@@ -274,6 +275,15 @@ struct FunctionTasks {
   std::uint64_t finished = 0;  // returned, since the node started
   std::uint64_t failed = 0;    // threw, or could not run (its owner may retry it)
   MSGPACK_DEFINE(function, queued, running, finished, failed)
+};
+
+// An actor's calls by method, as its worker counted them: finished and
+// failed since it started, queued and running now. Sent to its node manager
+// when they changed, at most every 250 ms; each replaces the one before.
+struct ActorCallTally {
+  std::uint64_t actor_id = 0;
+  std::vector<FunctionTasks> methods;
+  MSGPACK_DEFINE(actor_id, methods)
 };
 
 // A node as the dashboard shows it: resources, queue, workers, store, tasks.

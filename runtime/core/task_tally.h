@@ -2,7 +2,9 @@
 
 // Tasks of a node by function and state, for the dashboard. The scheduler
 // knows what waits and runs now; this keeps the count of attempts that
-// ended here (finished or failed), which nothing else remembers.
+// ended here (finished or failed), which nothing else remembers, and the
+// latest call counts of each actor on the node (by method, as
+// "Class::Method"), which its worker sends.
 //
 // Thread-safety: none; the node manager's event loop only.
 
@@ -21,6 +23,10 @@ class TaskTally {
   // An outcome a node manager delivers for a task that ran (or could not
   // run) there: a value is finished, anything else a failed attempt.
   void Record(const TaskOutcome& outcome);
+  // An actor's latest counts; they replace its earlier ones.
+  void RecordActorCalls(ActorCallTally tally);
+  // The actor's worker ended: its calls stay counted, none is queued or running.
+  void ActorEnded(std::uint64_t actor_id);
   // Every function that ended here or is in `current` (queued and running
   // counts, by function), sorted by name.
   [[nodiscard]] std::vector<FunctionTasks> With(std::map<std::string, FunctionTasks> current) const;
@@ -31,6 +37,7 @@ class TaskTally {
     std::uint64_t failed = 0;
   };
   std::unordered_map<std::string, Ended> ended_;
+  std::unordered_map<std::uint64_t, std::vector<FunctionTasks>> actor_calls_;
 };
 
 }  // namespace sray::core

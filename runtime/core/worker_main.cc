@@ -184,7 +184,7 @@ void ServeActor(const TaskSpec& constructor, StoreAccess& store, std::uint32_t n
   if (instance.object) {
     host = std::make_unique<ActorHost>(
         std::move(instance), constructor.actor_id, constructor.max_concurrency, store, node_id,
-        transport, [book](std::uint32_t caller, const std::string& address) {
+        transport, manager, [book](std::uint32_t caller, const std::string& address) {
           transport::AddressBook::Entry entry;
           entry.address = transport::BytesOf(address);
           entry.description = "rank " + std::to_string(caller) + ", a caller of this actor";

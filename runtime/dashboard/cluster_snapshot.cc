@@ -174,8 +174,9 @@ std::string TasksJson(const ClusterSnapshot& snapshot) {
                {"by_function", std::move(functions)},
                {"by_node", std::move(nodes)},
                {"counted",
-                "tasks run by node managers (functions and actor constructors); finished and "
-                "failed count attempts since the job started, a retried task once per attempt"}});
+                "functions and actor constructors run by node managers, and actor method calls "
+                "(Class::Method, counted by each actor, up to 250 ms late); finished and failed "
+                "count attempts since the job started, a retried task once per attempt"}});
 }
 
 std::string ActorsJson(const ClusterSnapshot& snapshot) {

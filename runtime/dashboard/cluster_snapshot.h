@@ -12,8 +12,9 @@
 
 namespace sray::dashboard {
 
-// Tasks of one function on a node (tasks run by node managers: functions
-// and actor constructors; actor method calls go to the actor directly).
+// Tasks of one function on a node: functions and actor constructors, which
+// node managers run, and actor method calls ("Class::Method"), which each
+// actor's worker counts and reports to its node manager.
 struct FunctionTaskCounts {
   std::string function;
   std::uint64_t queued = 0;

@@ -154,7 +154,12 @@ echo "ok: a killed worker is an event naming it and its signal"
 
 # Tasks by function and state, the actor, the placement group, the objects.
 api() { curl -sf -H "Authorization: Bearer $token" "$url$1" >"$WORK/$2.json" || fail "no answer from /$1"; }
-api api/tasks tasks
+# Actors send their call counts at most every 250 ms: wait for the greeter's.
+for attempt in $(seq 50); do
+  api api/tasks tasks
+  grep -q '"function":"Greeter::Pid"' "$WORK/tasks.json" && break
+  sleep 0.1
+done
 api api/actors actors
 api api/placement_groups groups
 api api/objects objects
@@ -166,6 +171,9 @@ tasks = {entry["function"]: entry for entry in load("tasks")["by_function"]}
 assert tasks["twice"]["finished"] == 20 and tasks["twice"]["failed"] == 0, tasks
 assert tasks["refuse"]["failed"] == 1, tasks
 assert tasks["greeter"]["finished"] == 1, tasks  # a named actor's constructor goes by its name
+# Its method calls, counted by the actor, by method.
+assert tasks["Greeter::Greet"]["finished"] == 1 and tasks["Greeter::Greet"]["failed"] == 0, tasks
+assert tasks["Greeter::Pid"]["finished"] == 1 and tasks["Greeter::Pid"]["running"] == 0, tasks
 assert len(load("tasks")["by_node"]) == 3
 actors = load("actors")
 assert actors["total"] == 1, actors
@@ -178,7 +186,7 @@ assert len(set(groups[0]["bundle_nodes"])) == 2, groups
 objects = load("objects")
 assert len(objects["nodes"]) == 3 and objects["objects"] >= 0, objects
 PYTHON
-echo "ok: the API counts tasks by function and state, lists the actor and the placement group"
+echo "ok: the API counts tasks and actor calls by function and state, lists the actor and the placement group"
 
 "$SRAY" logs "$first" --actor greeter >"$WORK/log-actor.out" 2>&1 ||
   fail "sray logs --actor failed: $(cat "$WORK/log-actor.out")"

@@ -72,5 +72,40 @@ TEST(TaskTally, AddsWhatTheSchedulerHoldsNowQueuedAndRunning) {
   EXPECT_EQ(tasks[1].queued, 0u);
 }
 
+FunctionTasks Method(std::string name, std::uint64_t queued, std::uint64_t running, std::uint64_t finished,
+                     std::uint64_t failed) {
+  return FunctionTasks{.function = std::move(name), .queued = queued, .running = running,
+                       .finished = finished, .failed = failed};
+}
+
+// Actors count their own calls; their latest counts are added by method
+// name, each actor's newest replacing its older, and a dead actor's calls
+// stay counted with nothing left queued or running.
+TEST(TaskTally, AddsEachActorsLatestCallCountsByMethod) {
+  TaskTally tally;
+  tally.Record(Outcome(Task(1, "square"), OutcomeKind::kInlineValue));
+  tally.RecordActorCalls({.actor_id = 7, .methods = {Method("Counter::Add", 1, 1, 3, 0)}});
+  tally.RecordActorCalls({.actor_id = 7, .methods = {Method("Counter::Add", 2, 1, 5, 1)}});
+  tally.RecordActorCalls({.actor_id = 8, .methods = {Method("Counter::Add", 0, 0, 10, 0),
+                                                     Method("Counter::Value", 0, 0, 1, 0)}});
+  auto tasks = tally.With({});
+  ASSERT_EQ(tasks.size(), 3u);
+  EXPECT_EQ(tasks[0].function, "Counter::Add");
+  EXPECT_EQ(tasks[0].queued, 2u);
+  EXPECT_EQ(tasks[0].running, 1u);
+  EXPECT_EQ(tasks[0].finished, 15u);
+  EXPECT_EQ(tasks[0].failed, 1u);
+  EXPECT_EQ(tasks[1].function, "Counter::Value");
+  EXPECT_EQ(tasks[1].finished, 1u);
+  EXPECT_EQ(tasks[2].function, "square");
+  EXPECT_EQ(tasks[2].finished, 1u);
+  tally.ActorEnded(7);
+  tasks = tally.With({});
+  EXPECT_EQ(tasks[0].queued, 0u);
+  EXPECT_EQ(tasks[0].running, 0u);
+  EXPECT_EQ(tasks[0].finished, 15u);
+  EXPECT_EQ(tasks[0].failed, 1u);
+}
+
 }  // namespace
 }  // namespace sray::core
