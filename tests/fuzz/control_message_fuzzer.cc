@@ -60,6 +60,7 @@ constexpr Decoder kDecoders[] = {
     RoundTrip<PlacementGroupInfo>,
     RoundTrip<PlacementGroupWait>,
     RoundTrip<PlacementGroupRemoval>,
+    RoundTrip<ActorCallTally>,
 };
 
 }  // namespace
