@@ -12,11 +12,12 @@
 
 namespace sray::core {
 
-ActorHost::ActorHost(internal::ActorInstance instance, std::uint64_t actor_id,
+ActorHost::ActorHost(internal::ActorInstance instance, std::uint64_t actor_id, std::int32_t incarnation,
                      std::uint32_t max_concurrency, StoreAccess& store, std::uint32_t node_id,
                      transport::Transport& transport, std::uint32_t manager, CallerLearner learn_caller)
     : instance_(std::move(instance)),
       actor_id_(actor_id),
+      incarnation_(incarnation),
       max_concurrency_(std::max<std::uint32_t>(1, max_concurrency)),
       store_(store),
       node_id_(node_id),
@@ -78,7 +79,7 @@ constexpr auto kTallyInterval = std::chrono::milliseconds(250);
 
 void ActorHost::SendTally() {
   if (!tally_changed_) return;
-  ActorCallTally tally{.actor_id = actor_id_, .methods = {}};
+  ActorCallTally tally{.actor_id = actor_id_, .incarnation = incarnation_, .methods = {}};
   std::unordered_map<std::string, std::uint64_t> queued;
   for (const Pending& pending : ready_) ++queued[pending.spec.function];
   for (const auto& [caller, queue] : callers_) {
@@ -96,21 +97,34 @@ void ActorHost::SendTally() {
   last_tally_ = std::chrono::steady_clock::now();
 }
 
+void ActorHost::MarkTallyChanged() {
+  if (tally_changed_) return;
+  tally_changed_ = true;
+  tally_wanted_.notify_one();
+}
+
+// Its own thread: a call that runs for an hour shows as running, and a
+// busy actor's counts stay at most 250 ms old, whatever the callers do.
+void ActorHost::SendTallies() {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    tally_wanted_.wait(lock, [&] { return tally_changed_; });
+    const auto due = last_tally_ + kTallyInterval;
+    if (std::chrono::steady_clock::now() < due) {
+      tally_wanted_.wait_until(lock, due);
+      continue;
+    }
+    SendTally();
+  }
+}
+
 void ActorHost::RunCalls() {
   std::unique_lock lock(mutex_);
-  auto has_work = [&] { return !ready_.empty() || !incoming_.empty(); };
   while (true) {
-    if (tally_changed_) {
-      // Counts not sent yet: they go once their interval is over, work or not.
-      if (!arrived_.wait_until(lock, last_tally_ + kTallyInterval, has_work)) {
-        SendTally();
-        continue;
-      }
-    } else {
-      arrived_.wait(lock, has_work);
-    }
+    arrived_.wait(lock, [&] { return !ready_.empty() || !incoming_.empty(); });
     if (!incoming_.empty()) {
       SortIncoming(lock);
+      MarkTallyChanged();  // more queued
       continue;
     }
     Pending call = std::move(ready_.front());
@@ -118,6 +132,7 @@ void ActorHost::RunCalls() {
     // A reference into an unordered_map stays valid while others insert.
     FunctionTasks& counts = methods_[call.spec.function];
     ++counts.running;
+    MarkTallyChanged();
     lock.unlock();
     const TaskOutcome outcome = ExecuteActorCall(call.spec, store_, node_id_, instance_);
     // On this process's own endpoint: dropped, not a crash, if the caller died.
@@ -126,17 +141,13 @@ void ActorHost::RunCalls() {
     --counts.running;
     const auto kind = static_cast<OutcomeKind>(outcome.kind);
     ++(kind == OutcomeKind::kInlineValue || kind == OutcomeKind::kStoredValue ? counts.finished : counts.failed);
-    tally_changed_ = true;
-    // An idle actor sends from its timed wait above; a busy one never waits,
-    // so every 64th call looks at the clock.
-    if ((++calls_since_clock_ & 63U) == 0 && std::chrono::steady_clock::now() - last_tally_ >= kTallyInterval) {
-      SendTally();
-    }
+    MarkTallyChanged();
   }
 }
 
 void ActorHost::Serve() {
   std::vector<std::thread> more;
+  more.emplace_back([this] { SendTallies(); });
   for (std::uint32_t index = 1; index < max_concurrency_; ++index) {
     more.emplace_back([this] { RunCalls(); });
   }

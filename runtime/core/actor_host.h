@@ -11,9 +11,9 @@
 // calls decode them, so the progress thread stays free to receive.
 //
 // Calls are counted by method (finished, failed, running, queued) for the
-// dashboard; the counts go to the node manager when they changed, at most
-// every 250 ms, so a busy actor sends four small messages a second and an
-// idle one none.
+// dashboard; a thread of their own sends the counts to the node manager
+// when they changed, at most every 250 ms, so a busy actor sends four small
+// messages a second and an idle one none.
 //
 // Thread-safety: Accept may be called from any thread (a transport
 // handler); Serve runs on the worker's main thread and never returns.
@@ -43,7 +43,8 @@ class ActorHost {
   // that answers go out on endpoints of this process's own.
   using CallerLearner = std::function<void(std::uint32_t rank, const std::string& address)>;
   // `manager`: the rank of this node's manager, which gets the call counts.
-  ActorHost(internal::ActorInstance instance, std::uint64_t actor_id, std::uint32_t max_concurrency,
+  ActorHost(internal::ActorInstance instance, std::uint64_t actor_id, std::int32_t incarnation,
+            std::uint32_t max_concurrency,
             StoreAccess& store, std::uint32_t node_id, transport::Transport& transport,
             std::uint32_t manager, CallerLearner learn_caller);
   [[nodiscard]] std::uint64_t actor_id() const { return actor_id_; }
@@ -69,9 +70,12 @@ class ActorHost {
   void SortIncoming(std::unique_lock<std::mutex>& lock);
   // Sends the counts if they changed since the last send; lock held.
   void SendTally();
+  void MarkTallyChanged();  // lock held
+  [[noreturn]] void SendTallies();
 
   const internal::ActorInstance instance_;
   const std::uint64_t actor_id_;
+  const std::int32_t incarnation_;
   const std::uint32_t max_concurrency_;
   StoreAccess& store_;
   const std::uint32_t node_id_;
@@ -85,8 +89,8 @@ class ActorHost {
   std::deque<Pending> ready_;
   std::unordered_map<std::uint32_t, CallerQueue> callers_;
   std::unordered_map<std::string, FunctionTasks> methods_;  // finished, failed, running
+  std::condition_variable tally_wanted_;
   bool tally_changed_ = false;
-  std::uint32_t calls_since_clock_ = 0;
   std::chrono::steady_clock::time_point last_tally_{};
 };
 

@@ -575,7 +575,7 @@ void NodeManager::ReportActorCreated(const TaskOutcome& outcome) {
 }
 
 void NodeManager::ReportActorDeath(const ActorDeath& death) {
-  task_tally_.ActorEnded(death.id);
+  task_tally_.ActorEnded(death.id, death.incarnation);
   transport_.Post(config_.head_rank, kActorWorkerDied, Encode(death));
 }
 

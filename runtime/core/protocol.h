@@ -282,8 +282,9 @@ struct FunctionTasks {
 // when they changed, at most every 250 ms; each replaces the one before.
 struct ActorCallTally {
   std::uint64_t actor_id = 0;
+  std::int32_t incarnation = 0;  // of the actor: a restart counts anew
   std::vector<FunctionTasks> methods;
-  MSGPACK_DEFINE(actor_id, methods)
+  MSGPACK_DEFINE(actor_id, incarnation, methods)
 };
 
 // A node as the dashboard shows it: resources, queue, workers, store, tasks.

@@ -1,5 +1,7 @@
 #include "core/task_tally.h"
 
+#include <algorithm>
+
 namespace sray::core {
 
 void TaskTally::Record(const TaskOutcome& outcome) {
@@ -13,13 +15,26 @@ void TaskTally::Record(const TaskOutcome& outcome) {
 }
 
 void TaskTally::RecordActorCalls(ActorCallTally tally) {
-  actor_calls_[tally.actor_id] = std::move(tally.methods);
+  if (auto ended = next_incarnation_.find(tally.actor_id);
+      ended != next_incarnation_.end() && tally.incarnation < ended->second) {
+    return;
+  }
+  LiveActor& actor = actor_calls_[tally.actor_id];
+  if (tally.incarnation < actor.incarnation) return;
+  actor = LiveActor{tally.incarnation, std::move(tally.methods)};
 }
 
-void TaskTally::ActorEnded(std::uint64_t actor_id) {
+void TaskTally::ActorEnded(std::uint64_t actor_id, std::int32_t incarnation) {
+  std::int32_t& next = next_incarnation_[actor_id];
+  next = std::max(next, incarnation + 1);
   auto found = actor_calls_.find(actor_id);
-  if (found == actor_calls_.end()) return;
-  for (FunctionTasks& method : found->second) method.queued = method.running = 0;
+  if (found == actor_calls_.end() || found->second.incarnation > incarnation) return;
+  for (const FunctionTasks& method : found->second.methods) {
+    Ended& ended = ended_[method.function];
+    ended.finished += method.finished;
+    ended.failed += method.failed;
+  }
+  actor_calls_.erase(found);
 }
 
 std::vector<FunctionTasks> TaskTally::With(std::map<std::string, FunctionTasks> current) const {
@@ -28,8 +43,8 @@ std::vector<FunctionTasks> TaskTally::With(std::map<std::string, FunctionTasks> 
     tasks.finished = ended.finished;
     tasks.failed = ended.failed;
   }
-  for (const auto& [actor, methods] : actor_calls_) {
-    for (const FunctionTasks& method : methods) {
+  for (const auto& [actor, live] : actor_calls_) {
+    for (const FunctionTasks& method : live.methods) {
       FunctionTasks& tasks = current[method.function];
       tasks.queued += method.queued;
       tasks.running += method.running;

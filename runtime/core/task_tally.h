@@ -23,10 +23,13 @@ class TaskTally {
   // An outcome a node manager delivers for a task that ran (or could not
   // run) there: a value is finished, anything else a failed attempt.
   void Record(const TaskOutcome& outcome);
-  // An actor's latest counts; they replace its earlier ones.
+  // An actor's latest counts; they replace its earlier ones of the same
+  // incarnation. Counts of an incarnation that ended are dropped (they may
+  // arrive after its death).
   void RecordActorCalls(ActorCallTally tally);
-  // The actor's worker ended: its calls stay counted, none is queued or running.
-  void ActorEnded(std::uint64_t actor_id);
+  // An incarnation of the actor ended: its finished and failed calls stay
+  // counted, none is queued or running, and a restart counts anew.
+  void ActorEnded(std::uint64_t actor_id, std::int32_t incarnation);
   // Every function that ended here or is in `current` (queued and running
   // counts, by function), sorted by name.
   [[nodiscard]] std::vector<FunctionTasks> With(std::map<std::string, FunctionTasks> current) const;
@@ -36,8 +39,14 @@ class TaskTally {
     std::uint64_t finished = 0;
     std::uint64_t failed = 0;
   };
-  std::unordered_map<std::string, Ended> ended_;
-  std::unordered_map<std::uint64_t, std::vector<FunctionTasks>> actor_calls_;
+  std::unordered_map<std::string, Ended> ended_;  // tasks, and calls of ended actors
+  struct LiveActor {
+    std::int32_t incarnation = 0;
+    std::vector<FunctionTasks> methods;
+  };
+  std::unordered_map<std::uint64_t, LiveActor> actor_calls_;
+  // Per actor, incarnations below this have ended.
+  std::unordered_map<std::uint64_t, std::int32_t> next_incarnation_;
 };
 
 }  // namespace sray::core

@@ -183,7 +183,7 @@ void ServeActor(const TaskSpec& constructor, StoreAccess& store, std::uint32_t n
   std::unique_ptr<ActorHost> host;
   if (instance.object) {
     host = std::make_unique<ActorHost>(
-        std::move(instance), constructor.actor_id, constructor.max_concurrency, store, node_id,
+        std::move(instance), constructor.actor_id, constructor.incarnation, constructor.max_concurrency, store, node_id,
         transport, manager, [book](std::uint32_t caller, const std::string& address) {
           transport::AddressBook::Entry entry;
           entry.address = transport::BytesOf(address);

@@ -156,7 +156,14 @@ void GradientReducer::OnGradientReady(std::size_t parameter) {
   if (!in_backward_) {
     in_backward_ = true;
     AtEndOfBackward([this] { Finish(); });
-    LaunchBufferBroadcast();
+    try {
+      LaunchBufferBroadcast();
+    } catch (...) {
+      // The pass ends here and its end-of-backward callback with it: the
+      // next pass must not pair its collectives with what was started.
+      broken_ = true;
+      throw;
+    }
   }
   FillAndMaybeLaunch(parameter, true);
 }
@@ -232,7 +239,11 @@ void GradientReducer::FinishBufferBroadcast() {
     if (collectives_.rank() == 0) continue;
     for (std::size_t index = 0; index < group->buffers.size(); ++index) {
       at::Tensor& buffer = group->buffers[index];
-      buffer.copy_(group->flat.narrow(0, group->offsets[index], buffer.numel()).view(buffer.sizes()));
+      const at::Tensor rank0 = group->flat.narrow(0, group->offsets[index], buffer.numel()).view(buffer.sizes());
+      // Equal ones (eval mode, or no update) stay untouched: a copy would
+      // bump their version, and a graph kept with retain_graph that saved
+      // them (BatchNorm in eval mode) would refuse a second backward.
+      if (!at::equal(buffer, rank0)) buffer.copy_(rank0);
     }
   }
 }

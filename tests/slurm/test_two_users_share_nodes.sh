@@ -25,7 +25,6 @@ first_pid=""
 trap 'touch "$WORK/done" 2>/dev/null; [ -z "$first_pid" ] || wait "$first_pid" 2>/dev/null; rm -rf "$WORK" "$SECOND_WORK"' EXIT
 run_as_second_user() { run_as "$SECOND_USER" "$SECOND_HOME" "$SECOND_WORK" "$@"; }
 first_uid=$(id -u "$SRAY_TEST_USER")
-nodes=$(sinfo -h -N -o %N | sort -u)
 
 run_as_test_user srun -N3 --ray-cluster bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" "$@"' \
   "$CHECK_PROGRAM" "$WORK/done" >"$WORK/first.out" 2>&1 &
@@ -33,6 +32,10 @@ first_pid=$!
 wait_for_ready "$WORK/first.out" "$first_pid"
 first_job=$(awk '$1 == "job" {print $2; exit}' "$WORK/first.out")
 [ -n "$first_job" ] || fail "the first job printed no job id: $(cat "$WORK/first.out")"
+# The second job goes to the first job's nodes, whatever the cluster's size.
+nodelist=$(squeue -h -j "$first_job" -o %N)
+nodes=$(scontrol show hostnames "$nodelist")
+[ "$(echo "$nodes" | wc -w)" -eq 3 ] || fail "the first job is not on 3 nodes: '$nodelist'"
 holders=$(awk '$1 == "holder" {print $5}' "$WORK/first.out")
 [ "$(echo "$holders" | wc -w)" -eq 3 ] || fail "the first job names no holder per node: $(cat "$WORK/first.out")"
 
@@ -77,7 +80,7 @@ probe='
   echo "probed $node"
 '
 touch "$SECOND_WORK/done"  # the second job checks and ends at once
-rerun_on_slurm_auth_race run_as_second_user srun -N3 --ray-cluster \
+rerun_on_slurm_auth_race run_as_second_user srun -N3 -w "$nodelist" --ray-cluster \
   bash -c 'echo "job $SLURM_JOB_ID"; eval "$0"; exec "$@"' "$probe" "$CHECK_PROGRAM" "$SECOND_WORK/done" \
   >"$WORK/second.out" 2>&1 || fail "the second user's job failed: $(cat "$WORK/second.out")"
 if grep '^LEAK' "$WORK/second.out"; then fail "the second user reached the first user's job"; fi

@@ -79,15 +79,16 @@ FunctionTasks Method(std::string name, std::uint64_t queued, std::uint64_t runni
 }
 
 // Actors count their own calls; their latest counts are added by method
-// name, each actor's newest replacing its older, and a dead actor's calls
-// stay counted with nothing left queued or running.
+// name, each actor's newest replacing its older. A dead incarnation's calls
+// stay counted with nothing queued or running, a late tally of it changes
+// nothing, and a restarted actor counts anew on top.
 TEST(TaskTally, AddsEachActorsLatestCallCountsByMethod) {
   TaskTally tally;
   tally.Record(Outcome(Task(1, "square"), OutcomeKind::kInlineValue));
-  tally.RecordActorCalls({.actor_id = 7, .methods = {Method("Counter::Add", 1, 1, 3, 0)}});
-  tally.RecordActorCalls({.actor_id = 7, .methods = {Method("Counter::Add", 2, 1, 5, 1)}});
-  tally.RecordActorCalls({.actor_id = 8, .methods = {Method("Counter::Add", 0, 0, 10, 0),
-                                                     Method("Counter::Value", 0, 0, 1, 0)}});
+  tally.RecordActorCalls({.actor_id = 7, .incarnation = 0, .methods = {Method("Counter::Add", 1, 1, 3, 0)}});
+  tally.RecordActorCalls({.actor_id = 7, .incarnation = 0, .methods = {Method("Counter::Add", 2, 1, 5, 1)}});
+  tally.RecordActorCalls({.actor_id = 8, .incarnation = 0, .methods = {Method("Counter::Add", 0, 0, 10, 0),
+                                                                       Method("Counter::Value", 0, 0, 1, 0)}});
   auto tasks = tally.With({});
   ASSERT_EQ(tasks.size(), 3u);
   EXPECT_EQ(tasks[0].function, "Counter::Add");
@@ -99,11 +100,19 @@ TEST(TaskTally, AddsEachActorsLatestCallCountsByMethod) {
   EXPECT_EQ(tasks[1].finished, 1u);
   EXPECT_EQ(tasks[2].function, "square");
   EXPECT_EQ(tasks[2].finished, 1u);
-  tally.ActorEnded(7);
+
+  tally.ActorEnded(7, 0);
+  tally.RecordActorCalls({.actor_id = 7, .incarnation = 0, .methods = {Method("Counter::Add", 9, 9, 9, 9)}});
   tasks = tally.With({});
   EXPECT_EQ(tasks[0].queued, 0u);
   EXPECT_EQ(tasks[0].running, 0u);
   EXPECT_EQ(tasks[0].finished, 15u);
+  EXPECT_EQ(tasks[0].failed, 1u);
+
+  tally.RecordActorCalls({.actor_id = 7, .incarnation = 1, .methods = {Method("Counter::Add", 0, 1, 2, 0)}});
+  tasks = tally.With({});
+  EXPECT_EQ(tasks[0].running, 1u);
+  EXPECT_EQ(tasks[0].finished, 17u) << "the restart's calls add to the dead incarnation's";
   EXPECT_EQ(tasks[0].failed, 1u);
 }
 
