@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <string>
+#include <system_error>
 
 namespace sray {
 
@@ -58,6 +59,16 @@ Status CreatePrivateDirectory(const std::filesystem::path& path, uid_t owner,
         "ask an administrator to remove it");
   }
   return Status::Ok();
+}
+
+Status CreatePrivateDirectoryIn(const std::filesystem::path& path, uid_t owner, std::string_view what) {
+  std::error_code error;
+  std::filesystem::create_directories(path.parent_path(), error);
+  if (error) {
+    return Status::IoError("cannot create the parent of the " + std::string(what) + " " + path.string() + ": " +
+                           error.message());
+  }
+  return CreatePrivateDirectory(path, owner, what);
 }
 
 }  // namespace sray

@@ -26,4 +26,8 @@ Status WritePrivateFile(const std::filesystem::path& path, std::string_view text
 Status CreatePrivateDirectory(const std::filesystem::path& path, uid_t owner,
                               std::string_view what);
 
+// The same for the last component of `path`, after creating its missing
+// parents as usual (the session directory above it is private already).
+Status CreatePrivateDirectoryIn(const std::filesystem::path& path, uid_t owner, std::string_view what);
+
 }  // namespace sray

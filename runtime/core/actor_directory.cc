@@ -23,10 +23,6 @@ std::string ActorLabel(const ActorInfo& info) {
   return label + " (" + info.factory + ")";
 }
 
-bool IsSuccess(OutcomeKind kind) {
-  return kind == OutcomeKind::kInlineValue || kind == OutcomeKind::kStoredValue;
-}
-
 }  // namespace
 
 ActorDirectory::ActorDirectory(std::vector<NodeDescription> nodes, std::uint32_t head_rank,
@@ -295,7 +291,7 @@ void ActorDirectory::OnCreated(TaskOutcome outcome) {
                          static_cast<ActorState>(found->second.info.state) != ActorState::kDead;
     if (!current) {
       // Killed (or replaced) while its constructor ran: end the process.
-      if (IsSuccess(kind)) {
+      if (HoldsValue(kind)) {
         effects.stops.emplace_back(outcome.node, ActorKill{.id = outcome.actor_id,
                                                            .no_restart = true,
                                                            .incarnation = outcome.incarnation});
@@ -303,7 +299,7 @@ void ActorDirectory::OnCreated(TaskOutcome outcome) {
     } else {
       ActorRecord& record = found->second;
       ActorInfo& info = record.info;
-      if (IsSuccess(kind)) {
+      if (HoldsValue(kind)) {
         info.state = static_cast<std::uint8_t>(ActorState::kAlive);
         info.node = outcome.node;
         info.worker_rank = outcome.worker_rank;

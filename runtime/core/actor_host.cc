@@ -139,8 +139,7 @@ void ActorHost::RunCalls() {
     transport_.Post(call.caller, kActorCallDone, Encode(outcome));
     lock.lock();
     --counts.running;
-    const auto kind = static_cast<OutcomeKind>(outcome.kind);
-    ++(kind == OutcomeKind::kInlineValue || kind == OutcomeKind::kStoredValue ? counts.finished : counts.failed);
+    ++(HoldsValue(static_cast<OutcomeKind>(outcome.kind)) ? counts.finished : counts.failed);
     MarkTallyChanged();
   }
 }

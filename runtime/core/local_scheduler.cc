@@ -269,7 +269,7 @@ SchedulerEffects LocalScheduler::OnTaskDone(std::uint32_t worker_rank, TaskOutco
   worker.assigned.erase(done);
   if (constructor) {
     const auto kind = static_cast<OutcomeKind>(outcome.kind);
-    if (kind == OutcomeKind::kInlineValue || kind == OutcomeKind::kStoredValue) {
+    if (HoldsValue(kind)) {
       // The worker is the actor's now, with the grant, until its process ends.
       worker.actor_id = outcome.actor_id;
       worker.incarnation = outcome.incarnation;

@@ -148,6 +148,11 @@ enum class OutcomeKind : std::uint8_t {
   kActorRestarting = 8,  // the call was lost with the actor's process: retryable
 };
 
+// The task returned a value (inline or in a store); every other kind failed.
+inline bool HoldsValue(OutcomeKind kind) {
+  return kind == OutcomeKind::kInlineValue || kind == OutcomeKind::kStoredValue;
+}
+
 // An ObjectRef packed inside a task's result: the task's owner was made a
 // borrower of it (by its owner) before the outcome left, and takes over that
 // registration.

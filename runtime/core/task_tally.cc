@@ -7,7 +7,7 @@ namespace sray::core {
 void TaskTally::Record(const TaskOutcome& outcome) {
   Ended& ended = ended_[outcome.function];
   const auto kind = static_cast<OutcomeKind>(outcome.kind);
-  if (kind == OutcomeKind::kInlineValue || kind == OutcomeKind::kStoredValue) {
+  if (HoldsValue(kind)) {
     ++ended.finished;
   } else {
     ++ended.failed;

@@ -62,13 +62,8 @@ bool EndsUcxBacktrace(std::string_view line) {
 
 Result<std::unique_ptr<WorkerOutput>> WorkerOutput::Start(Options options) {
   // What workers print may be private: a directory of the job user alone.
-  std::error_code error;
-  std::filesystem::create_directories(options.directory.parent_path(), error);
-  if (error) {
-    return Status::IoError("cannot create the worker log directory's parent " +
-                           options.directory.parent_path().string() + ": " + error.message());
-  }
-  if (Status created = CreatePrivateDirectory(options.directory, ::getuid(), "worker log directory"); !created.ok()) {
+  if (Status created = CreatePrivateDirectoryIn(options.directory, ::getuid(), "worker log directory");
+      !created.ok()) {
     return created;
   }
   const int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

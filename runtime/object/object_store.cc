@@ -35,13 +35,8 @@ Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(StoreConfig config) {
         config.shared_memory_directory.string());
   }
   // The spill files hold the job's objects: a directory of the job user alone.
-  std::error_code error;
-  std::filesystem::create_directories(config.spill_directory.parent_path(), error);
-  if (error) {
-    return Status::IoError("cannot create the spill directory's parent " +
-                           config.spill_directory.parent_path().string() + ": " + error.message());
-  }
-  if (Status created = CreatePrivateDirectory(config.spill_directory, ::getuid(), "spill directory"); !created.ok()) {
+  if (Status created = CreatePrivateDirectoryIn(config.spill_directory, ::getuid(), "spill directory");
+      !created.ok()) {
     return created;
   }
   return std::unique_ptr<ObjectStore>(new ObjectStore(std::move(config)));
