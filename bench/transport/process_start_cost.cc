@@ -11,7 +11,6 @@
 
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <ucp/api/ucp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +19,8 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include "transport/ucx_handles.h"
 
 namespace {
 
@@ -38,8 +39,8 @@ double CpuMilliseconds() {
   return milliseconds(usage.ru_utime) + milliseconds(usage.ru_stime);
 }
 
-// The phases of one start, as the runtime's transport makes them
-// (transport/ucx_handles.cc: the same features and thread mode).
+// The phases of one start, through the runtime's own handles as a worker
+// makes them (core/worker_main.cc: a 1 s keepalive).
 struct Phases {
   double init = 0;
   double worker = 0;
@@ -50,25 +51,15 @@ struct Phases {
 bool StartAndStopUcx(Phases& phases) {
   const double started = MillisecondsNow();
   const double cpu_started = CpuMilliseconds();
-  ucp_config_t* config = nullptr;
-  if (ucp_config_read(nullptr, nullptr, &config) != UCS_OK) return false;
-  ucp_params_t params{};
-  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-  params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
-  params.mt_workers_shared = 1;
-  ucp_context_h context = nullptr;
-  const ucs_status_t initialised = ucp_init(&params, config, &context);
-  ucp_config_release(config);
-  if (initialised != UCS_OK) return false;
+  auto context = sray::transport::UcxContext::Create("1s");
+  if (!context.ok()) return false;
   const double context_made = MillisecondsNow();
-  ucp_worker_params_t worker_params{};
-  worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  worker_params.thread_mode = UCS_THREAD_MODE_MULTI;
-  ucp_worker_h worker = nullptr;
-  if (ucp_worker_create(context, &worker_params, &worker) != UCS_OK) return false;
+  auto worker = sray::transport::UcxWorker::Create(*context);
+  if (!worker.ok()) return false;
   const double worker_made = MillisecondsNow();
-  ucp_worker_destroy(worker);
-  ucp_cleanup(context);
+  // The worker holds the context: dropping both ends UCX here.
+  context->reset();
+  worker->reset();
   const double ended = MillisecondsNow();
   phases = {.init = context_made - started,
             .worker = worker_made - context_made,
@@ -87,11 +78,6 @@ double Median(std::vector<double> values) {
 
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 20;
-  // As the runtime does: without these UCX drops shared memory when peer
-  // failure detection is asked for.
-  ::setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
-  ::setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
-  ::setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 0);
   Phases first;
   if (!StartAndStopUcx(first)) {
     std::fprintf(stderr, "process_start_cost: cannot start UCX: check UCX_TLS\n");
