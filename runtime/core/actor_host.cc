@@ -14,7 +14,8 @@ namespace sray::core {
 
 ActorHost::ActorHost(internal::ActorInstance instance, std::uint64_t actor_id, std::int32_t incarnation,
                      std::uint32_t max_concurrency, StoreAccess& store, std::uint32_t node_id,
-                     transport::Transport& transport, std::uint32_t manager, CallerLearner learn_caller)
+                     transport::Transport& transport, std::uint32_t manager, CallerLearner learn_caller,
+                     ServedBefore served_before)
     : instance_(std::move(instance)),
       actor_id_(actor_id),
       incarnation_(incarnation),
@@ -23,6 +24,7 @@ ActorHost::ActorHost(internal::ActorInstance instance, std::uint64_t actor_id, s
       node_id_(node_id),
       transport_(transport),
       learn_caller_(std::move(learn_caller)),
+      served_before_(std::move(served_before)),
       manager_(manager) {}
 
 void ActorHost::Accept(std::uint32_t caller, transport::Bytes call) {
@@ -46,6 +48,7 @@ void ActorHost::SortIncoming(std::unique_lock<std::mutex>& lock) {
     if (!spec.ok()) continue;  // only processes with the job secret send; nothing to answer
     if (!spec->caller_address.empty()) learn_caller_(incoming.caller, spec->caller_address);
     if (spec->actor_id != actor_id_) {
+      if (served_before_(spec->actor_id)) continue;
       transport_.Post(incoming.caller, kActorCallDone,
                       Encode(FailedOutcome(*spec, OutcomeKind::kSystemError,
                                            "the worker it reached serves actor " +
@@ -107,21 +110,33 @@ void ActorHost::MarkTallyChanged() {
 // busy actor's counts stay at most 250 ms old, whatever the callers do.
 void ActorHost::SendTallies() {
   std::unique_lock lock(mutex_);
-  while (true) {
-    tally_wanted_.wait(lock, [&] { return tally_changed_; });
+  while (!retired_) {
+    tally_wanted_.wait(lock, [&] { return tally_changed_ || retired_; });
     const auto due = last_tally_ + kTallyInterval;
-    if (std::chrono::steady_clock::now() < due) {
+    if (!retired_ && std::chrono::steady_clock::now() < due) {
       tally_wanted_.wait_until(lock, due);
       continue;
     }
-    SendTally();
+    SendTally();  // the last one too: the node's counts are then complete
   }
+}
+
+bool ActorHost::Retire() {
+  {
+    std::lock_guard lock(mutex_);
+    if (running_ > 0) return false;
+    retired_ = true;
+  }
+  arrived_.notify_all();
+  tally_wanted_.notify_all();
+  return true;
 }
 
 void ActorHost::RunCalls() {
   std::unique_lock lock(mutex_);
   while (true) {
-    arrived_.wait(lock, [&] { return !ready_.empty() || !incoming_.empty(); });
+    arrived_.wait(lock, [&] { return !ready_.empty() || !incoming_.empty() || retired_; });
+    if (retired_) return;
     if (!incoming_.empty()) {
       SortIncoming(lock);
       MarkTallyChanged();  // more queued
@@ -132,12 +147,17 @@ void ActorHost::RunCalls() {
     // A reference into an unordered_map stays valid while others insert.
     FunctionTasks& counts = methods_[call.spec.function];
     ++counts.running;
+    ++running_;
     MarkTallyChanged();
     lock.unlock();
     const TaskOutcome outcome = ExecuteActorCall(call.spec, store_, node_id_, instance_);
-    // On this process's own endpoint: dropped, not a crash, if the caller died.
-    transport_.Post(call.caller, kActorCallDone, Encode(outcome));
+    transport::Bytes answer = Encode(outcome);
     lock.lock();
+    // Posted (only queued) under the lock, with the call counted as running
+    // until then: a Kill that finds no call running finds every answer out.
+    // On this process's own endpoint: dropped, not a crash, if the caller died.
+    transport_.Post(call.caller, kActorCallDone, std::move(answer));
+    --running_;
     --counts.running;
     ++(HoldsValue(static_cast<OutcomeKind>(outcome.kind)) ? counts.finished : counts.failed);
     MarkTallyChanged();
@@ -151,8 +171,7 @@ void ActorHost::Serve() {
     more.emplace_back([this] { RunCalls(); });
   }
   RunCalls();
-  for (auto& thread : more) thread.join();  // not reached: RunCalls never returns
-  std::abort();
+  for (auto& thread : more) thread.join();
 }
 
 }  // namespace sray::core

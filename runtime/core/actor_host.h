@@ -15,8 +15,15 @@
 // when they changed, at most every 250 ms, so a busy actor sends four small
 // messages a second and an idle one none.
 //
-// Thread-safety: Accept may be called from any thread (a transport
-// handler); Serve runs on the worker's main thread and never returns.
+// Kill: Retire, from a transport handler, stops the host when no call runs
+// (calls still queued are dropped: their callers learn from the head that
+// the actor ended, as when its process dies); Serve then returns, its
+// threads joined, and destroying the host destroys the instance. With a
+// call running it refuses, and the worker ends its process instead.
+//
+// Thread-safety: Accept and Retire may be called from any thread (transport
+// handlers); Serve runs on the worker's main thread; the host is destroyed
+// after Serve returned, by the thread that ran it.
 
 #include <chrono>
 #include <condition_variable>
@@ -42,14 +49,21 @@ class ActorHost {
   // `learn_caller` records a caller's address (sent with its first call) so
   // that answers go out on endpoints of this process's own.
   using CallerLearner = std::function<void(std::uint32_t rank, const std::string& address)>;
+  // Whether this process served `actor_id` before: a late call to it is
+  // dropped, not answered with an error (its caller hears from the head).
+  using ServedBefore = std::function<bool(std::uint64_t actor_id)>;
   // `manager`: the rank of this node's manager, which gets the call counts.
   ActorHost(internal::ActorInstance instance, std::uint64_t actor_id, std::int32_t incarnation,
-            std::uint32_t max_concurrency,
-            StoreAccess& store, std::uint32_t node_id, transport::Transport& transport,
-            std::uint32_t manager, CallerLearner learn_caller);
+            std::uint32_t max_concurrency, StoreAccess& store, std::uint32_t node_id,
+            transport::Transport& transport, std::uint32_t manager, CallerLearner learn_caller,
+            ServedBefore served_before);
   [[nodiscard]] std::uint64_t actor_id() const { return actor_id_; }
+  [[nodiscard]] std::int32_t incarnation() const { return incarnation_; }
   void Accept(std::uint32_t caller, transport::Bytes call);
-  [[noreturn]] void Serve();
+  // False, changing nothing, while a call runs.
+  bool Retire();
+  // Runs calls until Retire succeeded.
+  void Serve();
 
  private:
   struct Pending {
@@ -71,7 +85,7 @@ class ActorHost {
   // Sends the counts if they changed since the last send; lock held.
   void SendTally();
   void MarkTallyChanged();  // lock held
-  [[noreturn]] void SendTallies();
+  void SendTallies();
 
   const internal::ActorInstance instance_;
   const std::uint64_t actor_id_;
@@ -81,6 +95,7 @@ class ActorHost {
   const std::uint32_t node_id_;
   transport::Transport& transport_;
   const CallerLearner learn_caller_;
+  const ServedBefore served_before_;
   const std::uint32_t manager_;
 
   std::mutex mutex_;
@@ -91,6 +106,8 @@ class ActorHost {
   std::unordered_map<std::string, FunctionTasks> methods_;  // finished, failed, running
   std::condition_variable tally_wanted_;
   bool tally_changed_ = false;
+  std::uint32_t running_ = 0;  // calls running now, on all threads
+  bool retired_ = false;
   std::chrono::steady_clock::time_point last_tally_{};
 };
 

@@ -209,9 +209,11 @@ void LocalScheduler::Dispatch(SchedulerEffects& effects) {
     shape = tasks.empty() ? queues_.erase(shape) : std::next(shape);
   }
   // Actors' workers do not count against the pool's cap: each actor needs
-  // a process of its own.
+  // a process of its own. A worker retiring a killed actor is idle within a
+  // millisecond or so, far sooner than a new one would start: it counts as
+  // one starting.
   const auto task_workers = workers_.size() - actor_workers_;
-  while (waiting_for_worker > starting_ &&
+  while (waiting_for_worker > starting_ + retiring_ &&
          task_workers + starting_ < config_.max_workers + waiting_actors &&
          deaths_before_start_ < kDeathsBeforeStartLimit) {
     const std::uint32_t rank = kFirstWorkerRank + config_.node_id * kWorkersPerNodeLimit +
@@ -249,7 +251,7 @@ SchedulerEffects LocalScheduler::OnWorkerRegistered(std::uint32_t rank) {
   ever_registered_ = true;
   deaths_before_start_ = 0;
   if (starting_ > 0) --starting_;
-  idle_.push_back(rank);
+  MarkIdle(rank, found->second);
   Dispatch(effects);
   return effects;
 }
@@ -278,7 +280,7 @@ SchedulerEffects LocalScheduler::OnTaskDone(std::uint32_t worker_rank, TaskOutco
       effects.emplace_back(effects::ActorReady{std::move(outcome)});
     } else {
       ReleaseGrant(worker);
-      idle_.push_back(worker_rank);
+      MarkIdle(worker_rank, worker);
       effects.emplace_back(effects::DeliverOutcome{std::move(outcome)});
     }
     Dispatch(effects);
@@ -286,7 +288,7 @@ SchedulerEffects LocalScheduler::OnTaskDone(std::uint32_t worker_rank, TaskOutco
   }
   if (worker.assigned.empty()) {
     ReleaseGrant(worker);
-    idle_.push_back(worker_rank);
+    MarkIdle(worker_rank, worker);
   }
   effects.emplace_back(effects::DeliverOutcome{std::move(outcome)});
   Dispatch(effects);
@@ -339,15 +341,19 @@ SchedulerEffects LocalScheduler::OnWorkerExited(pid_t pid, const std::string& ho
   if (found == workers_.end()) return effects;
   Worker worker = std::move(found->second);
   workers_.erase(found);
+  if (worker.ending) --ending_;
   idle_.erase(std::remove(idle_.begin(), idle_.end(), rank), idle_.end());
   if (worker.actor_id != 0) {
     --actor_workers_;
+    if (worker.retiring) --retiring_;
     ReleaseGrant(worker);
     effects.emplace_back(effects::ActorProcessDied{ActorDeath{.id = worker.actor_id,
                                                               .incarnation = worker.incarnation,
                                                               .node = config_.node_id,
                                                               .pid = pid,
-                                                              .cause = "ended with " + how}});
+                                                              .cause = worker.retiring
+                                                                           ? "was ended by Kill (its process ended with " + how + ")"
+                                                                           : "ended with " + how}});
     Dispatch(effects);
     return effects;
   }
@@ -386,17 +392,24 @@ SchedulerEffects LocalScheduler::OnWorkerExited(pid_t pid, const std::string& ho
   return effects;
 }
 
-SchedulerEffects LocalScheduler::StopActor(const ActorKill& kill) {
+SchedulerEffects LocalScheduler::StopActor(const ActorKill& kill,
+                                           std::chrono::steady_clock::time_point now) {
   SchedulerEffects effects;
   for (auto& [rank, worker] : workers_) {
     const bool serves = worker.actor_id == kill.id && worker.incarnation == kill.incarnation;
     const bool constructing = !worker.assigned.empty() &&
                               worker.assigned.front().actor_id == kill.id &&
                               worker.assigned.front().incarnation == kill.incarnation;
-    // Its exit frees the grant and reports the death.
-    if ((serves || constructing) && worker.pid > 0) {
-      effects.emplace_back(effects::KillWorker{worker.pid});
+    if ((!serves && !constructing) || worker.pid <= 0 || worker.retiring) continue;
+    if (serves && worker.devices.empty()) {
+      worker.retiring = true;
+      worker.retire_deadline = now + kRetireLimit;
+      ++retiring_;
+      effects.emplace_back(effects::RetireActor{rank, kill});
+      continue;
     }
+    // Its exit frees the grant and reports the death.
+    effects.emplace_back(effects::KillWorker{worker.pid});
   }
   for (auto& [shape, tasks] : queues_) {
     const auto before = tasks.size();
@@ -408,6 +421,75 @@ SchedulerEffects LocalScheduler::StopActor(const ActorKill& kill) {
   }
   Dispatch(effects);
   return effects;
+}
+
+SchedulerEffects LocalScheduler::OnActorRetired(std::uint32_t worker_rank,
+                                                const ActorKill& retired) {
+  SchedulerEffects effects;
+  auto found = workers_.find(worker_rank);
+  if (found == workers_.end()) return effects;
+  Worker& worker = found->second;
+  if (!worker.retiring || worker.actor_id != retired.id ||
+      worker.incarnation != retired.incarnation) {
+    return effects;
+  }
+  worker.retiring = false;
+  --retiring_;
+  --actor_workers_;
+  worker.actor_id = 0;
+  worker.incarnation = 0;
+  ReleaseGrant(worker);
+  MarkIdle(worker_rank, worker);
+  // The actor ended as a killed process's would: its directory entry dies
+  // or restarts; the process lives on.
+  effects.emplace_back(effects::ActorProcessDied{ActorDeath{.id = retired.id,
+                                                            .incarnation = retired.incarnation,
+                                                            .node = config_.node_id,
+                                                            .pid = worker.pid,
+                                                            .cause = "was ended by Kill"}});
+  Dispatch(effects);
+  return effects;
+}
+
+void LocalScheduler::MarkIdle(std::uint32_t rank, Worker& worker) {
+  worker.idle_since = std::chrono::steady_clock::now();
+  idle_.push_back(rank);
+}
+
+bool LocalScheduler::HasSurplusIdle() const {
+  const std::size_t task_workers = workers_.size() - actor_workers_ - ending_;
+  return task_workers > config_.max_workers && !idle_.empty();
+}
+
+SchedulerEffects LocalScheduler::EndOverdue(std::chrono::steady_clock::time_point now) {
+  SchedulerEffects effects;
+  for (auto& [rank, worker] : workers_) {
+    if (worker.retiring && worker.retire_deadline <= now && worker.pid > 0) {
+      // Its exit frees the grant and reports the death; asked once.
+      worker.retire_deadline = std::chrono::steady_clock::time_point::max();
+      effects.emplace_back(effects::KillWorker{worker.pid});
+    }
+  }
+  // The longest idle first: idle_ is a stack, its front the oldest.
+  while (HasSurplusIdle()) {
+    Worker& oldest = workers_[idle_.front()];
+    if (oldest.idle_since + kSurplusIdleLimit > now || oldest.pid <= 0) break;
+    idle_.erase(idle_.begin());
+    oldest.ending = true;
+    ++ending_;
+    effects.emplace_back(effects::KillWorker{oldest.pid});
+  }
+  return effects;
+}
+
+std::optional<std::chrono::steady_clock::time_point> LocalScheduler::NextDeadline() const {
+  std::optional<std::chrono::steady_clock::time_point> next;
+  if (HasSurplusIdle()) next = workers_.at(idle_.front()).idle_since + kSurplusIdleLimit;
+  if (retiring_ == 0) return next;
+  for (const auto& [rank, worker] : workers_) {
+    if (worker.retiring && (!next || worker.retire_deadline < *next)) next = worker.retire_deadline;
+  }
+  return next;
 }
 
 void LocalScheduler::FailQueued(OutcomeKind kind, const std::string& message,

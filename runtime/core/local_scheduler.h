@@ -19,14 +19,21 @@
 // - Workers are started for tasks that fit but find no idle worker, capped
 //   by max_workers (actors' workers not counted); three workers dying
 //   before they register, before any ever did, fail the queue with the fix.
+// - A killed actor's worker goes back to the pool when it can (no GPU, no
+//   call running): the next actor or task here needs no process start.
+//   Otherwise its process is killed, as a constructor's that is still
+//   running always is. Idle workers above max_workers end after
+//   kSurplusIdleLimit.
 //
 // Thread-safety: none; the node manager calls it from its event loop only.
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -46,6 +53,13 @@ inline constexpr double kQueuedPerRemoteCpu = 32;
 // Transport ranks of workers a node manager starts: above every PMIx rank.
 inline constexpr std::uint32_t kFirstWorkerRank = 0x40000000;
 inline constexpr std::uint32_t kWorkersPerNodeLimit = 0x10000;
+// How long a worker asked to retire its actor may take (its destructor has
+// a second, core/worker_reuse.h) before its process is killed.
+inline constexpr std::chrono::seconds kRetireLimit{5};
+// Idle workers above max_workers (killed actors' workers back from a burst)
+// are kept this long for the next actors, then ended, the longest idle
+// first (Ray's idle worker killing, with its threshold).
+inline constexpr std::chrono::seconds kSurplusIdleLimit{1};
 
 namespace effects {
 // Hand `task` to worker `worker` (kExecuteTask).
@@ -79,6 +93,12 @@ struct StartWorker {
 struct KillWorker {
   pid_t pid = 0;
 };
+// Ask worker `worker` to destroy its actor and return to the pool
+// (kRetireActor); it answers through OnActorRetired, or ends its process.
+struct RetireActor {
+  std::uint32_t worker = 0;
+  ActorKill kill;
+};
 // The worker's process is gone: forget its address.
 struct ForgetWorker {
   std::uint32_t rank = 0;
@@ -88,7 +108,7 @@ struct ForgetWorker {
 using SchedulerEffect =
     std::variant<effects::RunOnWorker, effects::ForwardToNode, effects::DeliverOutcome,
                  effects::ActorReady, effects::ActorProcessDied, effects::StartWorker,
-                 effects::KillWorker, effects::ForgetWorker>;
+                 effects::KillWorker, effects::RetireActor, effects::ForgetWorker>;
 using SchedulerEffects = std::vector<SchedulerEffect>;
 
 struct LocalSchedulerConfig {
@@ -112,7 +132,19 @@ class LocalScheduler {
   SchedulerEffects OnTaskDone(std::uint32_t worker_rank, TaskOutcome outcome);
   SchedulerEffects OnWorkerBlocked(std::uint32_t worker_rank, bool blocked);
   SchedulerEffects OnWorkerExited(pid_t pid, const std::string& how);
-  SchedulerEffects StopActor(const ActorKill& kill);
+  // Ends an actor: its worker, if it serves the actor, holds no GPU and the
+  // pool has room, is asked to retire it (RetireActor); otherwise, or while
+  // the constructor runs, its process is killed.
+  SchedulerEffects StopActor(const ActorKill& kill,
+                             std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+  // The worker destroyed the actor `retired` names and is idle again.
+  SchedulerEffects OnActorRetired(std::uint32_t worker_rank, const ActorKill& retired);
+  // Kills the processes of workers asked to retire an actor more than
+  // kRetireLimit before `now` that neither answered nor ended, and of idle
+  // workers above max_workers idle for kSurplusIdleLimit.
+  SchedulerEffects EndOverdue(std::chrono::steady_clock::time_point now);
+  // When EndOverdue has work next, if ever.
+  [[nodiscard]] std::optional<std::chrono::steady_clock::time_point> NextDeadline() const;
 
   // What other nodes should hear of this one, when it changed since the
   // last MarkBroadcast.
@@ -141,6 +173,12 @@ class LocalScheduler {
     // grant is then held until the process ends.
     std::uint64_t actor_id = 0;
     std::int32_t incarnation = 0;
+    // Asked to retire its actor; until it answers or ends, it still is the
+    // actor's and counts as a task worker to come.
+    bool retiring = false;
+    std::chrono::steady_clock::time_point retire_deadline{};
+    std::chrono::steady_clock::time_point idle_since{};
+    bool ending = false;  // killed as surplus; no longer idle
   };
   enum class ForwardTo {
     kFreeOrShortQueue,  // resources free now, or a queue shorter than the limit
@@ -152,6 +190,8 @@ class LocalScheduler {
   bool Forward(TaskSpec& spec, ForwardTo where, SchedulerEffects& effects);
   void Assign(std::uint32_t rank, Worker& worker, TaskSpec task, SchedulerEffects& effects);
   void ReleaseGrant(Worker& worker);
+  void MarkIdle(std::uint32_t rank, Worker& worker);
+  [[nodiscard]] bool HasSurplusIdle() const;
   void FailQueued(OutcomeKind kind, const std::string& message, SchedulerEffects& effects);
   [[nodiscard]] TaskOutcome OutcomeFor(const TaskSpec& spec, OutcomeKind kind,
                                        std::string message) const;
@@ -170,6 +210,8 @@ class LocalScheduler {
   std::vector<std::uint32_t> idle_;
   std::uint32_t starting_ = 0;
   std::uint32_t actor_workers_ = 0;
+  std::uint32_t retiring_ = 0;
+  std::uint32_t ending_ = 0;
   std::uint32_t next_worker_ = 0;
   std::uint32_t deaths_before_start_ = 0;
   bool ever_registered_ = false;

@@ -155,7 +155,7 @@ NodeManager::NodeManager(NodeManagerConfig config, transport::Transport& transpo
       transport_, [this](std::uint32_t node) { return RankOfNode(node); });
   transfer_ = std::make_unique<ObjectTransfer>(config_.node_id, *store_, *transfer_links_);
   blocking_ = std::make_unique<SerialExecutor>();
-  loop_ = std::make_unique<SerialExecutor>([this] { return BroadcastIfDirty(); });
+  loop_ = std::make_unique<SerialExecutor>([this] { return OnIdle(); });
 }
 
 NodeManager::~NodeManager() {
@@ -358,6 +358,13 @@ void NodeManager::RegisterHandlers() {
   ServeOneWay<ActorKill>(
       transport, guard, kStopActorWorker, "actor stop",
       [](NodeManager& manager, std::uint32_t, ActorKill kill) { manager.StopActor(kill); });
+  ServeOneWay<ActorKill>(
+      transport, guard, kActorRetired, "actor retired",
+      [](NodeManager& manager, std::uint32_t source, ActorKill retired) {
+        manager.loop_->RunHereOrPost([&manager, source, retired] {
+          manager.Apply(manager.scheduler_.OnActorRetired(source, retired));
+        });
+      });
   ServeOneWay<ActorChanged>(transport, guard, kActorChanged, "actor change",
                             [](NodeManager& manager, std::uint32_t, const ActorChanged& changed) {
                               manager.ForwardActorChange(changed);
@@ -523,6 +530,9 @@ void NodeManager::Apply(SchedulerEffects effects) {
                    [&](effects::ActorProcessDied& died) { ReportActorDeath(died.death); },
                    [&](effects::StartWorker& start) { SpawnWorker(start.rank); },
                    [&](effects::KillWorker& kill) { processes_->Kill(kill.pid, SIGKILL); },
+                   [&](effects::RetireActor& retire) {
+                     transport_.Post(retire.worker, kRetireActor, Encode(retire.kill));
+                   },
                    [&](effects::ForgetWorker& forget) { address_book_->Remove(forget.rank); },
                },
                effect);
@@ -593,6 +603,22 @@ void NodeManager::Route(TaskOutcome outcome) {
   } else {
     transport_.Post(RankOfNode(outcome.owner_node), kTaskOutcome, Encode(outcome));
   }
+}
+
+std::chrono::milliseconds NodeManager::OnIdle() {
+  const auto now = std::chrono::steady_clock::now();
+  auto deadline = scheduler_.NextDeadline();
+  if (deadline && *deadline <= now) {
+    Apply(scheduler_.EndOverdue(now));
+    deadline = scheduler_.NextDeadline();
+  }
+  auto again = BroadcastIfDirty();
+  if (deadline && *deadline != std::chrono::steady_clock::time_point::max()) {
+    const auto until = std::chrono::ceil<std::chrono::milliseconds>(*deadline - now) +
+                       std::chrono::milliseconds(1);
+    if (again.count() == 0 || until < again) again = until;
+  }
+  return again;
 }
 
 std::chrono::milliseconds NodeManager::BroadcastIfDirty() {

@@ -122,6 +122,10 @@ class NodeManager {
   [[nodiscard]] Result<transport::Bytes> ReadWorkerLogs(const WorkerLogsRequest& request) const;
   void ReportActorCreated(const TaskOutcome& outcome);
   void ReportActorDeath(const ActorDeath& death);
+  // The event loop's idle step: resource broadcasts, workers that overran
+  // kRetireLimit, surplus idle workers; returns when to run again (0: when
+  // woken).
+  std::chrono::milliseconds OnIdle();
   std::chrono::milliseconds BroadcastIfDirty();
 
   // Any thread.

@@ -11,12 +11,14 @@
 
 #include "core/owner.h"
 #include "sray/errors.h"
+#include "sray/internal/actor_process.h"
 #include "sray/internal/function_registry.h"
 
 namespace sray::core {
 namespace {
 
 std::atomic<Owner*> current_runtime{nullptr};
+std::atomic<bool> ends_with_actor{false};
 
 struct FunctionTable {
   std::mutex mutex;
@@ -41,9 +43,17 @@ Owner* ProcessRuntime() {
   return current_runtime.load();
 }
 
+bool ProcessEndsWithActor() {
+  return ends_with_actor.load();
+}
+
 }  // namespace sray::core
 
 namespace sray::internal {
+
+void EndProcessWithActor() {
+  core::ends_with_actor.store(true);
+}
 
 Runtime& CurrentRuntime() {
   core::Owner* runtime = core::ProcessRuntime();

@@ -13,4 +13,7 @@ class Owner;
 void SetProcessRuntime(Owner* owner);
 Owner* ProcessRuntime();
 
+// True once code in this process called internal::EndProcessWithActor().
+bool ProcessEndsWithActor();
+
 }  // namespace sray::core

@@ -50,6 +50,10 @@ enum Method : std::uint32_t {
   kWorkerBlocked = 121,    // worker -> node manager, one-way: its task waits in Get
   kWorkerUnblocked = 122,  // worker -> node manager, one-way: it runs again
   kActorCallTally = 123,   // actor's worker -> node manager, one-way: ActorCallTally
+  // Kill of an actor whose worker can be kept: the worker destroys the
+  // instance and answers kActorRetired, or ends its process when it cannot.
+  kRetireActor = 124,   // node manager -> actor's worker, one-way: ActorKill
+  kActorRetired = 125,  // actor's worker -> node manager, one-way: ActorKill (the one it got)
   // The head's actor directory (requests from any process of the job).
   kCreateActor = 140,           // request: ActorCreation -> ActorInfo
   kLookupActor = 141,           // request: ActorLookup -> ActorInfo

@@ -11,6 +11,9 @@
 #include <deque>
 #include <iostream>
 #include <mutex>
+#include <span>
+
+#include <malloc.h>
 
 #include "common/host_name.h"
 #include "core/actor_client.h"
@@ -22,6 +25,7 @@
 #include "core/protocol.h"
 #include "core/task_execution.h"
 #include "core/worker_launch.h"
+#include "core/worker_reuse.h"
 #include "jobsetup/task_environment.h"
 #include "transport/transport.h"
 #include "transport/ucx_handles.h"
@@ -171,29 +175,80 @@ std::unique_ptr<transport::Transport> ConnectWorker(
   return std::move(created).value();
 }
 
+// The actor this worker serves, if any, for the transport's handlers (calls
+// and Kill arrive on the progress thread). Accept and Retire run under the
+// lock, so the main thread can take the host away and destroy it.
+class ServedActor {
+ public:
+  void Set(ActorHost* host) {
+    std::lock_guard lock(mutex_);
+    host_ = host;
+  }
+  // False when no actor lives here; the call is then the caller's to answer.
+  bool Accept(std::uint32_t caller, std::span<const std::byte> payload) {
+    std::lock_guard lock(mutex_);
+    if (host_ == nullptr) return false;
+    host_->Accept(caller, transport::Bytes(payload.begin(), payload.end()));
+    return true;
+  }
+  // Retires the actor `kill` names if it lives here; ends the process when
+  // a call of it runs (a Kill must not wait for a call) or code in it asked
+  // to end with the actor (then as a killed process: no destructor runs).
+  void Retire(const ActorKill& kill) {
+    std::lock_guard lock(mutex_);
+    if (host_ == nullptr || host_->actor_id() != kill.id || host_->incarnation() != kill.incarnation) {
+      return;
+    }
+    if (ProcessEndsWithActor() || !host_->Retire()) std::_Exit(0);
+    retiring_ = kill;
+  }
+  // The Kill that made Serve return.
+  ActorKill retired() {
+    std::lock_guard lock(mutex_);
+    return retiring_;
+  }
+
+ private:
+  std::mutex mutex_;
+  ActorHost* host_ = nullptr;  // owned by ServeActor, on the main thread
+  ActorKill retiring_;
+};
+
 // Runs an actor's constructor. When it makes the actor, serves that actor's
-// calls until the process ends (never returns); when it fails, returns, and
-// the node manager hands the worker ordinary tasks again.
+// calls until Kill retires it, then destroys the instance and returns when
+// the process can serve again (the node manager then counts the worker as
+// idle), or ends the process when it cannot (worker_reuse.h). When the
+// constructor fails, returns, and the node manager hands the worker
+// ordinary tasks again.
 void ServeActor(const TaskSpec& constructor, StoreAccess& store, std::uint32_t node_id,
-                transport::Transport& transport, std::uint32_t manager,
-                std::atomic<ActorHost*>& actor_host,
-                const std::shared_ptr<transport::AddressBook>& book) {
+                transport::Transport& transport, std::uint32_t manager, ServedActor& served,
+                RetiredActors& retired, const std::shared_ptr<transport::AddressBook>& book) {
+  const ProcessSnapshot before = TakeProcessSnapshot();
   internal::ActorInstance instance;
   const TaskOutcome outcome = ConstructActor(constructor, store, node_id, instance);
   std::unique_ptr<ActorHost> host;
   if (instance.object) {
     host = std::make_unique<ActorHost>(
-        std::move(instance), constructor.actor_id, constructor.incarnation, constructor.max_concurrency, store, node_id,
-        transport, manager, [book](std::uint32_t caller, const std::string& address) {
+        std::move(instance), constructor.actor_id, constructor.incarnation,
+        constructor.max_concurrency, store, node_id, transport, manager,
+        [book](std::uint32_t caller, const std::string& address) {
           transport::AddressBook::Entry entry;
           entry.address = transport::BytesOf(address);
           entry.description = "rank " + std::to_string(caller) + ", a caller of this actor";
           book->Add(caller, std::move(entry));
-        });
-    actor_host.store(host.get());
+        },
+        [&retired](std::uint64_t actor_id) { return retired.Contains(actor_id); });
+    served.Set(host.get());
   }
   transport.Post(manager, kTaskDone, Encode(outcome));
-  if (host) host->Serve();
+  if (!host) return;
+  host->Serve();
+  served.Set(nullptr);
+  retired.Add(constructor.actor_id);
+  RunWithin(kDestructorLimit, [&host] { host.reset(); });
+  ::malloc_trim(0);
+  if (WhyNotReusable(before, TakeProcessSnapshot(), ProcessEndsWithActor())) std::_Exit(0);
+  transport.Post(manager, kActorRetired, Encode(served.retired()));
 }
 
 }  // namespace
@@ -241,22 +296,24 @@ void RunWorker() {
   owner->SetBorrowLinks(borrow_links);
   const OwnerService owner_service(*transport, *owner);
   SetProcessRuntime(owner.get());
-  // Set once this worker's constructor has made an actor; it then serves
+  // Set while this worker's constructor has made an actor; it then serves
   // only that actor's calls.
-  std::atomic<ActorHost*> actor_host{nullptr};
+  ServedActor served;
+  RetiredActors retired;
   transport->RegisterOneWayHandler(
-      kActorCall, [&actor_host, raw_transport](std::uint32_t source, auto payload) {
-        ActorHost* host = actor_host.load();
-        if (host != nullptr) {
-          host->Accept(source, transport::Bytes(payload.begin(), payload.end()));
-          return;
-        }
+      kActorCall, [&served, &retired, raw_transport](std::uint32_t source, auto payload) {
+        if (served.Accept(source, payload)) return;
         auto spec = Decode<TaskSpec>(payload, "actor call");
-        if (!spec.ok()) return;
+        if (!spec.ok() || retired.Contains(spec->actor_id)) return;
         raw_transport->Post(source, kActorCallDone,
                             Encode(FailedOutcome(*spec, OutcomeKind::kSystemError,
                                                  "no actor lives in the worker it reached")));
       });
+  transport->RegisterOneWayHandler(kRetireActor, [&served, manager](std::uint32_t source, auto payload) {
+    if (source != manager) return;
+    auto kill = Decode<ActorKill>(payload, "actor retirement");
+    if (kill.ok()) served.Retire(*kill);
+  });
 
   TaskInbox inbox;
   Owner* raw_owner = owner.get();
@@ -295,7 +352,7 @@ void RunWorker() {
   while (true) {
     TaskSpec spec = inbox.Pop(*transport);
     if (spec.kind == TaskKind::kActorCreation) {
-      ServeActor(spec, store, node_id, *transport, manager, actor_host, book);
+      ServeActor(spec, store, node_id, *transport, manager, served, retired, book);
     } else {
       run(spec);
     }

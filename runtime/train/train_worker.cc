@@ -6,12 +6,18 @@
 
 #include "common/host_name.h"
 #include "sray/actor.h"
+#include "sray/internal/actor_process.h"
 #include "sray/node.h"
 #include "train/worker_session.h"
 
 namespace sray::train::internal {
 
-TrainWorker* TrainWorker::Create() { return new TrainWorker(); }
+TrainWorker* TrainWorker::Create() {
+  // Its process group, Torch's threads and device state outlive the actor:
+  // a training worker's process ends with it, never serves another actor.
+  sray::internal::EndProcessWithActor();
+  return new TrainWorker();
+}
 
 WorkerDescription TrainWorker::Prepare(bool host_rendezvous) {
   WorkerDescription description;

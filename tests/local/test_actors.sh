@@ -3,7 +3,8 @@
 # across calls, named lookup from tasks on other nodes, 200 actors over 3
 # nodes, restarts after kill -9 and actor-died errors after the last one,
 # Kill freeing resources for a waiting actor, SPREAD and PACK groups,
-# constructor and method errors, concurrent calls; the FeatureCache example.
+# constructor and method errors, concurrent calls, a killed actor's process
+# serving the next actor (or ending when it cannot); the FeatureCache example.
 # After each job no process, shared-memory object or session file is left.
 source "$(dirname "$0")/lib.sh"
 ACTORS=$SRAY_BUILD_DIR/tests/actors_check
@@ -18,6 +19,7 @@ run_mode placement 7
 run_mode errors 5
 run_mode concurrency 1
 run_mode caller-death 1
+run_mode reuse 8
 
 "$SRAY" run -N3 "$SRAY_BUILD_DIR/examples/feature_cache" >"$WORK/example.out" 2>&1 ||
   { cat "$WORK/example.out" >&2; fail "the feature_cache example failed"; }

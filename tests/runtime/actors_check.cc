@@ -4,7 +4,7 @@
 // exits 1.
 //
 //   actors_check basic | many | restart | kill | placement | errors | concurrency |
-//                caller-death
+//                caller-death | reuse (sray run only: markers in /tmp)
 
 #include <signal.h>
 #include <unistd.h>
@@ -13,6 +13,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <set>
@@ -123,6 +125,30 @@ std::uint32_t busy_node(std::int64_t milliseconds) {
 }
 
 }  // namespace
+
+// Leaves a file when destroyed (its path from the driver), and can leave a
+// thread behind or sleep in a call: what decides whether Kill hands its
+// process to the next actor.
+class Tracker {
+ public:
+  explicit Tracker(std::string marker) : marker_(std::move(marker)) {}
+  static Tracker* Create(std::string marker) { return new Tracker(std::move(marker)); }
+  ~Tracker() { std::ofstream(marker_) << ::getpid() << "\n"; }
+  std::int64_t Pid() const { return ::getpid(); }
+  std::int64_t LeaveAThread() {
+    std::thread([] { std::this_thread::sleep_for(std::chrono::hours(1)); }).detach();
+    return 1;
+  }
+  std::int64_t Sleep(std::int64_t milliseconds) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds));
+    return milliseconds;
+  }
+
+ private:
+  std::string marker_;
+};
+
+SRAY_REMOTE(Tracker::Create, &Tracker::Pid, &Tracker::LeaveAThread, &Tracker::Sleep);
 
 SRAY_REMOTE(Counter::Create, &Counter::Add, &Counter::Value, &Counter::Seen, &Counter::Pid,
             &Counter::Node, &Counter::SleepThenValue, &Counter::Fail, &Counter::AddTo);
@@ -283,6 +309,93 @@ void Kill() {
          "an actor without resources starts on a full cluster");
 }
 
+bool Alive(std::int64_t pid) {
+  return ::kill(static_cast<pid_t>(pid), 0) == 0;
+}
+
+// What `path` holds (a pid), once it exists; 0 if it never does.
+std::int64_t WaitForMarker(const std::string& path, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream marker(path);
+    std::int64_t pid = 0;
+    if (marker >> pid) return pid;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return 0;
+}
+
+bool EndsWithin(std::int64_t pid, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (Alive(pid) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return !Alive(pid);
+}
+
+// Kill gives a worker back to its node when it can, and ends the process
+// when it cannot. Every actor here lands on node 0 (no other actor lives,
+// the directory prefers the node with fewest).
+void Reuse() {
+  char pattern[] = "/tmp/sray-actors-reuse-XXXXXX";
+  const char* directory = ::mkdtemp(pattern);
+  if (directory == nullptr) Fail("cannot make a directory for the markers");
+  const std::string markers = directory;
+
+  auto first = sray::Actor(Tracker::Create).Remote(markers + "/first");
+  const auto first_pid = sray::Get(first.Task(&Tracker::Pid).Remote());
+  first.Kill();
+  const std::string message = Throws<sray::ActorDiedError>(
+      [&] { sray::Get(first.Task(&Tracker::Pid).Remote()); }, "a call after Kill");
+  Expect(Contains(message, "killed"), "a call to a killed actor fails as before: " + message);
+  Expect(WaitForMarker(markers + "/first", std::chrono::seconds(10)) == first_pid,
+         "Kill with no call running ran the actor's destructor in its process");
+
+  auto second = sray::Actor(Tracker::Create).Remote(markers + "/second");
+  const auto second_pid = sray::Get(second.Task(&Tracker::Pid).Remote());
+  Expect(second_pid == first_pid && Alive(first_pid),
+         "the next actor runs in the killed actor's process (pid " + std::to_string(first_pid) +
+             ", now " + std::to_string(second_pid) + ")");
+
+  (void)sray::Get(second.Task(&Tracker::LeaveAThread).Remote());
+  second.Kill();
+  Expect(WaitForMarker(markers + "/second", std::chrono::seconds(10)) == second_pid &&
+             EndsWithin(second_pid, std::chrono::seconds(10)),
+         "an actor that left a thread running is destroyed, then its process ends");
+
+  auto third = sray::Actor(Tracker::Create).Remote(markers + "/third");
+  const auto third_pid = sray::Get(third.Task(&Tracker::Pid).Remote());
+  Expect(third_pid != second_pid, "the next actor gets another process");
+  auto sleeping = third.Task(&Tracker::Sleep).Remote(20000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the call runs
+  const auto killed_at = std::chrono::steady_clock::now();
+  third.Kill();
+  Throws<sray::ActorDiedError>([&] { sray::Get(sleeping); }, "the call running at Kill");
+  Expect(EndsWithin(third_pid, std::chrono::seconds(5)) &&
+             std::chrono::steady_clock::now() - killed_at < std::chrono::seconds(5),
+         "Kill during a call ends the process at once, without waiting for the call");
+  Expect(WaitForMarker(markers + "/third", std::chrono::milliseconds(200)) == 0,
+         "a process ended mid-call runs no destructor");
+
+  auto restartable =
+      sray::Actor(Tracker::Create).SetMaxRestarts(1).Remote(markers + "/restartable");
+  const auto before_restart = sray::Get(restartable.Task(&Tracker::Pid).Remote());
+  restartable.Kill(/*no_restart=*/false);
+  std::int64_t after_restart = 0;
+  for (int attempt = 0; attempt < 200 && after_restart == 0; ++attempt) {
+    try {
+      after_restart = sray::Get(restartable.Task(&Tracker::Pid).Remote());
+    } catch (const sray::ActorDiedError&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // lost while it restarted
+    }
+  }
+  Expect(after_restart != 0 &&
+             WaitForMarker(markers + "/restartable", std::chrono::seconds(10)) == before_restart,
+         "Kill(no_restart=false) of a reused process restarts the actor");
+  restartable.Kill();
+  std::filesystem::remove_all(markers);
+}
+
 void Placement() {
   auto spread = sray::CreatePlacementGroup(
       {.name = "spread", .bundles = {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}},
@@ -396,6 +509,8 @@ int main(int argc, char** argv) {
     Kill();
   } else if (mode == "placement") {
     Placement();
+  } else if (mode == "reuse") {
+    Reuse();
   } else if (mode == "errors") {
     Errors();
   } else if (mode == "concurrency") {

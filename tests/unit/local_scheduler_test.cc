@@ -185,7 +185,7 @@ TEST_F(LocalSchedulerTest, ATaskWaitingInGetLendsItsCpusUntilItResumes) {
   EXPECT_EQ(scheduler_.available().at("CPU"), 0.0);
 }
 
-TEST_F(LocalSchedulerTest, AnActorsWorkerKeepsItsGrantAndItsDeathIsReported) {
+TEST_F(LocalSchedulerTest, AnActorsWorkerKeepsItsGrantAndItsProcessDeathIsReported) {
   pid_t pid = 20;
   TaskSpec constructor = Task(1, 1, TaskKind::kActorCreation);
   constructor.actor_id = 9;
@@ -199,17 +199,160 @@ TEST_F(LocalSchedulerTest, AnActorsWorkerKeepsItsGrantAndItsDeathIsReported) {
   EXPECT_EQ(ready[0].outcome.worker_rank, runs[0].worker);
   EXPECT_EQ(scheduler_.available().at("CPU"), 1.0) << "the actor's grant was released";
 
-  const auto killed =
-      scheduler_.StopActor(ActorKill{.id = 9, .no_restart = true, .incarnation = 0});
-  const auto kills = All<effects::KillWorker>(killed);
-  ASSERT_EQ(kills.size(), 1u);
-  EXPECT_EQ(kills[0].pid, 20);
   const auto exited = scheduler_.OnWorkerExited(20, "signal 9");
   const auto deaths = All<effects::ActorProcessDied>(exited);
   ASSERT_EQ(deaths.size(), 1u);
   EXPECT_EQ(deaths[0].death.id, 9u);
   EXPECT_EQ(deaths[0].death.cause, "ended with signal 9");
   EXPECT_EQ(scheduler_.available().at("CPU"), 2.0);
+}
+
+// Makes actor `actor_id` (asking `cpus`) on a worker started or taken from
+// the pool; returns that worker's rank.
+std::uint32_t MakeActor(LocalScheduler& scheduler, std::uint64_t actor_id, double cpus,
+                        pid_t& next_pid, std::size_t* started = nullptr) {
+  TaskSpec constructor = Task(actor_id, cpus, TaskKind::kActorCreation);
+  constructor.actor_id = actor_id;
+  auto effects = scheduler.Submit(constructor);
+  const auto starts = All<effects::StartWorker>(effects);
+  if (started != nullptr) *started = starts.size();
+  for (const auto& start : starts) {
+    (void)scheduler.OnWorkerSpawned(start.rank, next_pid++);
+    for (auto& effect : scheduler.OnWorkerRegistered(start.rank)) effects.push_back(effect);
+  }
+  const auto runs = All<effects::RunOnWorker>(effects);
+  if (runs.size() != 1) {
+    ADD_FAILURE() << "the constructor of actor " << actor_id << " went to " << runs.size()
+                  << " workers";
+    return 0;
+  }
+  TaskOutcome created = Done(runs[0].task);
+  created.actor_id = actor_id;
+  const auto ready = All<effects::ActorReady>(scheduler.OnTaskDone(runs[0].worker, created));
+  EXPECT_EQ(ready.size(), 1u);
+  return runs[0].worker;
+}
+
+TEST_F(LocalSchedulerTest, AKilledActorsWorkerRetiresItAndServesTheNextActorWithoutAStart) {
+  pid_t pid = 20;
+  std::size_t started = 0;
+  const std::uint32_t worker = MakeActor(scheduler_, 9, 1, pid, &started);
+  EXPECT_EQ(started, 1u);
+  const auto stopped = scheduler_.StopActor(ActorKill{.id = 9, .no_restart = true, .incarnation = 0});
+  EXPECT_TRUE(All<effects::KillWorker>(stopped).empty()) << "the process is kept";
+  const auto retires = All<effects::RetireActor>(stopped);
+  ASSERT_EQ(retires.size(), 1u);
+  EXPECT_EQ(retires[0].worker, worker);
+  EXPECT_EQ(retires[0].kill.id, 9u);
+  EXPECT_EQ(scheduler_.available().at("CPU"), 1.0) << "the grant is held until it retired";
+
+  // Not the actor it was asked to retire: ignored.
+  EXPECT_TRUE(scheduler_.OnActorRetired(worker, ActorKill{.id = 8, .no_restart = true, .incarnation = 0}).empty());
+  const auto retired =
+      scheduler_.OnActorRetired(worker, ActorKill{.id = 9, .no_restart = true, .incarnation = 0});
+  const auto deaths = All<effects::ActorProcessDied>(retired);
+  ASSERT_EQ(deaths.size(), 1u) << "the directory hears that the actor ended";
+  EXPECT_EQ(deaths[0].death.id, 9u);
+  EXPECT_EQ(deaths[0].death.pid, 20);
+  EXPECT_EQ(deaths[0].death.cause, "was ended by Kill");
+  EXPECT_EQ(scheduler_.available().at("CPU"), 2.0);
+  EXPECT_TRUE(scheduler_.OnActorRetired(worker, ActorKill{.id = 9, .no_restart = true, .incarnation = 0}).empty())
+      << "a repeated answer changes nothing";
+
+  EXPECT_EQ(MakeActor(scheduler_, 10, 1, pid, &started), worker) << "the next actor reuses it";
+  EXPECT_EQ(started, 0u);
+  EXPECT_EQ(scheduler_.workers(), 1u);
+}
+
+TEST_F(LocalSchedulerTest, WorkersBackFromABurstOfActorsAboveThePoolSizeEndWhenIdleLongEnough) {
+  pid_t pid = 30;
+  std::vector<std::uint32_t> workers;
+  for (std::uint64_t actor = 1; actor <= 3; ++actor) workers.push_back(MakeActor(scheduler_, actor, 0, pid));
+  ASSERT_EQ(scheduler_.workers(), 3u) << "actors' workers do not count against max_workers (2)";
+  EXPECT_FALSE(scheduler_.NextDeadline().has_value());
+  for (std::uint64_t actor = 1; actor <= 3; ++actor) {
+    const auto effects =
+        scheduler_.StopActor(ActorKill{.id = actor, .no_restart = true, .incarnation = 0});
+    ASSERT_EQ(All<effects::RetireActor>(effects).size(), 1u);
+  }
+  const auto retired_at = std::chrono::steady_clock::now();
+  for (std::uint64_t actor = 1; actor <= 3; ++actor) {
+    (void)scheduler_.OnActorRetired(workers[actor - 1],
+                                    ActorKill{.id = actor, .no_restart = true, .incarnation = 0});
+  }
+  ASSERT_TRUE(scheduler_.NextDeadline().has_value()) << "one worker above the pool size";
+  EXPECT_TRUE(scheduler_.EndOverdue(retired_at).empty()) << "kept a while for the next actors";
+  const auto ended = All<effects::KillWorker>(
+      scheduler_.EndOverdue(std::chrono::steady_clock::now() + kSurplusIdleLimit));
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].pid, 30) << "the longest idle goes";
+  EXPECT_FALSE(scheduler_.NextDeadline().has_value()) << "the pool is at its size";
+  EXPECT_TRUE(All<effects::KillWorker>(
+                  scheduler_.EndOverdue(std::chrono::steady_clock::now() + 10 * kSurplusIdleLimit))
+                  .empty());
+  // Not handed a task while it ends.
+  const auto runs = All<effects::RunOnWorker>(scheduler_.Submit(Task(100, 1)));
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_NE(runs[0].worker, workers[0]);
+  EXPECT_TRUE(All<effects::DeliverOutcome>(scheduler_.OnWorkerExited(30, "signal 9")).empty());
+}
+
+TEST_F(LocalSchedulerTest, AWorkerThatDoesNotRetireInTimeIsKilled) {
+  pid_t pid = 40;
+  (void)MakeActor(scheduler_, 5, 1, pid);
+  const auto asked = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  ASSERT_EQ(All<effects::RetireActor>(
+                scheduler_.StopActor(ActorKill{.id = 5, .no_restart = false, .incarnation = 0}, asked))
+                .size(),
+            1u);
+  ASSERT_TRUE(scheduler_.NextDeadline().has_value());
+  EXPECT_EQ(*scheduler_.NextDeadline(), asked + kRetireLimit);
+  EXPECT_TRUE(scheduler_.EndOverdue(asked + std::chrono::seconds(1)).empty());
+  const auto overdue = All<effects::KillWorker>(scheduler_.EndOverdue(asked + kRetireLimit));
+  ASSERT_EQ(overdue.size(), 1u);
+  EXPECT_EQ(overdue[0].pid, 40);
+  EXPECT_TRUE(scheduler_.EndOverdue(asked + 2 * kRetireLimit).empty()) << "killed once";
+  const auto deaths = All<effects::ActorProcessDied>(scheduler_.OnWorkerExited(40, "signal 9"));
+  ASSERT_EQ(deaths.size(), 1u);
+  EXPECT_EQ(deaths[0].death.cause, "was ended by Kill (its process ended with signal 9)");
+  EXPECT_FALSE(scheduler_.NextDeadline().has_value());
+  EXPECT_EQ(scheduler_.available().at("CPU"), 2.0);
+}
+
+TEST(LocalSchedulerGpuTest, AKilledActorHoldingAGpuEndsWithItsProcess) {
+  LocalScheduler scheduler{LocalSchedulerConfig{
+      .node_id = 0, .total = {{"CPU", 2}, {"GPU", 1}}, .gpu_devices = 1, .max_workers = 2}};
+  (void)scheduler.ApplyClusterView({CpuNode(0, 2)});
+  pid_t pid = 50;
+  TaskSpec constructor = Task(7, 1, TaskKind::kActorCreation);
+  constructor.actor_id = 7;
+  constructor.resources["GPU"] = 1;
+  auto effects = scheduler.Submit(constructor);
+  for (const auto& start : All<effects::StartWorker>(effects)) {
+    (void)scheduler.OnWorkerSpawned(start.rank, pid++);
+    for (auto& effect : scheduler.OnWorkerRegistered(start.rank)) effects.push_back(effect);
+  }
+  const auto runs = All<effects::RunOnWorker>(effects);
+  ASSERT_EQ(runs.size(), 1u);
+  TaskOutcome created = Done(runs[0].task);
+  created.actor_id = 7;
+  (void)scheduler.OnTaskDone(runs[0].worker, created);
+  const auto stopped = scheduler.StopActor(ActorKill{.id = 7, .no_restart = true, .incarnation = 0});
+  EXPECT_TRUE(All<effects::RetireActor>(stopped).empty());
+  ASSERT_EQ(All<effects::KillWorker>(stopped).size(), 1u);
+}
+
+TEST_F(LocalSchedulerTest, AnActorKilledWhileItsConstructorRunsEndsWithItsProcess) {
+  pid_t pid = 60;
+  TaskSpec constructor = Task(1, 1, TaskKind::kActorCreation);
+  constructor.actor_id = 3;
+  const auto runs = All<effects::RunOnWorker>(StartAll(scheduler_.Submit(constructor), pid));
+  ASSERT_EQ(runs.size(), 1u);
+  const auto stopped = scheduler_.StopActor(ActorKill{.id = 3, .no_restart = true, .incarnation = 0});
+  EXPECT_TRUE(All<effects::RetireActor>(stopped).empty());
+  const auto kills = All<effects::KillWorker>(stopped);
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].pid, 60);
 }
 
 TEST_F(LocalSchedulerTest, OtherNodesHearOfChangesOnlyWhenThereAreAny) {

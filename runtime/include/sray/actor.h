@@ -84,8 +84,12 @@ class ActorHandle {
     return {CheckedId(), max_task_retries_, method};
   }
 
-  // Ends the actor's process at once and frees its resources. With
-  // no_restart=false it is restarted if its max_restarts allow.
+  // Ends the actor at once and frees its resources; calls not yet run fail
+  // with ActorDiedError. With no_restart=false it is restarted if its
+  // max_restarts allow. When no call of it runs, its destructor runs (at
+  // most one second) and its process serves later actors and tasks of the
+  // node; while a call runs, or when it holds a GPU or left threads or
+  // memory behind, its process is killed instead, destructor unrun.
   void Kill(bool no_restart = true) const {
     internal::CurrentRuntime().KillActor(CheckedId(), no_restart);
   }
