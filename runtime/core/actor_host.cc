@@ -56,6 +56,9 @@ void ActorHost::SortIncoming(std::unique_lock<std::mutex>& lock) {
                                                std::to_string(spec->actor_id))));
       continue;
     }
+    // Sent to an earlier incarnation that lived in this process: its caller
+    // hears from the head that it was lost (a restart may run here).
+    if (spec->incarnation != incarnation_) continue;
     decoded.emplace_back(incoming.caller, Pending{std::move(spec).value(), incoming.caller});
   }
   lock.lock();
@@ -117,8 +120,9 @@ void ActorHost::SendTallies() {
       tally_wanted_.wait_until(lock, due);
       continue;
     }
-    SendTally();  // the last one too: the node's counts are then complete
+    SendTally();
   }
+  SendTally();  // the last counts, before the worker's kActorRetired
 }
 
 bool ActorHost::Retire() {

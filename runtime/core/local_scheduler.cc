@@ -144,6 +144,7 @@ bool LocalScheduler::Forward(TaskSpec& spec, ForwardTo where, SchedulerEffects& 
 void LocalScheduler::Assign(std::uint32_t rank, Worker& worker, TaskSpec task,
                             SchedulerEffects& effects) {
   // If the worker is dying, its exit hands the assigned tasks back.
+  if (IsKind(task, TaskKind::kActorCreation)) ++constructing_;
   worker.assigned.push_back(task);
   effects.emplace_back(effects::RunOnWorker{rank, std::move(task)});
 }
@@ -208,11 +209,11 @@ void LocalScheduler::Dispatch(SchedulerEffects& effects) {
     }
     shape = tasks.empty() ? queues_.erase(shape) : std::next(shape);
   }
-  // Actors' workers do not count against the pool's cap: each actor needs
-  // a process of its own. A worker retiring a killed actor is idle within a
-  // millisecond or so, far sooner than a new one would start: it counts as
-  // one starting.
-  const auto task_workers = workers_.size() - actor_workers_;
+  // Actors' workers, constructing ones too, do not count against the pool's
+  // cap: each actor needs a process of its own. A worker retiring a killed
+  // actor is idle within a millisecond or so, far sooner than a new one
+  // would start: it counts as one starting.
+  const auto task_workers = workers_.size() - actor_workers_ - constructing_;
   while (waiting_for_worker > starting_ + retiring_ &&
          task_workers + starting_ < config_.max_workers + waiting_actors &&
          deaths_before_start_ < kDeathsBeforeStartLimit) {
@@ -268,6 +269,7 @@ SchedulerEffects LocalScheduler::OnTaskDone(std::uint32_t worker_rank, TaskOutco
       });
   if (done == worker.assigned.end()) return effects;
   const bool constructor = IsKind(*done, TaskKind::kActorCreation);
+  if (constructor) --constructing_;
   worker.assigned.erase(done);
   if (constructor) {
     const auto kind = static_cast<OutcomeKind>(outcome.kind);
@@ -374,6 +376,7 @@ SchedulerEffects LocalScheduler::OnWorkerExited(pid_t pid, const std::string& ho
   if (!worker.assigned.empty()) {
     ReleaseGrant(worker);
     const TaskSpec& spec = worker.assigned.front();
+    if (IsKind(spec, TaskKind::kActorCreation)) --constructing_;
     TaskOutcome outcome =
         OutcomeFor(spec, OutcomeKind::kWorkerDied,
                    "its worker (pid " + std::to_string(pid) + ") on node " +
@@ -429,8 +432,10 @@ SchedulerEffects LocalScheduler::OnActorRetired(std::uint32_t worker_rank,
   auto found = workers_.find(worker_rank);
   if (found == workers_.end()) return effects;
   Worker& worker = found->second;
+  // Killed as overdue meanwhile (its exit comes): not idle.
   if (!worker.retiring || worker.actor_id != retired.id ||
-      worker.incarnation != retired.incarnation) {
+      worker.incarnation != retired.incarnation ||
+      worker.retire_deadline == std::chrono::steady_clock::time_point::max()) {
     return effects;
   }
   worker.retiring = false;
@@ -457,8 +462,9 @@ void LocalScheduler::MarkIdle(std::uint32_t rank, Worker& worker) {
 }
 
 bool LocalScheduler::HasSurplusIdle() const {
-  const std::size_t task_workers = workers_.size() - actor_workers_ - ending_;
-  return task_workers > config_.max_workers && !idle_.empty();
+  // A worker running a constructor is an actor's already.
+  const std::size_t task_workers = workers_.size() - actor_workers_ - constructing_ - ending_;
+  return !idle_.empty() && task_workers > config_.max_workers;
 }
 
 SchedulerEffects LocalScheduler::EndOverdue(std::chrono::steady_clock::time_point now) {

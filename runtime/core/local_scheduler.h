@@ -212,6 +212,7 @@ class LocalScheduler {
   std::uint32_t actor_workers_ = 0;
   std::uint32_t retiring_ = 0;
   std::uint32_t ending_ = 0;
+  std::uint32_t constructing_ = 0;  // workers whose front task is a constructor
   std::uint32_t next_worker_ = 0;
   std::uint32_t deaths_before_start_ = 0;
   bool ever_registered_ = false;

@@ -243,11 +243,17 @@ void ServeActor(const TaskSpec& constructor, StoreAccess& store, std::uint32_t n
   transport.Post(manager, kTaskDone, Encode(outcome));
   if (!host) return;
   host->Serve();
-  served.Set(nullptr);
+  // Before the host goes: a call arriving between the two is dropped, not
+  // answered "no actor lives here".
   retired.Add(constructor.actor_id);
+  served.Set(nullptr);
   RunWithin(kDestructorLimit, [&host] { host.reset(); });
   ::malloc_trim(0);
-  if (WhyNotReusable(before, TakeProcessSnapshot(), ProcessEndsWithActor())) std::_Exit(0);
+  if (auto why = WhyNotReusable(before, TakeProcessSnapshot(), ProcessEndsWithActor())) {
+    std::cerr << "sray: worker " << ::getpid() << ": the process of actor " << constructor.actor_id
+              << " ends with it, not reused for the next actor: " << *why << "\n";
+    std::_Exit(0);
+  }
   transport.Post(manager, kActorRetired, Encode(served.retired()));
 }
 

@@ -29,7 +29,8 @@ ProcessSnapshot TakeProcessSnapshot() {
 std::optional<std::string> WhyNotReusable(const ProcessSnapshot& before,
                                           const ProcessSnapshot& now, bool ends_with_actor) {
   if (ends_with_actor) return "code in it asked to end the process with its actor";
-  if (now.threads == 0 || now.threads > before.threads) {
+  if (now.threads == 0) return std::string("its threads cannot be counted (/proc/self/task)");
+  if (now.threads > before.threads) {
     return std::to_string(now.threads - before.threads) + " thread(s) of the actor still run";
   }
   if (now.resident_bytes > before.resident_bytes + kReusableResidentGrowth) {

@@ -19,7 +19,7 @@ run_mode placement 7
 run_mode errors 5
 run_mode concurrency 1
 run_mode caller-death 1
-run_mode reuse 8
+run_mode reuse 10
 
 "$SRAY" run -N3 "$SRAY_BUILD_DIR/examples/feature_cache" >"$WORK/example.out" 2>&1 ||
   { cat "$WORK/example.out" >&2; fail "the feature_cache example failed"; }

@@ -309,6 +309,19 @@ void Kill() {
          "an actor without resources starts on a full cluster");
 }
 
+// A caller other than the one that killed the actor.
+std::string call_killed(sray::ActorHandle<Tracker> actor) {
+  try {
+    return "answered " + std::to_string(sray::Get(actor.Task(&Tracker::Pid).Remote()));
+  } catch (const sray::ActorDiedError& error) {
+    return std::string("ActorDiedError: ") + error.what();
+  } catch (const std::exception& error) {
+    return std::string("another error: ") + error.what();
+  }
+}
+
+SRAY_REMOTE(call_killed);
+
 bool Alive(std::int64_t pid) {
   return ::kill(static_cast<pid_t>(pid), 0) == 0;
 }
@@ -348,6 +361,9 @@ void Reuse() {
   const std::string message = Throws<sray::ActorDiedError>(
       [&] { sray::Get(first.Task(&Tracker::Pid).Remote()); }, "a call after Kill");
   Expect(Contains(message, "killed"), "a call to a killed actor fails as before: " + message);
+  const std::string elsewhere = sray::Get(sray::Task(call_killed).Remote(first));
+  Expect(Contains(elsewhere, "ActorDiedError") && Contains(elsewhere, "killed"),
+         "a task that did not kill it gets ActorDiedError too: " + elsewhere);
   Expect(WaitForMarker(markers + "/first", std::chrono::seconds(10)) == first_pid,
          "Kill with no call running ran the actor's destructor in its process");
 
@@ -381,6 +397,10 @@ void Reuse() {
       sray::Actor(Tracker::Create).SetMaxRestarts(1).Remote(markers + "/restartable");
   const auto before_restart = sray::Get(restartable.Task(&Tracker::Pid).Remote());
   restartable.Kill(/*no_restart=*/false);
+  // No call until it was retired: one running at that moment would end the
+  // process instead (the case above).
+  Expect(WaitForMarker(markers + "/restartable", std::chrono::seconds(10)) == before_restart,
+         "Kill(no_restart=false) with no call running ran the destructor");
   std::int64_t after_restart = 0;
   for (int attempt = 0; attempt < 200 && after_restart == 0; ++attempt) {
     try {
@@ -389,9 +409,9 @@ void Reuse() {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));  // lost while it restarted
     }
   }
-  Expect(after_restart != 0 &&
-             WaitForMarker(markers + "/restartable", std::chrono::seconds(10)) == before_restart,
-         "Kill(no_restart=false) of a reused process restarts the actor");
+  Expect(after_restart == before_restart,
+         "the actor restarted in the process it was retired from (pid " +
+             std::to_string(before_restart) + ", now " + std::to_string(after_restart) + ")");
   restartable.Kill();
   std::filesystem::remove_all(markers);
 }

@@ -319,6 +319,51 @@ TEST_F(LocalSchedulerTest, AWorkerThatDoesNotRetireInTimeIsKilled) {
   EXPECT_EQ(scheduler_.available().at("CPU"), 2.0);
 }
 
+TEST_F(LocalSchedulerTest, ARetirementAnsweredAfterTheKillForOverrunningIsIgnored) {
+  pid_t pid = 45;
+  const std::uint32_t worker = MakeActor(scheduler_, 5, 1, pid);
+  const auto asked = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  (void)scheduler_.StopActor(ActorKill{.id = 5, .no_restart = true, .incarnation = 0}, asked);
+  ASSERT_EQ(All<effects::KillWorker>(scheduler_.EndOverdue(asked + kRetireLimit)).size(), 1u);
+  EXPECT_TRUE(
+      scheduler_.OnActorRetired(worker, ActorKill{.id = 5, .no_restart = true, .incarnation = 0}).empty())
+      << "the answer came too late: the worker is being killed";
+  const auto runs = All<effects::RunOnWorker>(scheduler_.Submit(Task(100, 1)));
+  for (const auto& run : runs) EXPECT_NE(run.worker, worker) << "no task for a worker being killed";
+  EXPECT_EQ(All<effects::ActorProcessDied>(scheduler_.OnWorkerExited(45, "signal 9")).size(), 1u);
+}
+
+TEST_F(LocalSchedulerTest, WorkersRunningConstructorsDoNotMakeIdleWorkersSurplus) {
+  pid_t pid = 70;
+  // Two task workers (max_workers) busy with the node's two CPUs.
+  std::vector<effects::RunOnWorker> tasks;
+  for (std::uint64_t id = 1; id <= 2; ++id) {
+    for (const auto& run : All<effects::RunOnWorker>(StartAll(scheduler_.Submit(Task(id, 1)), pid))) {
+      tasks.push_back(run);
+    }
+  }
+  ASSERT_EQ(tasks.size(), 2u);
+  // Two constructors that take a while, on workers started for them.
+  SchedulerEffects submitted;
+  for (std::uint64_t actor = 10; actor < 12; ++actor) {
+    TaskSpec constructor = Task(actor, 0, TaskKind::kActorCreation);
+    constructor.actor_id = actor;
+    for (auto& effect : scheduler_.Submit(constructor)) submitted.push_back(effect);
+  }
+  // Registrations start more workers for the constructors still waiting.
+  std::size_t constructing = 0;
+  for (int round = 0; round < 5 && !submitted.empty(); ++round) {
+    submitted = StartAll(submitted, pid);
+    constructing += All<effects::RunOnWorker>(submitted).size();
+  }
+  ASSERT_EQ(constructing, 2u);
+  ASSERT_EQ(scheduler_.workers(), 4u);
+  for (const auto& run : tasks) (void)scheduler_.OnTaskDone(run.worker, Done(run.task));
+  EXPECT_FALSE(scheduler_.NextDeadline().has_value())
+      << "two idle task workers are not above max_workers (2)";
+  EXPECT_TRUE(scheduler_.EndOverdue(std::chrono::steady_clock::now() + 10 * kSurplusIdleLimit).empty());
+}
+
 TEST(LocalSchedulerGpuTest, AKilledActorHoldingAGpuEndsWithItsProcess) {
   LocalScheduler scheduler{LocalSchedulerConfig{
       .node_id = 0, .total = {{"CPU", 2}, {"GPU", 1}}, .gpu_devices = 1, .max_workers = 2}};
