@@ -533,7 +533,10 @@ void NodeManager::Apply(SchedulerEffects effects) {
                    [&](effects::RetireActor& retire) {
                      transport_.Post(retire.worker, kRetireActor, Encode(retire.kill));
                    },
-                   [&](effects::ForgetWorker& forget) { address_book_->Remove(forget.rank); },
+                   [&](effects::ForgetWorker& forget) {
+                     address_book_->Remove(forget.rank);
+                     transport_.NotePeerGone();
+                   },
                },
                effect);
   }

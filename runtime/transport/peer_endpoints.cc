@@ -82,6 +82,7 @@ void PeerEndpoints::OnEndpointError(std::uint32_t rank, ucp_ep_h endpoint, ucs_s
   // Inside UCX's error callback: what runs from here (failed calls'
   // completions) must not block on the transport.
   CallbackScope scope;
+  any_failed_.store(true);
   const Status failure = PeerFailure(rank, ucs_status_string(status));
   {
     std::lock_guard lock(mutex_);
@@ -105,7 +106,7 @@ void PeerEndpoints::CloseUnused() {
   unused.clear();  // each closes forcibly
 }
 
-void PeerEndpoints::CloseAll() {
+bool PeerEndpoints::CloseAll() {
   std::vector<std::unique_ptr<UcxEndpoint>> endpoints;
   {
     std::lock_guard lock(mutex_);
@@ -114,7 +115,7 @@ void PeerEndpoints::CloseAll() {
     for (auto& endpoint : unused_) endpoints.push_back(std::move(endpoint));
     unused_.clear();
   }
-  UcxEndpoint::CloseAll(std::move(endpoints), kCloseFlushTime);
+  return UcxEndpoint::CloseAll(std::move(endpoints), kCloseFlushTime);
 }
 
 }  // namespace sray::transport

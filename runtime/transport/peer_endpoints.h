@@ -56,8 +56,11 @@ class PeerEndpoints {
   // Closes endpoints that lost a race to connect (made by two threads at
   // once); the progress thread calls it.
   void CloseUnused();
-  // Closes everything, letting peers see an orderly disconnect for a moment.
-  void CloseAll();
+  // Closes everything, letting peers see an orderly disconnect for a moment;
+  // false when some close did not finish.
+  bool CloseAll();
+  // Whether any peer's endpoint failed since the start.
+  [[nodiscard]] bool AnyPeerFailed() const { return any_failed_.load(); }
 
  private:
   struct Peer {
@@ -72,6 +75,7 @@ class PeerEndpoints {
   std::map<std::uint32_t, Peer> by_rank_;             // guarded by mutex_
   std::vector<std::unique_ptr<UcxEndpoint>> unused_;  // guarded by mutex_
   std::atomic<bool> unused_waiting_{false};
+  std::atomic<bool> any_failed_{false};
 };
 
 }  // namespace sray::transport

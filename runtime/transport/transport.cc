@@ -16,6 +16,9 @@ namespace {
 
 // How often ranks with calls in flight are probed for liveness.
 constexpr std::chrono::milliseconds kLivenessInterval{250};
+// Long enough for the keepalive (1 s, core's UcxContext) to fail a send to a
+// peer that died silently; a flush with nothing in flight takes microseconds.
+constexpr std::chrono::milliseconds kQuiesceTime{3000};
 
 Status BlockingInCallbackError(std::string_view operation) {
   return Status::Internal(std::string(operation) +
@@ -69,7 +72,16 @@ void Transport::Impl::Shutdown() {
     call->Complete(Status::Unavailable("the transport of " + Describe(options_.rank) +
                                        " shut down before the reply came"));
   }
-  endpoints_.CloseAll();
+  const bool closed = endpoints_.CloseAll();
+  const bool flushed = worker_->Quiesce(kQuiesceTime);
+  // After a peer died, UCX may hold requests no close or flush reaches
+  // (UcxWorker::Abandon): the worker is left to the process's end rather
+  // than destroyed into an assertion that aborts the process.
+  if (!closed || !flushed || endpoints_.AnyPeerFailed() || peer_gone_.load()) worker_->Abandon();
+}
+
+void Transport::Impl::NotePeerGone() {
+  peer_gone_.store(true);
 }
 
 std::string Transport::Impl::Describe(std::uint32_t rank) const {
@@ -469,6 +481,9 @@ std::uint32_t Transport::rank() const {
 }
 Result<Bytes> Transport::LocalAddress(bool network_only) const {
   return impl_->LocalAddress(network_only);
+}
+void Transport::NotePeerGone() {
+  impl_->NotePeerGone();
 }
 void Transport::RegisterRequestHandler(std::uint32_t method, RequestHandler handler) {
   impl_->RegisterRequestHandler(method, std::move(handler));

@@ -105,6 +105,10 @@ class Transport {
 
   [[nodiscard]] std::uint32_t rank() const;
   [[nodiscard]] Result<Bytes> LocalAddress(bool network_only) const;
+  // A peer of this process died (a node manager's worker exited): at the
+  // end the UCX worker is left to the process's end, not destroyed
+  // (UcxWorker::Abandon says why).
+  void NotePeerGone();
 
   // Register before peers send the method; a later registration replaces.
   void RegisterRequestHandler(std::uint32_t method, RequestHandler handler);

@@ -51,6 +51,7 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   // Stops the progress thread, fails the calls still pending, closes the
   // endpoints. Idempotent.
   void Shutdown();
+  void NotePeerGone();
 
   [[nodiscard]] std::uint32_t rank() const { return options_.rank; }
   [[nodiscard]] Result<Bytes> LocalAddress(bool network_only) const {
@@ -187,6 +188,7 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   std::atomic<std::uint64_t> batches_received_{0};
   std::atomic<std::uint64_t> rejected_frames_{0};
   std::atomic<std::uint64_t> malformed_frames_{0};
+  std::atomic<bool> peer_gone_{false};
 
   ProgressLoop loop_;  // last: see Ownership above
 };

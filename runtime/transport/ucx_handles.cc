@@ -6,6 +6,9 @@
 #include "transport/ucx_status.h"
 
 namespace sray::transport {
+namespace {
+constexpr std::chrono::milliseconds kCancelTime{200};
+}  // namespace
 
 Result<std::shared_ptr<UcxContext>> UcxContext::Create(const std::string& keepalive_interval) {
   // Endpoints ask for peer-failure detection; without these UCX 1.13 drops
@@ -43,6 +46,7 @@ Result<std::shared_ptr<UcxContext>> UcxContext::Create(const std::string& keepal
 }
 
 UcxContext::~UcxContext() {
+  if (abandoned_) return;
   ucp_cleanup(handle_);
 }
 
@@ -57,7 +61,27 @@ Result<std::shared_ptr<UcxWorker>> UcxWorker::Create(std::shared_ptr<UcxContext>
 }
 
 UcxWorker::~UcxWorker() {
+  if (abandoned_) return;
   ucp_worker_destroy(handle_);
+}
+
+bool UcxWorker::Quiesce(std::chrono::milliseconds limit) {
+  ucp_request_param_t param{};
+  const ucs_status_ptr_t request = ucp_worker_flush_nbx(handle_, &param);
+  if (request == nullptr || UCS_PTR_IS_ERR(request)) return true;  // done, or nothing to wait for
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (ucp_request_check_status(request) == UCS_INPROGRESS &&
+         std::chrono::steady_clock::now() < deadline) {
+    ucp_worker_progress(handle_);
+  }
+  const bool finished = ucp_request_check_status(request) != UCS_INPROGRESS;
+  ucp_request_free(request);  // an unfinished one is released with the worker, or never
+  return finished;
+}
+
+void UcxWorker::Abandon() {
+  abandoned_ = true;
+  context_->Abandon();
 }
 
 Result<std::vector<std::byte>> UcxWorker::Address(bool network_only) const {
@@ -101,11 +125,13 @@ UcxEndpoint::~UcxEndpoint() {
   FinishClose(std::chrono::steady_clock::time_point::max());  // forced: nothing to cancel
 }
 
-void UcxEndpoint::CloseAll(std::vector<std::unique_ptr<UcxEndpoint>> endpoints,
+bool UcxEndpoint::CloseAll(std::vector<std::unique_ptr<UcxEndpoint>> endpoints,
                            std::chrono::milliseconds flush_for) {
   for (auto& endpoint : endpoints) endpoint->BeginClose(/*force=*/false);
   const auto deadline = std::chrono::steady_clock::now() + flush_for;
-  for (auto& endpoint : endpoints) endpoint->FinishClose(deadline);
+  bool closed = true;
+  for (auto& endpoint : endpoints) closed = endpoint->FinishClose(deadline) && closed;
+  return closed;
 }
 
 void UcxEndpoint::BeginClose(bool force) {
@@ -117,8 +143,8 @@ void UcxEndpoint::BeginClose(bool force) {
   close_request_ = (request != nullptr && !UCS_PTR_IS_ERR(request)) ? request : nullptr;
 }
 
-void UcxEndpoint::FinishClose(std::chrono::steady_clock::time_point flush_deadline) {
-  if (close_request_ == nullptr) return;
+bool UcxEndpoint::FinishClose(std::chrono::steady_clock::time_point flush_deadline) {
+  if (close_request_ == nullptr) return true;
   const ucp_worker_h worker = worker_->handle();
   while (ucp_request_check_status(close_request_) == UCS_INPROGRESS &&
          std::chrono::steady_clock::now() < flush_deadline) {
@@ -126,10 +152,19 @@ void UcxEndpoint::FinishClose(std::chrono::steady_clock::time_point flush_deadli
   }
   if (ucp_request_check_status(close_request_) == UCS_INPROGRESS) {
     ucp_request_cancel(worker, close_request_);
-    while (ucp_request_check_status(close_request_) == UCS_INPROGRESS) ucp_worker_progress(worker);
+    // A close to a peer that died may not cancel (seen under kill -9 of
+    // peers: this loop once spun for ever): bounded, then left to the
+    // worker, which the caller then does not destroy.
+    const auto cancel_deadline = std::chrono::steady_clock::now() + kCancelTime;
+    while (ucp_request_check_status(close_request_) == UCS_INPROGRESS &&
+           std::chrono::steady_clock::now() < cancel_deadline) {
+      ucp_worker_progress(worker);
+    }
   }
+  const bool closed = ucp_request_check_status(close_request_) != UCS_INPROGRESS;
   ucp_request_free(close_request_);
   close_request_ = nullptr;
+  return closed;
 }
 
 Result<std::unique_ptr<RegisteredMemory>> RegisteredMemory::Map(std::shared_ptr<UcxWorker> worker,

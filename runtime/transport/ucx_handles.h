@@ -33,10 +33,14 @@ class UcxContext {
   UcxContext& operator=(const UcxContext&) = delete;
 
   [[nodiscard]] ucp_context_h handle() const { return handle_; }
+  // A worker of it is left undestroyed (UcxWorker::Quiesce): cleaning up
+  // the context under it is not allowed, so it is left too.
+  void Abandon() { abandoned_ = true; }
 
  private:
   explicit UcxContext(ucp_context_h handle) : handle_(handle) {}
   ucp_context_h handle_;
+  bool abandoned_ = false;
 };
 
 class UcxWorker {
@@ -51,12 +55,24 @@ class UcxWorker {
   // The worker's address: every transport, or only those that reach other
   // hosts (what a process on another node can use).
   [[nodiscard]] Result<std::vector<std::byte>> Address(bool network_only) const;
+  // Before the worker goes: flushes every endpoint, the ones UCX made for
+  // replies too, progressing on this thread for up to `limit`; false when
+  // that did not finish. No other thread may progress the worker meanwhile.
+  bool Quiesce(std::chrono::milliseconds limit);
+  // Leaves the worker (and its context) to the process's end instead of
+  // destroying it. For a worker whose peers died: UCX 1.13 then may hold
+  // protocol requests on endpoints it made itself (replies to a process
+  // killed meanwhile), which no flush or close reaches, and destroying the
+  // worker fails an assertion inside UCX (ucp_ep_destroy_base, proto_reqs)
+  // that aborts the process. Seen by scripts/chaos in about 1 run of 20.
+  void Abandon();
 
  private:
   UcxWorker(std::shared_ptr<UcxContext> context, ucp_worker_h handle)
       : context_(std::move(context)), handle_(handle) {}
   std::shared_ptr<UcxContext> context_;
   ucp_worker_h handle_;
+  bool abandoned_ = false;  // Abandon: not destroyed
 };
 
 // A connection to one peer's worker, with UCX's peer-failure detection
@@ -84,7 +100,8 @@ class UcxEndpoint {
   // Closes every endpoint of `endpoints` (all of one worker) together: each
   // flushes for up to `flush_for` so its peer sees an orderly disconnect,
   // then whatever is still open is forced.
-  static void CloseAll(std::vector<std::unique_ptr<UcxEndpoint>> endpoints,
+  // False when some close did not finish (then left to the worker).
+  static bool CloseAll(std::vector<std::unique_ptr<UcxEndpoint>> endpoints,
                        std::chrono::milliseconds flush_for);
 
  private:
@@ -98,7 +115,7 @@ class UcxEndpoint {
   // The one close path: asks UCX to close (flushing, or forced), then waits
   // until `flush_deadline`, forcing the close by cancelling after it.
   void BeginClose(bool force);
-  void FinishClose(std::chrono::steady_clock::time_point flush_deadline);
+  bool FinishClose(std::chrono::steady_clock::time_point flush_deadline);
 
   std::shared_ptr<UcxWorker> worker_;
   std::unique_ptr<ErrorContext> error_context_;
