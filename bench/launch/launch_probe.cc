@@ -15,6 +15,8 @@
 
 #include <sray/api.h>
 
+#include "common/every_node.h"
+
 namespace {
 
 std::int64_t RealtimeNanoseconds() {
@@ -23,13 +25,7 @@ std::int64_t RealtimeNanoseconds() {
   return std::int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
 }
 
-std::uint32_t node_of_task() {
-  return sray::CurrentNode().node_id;
-}
-
 }  // namespace
-
-SRAY_REMOTE(node_of_task);
 
 int main(int argc, char** argv) {
   const std::int64_t main_ns = RealtimeNanoseconds();
@@ -37,18 +33,7 @@ int main(int argc, char** argv) {
   const std::int64_t init_ns = RealtimeNanoseconds();
   const sray::NodeInfo self = sray::CurrentNode();
   const std::uint32_t nodes = self.num_nodes;
-  const char* node_cpus = std::getenv("SRAY_NODE_CPUS");
-  // A task that takes a whole node's CPUs: submitted together, one lands on
-  // each node. Whatever the scheduler did, ask again until every node answered.
-  const double cpus = node_cpus != nullptr ? std::stod(node_cpus) : 1.0;
-  std::set<std::uint32_t> answered;
-  for (int round = 0; round < 20 && answered.size() < nodes; ++round) {
-    std::vector<sray::ObjectRef<std::uint32_t>> refs;
-    for (std::uint32_t node = 0; node < nodes; ++node) {
-      refs.push_back(sray::Task(node_of_task).SetResources({{"CPU", cpus}}).Remote());
-    }
-    for (const std::uint32_t node : sray::Get(refs)) answered.insert(node);
-  }
+  const std::set<std::uint32_t> answered = sray_bench::RunOnEveryNode(nodes);
   const std::int64_t results_ns = RealtimeNanoseconds();
   if (answered.size() != nodes) {
     std::cerr << "launch_probe: tasks ran on " << answered.size() << " of " << nodes

@@ -20,16 +20,14 @@
 
 #include <sray/api.h>
 
+#include "common/every_node.h"
+
 namespace {
 
 std::int64_t RealtimeNanoseconds() {
   timespec now{};
   ::clock_gettime(CLOCK_REALTIME, &now);
   return std::int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
-}
-
-std::uint32_t node_of_task() {
-  return sray::CurrentNode().node_id;
 }
 
 class Placed {
@@ -68,7 +66,6 @@ Spread SpreadOf(const std::vector<std::uint32_t>& where, std::uint32_t nodes) {
 
 }  // namespace
 
-SRAY_REMOTE(node_of_task);
 SRAY_REMOTE(Placed::Create, &Placed::Node);
 
 int main(int argc, char** argv) {
@@ -77,26 +74,15 @@ int main(int argc, char** argv) {
   const std::int64_t init_ns = RealtimeNanoseconds();
   const sray::NodeInfo self = sray::CurrentNode();
   const std::uint32_t nodes = self.num_nodes;
-  const char* node_cpus = std::getenv("SRAY_NODE_CPUS");
-  const double cpus = node_cpus != nullptr ? std::stod(node_cpus) : 1.0;
-
-  // Warm-up: a task taking a whole node's CPUs on every node, so that each
-  // node has a worker before the timed part.
-  std::set<std::uint32_t> answered;
-  for (int round = 0; round < 20 && answered.size() < nodes; ++round) {
-    std::vector<sray::ObjectRef<std::uint32_t>> refs;
-    for (std::uint32_t node = 0; node < nodes; ++node) {
-      refs.push_back(sray::Task(node_of_task).SetResources({{"CPU", cpus}}).Remote());
-    }
-    for (const std::uint32_t node : sray::Get(refs)) answered.insert(node);
-  }
+  // Warm-up: every node has a worker before the timed part.
+  (void)sray_bench::RunOnEveryNode(nodes);
   const std::int64_t warm_ns = RealtimeNanoseconds();
 
   constexpr int kTasks = 10'000;
   std::vector<sray::ObjectRef<std::uint32_t>> tasks;
   tasks.reserve(kTasks);
   const std::int64_t tasks_ns = RealtimeNanoseconds();
-  for (int index = 0; index < kTasks; ++index) tasks.push_back(sray::Task(node_of_task).Remote());
+  for (int index = 0; index < kTasks; ++index) tasks.push_back(sray::Task(sray_bench::node_of_task).Remote());
   const std::vector<std::uint32_t> task_nodes = sray::Get(tasks);
   const std::int64_t tasks_done_ns = RealtimeNanoseconds();
   const Spread task_spread = SpreadOf(task_nodes, nodes);
