@@ -108,14 +108,21 @@ void PeerEndpoints::CloseUnused() {
 
 bool PeerEndpoints::CloseAll() {
   std::vector<std::unique_ptr<UcxEndpoint>> endpoints;
+  std::vector<bool> failed;
   {
     std::lock_guard lock(mutex_);
-    for (auto& [rank, peer] : by_rank_) endpoints.push_back(std::move(peer.endpoint));
+    for (auto& [rank, peer] : by_rank_) {
+      endpoints.push_back(std::move(peer.endpoint));
+      failed.push_back(!peer.failure.ok());
+    }
     by_rank_.clear();
-    for (auto& endpoint : unused_) endpoints.push_back(std::move(endpoint));
+    for (auto& endpoint : unused_) {
+      endpoints.push_back(std::move(endpoint));
+      failed.push_back(false);
+    }
     unused_.clear();
   }
-  return UcxEndpoint::CloseAll(std::move(endpoints), kCloseFlushTime);
+  return UcxEndpoint::CloseAll(std::move(endpoints), failed, kCloseFlushTime);
 }
 
 }  // namespace sray::transport

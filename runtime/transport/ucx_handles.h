@@ -101,8 +101,9 @@ class UcxEndpoint {
   // flushes for up to `flush_for` so its peer sees an orderly disconnect,
   // then whatever is still open is forced.
   // False when some close did not finish (then left to the worker).
+  // `failed[i]`: endpoints[i]'s peer failed; it is closed by force.
   static bool CloseAll(std::vector<std::unique_ptr<UcxEndpoint>> endpoints,
-                       std::chrono::milliseconds flush_for);
+                       const std::vector<bool>& failed, std::chrono::milliseconds flush_for);
 
  private:
   struct ErrorContext {
@@ -115,7 +116,8 @@ class UcxEndpoint {
   // The one close path: asks UCX to close (flushing, or forced), then waits
   // until `flush_deadline`, forcing the close by cancelling after it.
   void BeginClose(bool force);
-  bool FinishClose(std::chrono::steady_clock::time_point flush_deadline);
+  bool FinishClose(std::chrono::steady_clock::time_point flush_deadline,
+                   std::chrono::steady_clock::time_point cancel_deadline);
 
   std::shared_ptr<UcxWorker> worker_;
   std::unique_ptr<ErrorContext> error_context_;

@@ -184,6 +184,8 @@ bool RegisterFunctions(const char* names, Pointers... pointers) {
 // Registers remote functions and actor classes:
 //   SRAY_REMOTE(process_data, sum_all);
 //   SRAY_REMOTE(Counter::Create, &Counter::Add, &Counter::Value);
-#define SRAY_REMOTE(...)                                                          \
-  [[maybe_unused]] static const bool SRAY_CONCAT(sray_remote_registered_, __LINE__) = \
+// Named by __COUNTER__, not __LINE__: a header's SRAY_REMOTE and one of the
+// including file on the same line number would otherwise collide.
+#define SRAY_REMOTE(...)                                                             \
+  [[maybe_unused]] static const bool SRAY_CONCAT(sray_remote_registered_, __COUNTER__) = \
       ::sray::internal::RegisterFunctions(#__VA_ARGS__, __VA_ARGS__)

@@ -1,0 +1,73 @@
+// The load of bench/load (issue 14, item 4): TASKS no-op tasks submitted
+// as fast as the driver can, every result checked, then every reference
+// dropped. Prints timestamped phase lines for the memory sampler:
+//   load: start T          (CLOCK_REALTIME ns; every node has a worker)
+//   load: submitted T
+//   load: done T ok=K wrong=W
+//   load: drained T        (DRAIN seconds after the references were dropped:
+//                           jemalloc hands freed pages back over 10 s)
+//
+//   load_probe [TASKS [DRAIN]]    (default 1,000,000 and 12)
+
+#include <time.h>
+
+#include <chrono>
+#include <cstdint>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sray/api.h>
+
+#include "common/every_node.h"
+
+namespace {
+
+std::int64_t RealtimeNanoseconds() {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  return std::int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+}
+
+std::uint64_t twice(std::uint64_t value) {
+  return 2 * value;
+}
+
+}  // namespace
+
+SRAY_REMOTE(twice);
+
+int main(int argc, char** argv) {
+  sray::Init(argc, argv);
+  const std::size_t tasks = argc > 1 ? std::stoull(argv[1]) : 1'000'000;
+  const int drain_seconds = argc > 2 ? std::stoi(argv[2]) : 12;
+  (void)sray_bench::RunOnEveryNode(sray::CurrentNode().num_nodes);
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // a steady start for the sampler
+  std::cout << "load: start " << RealtimeNanoseconds() << std::endl;
+  std::size_t ok = 0;
+  std::size_t wrong = 0;
+  {
+    std::vector<sray::ObjectRef<std::uint64_t>> refs;
+    refs.reserve(tasks);
+    for (std::size_t index = 0; index < tasks; ++index) refs.push_back(sray::Task(twice).Remote(std::uint64_t{index}));
+    std::cout << "load: submitted " << RealtimeNanoseconds() << std::endl;
+    // In slices, so that results are checked while later ones still run.
+    constexpr std::size_t kSlice = 10'000;
+    for (std::size_t first = 0; first < tasks; first += kSlice) {
+      const std::size_t last = std::min(tasks, first + kSlice);
+      std::vector<sray::ObjectRef<std::uint64_t>> slice(refs.begin() + static_cast<std::ptrdiff_t>(first),
+                                                        refs.begin() + static_cast<std::ptrdiff_t>(last));
+      const std::vector<std::uint64_t> values = sray::Get(slice);
+      for (std::size_t index = 0; index < values.size(); ++index) {
+        (values[index] == 2 * (first + index) ? ok : wrong)++;
+      }
+    }
+    std::cout << "load: done " << RealtimeNanoseconds() << " ok=" << ok << " wrong=" << wrong << std::endl;
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(drain_seconds));
+  std::cout << "load: drained " << RealtimeNanoseconds() << std::endl;
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  sray::Shutdown();
+  return wrong == 0 && ok == tasks ? 0 : 1;
+}
