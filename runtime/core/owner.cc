@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/free_memory.h"
 #include "common/log.h"
 #include "core/actor_calls.h"
 #include "object/mapped_file.h"
@@ -539,15 +540,34 @@ void Owner::RemoveReference(const internal::ObjectId& id) noexcept {
   }
   std::vector<std::pair<internal::ObjectId, std::uint32_t>> to_free;
   std::vector<std::shared_ptr<internal::ObjectHandle>> released;
+  bool compacted = false;
   {
     std::lock_guard lock(mutex_);
     auto found = objects_.find(id);
     if (found == objects_.end()) return;
     if (found->second.handles > 0) found->second.handles--;
     ReleaseIfUnusedLocked(id, to_free, released);
+    compacted = CompactIfDrainedLocked();
   }
   for (const auto& [object, node] : to_free) store_.Free(object, node);
   released.clear();  // may call RemoveReference again, without the lock
+  if (compacted) ReturnFreedMemoryToTheSystem();
+}
+
+bool Owner::CompactIfDrainedLocked() {
+  // Hash tables keep their bucket arrays at their largest size: after a
+  // million references, megabytes each. Shrunk once they hold a sixteenth
+  // of what their buckets were sized for.
+  constexpr std::size_t kCompactAbove = 1 << 16;
+  if (objects_.bucket_count() <= kCompactAbove || objects_.size() * 16 > objects_.bucket_count()) {
+    return false;
+  }
+  objects_.rehash(0);
+  tasks_.rehash(0);
+  lineage_.rehash(0);
+  watchers_.rehash(0);
+  waiting_.rehash(0);
+  return true;
 }
 
 void Owner::ThrowFailure(const TaskOutcome& failure) const {

@@ -293,6 +293,9 @@ class Owner final : public internal::Runtime {
   // arguments) while the result is referenced: lineage for recomputing it
   // when its node loses it.
   std::unordered_map<internal::ObjectId, PendingTask, internal::ObjectIdHash> lineage_;
+  // Shrinks the tables above after a large drain; true when it did (the
+  // caller then returns freed memory to the system, without the lock).
+  bool CompactIfDrainedLocked();
   // Pending object -> the blocked Gets and Waits watching it.
   std::unordered_map<internal::ObjectId, std::vector<Waiter*>, internal::ObjectIdHash> watchers_;
   // Argument object -> tasks waiting for it.

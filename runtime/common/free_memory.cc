@@ -1,0 +1,32 @@
+#include "common/free_memory.h"
+
+#include <dlfcn.h>
+#include <malloc.h>
+
+#include <cstddef>
+#include <string>
+
+namespace sray {
+namespace {
+
+using Mallctl = int (*)(const char*, void*, std::size_t*, void*, std::size_t);
+
+// jemalloc's, when it is the process's allocator; looked up at run time so
+// that builds without it (sanitizers) need no header or library.
+Mallctl FindMallctl() {
+  return reinterpret_cast<Mallctl>(::dlsym(RTLD_DEFAULT, "mallctl"));
+}
+
+}  // namespace
+
+void ReturnFreedMemoryToTheSystem() {
+  static const Mallctl mallctl = FindMallctl();
+  if (mallctl != nullptr) {
+    // MALLCTL_ARENAS_ALL (4096): every arena.
+    (void)mallctl("arena.4096.purge", nullptr, nullptr, nullptr, 0);
+    return;
+  }
+  (void)::malloc_trim(0);
+}
+
+}  // namespace sray
