@@ -132,8 +132,8 @@ class LocalScheduler {
   SchedulerEffects OnTaskDone(std::uint32_t worker_rank, TaskOutcome outcome);
   SchedulerEffects OnWorkerBlocked(std::uint32_t worker_rank, bool blocked);
   SchedulerEffects OnWorkerExited(pid_t pid, const std::string& how);
-  // Ends an actor: its worker, if it serves the actor, holds no GPU and the
-  // pool has room, is asked to retire it (RetireActor); otherwise, or while
+  // Ends an actor: its worker, if it serves the actor and holds no GPU, is
+  // asked to retire it (RetireActor); otherwise, or while
   // the constructor runs, its process is killed.
   SchedulerEffects StopActor(const ActorKill& kill,
                              std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());

@@ -13,8 +13,8 @@
 #include <mutex>
 #include <span>
 
-#include <malloc.h>
 
+#include "common/free_memory.h"
 #include "common/host_name.h"
 #include "core/actor_client.h"
 #include "core/actor_host.h"
@@ -248,8 +248,14 @@ void ServeActor(const TaskSpec& constructor, StoreAccess& store, std::uint32_t n
   retired.Add(constructor.actor_id);
   served.Set(nullptr);
   RunWithin(kDestructorLimit, [&host] { host.reset(); });
-  ::malloc_trim(0);
-  if (auto why = WhyNotReusable(before, TakeProcessSnapshot(), ProcessEndsWithActor())) {
+  auto why = WhyNotReusable(before, TakeProcessSnapshot(), ProcessEndsWithActor());
+  if (why) {
+    // Pages the allocator kept after the destructor count as resident:
+    // handed back only when they decide (a purge costs more than the check).
+    ReturnFreedMemoryToTheSystem();
+    why = WhyNotReusable(before, TakeProcessSnapshot(), ProcessEndsWithActor());
+  }
+  if (why) {
     std::cerr << "sray: worker " << ::getpid() << ": the process of actor " << constructor.actor_id
               << " ends with it, not reused for the next actor: " << *why << "\n";
     std::_Exit(0);

@@ -33,7 +33,7 @@ class UcxContext {
   UcxContext& operator=(const UcxContext&) = delete;
 
   [[nodiscard]] ucp_context_h handle() const { return handle_; }
-  // A worker of it is left undestroyed (UcxWorker::Quiesce): cleaning up
+  // A worker of it is left undestroyed (UcxWorker::Abandon): cleaning up
   // the context under it is not allowed, so it is left too.
   void Abandon() { abandoned_ = true; }
 
