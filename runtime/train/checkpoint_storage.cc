@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <iterator>
 #include <optional>
 #include <sstream>
@@ -141,6 +142,27 @@ sray::Result<CheckpointFiles> ReadCheckpointDirectory(const std::string& directo
     files.files.push_back({relative, mode, std::move(data)});
   }
   return files;
+}
+
+CheckpointFiles MergeCheckpointParts(const std::vector<CheckpointFiles>& parts) {
+  CheckpointFiles merged;
+  std::map<std::string, bool> taken;  // path without a trailing '/' -> is a directory
+  for (const CheckpointFiles& part : parts) {
+    for (const CheckpointFile& file : part.files) {
+      const bool directory = !file.path.empty() && file.path.back() == '/';
+      const std::string name = directory ? file.path.substr(0, file.path.size() - 1) : file.path;
+      if (taken.contains(name)) continue;
+      bool under_a_file = false;
+      for (std::size_t slash = name.find('/'); slash != std::string::npos; slash = name.find('/', slash + 1)) {
+        auto ancestor = taken.find(name.substr(0, slash));
+        if (ancestor != taken.end() && !ancestor->second) under_a_file = true;
+      }
+      if (under_a_file) continue;
+      taken.emplace(name, directory);
+      merged.files.push_back(file);
+    }
+  }
+  return merged;
 }
 
 Status WriteCheckpointDirectory(const CheckpointFiles& files, const std::string& directory) {

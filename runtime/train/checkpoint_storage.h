@@ -40,6 +40,12 @@ sray::Result<CheckpointFiles> ReadCheckpointDirectory(const std::string& directo
 // would leave it ("..", absolute) are refused.
 Status WriteCheckpointDirectory(const CheckpointFiles& files, const std::string& directory);
 
+// One checkpoint from the parts several workers reported with the same
+// Report (rank order, rank 0 first): every file of every part, as in Ray
+// Train; where two parts hold the same path, or a later part's file would sit
+// under an earlier part's file, the earlier part's entry is kept.
+CheckpointFiles MergeCheckpointParts(const std::vector<CheckpointFiles>& parts);
+
 std::string CheckpointDirectoryName(std::uint64_t index);  // checkpoint_000012
 
 struct StoredCheckpoint {

@@ -3,6 +3,7 @@
 // 2.x ones from c10d::Backend, with the same collective signatures.
 
 #include "train/collectives.h"
+#include "train/member_tag.h"
 #include "train/nccl_available.h"
 
 #include <arpa/inet.h>
@@ -10,17 +11,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/version.h>
 #ifdef SRAY_TRAIN_WITH_NCCL
@@ -77,26 +79,71 @@ class ReadyHook final : public torch::autograd::FunctionPostHook {
   std::function<void()> ready_;
 };
 
+// c10d's Store over the run's rendezvous. Waiting is polled here, with a
+// pause that grows to 10 ms, so that the actor behind the backend answers
+// every call at once and one waiting worker never blocks another's call.
+class RendezvousAdapter final : public c10d::Store {
+ public:
+  RendezvousAdapter(std::shared_ptr<RendezvousBackend> backend, std::chrono::milliseconds timeout)
+      : c10d::Store(timeout), backend_(std::move(backend)) {}
+
+  void set(const std::string& key, const std::vector<std::uint8_t>& value) override {
+    backend_->Set(key, Text(value));
+  }
+  std::vector<std::uint8_t> compareSet(const std::string& key, const std::vector<std::uint8_t>& expected,
+                                       const std::vector<std::uint8_t>& desired) override {
+    return Bytes(backend_->CompareSet(key, Text(expected), Text(desired)));
+  }
+  std::vector<std::uint8_t> get(const std::string& key) override {
+    std::optional<std::vector<std::string>> values;
+    Poll({key}, timeout_, [&] { return (values = backend_->GetAll({key})).has_value(); });
+    return Bytes(values->front());
+  }
+  std::int64_t add(const std::string& key, std::int64_t value) override { return backend_->Add(key, value); }
+  bool deleteKey(const std::string& key) override { return backend_->Delete(key); }
+  bool check(const std::vector<std::string>& keys) override { return backend_->Check(keys); }
+  std::int64_t getNumKeys() override { return backend_->NumKeys(); }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    Poll(keys, timeout, [&] { return backend_->Check(keys); });
+  }
+  // Newer LibTorch asks stores for a copy over the same keys (a pure virtual
+  // there; absent in 1.13, where this is a plain member).
+  // NOLINTNEXTLINE(modernize-use-override,cppcoreguidelines-explicit-virtual-functions)
+  c10::intrusive_ptr<c10d::Store> clone() {
+    return c10::make_intrusive<RendezvousAdapter>(backend_, timeout_);
+  }
+
+ private:
+  static std::string Text(const std::vector<std::uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
+  static std::vector<std::uint8_t> Bytes(const std::string& text) { return {text.begin(), text.end()}; }
+
+  template <typename Probe>
+  static void Poll(const std::vector<std::string>& keys, std::chrono::milliseconds timeout, Probe&& probe) {
+    const auto start = std::chrono::steady_clock::now();
+    auto pause = std::chrono::microseconds(50);
+    while (!probe()) {
+      if (timeout != kNoTimeout && std::chrono::steady_clock::now() - start >= timeout) {
+        std::string names;
+        for (const std::string& key : keys) names += (names.empty() ? "" : ", ") + key;
+        TORCH_CHECK(false, "sray: the training group's rendezvous timed out after ", timeout.count(),
+                    " ms waiting for ", names, ": a worker of the group did not join; see the workers' logs");
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(10));
+    }
+  }
+
+  std::shared_ptr<RendezvousBackend> backend_;
+};
+
 }  // namespace
 
 struct Collectives::Group {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<GroupBase> backend;
+  bool on_gpu = false;  // NCCL: collectives take CUDA tensors
 };
-
-StoreServer::StoreServer() {
-  c10d::TCPStoreOptions options;
-  options.port = 0;  // ephemeral: nothing to pick, nothing to collide with
-  options.isServer = true;
-  options.waitWorkers = false;
-  store_ = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
-}
-
-StoreServer::~StoreServer() = default;
-
-std::uint16_t StoreServer::port() const {
-  return static_cast<const c10d::TCPStore&>(*store_).getPort();
-}
 
 std::uint16_t PickFreePort() {
   const int descriptor = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -129,20 +176,14 @@ Collectives::Collectives(std::unique_ptr<Group> group, int rank, int world_size)
 Collectives::~Collectives() = default;
 
 std::unique_ptr<Collectives> Collectives::Connect(const GroupOptions& options) {
-  c10::intrusive_ptr<c10d::Store> base = options.local_store;
-  if (!base) {
-    c10d::TCPStoreOptions client;
-    client.port = options.store_port;
-    client.isServer = false;
-    client.timeout = options.timeout;
-    base = c10::make_intrusive<c10d::TCPStore>(options.store_host, client);
-  }
-  auto store = c10::make_intrusive<c10d::PrefixStore>(options.key_prefix, base);
+  if (!options.rendezvous) throw std::invalid_argument("sray: a training group needs a rendezvous");
+  c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<RendezvousAdapter>(options.rendezvous, options.timeout);
   auto group = std::make_unique<Group>();
   group->store = store;
   if (options.use_nccl) {
 #ifdef SRAY_TRAIN_WITH_NCCL
     group->backend = MakeNccl(store, options.rank, options.world_size, options.timeout);
+    group->on_gpu = true;
 #else
     throw std::runtime_error(
         "this sray was built without the NCCL path (LibTorch without CUDA, or "
@@ -151,7 +192,9 @@ std::unique_ptr<Collectives> Collectives::Connect(const GroupOptions& options) {
   } else {
     group->backend = MakeGloo(store, options.rank, options.world_size, options.timeout);
   }
-  return std::unique_ptr<Collectives>(new Collectives(std::move(group), options.rank, options.world_size));
+  std::unique_ptr<Collectives> collectives(new Collectives(std::move(group), options.rank, options.world_size));
+  if (!options.group_secret.empty()) collectives->VerifyMembers(options.group_secret);
+  return collectives;
 }
 
 std::unique_ptr<Collectives> Collectives::OverStore(const c10::intrusive_ptr<c10d::Store>& store,
@@ -186,6 +229,35 @@ c10::intrusive_ptr<c10d::Work> Collectives::StartBroadcast(at::Tensor& tensor, i
 void Collectives::Broadcast(at::Tensor& tensor, int root) { Wait(StartBroadcast(tensor, root)); }
 
 void Collectives::Barrier() { Wait(group_->backend->barrier()); }
+
+void Collectives::VerifyMembers(const std::string& group_secret) {
+  if (world_size_ < 2) return;
+  constexpr auto kTagBytes = static_cast<std::int64_t>(sizeof(MemberTag));
+  const auto world = static_cast<std::int64_t>(world_size_);
+  at::Tensor sent = at::empty({world * kTagBytes}, at::TensorOptions().dtype(at::kByte));
+  for (int peer = 0; peer < world_size_; ++peer) {
+    const MemberTag tag = TagFor(group_secret, rank_, peer);
+    std::memcpy(sent.data_ptr<std::uint8_t>() + peer * kTagBytes, tag.data(), tag.size());
+  }
+  const c10::Device device = group_->on_gpu ? c10::Device(c10::DeviceType::CUDA, 0)
+                                            : c10::Device(c10::DeviceType::CPU);
+  at::Tensor outgoing = sent.to(device);
+  at::Tensor incoming = at::empty_like(outgoing);
+  std::vector<std::int64_t> equal_splits;
+  Wait(group_->backend->alltoall_base(incoming, outgoing, equal_splits, equal_splits));
+  const at::Tensor received = incoming.cpu();
+  for (int peer = 0; peer < world_size_; ++peer) {
+    if (peer == rank_) continue;
+    const MemberTag expected = TagFor(group_secret, peer, rank_);
+    if (std::memcmp(received.data_ptr<std::uint8_t>() + peer * kTagBytes, expected.data(), expected.size()) != 0) {
+      throw std::runtime_error("sray: the training group's connection from rank " + std::to_string(peer) +
+                               " to rank " + std::to_string(rank_) +
+                               " does not carry that worker's member tag: another process took its place "
+                               "(or the workers disagree on the group); the run stops before any tensor "
+                               "crosses it. Check for other users' processes on the nodes' ports");
+    }
+  }
+}
 
 GradientHook::GradientHook(const at::Tensor& parameter, std::function<void()> ready) {
   std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::grad_accumulator(parameter);

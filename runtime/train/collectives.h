@@ -1,8 +1,9 @@
 #pragma once
 
 // The process group of one training run, as sray uses it: Gloo on CPU, NCCL
-// on GPU when LibTorch was built with CUDA, a TCPStore for the rendezvous,
-// and the autograd hooks the gradient reducer needs. Every difference
+// on GPU when LibTorch was built with CUDA, met through the run's
+// RendezvousStore actor (a c10d::Store adapter over RendezvousBackend) and
+// checked by member tags, and the autograd hooks the gradient reducer needs. Every difference
 // between LibTorch 1.13 (c10d::ProcessGroup) and 2.x (c10d::Backend) is
 // inside collectives.cc; nothing else names a c10d type.
 //
@@ -22,25 +23,9 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include "train/rendezvous_table.h"
+
 namespace sray::train::internal {
-
-// The rendezvous server on rank 0: a TCPStore on an ephemeral port. Its keys
-// carry a random prefix that only the run's workers learn (through sray's
-// authenticated transport), so an outsider reaching the port cannot read or
-// forge the group's addresses.
-class StoreServer {
- public:
-  // Throws c10::Error when no port can be bound.
-  StoreServer();
-  ~StoreServer();
-  StoreServer(const StoreServer&) = delete;
-  StoreServer& operator=(const StoreServer&) = delete;
-  [[nodiscard]] std::uint16_t port() const;
-  [[nodiscard]] const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
-
- private:
-  c10::intrusive_ptr<c10d::Store> store_;
-};
 
 // A port that was free a moment ago on this host, for MASTER_PORT: programs
 // that build their own TCPStore there expect it free, as under torchrun.
@@ -49,19 +34,16 @@ std::uint16_t PickFreePort();
 struct GroupOptions {
   int rank = 0;
   int world_size = 1;
-  std::string store_host;         // rank 0's host
-  std::uint16_t store_port = 0;
-  std::string key_prefix;         // the run's secret prefix
+  std::shared_ptr<RendezvousBackend> rendezvous;
+  std::string group_secret;  // for VerifyMembers; empty: not checked (tests only)
   std::chrono::milliseconds timeout{300000};
   bool use_nccl = false;
-  // Rank 0 passes its server's store instead of connecting to itself.
-  c10::intrusive_ptr<c10d::Store> local_store;
 };
 
 class Collectives {
  public:
-  // Joins the group; every rank must call it. Throws c10::Error or
-  // std::runtime_error naming what failed.
+  // Joins the group and verifies its members; every rank must call it.
+  // Throws c10::Error or std::runtime_error naming what failed.
   static std::unique_ptr<Collectives> Connect(const GroupOptions& options);
   // Over an existing store, for tests (c10d::HashStore in one process).
   static std::unique_ptr<Collectives> OverStore(const c10::intrusive_ptr<c10d::Store>& store,
@@ -83,6 +65,10 @@ class Collectives {
   c10::intrusive_ptr<c10d::Work> StartBroadcast(at::Tensor& tensor, int root);
   void Broadcast(at::Tensor& tensor, int root);
   void Barrier();
+  // Every rank sends each peer its member tag and checks the one it gets
+  // (member_tag.h); throws std::runtime_error naming the peer whose tag is
+  // wrong. Collective: every rank calls it with the group's secret.
+  void VerifyMembers(const std::string& group_secret);
 
  private:
   struct Group;

@@ -19,15 +19,12 @@ TrainWorker* TrainWorker::Create() {
   return new TrainWorker();
 }
 
-WorkerDescription TrainWorker::Prepare(bool host_rendezvous) {
+WorkerDescription TrainWorker::Prepare(bool pick_master_port) {
   WorkerDescription description;
   description.node_id = sray::CurrentNode().node_id;
   description.hostname = HostName("");
   description.pid = ::getpid();
-  if (host_rendezvous) {
-    description.store_port = HostRendezvous();
-    description.master_port = FreePortForUserCode();
-  }
+  if (pick_master_port) description.master_port = FreePortForUserCode();
   return description;
 }
 
@@ -42,7 +39,13 @@ WorkerEvent TrainWorker::NextReport(std::uint64_t stored) {
   return WorkerEvent{};
 }
 
+bool TrainWorker::Acknowledge(std::uint64_t stored) {
+  reports_.Acknowledge(stored);
+  return true;
+}
+
 }  // namespace sray::train::internal
 
 SRAY_REMOTE(sray::train::internal::TrainWorker::Create, &sray::train::internal::TrainWorker::Prepare,
-            &sray::train::internal::TrainWorker::Run, &sray::train::internal::TrainWorker::NextReport);
+            &sray::train::internal::TrainWorker::Run, &sray::train::internal::TrainWorker::NextReport,
+            &sray::train::internal::TrainWorker::Acknowledge);

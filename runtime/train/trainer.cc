@@ -56,7 +56,7 @@ std::string DefaultName() {
 
 std::string RandomHex(std::size_t bytes) {
   std::vector<std::byte> random(bytes);
-  const Status filled = FillRandom(random, "the group's secret key prefix");
+  const Status filled = FillRandom(random, "the group's secret");
   if (!filled.ok()) throw sray::Error("sray: training " + filled.message());
   return HexOf(random);
 }
@@ -144,7 +144,7 @@ void StoreReport(RunState& state, int attempt, WorkerEvent event) {
     const std::uint64_t index = state.next_checkpoint_index++;
     auto stored = StoreCheckpoint(state.run_directory, index, event.checkpoint);
     if (!stored.ok()) {
-      throw sray::Error("sray: training cannot store rank 0's checkpoint: " + stored.status().message() +
+      throw sray::Error("sray: training cannot store the reported checkpoint: " + stored.status().message() +
                         ": free space there or choose another RunConfig::storage_path");
     }
     state.latest = StoredCheckpoint{index, *stored};
@@ -182,6 +182,12 @@ class GroupGuard {
   explicit GroupGuard(sray::PlacementGroup group) : group_(group) {}
   [[nodiscard]] const sray::PlacementGroup& group() const { return group_; }
   ~GroupGuard() {
+    if (rendezvous_) {
+      try {
+        rendezvous_->Kill(true);
+      } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): already dead
+      }
+    }
     for (const auto& worker : workers_) {
       try {
         worker.Kill(true);
@@ -196,10 +202,12 @@ class GroupGuard {
   GroupGuard(const GroupGuard&) = delete;
   GroupGuard& operator=(const GroupGuard&) = delete;
   std::vector<WorkerHandle>& workers() { return workers_; }
+  std::optional<sray::ActorHandle<RendezvousStore>>& rendezvous() { return rendezvous_; }
 
  private:
   sray::PlacementGroup group_;
   std::vector<WorkerHandle> workers_;
+  std::optional<sray::ActorHandle<RendezvousStore>> rendezvous_;  // this attempt's
 };
 
 // One attempt: a group from start to end. Returns the failure, if any.
@@ -240,6 +248,10 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
            node_rank_of(bundle_nodes[static_cast<std::size_t>(right)]);
   });
 
+  // The group meets through an actor of its own (outside the placement
+  // group: it holds no resources), over sray's authenticated transport.
+  const sray::ActorHandle<RendezvousStore> rendezvous = sray::Actor(RendezvousStore::Create).Remote();
+  guard.rendezvous() = rendezvous;
   std::vector<WorkerHandle>& handles = guard.workers();
   for (int rank = 0; rank < world_size; ++rank) {
     handles.push_back(sray::Actor(TrainWorker::Create)
@@ -267,7 +279,6 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
   std::map<std::uint32_t, int> workers_on_node;
   for (const auto& description : descriptions) ++workers_on_node[description.node_id];
   std::map<std::uint32_t, int> next_local_rank;
-  const std::string key_prefix = "sray-" + RandomHex(16) + "/";
   WorkerAssignment common;
   common.function = state.request.function;
   common.config = state.request.config;
@@ -276,9 +287,8 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
   common.attempt = attempt;
   common.use_gpu = scaling.use_gpu;
   common.threads = state.threads;
-  common.store_host = descriptions.front().hostname;
-  common.store_port = descriptions.front().store_port;
-  common.key_prefix = key_prefix;
+  common.rendezvous = rendezvous;
+  common.group_secret = RandomHex(32);
   common.master_address = descriptions.front().hostname;
   common.master_port = descriptions.front().master_port;
   common.timeout_milliseconds = state.request.torch.timeout.count();
@@ -319,6 +329,9 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
   std::uint64_t stored = 0;
   std::optional<sray::ObjectRef<WorkerEvent>> next_report = handles.front().Task(&TrainWorker::NextReport).Remote(stored);
   std::vector<bool> finished(static_cast<std::size_t>(world_size), false);
+  // Checkpoint parts stored per rank (rank 0's count is `stored`).
+  std::vector<std::uint64_t> parts_stored(static_cast<std::size_t>(world_size), 0);
+  std::vector<sray::ObjectRef<bool>> acknowledgements;
   std::vector<Failure> failures;
   std::optional<Clock::time_point> first_failure;
   auto fail = [&](int rank, const std::exception& error) {
@@ -366,10 +379,45 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
         if (owner < 0) next_report.reset();
       }
       if (report) {
+        // Other ranks' checkpoint parts: asked for now (those ranks wait in
+        // Report), merged under rank 0's; without every part nothing of the
+        // checkpoint is stored.
+        const std::vector<std::int32_t> part_ranks = report->checkpoint_ranks;
+        bool complete = true;
+        if (!part_ranks.empty()) {
+          std::vector<CheckpointFiles> parts;
+          if (report->has_checkpoint) parts.push_back(std::move(report->checkpoint));
+          for (const std::int32_t rank : part_ranks) {
+            const auto index = static_cast<std::size_t>(rank);
+            try {
+              WorkerEvent part = sray::Get(handles[index].Task(&TrainWorker::NextReport).Remote(parts_stored[index]),
+                                           std::chrono::duration_cast<std::chrono::milliseconds>(kStartupTimeout));
+              if (part.kind != static_cast<std::uint8_t>(WorkerEventKind::kReport) || !part.has_checkpoint) {
+                throw sray::Error("sray: rank " + std::to_string(rank) +
+                                  " ended its loop without the checkpoint part it reported");
+              }
+              parts.push_back(std::move(part.checkpoint));
+            } catch (const sray::Error& error) {
+              fail(rank, error);
+              complete = false;
+              break;
+            }
+          }
+          if (complete) {
+            report->checkpoint = MergeCheckpointParts(parts);
+            report->has_checkpoint = true;
+          }
+        }
         // Outside the try: a report the driver cannot store (a full disk)
         // ends Fit; it is no worker's failure to restart for.
-        StoreReport(state, attempt, std::move(*report));
-        ++stored;
+        if (complete) {
+          StoreReport(state, attempt, std::move(*report));
+          ++stored;
+          for (const std::int32_t rank : part_ranks) {
+            const auto index = static_cast<std::size_t>(rank);
+            acknowledgements.push_back(handles[index].Task(&TrainWorker::Acknowledge).Remote(++parts_stored[index]));
+          }
+        }
         next_report.reset();
         if (!first_failure) next_report = handles.front().Task(&TrainWorker::NextReport).Remote(stored);
       }

@@ -6,22 +6,24 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <msgpack.hpp>
 
+#include "sray/actor.h"
 #include "sray/train/config.h"
 #include "train/checkpoint_storage.h"
+#include "train/rendezvous_store.h"
 
 namespace sray::train::internal {
 
-// Prepare's answer: where the worker runs; rank 0 also hosts the rendezvous.
+// Prepare's answer: where the worker runs.
 struct WorkerDescription {
   std::uint32_t node_id = 0;
   std::string hostname;
   std::int64_t pid = 0;
-  std::uint16_t store_port = 0;   // rank 0 only
   std::uint16_t master_port = 0;  // rank 0 only: free for MASTER_PORT
-  MSGPACK_DEFINE(node_id, hostname, pid, store_port, master_port)
+  MSGPACK_DEFINE(node_id, hostname, pid, master_port)
 };
 
 // Everything Run needs to join the group and run the loop.
@@ -37,9 +39,8 @@ struct WorkerAssignment {
   int attempt = 0;
   bool use_gpu = false;
   int threads = 1;  // intra-op threads: the CPUs the worker holds
-  std::string store_host;
-  std::uint16_t store_port = 0;
-  std::string key_prefix;
+  sray::ActorHandle<RendezvousStore> rendezvous;  // this attempt's
+  std::string group_secret;                       // for the member tags
   std::string master_address;
   std::uint16_t master_port = 0;
   std::int64_t timeout_milliseconds = 300000;
@@ -49,13 +50,13 @@ struct WorkerAssignment {
   bool has_checkpoint = false;
   std::uint64_t checkpoint_index = 0;  // its number in storage
   MSGPACK_DEFINE(function, config, experiment_name, world_size, world_rank, local_rank,
-                 local_world_size, node_rank, attempt, use_gpu, threads, store_host, store_port,
-                 key_prefix, master_address, master_port, timeout_milliseconds, bucket_bytes,
+                 local_world_size, node_rank, attempt, use_gpu, threads, rendezvous, group_secret,
+                 master_address, master_port, timeout_milliseconds, bucket_bytes,
                  first_bucket_bytes, broadcast_buffers, has_checkpoint, checkpoint_index)
 };
 
 enum class WorkerEventKind : std::uint8_t {
-  kReport = 0,    // rank 0 reported
+  kReport = 0,    // rank 0 reported, or another rank's checkpoint part
   kFinished = 1,  // the loop returned (Run's answer; NextReport's when no report is left)
 };
 
@@ -66,7 +67,10 @@ struct WorkerEvent {
   std::uint64_t samples = 0;  // over all workers since then
   bool has_checkpoint = false;
   CheckpointFiles checkpoint;
-  MSGPACK_DEFINE(kind, metrics, seconds, samples, has_checkpoint, checkpoint)
+  // Rank 0's report: the other ranks that gave a checkpoint part with it
+  // (their NextReport answers it).
+  std::vector<std::int32_t> checkpoint_ranks;
+  MSGPACK_DEFINE(kind, metrics, seconds, samples, has_checkpoint, checkpoint, checkpoint_ranks)
 };
 
 }  // namespace sray::train::internal

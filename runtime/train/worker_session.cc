@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -24,14 +23,12 @@
 #include "sray/train/prepare.h"
 #include "train/collectives.h"
 #include "train/gradient_reducer.h"
+#include "train/rendezvous_store.h"
 #include "train/session_state.h"
 
 namespace sray::train {
 namespace internal {
 namespace {
-
-std::mutex server_mutex;
-std::unique_ptr<StoreServer> server;  // rank 0's, from Prepare until the process ends
 
 void SetVariable(const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); }
 
@@ -59,12 +56,6 @@ std::string RestoreDirectory(const WorkerAssignment& assignment) {
 }
 
 }  // namespace
-
-std::uint16_t HostRendezvous() {
-  std::lock_guard lock(server_mutex);
-  if (!server) server = std::make_unique<StoreServer>();
-  return server->port();
-}
 
 std::uint16_t FreePortForUserCode() { return PickFreePort(); }
 
@@ -111,15 +102,10 @@ void RunWorkerSession(const WorkerAssignment& assignment, const CheckpointFiles&
   GroupOptions group;
   group.rank = assignment.world_rank;
   group.world_size = assignment.world_size;
-  group.store_host = assignment.store_host;
-  group.store_port = assignment.store_port;
-  group.key_prefix = assignment.key_prefix;
   group.timeout = std::chrono::milliseconds(assignment.timeout_milliseconds);
+  group.rendezvous = std::make_shared<ActorRendezvous>(assignment.rendezvous, group.timeout);
+  group.group_secret = assignment.group_secret;
   group.use_nccl = assignment.use_gpu;
-  if (assignment.world_rank == 0) {
-    std::lock_guard lock(server_mutex);
-    if (server) group.local_store = server->store();
-  }
   session->collectives = Collectives::Connect(group);
 
   const sray::internal::Invoker* loop = sray::internal::FindInvoker(assignment.function);
@@ -161,24 +147,38 @@ void ReportWith(const Metrics& metrics, const Checkpoint* checkpoint) {
   }
   const auto now = std::chrono::steady_clock::now();
   const auto samples = static_cast<double>(session.samples.exchange(0));
-  // A barrier, and every worker's sample count summed on the way.
-  at::Tensor count = at::full({1}, samples, at::TensorOptions().dtype(at::kDouble).device(
-                                                   GetContext().GetDevice()));
-  session.collectives->AllReduceSum(count);
+  const int world_size = session.assignment.world_size;
+  const int rank = session.assignment.world_rank;
+  // A barrier, and on the way every worker's sample count summed and which
+  // ranks give a checkpoint part (slot 1 + rank).
+  at::Tensor counts = at::zeros({1 + world_size}, at::TensorOptions().dtype(at::kDouble));
+  counts[0] = samples;
+  if (checkpoint != nullptr) counts[1 + rank] = 1.0;
+  counts = counts.to(GetContext().GetDevice());
+  session.collectives->AllReduceSum(counts);
+  const at::Tensor summed = counts.cpu();
   const double seconds = std::chrono::duration<double>(now - session.last_report).count();
   session.last_report = now;
-  if (session.assignment.world_rank != 0) return;
 
   internal::WorkerEvent event;
   event.kind = static_cast<std::uint8_t>(internal::WorkerEventKind::kReport);
-  event.metrics = metrics;
-  event.seconds = seconds;
-  event.samples = static_cast<std::uint64_t>(count.cpu().item<double>());
   if (checkpoint != nullptr) {
     auto files = internal::ReadCheckpointDirectory(checkpoint->path());
     if (!files.ok()) throw Error("sray: Report cannot read the checkpoint: " + files.status().message());
     event.has_checkpoint = true;
     event.checkpoint = std::move(files).value();
+  }
+  if (rank != 0) {
+    // Another rank's part goes to the driver when rank 0's report names
+    // it; this Report returns once the merged checkpoint is stored.
+    if (checkpoint != nullptr) session.reports->Push(std::move(event));
+    return;
+  }
+  event.metrics = metrics;
+  event.seconds = seconds;
+  event.samples = static_cast<std::uint64_t>(summed[0].item<double>());
+  for (int other = 1; other < world_size; ++other) {
+    if (summed[1 + other].item<double>() > 0.5) event.checkpoint_ranks.push_back(other);
   }
   session.reports->Push(std::move(event));
   // The pushed checkpoint is in the driver's hands now; the next restart

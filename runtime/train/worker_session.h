@@ -18,8 +18,6 @@
 
 namespace sray::train::internal {
 
-// Rank 0, before Run: starts the rendezvous server and returns its port.
-std::uint16_t HostRendezvous();
 // A port that was free on this host a moment ago (MASTER_PORT).
 std::uint16_t FreePortForUserCode();
 

@@ -17,9 +17,11 @@ run_mode basic 7 ""
 run_mode objects 4 ""
 run_mode objects 4 "" env UCX_TLS=tcp,self
 run_mode refcount 2 ""
-run_mode spill 4 "object_store_memory=512M,log_level=debug"
-# log_level=debug: each Put of 64 MiB or more is a line with its size and rate.
+run_mode spill 5 "object_store_memory=512M,log_level=debug"
+# log_level=debug: each Put of 64 MiB or more is a line with its size and
+# rate, and so is each pull of one between nodes.
 expect_lines "$WORK/tasks_check.spill.out" '^sray: \[debug\] put object [0-9]+\.[0-9]+ into node 0.s store: 1[0-9]{8} bytes in [0-9.]+ s \([0-9]+ MiB/s\)$' 16
+expect_lines "$WORK/tasks_check.spill.out" '^sray: \[debug\] node [12] pulled object [0-9]+\.[0-9]+ from node 0: 1[0-9]{8} bytes in [0-9.]+ s \([0-9]+ MiB/s\)$'
 run_mode worker-death 3 ""
 # A worker crashing on SIGSEGV on both tries: UCX's backtrace goes to the
 # worker's log (kept here by log_dir=), the job's output gets one sray line a try.

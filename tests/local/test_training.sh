@@ -22,7 +22,7 @@ run_train_mode() {
   echo "ok: $mode"
 }
 
-run_train_mode basic 8
+run_train_mode basic 10
 run_train_mode kill-resume 5
 run_train_mode kill-fail 4
 run_train_mode exception 4

@@ -291,6 +291,19 @@ void Spill() {
              values[kWords / 2] == kBase + object * kWords + kWords / 2;
   }
   Expect(intact, "all 2 GiB come back intact from memory and disk");
+  // One of them read by tasks on the other nodes too: pulled across (with
+  // log_level=debug, a line each with its size and rate).
+  std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> reads;
+  for (int task = 0; task < 6; ++task) reads.push_back(sray::Task(checksum_on_node).Remote(refs[0], 300));
+  std::set<std::uint64_t> read_on;
+  bool sums_right = true;
+  const std::uint64_t first_sum = kWords * kBase + kWords * (kWords - 1) / 2;
+  for (const auto& result : sray::Get(reads)) {
+    sums_right = sums_right && result[0] == first_sum;
+    read_on.insert(result[1]);
+  }
+  Expect(sums_right && read_on.size() >= 2,
+         "a 144 MiB object arrives intact in tasks on " + std::to_string(read_on.size()) + " nodes");
   bool full = false;
   try {
     (void)sray::Put(std::vector<char>(600u << 20));

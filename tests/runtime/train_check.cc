@@ -131,16 +131,20 @@ void TrainLoop(const CheckConfig& config) {
     }
     sray::train::Metrics metrics{{"epoch", epoch}, {"loss", loss_sum / steps}, {"resumed_from", resumed_from},
                                  {"local_world_size", context.GetLocalWorldSize()}};
+    // Every rank gives a part of the checkpoint: rank 0 the model, the
+    // others a state file of their own, and an `epoch` file that clashes
+    // with rank 0's (rank 0's is kept).
+    const std::string directory = config.storage + "/scratch-" + std::to_string(::getpid());
+    std::filesystem::create_directories(directory);
     if (context.GetWorldRank() == 0) {
-      const std::string directory = config.storage + "/scratch-" + std::to_string(::getpid());
-      std::filesystem::create_directories(directory);
       torch::save(model, directory + "/model.pt");
       std::ofstream(directory + "/epoch") << epoch;
-      sray::train::Report(metrics, sray::train::Checkpoint::FromDirectory(directory));
-      std::filesystem::remove_all(directory);
     } else {
-      sray::train::Report(metrics);
+      std::ofstream(directory + "/epoch") << "rank " << context.GetWorldRank();
+      std::ofstream(directory + "/rank" + std::to_string(context.GetWorldRank()) + "-state") << epoch;
     }
+    sray::train::Report(metrics, sray::train::Checkpoint::FromDirectory(directory));
+    std::filesystem::remove_all(directory);
   }
 }
 SRAY_REMOTE(TrainLoop);
@@ -210,6 +214,14 @@ int main(int argc, char** argv) {
     Expect(result.num_failures == 0, "no failure");
     Expect(result.checkpoint && std::filesystem::exists(result.checkpoint->path() + "/model.pt"),
            "the latest checkpoint is in storage");
+    std::ifstream rank1_state(result.checkpoint->path() + "/rank1-state");
+    std::ifstream epoch_file(result.checkpoint->path() + "/epoch");
+    int rank1_epoch = -1;
+    std::string stored_epoch;
+    rank1_state >> rank1_epoch;
+    epoch_file >> stored_epoch;
+    Expect(rank1_epoch == 4, "rank 1's part of the last checkpoint is in it");
+    Expect(stored_epoch == "4", "on a name clash rank 0's file is kept (epoch holds '" + stored_epoch + "')");
     Expect(CountCheckpoints(run_directory) == 2, "num_to_keep=2 keeps two checkpoints");
     Expect(CountLines(run_directory + "/metrics.jsonl") == 5, "metrics.jsonl has every report");
     Expect(result.metrics.at("local_world_size") == 1, "SPREAD puts one worker on each node");

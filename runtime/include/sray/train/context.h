@@ -49,10 +49,11 @@ class TrainContext {
 const TrainContext& GetContext();
 
 // A barrier: every worker calls Report the same number of times. Rank 0's
-// metrics are kept (the others' are dropped, as in Ray Train), and rank 0's
-// checkpoint directory is copied into the run's storage before Report
-// returns, so the loop may delete or reuse it afterwards. Checkpoints given
-// by other ranks are ignored.
+// metrics are kept (the others' are dropped, as in Ray Train). The
+// checkpoint directories given with one Report, by any ranks, become one
+// checkpoint in the run's storage (every file of every rank; on a name clash
+// the lower rank's file), copied there before Report returns on those ranks,
+// so the loop may delete or reuse its directory afterwards.
 void Report(const Metrics& metrics);
 void Report(const Metrics& metrics, const Checkpoint& checkpoint);
 
