@@ -141,6 +141,8 @@ class LocalJob {
     }
     EventLoop();
     CleanUp();
+    // Another rank failed after a node was lost: the loss is the likely cause.
+    if (exit_status_ != 0 && lost_status_ != 0 && !status_requested_) return lost_status_;
     return exit_status_;
   }
 
@@ -348,6 +350,12 @@ class LocalJob {
     }
     return false;
   }
+  [[nodiscard]] bool AnyRunningOn(std::uint32_t node) const {
+    for (std::uint32_t rank = 0; rank < ranks_.size(); ++rank) {
+      if (ranks_[rank].running && layout_.NodeOf(rank) == node) return true;
+    }
+    return false;
+  }
 
   void TerminateAll(int signal) {
     for (const auto& rank : ranks_) {
@@ -380,6 +388,17 @@ class LocalJob {
     // its connections before it becomes a zombie).
     // Signals this launcher sent itself (ending the job) do not count.
     const bool by_signal = WIFSIGNALED(wait_status) && !terminating_;
+    if (by_signal && layout_.NodeOf(rank) != 0 && AnyRunningOn(0)) {
+      // A node manager killed (kill -9, a crash, the OOM killer): its node
+      // is lost, and the head goes on without it. If every other rank ends
+      // well the job's status is 0; if another fails too, the killing is the
+      // likely cause and its status is the job's.
+      if (lost_status_ == 0) lost_status_ = code;
+      WriteAll(STDERR_FILENO, "sray: rank " + std::to_string(rank) + " (node " +
+                                  std::to_string(layout_.NodeOf(rank)) + ") " + how +
+                                  ": its node is lost; the job goes on without it\n");
+      return;
+    }
     if (exit_status_ == 0 || (by_signal && !exit_by_signal_)) {
       exit_status_ = code;
       exit_by_signal_ = by_signal;
@@ -431,7 +450,10 @@ class LocalJob {
         Reap();
         continue;
       }
-      if (exit_status_ == 0) exit_status_ = 128 + signal;
+      if (exit_status_ == 0) {
+        exit_status_ = 128 + signal;
+        status_requested_ = true;
+      }
       if (terminating_) {
         TerminateAll(SIGKILL);  // a second interrupt: no more grace
       } else {
@@ -452,7 +474,10 @@ class LocalJob {
     }
     if (!abort || abort_handled_) return;
     abort_handled_ = true;
-    if (exit_status_ == 0) exit_status_ = abort->status;
+    if (exit_status_ == 0) {
+      exit_status_ = abort->status;
+      status_requested_ = true;
+    }
     BeginTermination("rank " + std::to_string(abort->rank) + " aborted the job" +
                      (abort->message.empty() ? std::string() : ": " + abort->message));
   }
@@ -565,6 +590,8 @@ class LocalJob {
   std::optional<std::chrono::steady_clock::time_point> drain_deadline_;
   std::optional<std::chrono::steady_clock::time_point> failure_deadline_;
   int exit_status_ = 0;
+  int lost_status_ = 0;  // a lost node's rank's (128 + signal)
+  bool status_requested_ = false;  // exit_status_ is a signal's or PMIx_Abort's
   bool exit_by_signal_ = false;
 };
 

@@ -31,13 +31,15 @@ ActorDirectory::ActorDirectory(std::vector<NodeDescription> nodes, std::uint32_t
       head_rank_(head_rank),
       hooks_(std::move(hooks)),
       held_(nodes_.size()),
-      actor_count_(nodes_.size(), 0) {}
+      actor_count_(nodes_.size(), 0),
+      lost_(nodes_.size(), false) {}
 
 bool ActorDirectory::FitsTotal(std::uint32_t node, const sched::ResourceMap& request) const {
-  return sched::Fits(request, nodes_[node].total);
+  return !lost_[node] && sched::Fits(request, nodes_[node].total);
 }
 
 bool ActorDirectory::FitsNode(std::uint32_t node, const sched::ResourceMap& request) const {
+  if (lost_[node]) return false;
   sched::ResourceMap remaining = nodes_[node].total;
   sched::Subtract(remaining, held_[node]);
   return sched::Fits(request, remaining);
@@ -172,7 +174,7 @@ bool ActorDirectory::TryPlace(ActorRecord& record, Effects& effects) {
           static_cast<std::int32_t>(index) != record.creation.bundle_index) {
         continue;
       }
-      if (!sched::Fits(request, bundles[index].free)) continue;
+      if (lost_[bundles[index].node] || !sched::Fits(request, bundles[index].free)) continue;
       sched::Subtract(bundles[index].free, request);
       record.bundle = static_cast<std::int32_t>(index);
       chosen = bundles[index].node;
@@ -346,21 +348,73 @@ void ActorDirectory::OnWorkerDied(const ActorDeath& death) {
       return;
     }
     Release(record);
-    const std::string where = "its process (pid " + std::to_string(death.pid) + ") on node " +
-                              std::to_string(death.node) + " " + death.cause;
-    if (record.restarts < record.creation.max_restarts) {
-      record.restarts++;
-      info.incarnation++;
-      info.state = static_cast<std::uint8_t>(ActorState::kRestarting);
-      info.cause = where + "; restarted (restart " + std::to_string(record.restarts) + " of " +
-                   std::to_string(record.creation.max_restarts) + ")";
-      effects.events.emplace_back("actor_restarted", ActorLabel(info) + ": " + info.cause);
-      if (!TryPlace(record, effects)) unplaced_.push_back(info.id);
-    } else {
-      MarkDead(record,
-               where + "; no restart left (max_restarts=" +
-                   std::to_string(record.creation.max_restarts) + ")",
-               effects);
+    LoseIncarnation(record,
+                    "its process (pid " + std::to_string(death.pid) + ") on node " +
+                        std::to_string(death.node) + " " + death.cause,
+                    effects);
+    PlacePending(effects);
+  }
+  Run(effects);
+}
+
+void ActorDirectory::LoseIncarnation(ActorRecord& record, const std::string& where, Effects& effects) {
+  ActorInfo& info = record.info;
+  if (record.restarts < record.creation.max_restarts && HasLiveBundle(record)) {
+    record.restarts++;
+    info.incarnation++;
+    info.state = static_cast<std::uint8_t>(ActorState::kRestarting);
+    info.cause = where + "; restarted (restart " + std::to_string(record.restarts) + " of " +
+                 std::to_string(record.creation.max_restarts) + ")";
+    effects.events.emplace_back("actor_restarted", ActorLabel(info) + ": " + info.cause);
+    if (!TryPlace(record, effects)) unplaced_.push_back(info.id);
+  } else if (record.restarts < record.creation.max_restarts) {
+    MarkDead(record, where + "; its placement group's bundles are all on lost nodes", effects);
+  } else {
+    MarkDead(record,
+             where + "; no restart left (max_restarts=" + std::to_string(record.creation.max_restarts) + ")",
+             effects);
+  }
+}
+
+bool ActorDirectory::HasLiveBundle(const ActorRecord& record) const {
+  if (record.creation.placement_group == 0) return true;
+  auto group = groups_.find(record.creation.placement_group);
+  if (group == groups_.end() || !group->second.placed) return true;  // decided when it is placed
+  const auto& bundles = group->second.bundles;
+  for (std::size_t index = 0; index < bundles.size(); ++index) {
+    if (record.creation.bundle_index >= 0 && static_cast<std::int32_t>(index) != record.creation.bundle_index) {
+      continue;
+    }
+    if (!lost_[bundles[index].node]) return true;
+  }
+  return false;
+}
+
+void ActorDirectory::OnNodeLost(std::uint32_t node, const std::string& cause) {
+  Effects effects;
+  {
+    std::lock_guard lock(mutex_);
+    if (node >= lost_.size() || lost_[node]) return;
+    lost_[node] = true;
+    effects.events.emplace_back("node_lost", "node " + std::to_string(node) + " (" + nodes_[node].hostname +
+                                                 ") was lost: " + cause + "; the job goes on without it");
+    for (auto& [id, record] : actors_) {
+      if (!record.placed || record.info.node != node ||
+          static_cast<ActorState>(record.info.state) == ActorState::kDead) {
+        continue;
+      }
+      Release(record);
+      LoseIncarnation(record, "its node " + std::to_string(node) + " was lost (" + cause + ")", effects);
+    }
+    // Actors waiting for a bundle that is gone for good.
+    std::vector<std::uint64_t> stranded;
+    for (const std::uint64_t id : unplaced_) {
+      auto found = actors_.find(id);
+      if (found != actors_.end() && !HasLiveBundle(found->second)) stranded.push_back(id);
+    }
+    for (const std::uint64_t id : stranded) {
+      MarkDead(actors_.at(id),
+               "its placement group's bundles are all on lost nodes (node " + std::to_string(node) + ")", effects);
     }
     PlacePending(effects);
   }
@@ -419,8 +473,8 @@ std::optional<std::vector<std::uint32_t>> Layout(const std::vector<ResourceMap>&
 bool ActorDirectory::TryPlaceGroup(Group& group) {
   std::vector<ResourceMap> remaining;
   for (std::uint32_t node = 0; node < nodes_.size(); ++node) {
-    remaining.push_back(nodes_[node].total);
-    sched::Subtract(remaining.back(), held_[node]);
+    remaining.push_back(lost_[node] ? ResourceMap{} : nodes_[node].total);
+    if (!lost_[node]) sched::Subtract(remaining.back(), held_[node]);
   }
   auto layout = Layout(group.creation.bundles, group.creation.strategy, std::move(remaining));
   if (!layout) return false;

@@ -60,6 +60,11 @@ class ActorDirectory {
   Status Kill(const ActorKill& kill);
   void OnCreated(TaskOutcome outcome);
   void OnWorkerDied(const ActorDeath& death);
+  // The head lost `node`: nothing is placed there again, and each actor it
+  // hosted restarts elsewhere (within max_restarts) or dies with `cause`.
+  // Bundles of placement groups there are lost with it (the groups are not
+  // laid out again); an actor whose bundles are all lost dies.
+  void OnNodeLost(std::uint32_t node, const std::string& cause);
 
   Result<PlacementGroupInfo> CreatePlacementGroup(const PlacementGroupCreation& creation);
   // `done` runs once the group is placed or removed (at once when block is
@@ -136,6 +141,10 @@ class ActorDirectory {
   void PlacePending(Effects& effects);
   bool TryPlaceGroup(Group& group);
   void MarkDead(ActorRecord& record, std::string cause, Effects& effects);
+  // Its process is gone (`where` says how): restart within max_restarts, or dead.
+  void LoseIncarnation(ActorRecord& record, const std::string& where, Effects& effects);
+  // False when every bundle the actor may use is on a lost node.
+  [[nodiscard]] bool HasLiveBundle(const ActorRecord& record) const;
   void Notify(ActorRecord& record, Effects& effects);
   [[nodiscard]] PlacementGroupInfo GroupInfo(std::uint64_t id, const Group& group) const;
   void Run(Effects& effects);
@@ -154,6 +163,7 @@ class ActorDirectory {
   std::deque<std::uint64_t> unplaced_;    // actors waiting for room, oldest first
   std::vector<sched::ResourceMap> held_;  // per node: actors and bundles
   std::vector<std::uint32_t> actor_count_;
+  std::vector<bool> lost_;  // per node
   std::map<std::uint64_t, Group> groups_;
 };
 

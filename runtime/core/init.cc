@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -55,6 +56,18 @@ constexpr auto kRegistrationTimeout = std::chrono::seconds(120);
 // How a process that cannot join its job ends (see Init).
 constexpr int kLaunchFailedExitCode = 1;
 
+// Nodes whose manager the head can no longer reach. Written by the head's
+// kNodeFailed handler, read by StoreUsage and Shutdown; thread-safe.
+struct LostNodes {
+  std::mutex mutex;
+  std::vector<bool> lost;  // per node
+  bool stopping = false;   // Shutdown ends the nodes itself: no loss then
+  bool IsLost(std::uint32_t node) {
+    std::lock_guard lock(mutex);
+    return node < lost.size() && lost[node];
+  }
+};
+
 // Torn down in Shutdown in the order that keeps every callback's target
 // alive: the node manager, then the transport (which fails calls still in
 // flight), then what their callbacks use.
@@ -74,6 +87,7 @@ struct DriverState {
   std::unique_ptr<core::DriverDashboard> dashboard;
   // log_dir=: where Shutdown lists the job's actors for `sray logs --actor`.
   std::filesystem::path actor_index;
+  std::shared_ptr<LostNodes> lost_nodes;
 };
 
 std::mutex driver_mutex;
@@ -355,7 +369,11 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
     if (!sent.ok()) ThrowLaunch("cannot reach node " + std::to_string(node.node_id), sent);
   }
   auto state = std::make_unique<DriverState>();
-  for (const auto& node : view.nodes) state->node_manager_ranks.push_back(node.rank);
+  std::vector<std::string> view_hosts;
+  for (const auto& node : view.nodes) {
+    state->node_manager_ranks.push_back(node.rank);
+    view_hosts.push_back(node.hostname);
+  }
   core::NodeManager* raw = manager.get();
   const std::vector<std::uint32_t> ranks = state->node_manager_ranks;
   transport::Transport* raw_transport = &transport;
@@ -386,6 +404,40 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
   state->borrow_links = std::make_unique<core::TransportBorrowLinks>(transport, std::move(book));
   state->owner->SetBorrowLinks(*state->borrow_links);
   state->owner_service = std::make_unique<core::OwnerService>(transport, *state->owner);
+  // A node manager's failure, as the transport sees it (in a UCX callback,
+  // where nothing may block), comes back to this process as a message, and
+  // the head handles it there like any other.
+  state->lost_nodes = std::make_shared<LostNodes>();
+  state->lost_nodes->lost.assign(ranks.size(), false);
+  const std::uint32_t head_rank = job->pmix->layout().rank;
+  transport.SetPeerFailureHandler([raw_transport, ranks, head_rank](std::uint32_t rank, const Status& failure) {
+    const auto found = std::find(ranks.begin() + 1, ranks.end(), rank);
+    if (found == ranks.end()) return;
+    core::NodeLost lost{.node = static_cast<std::uint32_t>(found - ranks.begin()), .cause = failure.message()};
+    raw_transport->Post(head_rank, core::kNodeFailed, core::Encode(lost));
+  });
+  transport.RegisterOneWayHandler(
+      core::kNodeFailed, [raw_transport, ranks, hostnames = std::move(view_hosts), lost_nodes = state->lost_nodes,
+                          directory = state->directory.get()](std::uint32_t, auto payload) {
+        auto lost = core::Decode<core::NodeLost>(payload, "node failure");
+        if (!lost.ok() || lost->node == 0 || lost->node >= ranks.size()) return;
+        {
+          std::lock_guard lock(lost_nodes->mutex);
+          if (lost_nodes->stopping || lost_nodes->lost[lost->node]) return;
+          lost_nodes->lost[lost->node] = true;
+        }
+        std::cerr << "sray: node " << lost->node << " (" << hostnames[lost->node] << ") was lost: " << lost->cause
+                  << "; the job goes on without it: its tasks run again on other nodes (within their "
+                     "retries), its actors restart elsewhere (within their restarts) or die, and objects "
+                     "only it held are rebuilt from lineage or fail with ObjectLostError"
+                  << std::endl;
+        directory->OnNodeLost(lost->node, lost->cause);
+        const auto message = core::Encode(*lost);
+        for (std::uint32_t node = 0; node < ranks.size(); ++node) {
+          if (lost_nodes->IsLost(node)) continue;
+          raw_transport->Post(ranks[node], core::kNodeLost, message);
+        }
+      });
   state->node_manager = std::move(manager);
   state->job = std::move(job);
   core::SetProcessRuntime(state->owner.get());
@@ -533,7 +585,12 @@ void Shutdown() {
   // Answers still owed to borrowers need the transport: before it goes.
   state->owner_service.reset();
   transport::Transport& transport = *state->job->transport;
+  {
+    std::lock_guard lock(state->lost_nodes->mutex);
+    state->lost_nodes->stopping = true;
+  }
   for (std::size_t node = 1; node < state->node_manager_ranks.size(); ++node) {
+    if (state->lost_nodes->IsLost(static_cast<std::uint32_t>(node))) continue;
     (void)transport.Call(state->node_manager_ranks[node], core::kShutdownNode, {},
                          std::chrono::seconds(10));
   }
@@ -568,6 +625,7 @@ std::vector<NodeStoreUsage> StoreUsage() {
                    .spilled = local.spilled,
                    .objects = local.objects});
   for (std::uint32_t node = 1; node < driver->node_manager_ranks.size(); ++node) {
+    if (driver->lost_nodes->IsLost(node)) continue;  // its store went with it
     auto reply =
         driver->job->transport->Call(driver->node_manager_ranks[node], core::kStoreUsage, {});
     if (!reply.ok())

@@ -42,6 +42,7 @@ SchedulerEffects LocalScheduler::ApplyClusterView(std::vector<NodeDescription> n
   node_available_.clear();
   for (const auto& node : nodes_) node_available_.push_back(node.total);
   node_queued_.assign(nodes_.size(), 0);
+  lost_.assign(nodes_.size(), false);
   SchedulerEffects effects;
   Dispatch(effects);
   return effects;
@@ -49,7 +50,7 @@ SchedulerEffects LocalScheduler::ApplyClusterView(std::vector<NodeDescription> n
 
 SchedulerEffects LocalScheduler::OnResourceUpdate(const ResourceUpdate& update) {
   SchedulerEffects effects;
-  if (update.node_id >= node_available_.size()) return effects;
+  if (update.node_id >= node_available_.size() || IsLost(update.node_id)) return effects;
   node_available_[update.node_id] = update.available;
   node_queued_[update.node_id] = update.queued;
   Dispatch(effects);
@@ -67,6 +68,7 @@ std::string LocalScheduler::InfeasibleMessage(const TaskSpec& spec) const {
   double most_cpus = -1;
   std::uint32_t largest_node = 0;
   for (const auto& node : nodes_) {
+    if (IsLost(node.node_id)) continue;
     const double cpus = Amount(node.total, "CPU", 0.0);
     if (cpus > most_cpus) {
       most_cpus = cpus;
@@ -91,7 +93,7 @@ TaskOutcome LocalScheduler::OutcomeFor(const TaskSpec& spec, OutcomeKind kind,
 void LocalScheduler::Schedule(TaskSpec spec, SchedulerEffects& effects) {
   if (!sched::Fits(spec.resources, config_.total)) {
     const bool anywhere = std::any_of(nodes_.begin(), nodes_.end(), [&](const auto& node) {
-      return sched::Fits(spec.resources, node.total);
+      return !IsLost(node.node_id) && sched::Fits(spec.resources, node.total);
     });
     if (!anywhere) {
       effects.emplace_back(effects::DeliverOutcome{
@@ -114,7 +116,7 @@ bool LocalScheduler::Forward(TaskSpec& spec, ForwardTo where, SchedulerEffects& 
   bool best_free = false;
   std::uint32_t best_queued = 0;
   for (std::uint32_t node = 0; node < nodes_.size(); ++node) {
-    if (node == config_.node_id || !sched::Fits(spec.resources, nodes_[node].total)) continue;
+    if (node == config_.node_id || IsLost(node) || !sched::Fits(spec.resources, nodes_[node].total)) continue;
     const bool free = sched::Fits(spec.resources, node_available_[node]);
     const double cpus = Amount(nodes_[node].total, "CPU", 1.0);
     const auto queue_limit = static_cast<std::uint32_t>(kQueuedPerRemoteCpu * std::max(1.0, cpus));
@@ -136,9 +138,43 @@ bool LocalScheduler::Forward(TaskSpec& spec, ForwardTo where, SchedulerEffects& 
     node_queued_[*best]++;
   }
   spec.hops++;
-  // A node that died takes the job with it (the launcher ends the step).
+  if (spec.owner_node == config_.node_id) {
+    forwarded_[ForwardKey{spec.owner_rank, spec.task_id}] =
+        ForwardedTask{*best, spec.return_id, DisplayName(spec)};
+  }
   effects.emplace_back(effects::ForwardToNode{nodes_[*best].rank, std::move(spec)});
   return true;
+}
+
+void LocalScheduler::OnOutcomeRouted(const TaskOutcome& outcome) {
+  if (forwarded_.empty()) return;
+  forwarded_.erase(ForwardKey{outcome.owner_rank, outcome.task_id});
+}
+
+SchedulerEffects LocalScheduler::OnNodeLost(std::uint32_t node, const std::string& cause) {
+  SchedulerEffects effects;
+  if (node >= lost_.size() || lost_[node] || node == config_.node_id) return effects;
+  lost_[node] = true;
+  node_available_[node].clear();
+  for (auto entry = forwarded_.begin(); entry != forwarded_.end();) {
+    if (entry->second.node != node) {
+      ++entry;
+      continue;
+    }
+    TaskOutcome outcome;
+    outcome.task_id = entry->first.task_id;
+    outcome.owner_rank = entry->first.owner_rank;
+    outcome.owner_node = config_.node_id;
+    outcome.return_id = entry->second.return_id;
+    outcome.function = std::move(entry->second.function);
+    outcome.kind = static_cast<std::uint8_t>(OutcomeKind::kWorkerDied);
+    outcome.node = node;
+    outcome.error_message = "node " + std::to_string(node) + ", where it ran, was lost (" + cause + ")";
+    effects.emplace_back(effects::DeliverOutcome{std::move(outcome)});
+    entry = forwarded_.erase(entry);
+  }
+  Dispatch(effects);
+  return effects;
 }
 
 void LocalScheduler::Assign(std::uint32_t rank, Worker& worker, TaskSpec task,

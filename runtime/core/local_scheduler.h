@@ -35,6 +35,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -132,6 +133,14 @@ class LocalScheduler {
   SchedulerEffects OnTaskDone(std::uint32_t worker_rank, TaskOutcome outcome);
   SchedulerEffects OnWorkerBlocked(std::uint32_t worker_rank, bool blocked);
   SchedulerEffects OnWorkerExited(pid_t pid, const std::string& how);
+  // The head lost `node`: nothing more goes there, and the tasks this node
+  // forwarded there (for owners on this node) get a kWorkerDied outcome, so
+  // their owners run them again within their retries.
+  SchedulerEffects OnNodeLost(std::uint32_t node, const std::string& cause);
+  // An outcome on its way to an owner on this node: the task is no longer
+  // out on another node.
+  void OnOutcomeRouted(const TaskOutcome& outcome);
+  [[nodiscard]] bool IsLost(std::uint32_t node) const { return node < lost_.size() && lost_[node]; }
   // Ends an actor: its worker, if it serves the actor and holds no GPU, is
   // asked to retire it (RetireActor); otherwise, or while
   // the constructor runs, its process is killed.
@@ -201,6 +210,26 @@ class LocalScheduler {
   std::vector<NodeDescription> nodes_;
   std::vector<sched::ResourceMap> node_available_;
   std::vector<std::uint32_t> node_queued_;
+  std::vector<bool> lost_;  // per node
+  // Tasks of owners on this node that it forwarded, until their outcomes
+  // pass through Route: what a kWorkerDied outcome needs if their node is
+  // lost. (A task forwarded again by the node it went to is not followed.)
+  struct ForwardedTask {
+    std::uint32_t node = 0;
+    ObjectId return_id;
+    std::string function;
+  };
+  struct ForwardKey {
+    std::uint32_t owner_rank = 0;
+    std::uint64_t task_id = 0;
+    bool operator==(const ForwardKey&) const = default;
+  };
+  struct ForwardKeyHash {
+    std::size_t operator()(const ForwardKey& key) const noexcept {
+      return std::hash<std::uint64_t>{}(key.task_id * 0x9E3779B97F4A7C15ULL ^ key.owner_rank);
+    }
+  };
+  std::unordered_map<ForwardKey, ForwardedTask, ForwardKeyHash> forwarded_;
   sched::ResourceMap available_;
   sched::GpuDevices gpus_;
   std::map<sched::ResourceMap, std::deque<TaskSpec>> queues_;

@@ -355,6 +355,12 @@ void NodeManager::RegisterHandlers() {
           manager.Route(std::move(outcome));
         });
       });
+  ServeOneWay<NodeLost>(transport, guard, kNodeLost, "node lost",
+                        [](NodeManager& manager, std::uint32_t, NodeLost lost) {
+                          manager.loop_->Post([&manager, lost = std::move(lost)] {
+                            manager.Apply(manager.scheduler_.OnNodeLost(lost.node, lost.cause));
+                          });
+                        });
   ServeOneWay<ActorKill>(
       transport, guard, kStopActorWorker, "actor stop",
       [](NodeManager& manager, std::uint32_t, ActorKill kill) { manager.StopActor(kill); });
@@ -598,6 +604,7 @@ void NodeManager::Route(TaskOutcome outcome) {
     ReportActorCreated(outcome);
     return;
   }
+  if (outcome.owner_node == config_.node_id) scheduler_.OnOutcomeRouted(outcome);
   // If the owner is gone, so is everyone who could use the result; a stored
   // value then stays until the step ends and the store is removed. The
   // driver's owner shares node 0's rank: its post loops back in-process.

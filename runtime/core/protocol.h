@@ -32,6 +32,8 @@ enum Method : std::uint32_t {
   kResourceUpdate = 102,   // node manager -> node managers, one-way: ResourceUpdate
   kShutdownNode = 103,     // head -> node manager, request
   kHeartbeat = 104,        // node manager -> head, request
+  kNodeLost = 105,         // head -> node managers, one-way: NodeLost
+  kNodeFailed = 106,       // the head's transport -> the head itself, one-way: NodeLost
   kSubmitTask = 110,       // owner -> its node manager, or forwarded, one-way: TaskSpec
   kExecuteTask = 111,      // node manager -> worker, one-way: TaskSpec
   kTaskDone = 112,         // worker -> node manager, one-way: TaskOutcome
@@ -396,6 +398,14 @@ struct ActorKill {
   bool no_restart = true;
   std::int32_t incarnation = 0;  // kStopActorWorker: which process to end
   MSGPACK_DEFINE(id, no_restart, incarnation)
+};
+
+// A node whose manager the head can no longer reach: the job goes on
+// without it (its tasks run again elsewhere, its actors restart or die).
+struct NodeLost {
+  std::uint32_t node = 0;
+  std::string cause;
+  MSGPACK_DEFINE(node, cause)
 };
 
 struct ActorDeath {

@@ -45,6 +45,7 @@ Transport::Impl::Impl(TransportOptions options, std::shared_ptr<UcxWorker> worke
                               .on_failure =
                                   [this](std::uint32_t rank, const Status& failure) {
                                     pending_calls_.FailCallsTo(rank, failure);
+                                    NotifyPeerFailure(rank, failure);
                                   }}),
       loop_(worker_, *this) {}
 
@@ -428,7 +429,22 @@ void Transport::Impl::ProbeAwaitedPeers(std::chrono::steady_clock::time_point no
     const Status failure = endpoints_.PeerFailure(rank, "its process is gone");
     endpoints_.MarkFailed(rank, failure);
     pending_calls_.FailCallsTo(rank, failure);
+    NotifyPeerFailure(rank, failure);
   }
+}
+
+void Transport::Impl::SetPeerFailureHandler(std::function<void(std::uint32_t, const Status&)> handler) {
+  std::lock_guard lock(failure_handler_mutex_);
+  failure_handler_ = std::make_shared<const std::function<void(std::uint32_t, const Status&)>>(std::move(handler));
+}
+
+void Transport::Impl::NotifyPeerFailure(std::uint32_t rank, const Status& failure) {
+  std::shared_ptr<const std::function<void(std::uint32_t, const Status&)>> handler;
+  {
+    std::lock_guard lock(failure_handler_mutex_);
+    handler = failure_handler_;
+  }
+  if (handler && *handler) (*handler)(rank, failure);
 }
 
 // ---- send callbacks (never throw) -------------------------------------------
@@ -484,6 +500,9 @@ Result<Bytes> Transport::LocalAddress(bool network_only) const {
 }
 void Transport::NotePeerGone() {
   impl_->NotePeerGone();
+}
+void Transport::SetPeerFailureHandler(std::function<void(std::uint32_t, const Status&)> handler) {
+  impl_->SetPeerFailureHandler(std::move(handler));
 }
 void Transport::RegisterRequestHandler(std::uint32_t method, RequestHandler handler) {
   impl_->RegisterRequestHandler(method, std::move(handler));

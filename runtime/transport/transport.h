@@ -109,6 +109,11 @@ class Transport {
   // end the UCX worker is left to the process's end, not destroyed
   // (UcxWorker::Abandon says why).
   void NotePeerGone();
+  // `handler` learns of each peer marked failed (its endpoint failed, or its
+  // process is gone). It runs on the progress thread (or a UCX callback), so
+  // it must only hand the news on (post it), never block or call this
+  // transport's blocking calls; it may hear of one rank more than once.
+  void SetPeerFailureHandler(std::function<void(std::uint32_t rank, const Status& failure)> handler);
 
   // Register before peers send the method; a later registration replaces.
   void RegisterRequestHandler(std::uint32_t method, RequestHandler handler);

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -52,6 +53,7 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   // endpoints. Idempotent.
   void Shutdown();
   void NotePeerGone();
+  void SetPeerFailureHandler(std::function<void(std::uint32_t, const Status&)> handler);
 
   [[nodiscard]] std::uint32_t rank() const { return options_.rank; }
   [[nodiscard]] Result<Bytes> LocalAddress(bool network_only) const {
@@ -96,6 +98,7 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   };
 
   [[nodiscard]] std::string Describe(std::uint32_t rank) const;
+  void NotifyPeerFailure(std::uint32_t rank, const Status& failure);
 
   // ---- what leaves (transport.cc) ----
   std::shared_ptr<PendingCall> StartCall(std::uint32_t rank, std::uint32_t method,
@@ -172,6 +175,9 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   // owner share one): handed to the handlers directly, one thread at a time
   // (loopback_mutex_) so they keep their order.
   Outbox loopback_;
+  // Copied out under the lock, called without it (it may take its own).
+  std::mutex failure_handler_mutex_;
+  std::shared_ptr<const std::function<void(std::uint32_t, const Status&)>> failure_handler_;
   std::mutex loopback_mutex_;
   // Held while posted messages are handed to UCX (by the progress thread,
   // or by a thread that sends its own message directly).

@@ -66,8 +66,9 @@ expect_gone_within_5s "$since"
 expect_lines "$out" "^sray: the launcher \\(pid $launcher\\) died without ending job $job: ended [1-9][0-9]* process\\(es\\) and removed the job's files\$" 1
 
 # kill -9 of a node manager (node 1's rank): the workers it started die with
-# it at once (PR_SET_PDEATHSIG), well before the launcher's 10 s for the
-# other ranks run out; then the job ends with nothing left.
+# it at once (PR_SET_PDEATHSIG); the node is lost and the job goes on without
+# it (tests/local/test_node_loss.sh checks the work); Ctrl-C then ends it
+# with nothing left, node 1's files included.
 out=$WORK/manager.out
 start_holding "$out"
 manager=""
@@ -89,9 +90,17 @@ for attempt in $(seq 30); do
 done
 [ -z "$alive" ] || fail "workers of the killed node manager still run 3 s after it:$alive"
 echo "kill -9 of node 1's manager: its workers ($workers) gone after $((($(date +%s%N) - since) / 1000000)) ms"
+for attempt in $(seq 50); do
+  grep -q '^sray: node 1 (.*) was lost: ' "$out" && break
+  sleep 0.1
+done
+grep -q '^sray: node 1 (.*) was lost: ' "$out" || { cat "$out" >&2; fail "the head did not report node 1 lost within 5 s"; }
+kill -0 "$launcher" 2>/dev/null || { cat "$out" >&2; fail "the job ended when node 1 was lost"; }
+kill -INT "$launcher"
+since=$(date +%s%N)
 status=0
 wait "$launcher" || status=$?
-[ "$status" -ne 0 ] || fail "a job whose node manager was killed exited with 0"
+[ "$status" -ne 0 ] || fail "a job ended by Ctrl-C exited with 0"
 expect_gone_within_5s "$since"
 
 # A driver that throws out of main (std::terminate, SIGABRT).

@@ -239,6 +239,70 @@ TEST_F(ActorDirectoryTest, AStrictPackGroupIsOnOneNodeOrWaitsForOne) {
   EXPECT_EQ(placed->bundle_nodes[0], placed->bundle_nodes[1]);
 }
 
+// A lost node: its actors restart on the other nodes (within max_restarts)
+// or die naming the node, actors elsewhere are untouched, an actor whose
+// bundle was there dies, nothing is placed there again, and the loss is an
+// event.
+TEST_F(ActorDirectoryTest, ALostNodesActorsRestartElsewhereOrDieAndNothingGoesThereAgain) {
+  std::map<std::uint32_t, std::vector<ActorInfo>> by_node;
+  for (int index = 0; index < 6; ++index) {
+    const ActorInfo actor = Create(Creation({}, "", index % 2));  // every other may restart once
+    by_node[submitted_.back().first].push_back(actor);
+    ConstructLast();
+  }
+  ASSERT_EQ(by_node[2].size(), 2u);
+  auto group = directory_.CreatePlacementGroup(
+      PlacementGroupCreation{.name = "",
+                             .bundles = {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}},
+                             .strategy = PlacementStrategy::kStrictSpread});
+  ASSERT_TRUE(group.ok() && group->placed);
+  std::int32_t bundle_on_2 = 0;
+  for (std::int32_t index = 0; index < 3; ++index) {
+    if (group->bundle_nodes[static_cast<std::size_t>(index)] == 2) bundle_on_2 = index;
+  }
+  const ActorInfo in_bundle = Create(Creation({{"CPU", 1}}, "", 3, group->id, bundle_on_2));
+  ConstructLast();
+  const std::size_t before = submitted_.size();
+
+  directory_.OnNodeLost(2, "rank 2 is unreachable");
+  std::size_t restarted = 0;
+  for (const ActorInfo& actor : by_node[2]) {
+    auto now = Changed(actor.id, 0);
+    if (actor.id % 2 == 0) {
+      EXPECT_FALSE(now.has_value()) << "restarting: answered once the new incarnation is alive";
+    } else {
+      ASSERT_TRUE(now.has_value());
+      EXPECT_EQ(static_cast<ActorState>(now->state), ActorState::kDead);
+      EXPECT_NE(now->cause.find("its node 2 was lost (rank 2 is unreachable); no restart left"), std::string::npos)
+          << now->cause;
+    }
+  }
+  for (std::size_t index = before; index < submitted_.size(); ++index) {
+    EXPECT_NE(submitted_[index].first, 2u) << "a constructor was sent to the lost node";
+    ++restarted;
+  }
+  std::size_t may_restart = 0;
+  for (const ActorInfo& actor : by_node[2]) may_restart += actor.id % 2 == 0 ? 1 : 0;
+  EXPECT_EQ(restarted, may_restart) << "only the actors of node 2 with a restart left start again";
+  auto bundled = Changed(in_bundle.id, 0);
+  ASSERT_TRUE(bundled.has_value());
+  EXPECT_EQ(static_cast<ActorState>(bundled->state), ActorState::kDead);
+  EXPECT_NE(bundled->cause.find("bundles are all on lost nodes"), std::string::npos) << bundled->cause;
+  for (const auto& [node, actors] : by_node) {
+    if (node == 2) continue;
+    for (const ActorInfo& actor : actors) EXPECT_FALSE(Changed(actor.id, 0).has_value()) << "actor " << actor.id;
+  }
+  for (int index = 0; index < 4; ++index) {
+    Create(Creation());
+    EXPECT_NE(submitted_.back().first, 2u);
+  }
+  const auto events = directory_.events().Recent();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.front().kind, "node_lost");
+  EXPECT_NE(events.front().message.find("node 2 (n2) was lost: rank 2 is unreachable"), std::string::npos)
+      << events.front().message;
+}
+
 TEST_F(ActorDirectoryTest, AnActorInABundleRunsOnTheBundlesNode) {
   auto group = directory_.CreatePlacementGroup(
       PlacementGroupCreation{.name = "",

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,53 @@ TEST_F(LocalSchedulerTest, ATaskTooBigForThisNodeMovesToOneWhereItFits) {
   ASSERT_EQ(forwarded.size(), 1u);
   EXPECT_EQ(forwarded[0].node_rank, 1u);
   EXPECT_EQ(forwarded[0].task.hops, 1u);
+}
+
+// A node lost: the tasks this node forwarded there (for owners here) come
+// back as kWorkerDied outcomes, which their owners retry; a task whose
+// outcome already came back does not; nothing goes there again.
+TEST_F(LocalSchedulerTest, TasksForwardedToALostNodeComeBackAsWorkerDeathsAndNothingGoesThereAgain) {
+  LocalScheduler small{LocalSchedulerConfig{
+      .node_id = 0, .total = {{"CPU", 1}}, .gpu_devices = 0, .max_workers = 2}};
+  (void)small.ApplyClusterView({CpuNode(0, 1), CpuNode(1, 4), CpuNode(2, 4)});
+  std::map<std::uint64_t, std::uint32_t> went_to;
+  for (std::uint64_t id = 1; id <= 6; ++id) {
+    for (auto& forward : All<effects::ForwardToNode>(small.Submit(Task(id, 3)))) {
+      went_to[forward.task.task_id] = forward.node_rank;
+    }
+  }
+  std::vector<std::uint64_t> on_node_2;
+  for (const auto& [id, node] : went_to) {
+    if (node == 2) on_node_2.push_back(id);
+  }
+  ASSERT_EQ(went_to.size(), 6u);
+  ASSERT_GE(on_node_2.size(), 2u) << "both remote nodes take tasks";
+  // The first of node 2's tasks finished before the loss.
+  TaskSpec finished = Task(on_node_2.front(), 3);
+  small.OnOutcomeRouted(Done(finished));
+
+  const auto lost = small.OnNodeLost(2, "rank 2 is unreachable");
+  const auto deaths = All<effects::DeliverOutcome>(lost);
+  ASSERT_EQ(deaths.size(), on_node_2.size() - 1);
+  for (const auto& death : deaths) {
+    EXPECT_EQ(static_cast<OutcomeKind>(death.outcome.kind), OutcomeKind::kWorkerDied);
+    EXPECT_EQ(went_to.at(death.outcome.task_id), 2u);
+    EXPECT_NE(death.outcome.task_id, on_node_2.front()) << "its outcome had come back already";
+    EXPECT_NE(death.outcome.error_message.find("node 2, where it ran, was lost (rank 2 is unreachable)"),
+              std::string::npos)
+        << death.outcome.error_message;
+  }
+  EXPECT_TRUE(All<effects::DeliverOutcome>(small.OnNodeLost(2, "again")).empty()) << "lost once";
+
+  // Node 2 says it is free again (a late update): ignored.
+  (void)small.OnResourceUpdate(ResourceUpdate{.node_id = 2, .available = {{"CPU", 4}}, .queued = 0});
+  for (std::uint64_t id = 10; id < 16; ++id) {
+    for (const auto& forward : All<effects::ForwardToNode>(small.Submit(Task(id, 3)))) {
+      EXPECT_EQ(forward.node_rank, 1u) << "task " << id << " went to the lost node";
+    }
+  }
+  EXPECT_TRUE(small.IsLost(2));
+  EXPECT_FALSE(small.IsLost(1));
 }
 
 TEST(LocalScheduler, WorkersStartedAreCappedByMaxWorkers) {

@@ -1,0 +1,173 @@
+// A job that loses a whole non-head node (its manager and workers killed by
+// the test script) and goes on: tasks in flight run again elsewhere, results
+// that lived only there are rebuilt from lineage, actors that lived there
+// restart on the other nodes, and new work avoids the lost node.
+//
+//   node_loss_check SIGNAL_FILE
+//
+// Prints "node-loss: victim PID" (node 2's manager, found through a task's
+// parent) and "node-loss: ready" once work is in flight; the script then
+// kills that node and creates SIGNAL_FILE. "ok: ..." lines follow
+// (tests/local/test_node_loss.sh counts them).
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <numeric>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sray/api.h>
+
+#include "check.h"
+
+namespace {
+
+using sray::check::Expect;
+using sray::check::Fail;
+
+std::uint32_t Node() { return sray::CurrentNode().node_id; }
+
+// Where a task runs: its node and its node manager's pid (its parent).
+std::vector<std::int64_t> whereabouts(std::int64_t milliseconds) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds));
+  return {Node(), static_cast<std::int64_t>(::getppid())};
+}
+
+// A 1 MiB result kept in the store of the node that made it: word 0 names
+// that node, the rest follow from the seed.
+std::vector<std::uint64_t> make_block(std::uint64_t seed) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::vector<std::uint64_t> block(128 * 1024);
+  std::iota(block.begin(), block.end(), seed * 1000003);
+  block[0] = Node();
+  return block;
+}
+
+std::uint64_t sum_plus(const std::vector<std::uint64_t>& values, std::uint64_t index) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  return std::accumulate(values.begin(), values.end(), std::uint64_t{0}) + index;
+}
+
+std::uint32_t node_of_task(std::uint64_t /*index*/) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return Node();
+}
+
+class Counter {
+ public:
+  static Counter* Create() { return new Counter(); }
+  // {calls so far, node}
+  std::vector<std::uint64_t> Add() { return {++calls_, Node()}; }
+
+ private:
+  std::uint64_t calls_ = 0;
+};
+
+}  // namespace
+
+SRAY_REMOTE(whereabouts, make_block, sum_plus, node_of_task);
+SRAY_REMOTE(Counter::Create, &Counter::Add);
+
+int main(int argc, char** argv) {
+  sray::Init(argc, argv);
+  if (argc != 2) Fail("usage: node_loss_check SIGNAL_FILE");
+  const std::string signal_file = argv[1];
+
+  // Node 2's manager, for the script.
+  std::int64_t victim = 0;
+  for (int round = 0; round < 20 && victim == 0; ++round) {
+    std::vector<sray::ObjectRef<std::vector<std::int64_t>>> probes;
+    for (int task = 0; task < 12; ++task) probes.push_back(sray::Task(whereabouts).Remote(200));
+    for (const auto& where : sray::Get(probes)) {
+      if (where[0] == 2) victim = where[1];
+    }
+  }
+  if (victim == 0) Fail("no task ran on node 2");
+
+  // Results kept where they were made, not read yet (a read would copy them
+  // to node 0).
+  std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> blocks;
+  for (std::uint64_t seed = 0; seed < 30; ++seed) blocks.push_back(sray::Task(make_block).SetMaxRetries(3).Remote(seed));
+  (void)sray::Wait(blocks, blocks.size(), std::chrono::seconds(60));
+  std::uint64_t objects_on_node_2 = 0;
+  for (const auto& node : sray::StoreUsage()) {
+    if (node.node_id == 2) objects_on_node_2 = node.objects;
+  }
+  Expect(objects_on_node_2 > 0, "node 2's store holds " + std::to_string(objects_on_node_2) +
+                                    " results before the node is lost");
+
+  std::vector<sray::ActorHandle<Counter>> counters;
+  for (int index = 0; index < 6; ++index) {
+    counters.push_back(sray::Actor(Counter::Create).SetMaxRestarts(1).SetMaxTaskRetries(2).Remote());
+  }
+  std::map<int, std::uint64_t> first_node;
+  for (int index = 0; index < 6; ++index) {
+    first_node[index] = sray::Get(counters[static_cast<std::size_t>(index)].Task(&Counter::Add).Remote())[1];
+  }
+
+  std::vector<std::uint64_t> values(256 * 1024, 3);  // 2 MiB, Put on node 0
+  const std::uint64_t values_sum = 3ULL * values.size();
+  auto shared = sray::Put(values);
+  std::vector<sray::ObjectRef<std::uint64_t>> in_flight;
+  for (std::uint64_t index = 0; index < 600; ++index) {
+    in_flight.push_back(sray::Task(sum_plus).SetMaxRetries(3).Remote(shared, index));
+  }
+  std::cout << "node-loss: victim " << victim << std::endl;
+  std::cout << "node-loss: ready" << std::endl;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!std::filesystem::exists(signal_file)) {
+    if (std::chrono::steady_clock::now() > deadline) Fail("the script never killed node 2");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+
+  bool right = true;
+  const auto sums = sray::Get(in_flight, std::chrono::seconds(120));
+  for (std::uint64_t index = 0; index < sums.size(); ++index) right = right && sums[index] == values_sum + index;
+  Expect(right, "600 tasks in flight when node 2 was lost all finish with the right result");
+
+  bool intact = true;
+  bool none_on_node_2 = true;
+  const auto read = sray::Get(blocks, std::chrono::seconds(120));
+  for (std::uint64_t seed = 0; seed < read.size(); ++seed) {
+    intact = intact && read[seed].size() == 128 * 1024 && read[seed][1] == seed * 1000003 + 1 &&
+             read[seed].back() == seed * 1000003 + 128 * 1024 - 1;
+    none_on_node_2 = none_on_node_2 && read[seed][0] != 2;
+  }
+  Expect(intact && none_on_node_2, "the 30 results come back intact, those of node 2 rebuilt on another node");
+
+  bool answered = true;
+  bool moved = true;
+  int were_on_node_2 = 0;
+  for (int index = 0; index < 6; ++index) {
+    const auto answer = sray::Get(counters[static_cast<std::size_t>(index)].Task(&Counter::Add).Remote(),
+                                  std::chrono::seconds(60));
+    if (first_node[index] == 2) {
+      ++were_on_node_2;
+      // Restarted elsewhere: a fresh instance.
+      moved = moved && answer[1] != 2 && answer[0] == 1;
+    } else {
+      answered = answered && answer[0] == 2 && answer[1] == first_node[index];
+    }
+  }
+  Expect(answered && moved && were_on_node_2 > 0,
+         "actors answer after the loss: " + std::to_string(were_on_node_2) +
+             " of node 2 restarted on other nodes, the others kept their state");
+
+  std::vector<sray::ObjectRef<std::uint32_t>> later;
+  for (std::uint64_t index = 0; index < 300; ++index) later.push_back(sray::Task(node_of_task).Remote(index));
+  std::set<std::uint32_t> nodes;
+  for (const std::uint32_t node : sray::Get(later, std::chrono::seconds(60))) nodes.insert(node);
+  Expect(!nodes.contains(2) && !nodes.empty(), "300 new tasks ran on the nodes left (" + std::to_string(nodes.size()) + ")");
+
+  std::set<std::uint32_t> reported;
+  for (const auto& node : sray::StoreUsage()) reported.insert(node.node_id);
+  Expect(!reported.contains(2) && reported.contains(0), "StoreUsage reports the nodes left");
+  return 0;
+}
