@@ -61,6 +61,7 @@ constexpr Decoder kDecoders[] = {
     RoundTrip<PlacementGroupWait>,
     RoundTrip<PlacementGroupRemoval>,
     RoundTrip<ActorCallTally>,
+    RoundTrip<NodeLost>,
 };
 
 }  // namespace
