@@ -69,6 +69,8 @@ EnvironmentVariables TransportEnvironmentDefaults(const TaskEnvironment& environ
       NodeSharedMemoryPrefix(environment.job_id, environment.step_id, environment.node_id);
   return {{"UCX_POSIX_ERROR_HANDLING", "y"},
           {"UCX_SYSV_ERROR_HANDLING", "y"},
+          {"UCX_POSIX_RX_BUFS_GROW", "128"},
+          {"UCX_SYSV_RX_BUFS_GROW", "128"},
           {"UCX_WARN_UNUSED_ENV_VARS", "n"},
           {"UCX_POSIX_DIR", UcxSegmentDirectory(kSharedMemoryDirectory, prefix).string()}};
 }

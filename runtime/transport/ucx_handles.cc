@@ -21,6 +21,9 @@ Result<std::shared_ptr<UcxContext>> UcxContext::Create(const std::string& keepal
   // covers processes started some other way.
   setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
   setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
+  // Smaller first receive pools: jobsetup/task_environment.h says why.
+  setenv("UCX_POSIX_RX_BUFS_GROW", "128", 0);
+  setenv("UCX_SYSV_RX_BUFS_GROW", "128", 0);
   ucp_config_t* config = nullptr;
   SRAY_RETURN_IF_ERROR(
       FromUcs(ucp_config_read(nullptr, nullptr, &config), "cannot read UCX configuration")
