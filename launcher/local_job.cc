@@ -16,6 +16,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -350,11 +351,22 @@ class LocalJob {
     }
     return false;
   }
-  [[nodiscard]] bool AnyRunningOn(std::uint32_t node) const {
+  // Node 0's ranks all still run (not even exited unreaped: a head that died
+  // in the same moment as another node must end the job), and its head said
+  // it goes on without a lost node (jobsetup::kHandlesNodeLossFile).
+  [[nodiscard]] bool HeadHandlesNodeLoss() const {
     for (std::uint32_t rank = 0; rank < ranks_.size(); ++rank) {
-      if (ranks_[rank].running && layout_.NodeOf(rank) == node) return true;
+      if (layout_.NodeOf(rank) != 0) continue;
+      if (!ranks_[rank].running) return false;
+      siginfo_t info{};
+      if (::waitid(P_PID, static_cast<id_t>(ranks_[rank].pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+          info.si_pid != 0) {
+        return false;
+      }
     }
-    return false;
+    std::error_code error;
+    return !nodes_.empty() &&
+           std::filesystem::exists(nodes_.front().session_directory / jobsetup::kHandlesNodeLossFile, error);
   }
 
   void TerminateAll(int signal) {
@@ -388,7 +400,7 @@ class LocalJob {
     // its connections before it becomes a zombie).
     // Signals this launcher sent itself (ending the job) do not count.
     const bool by_signal = WIFSIGNALED(wait_status) && !terminating_;
-    if (by_signal && layout_.NodeOf(rank) != 0 && AnyRunningOn(0)) {
+    if (by_signal && layout_.NodeOf(rank) != 0 && HeadHandlesNodeLoss()) {
       // A node manager killed (kill -9, a crash, the OOM killer): its node
       // is lost, and the head goes on without it. If every other rank ends
       // well the job's status is 0; if another fails too, the killing is the

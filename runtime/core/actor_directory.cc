@@ -103,6 +103,11 @@ Result<ActorInfo> ActorDirectory::Create(ActorCreation creation) {
       return Status::ResourceExhausted("sray: actor " + creation.factory +
                                        " cannot be placed: " + problem);
     }
+    if (!HasLiveBundle(creation)) {
+      return Status::ResourceExhausted("sray: actor " + creation.factory +
+                                       " cannot be placed: the bundles of its placement group it may use are "
+                                       "all on lost nodes: make a new placement group");
+    }
     const std::uint64_t id = next_actor_++;
     ActorRecord& record = actors_[id];
     record.info.id = id;
@@ -317,7 +322,11 @@ void ActorDirectory::OnCreated(TaskOutcome outcome) {
           info.state = static_cast<std::uint8_t>(ActorState::kRestarting);
           info.cause = "its constructor's process died: " + outcome.error_message;
           effects.events.emplace_back("actor_restarted", ActorLabel(info) + ": " + info.cause);
-          if (!TryPlace(record, effects)) unplaced_.push_back(info.id);
+          if (!HasLiveBundle(record.creation)) {
+            MarkDead(record, info.cause + "; its placement group's bundles are all on lost nodes", effects);
+          } else if (!TryPlace(record, effects)) {
+            unplaced_.push_back(info.id);
+          }
         } else {
           MarkDead(record, "its constructor's process died: " + outcome.error_message, effects);
         }
@@ -359,7 +368,7 @@ void ActorDirectory::OnWorkerDied(const ActorDeath& death) {
 
 void ActorDirectory::LoseIncarnation(ActorRecord& record, const std::string& where, Effects& effects) {
   ActorInfo& info = record.info;
-  if (record.restarts < record.creation.max_restarts && HasLiveBundle(record)) {
+  if (record.restarts < record.creation.max_restarts && HasLiveBundle(record.creation)) {
     record.restarts++;
     info.incarnation++;
     info.state = static_cast<std::uint8_t>(ActorState::kRestarting);
@@ -376,15 +385,13 @@ void ActorDirectory::LoseIncarnation(ActorRecord& record, const std::string& whe
   }
 }
 
-bool ActorDirectory::HasLiveBundle(const ActorRecord& record) const {
-  if (record.creation.placement_group == 0) return true;
-  auto group = groups_.find(record.creation.placement_group);
+bool ActorDirectory::HasLiveBundle(const ActorCreation& creation) const {
+  if (creation.placement_group == 0) return true;
+  auto group = groups_.find(creation.placement_group);
   if (group == groups_.end() || !group->second.placed) return true;  // decided when it is placed
   const auto& bundles = group->second.bundles;
   for (std::size_t index = 0; index < bundles.size(); ++index) {
-    if (record.creation.bundle_index >= 0 && static_cast<std::int32_t>(index) != record.creation.bundle_index) {
-      continue;
-    }
+    if (creation.bundle_index >= 0 && static_cast<std::int32_t>(index) != creation.bundle_index) continue;
     if (!lost_[bundles[index].node]) return true;
   }
   return false;
@@ -410,7 +417,7 @@ void ActorDirectory::OnNodeLost(std::uint32_t node, const std::string& cause) {
     std::vector<std::uint64_t> stranded;
     for (const std::uint64_t id : unplaced_) {
       auto found = actors_.find(id);
-      if (found != actors_.end() && !HasLiveBundle(found->second)) stranded.push_back(id);
+      if (found != actors_.end() && !HasLiveBundle(found->second.creation)) stranded.push_back(id);
     }
     for (const std::uint64_t id : stranded) {
       MarkDead(actors_.at(id),

@@ -144,7 +144,7 @@ class ActorDirectory {
   // Its process is gone (`where` says how): restart within max_restarts, or dead.
   void LoseIncarnation(ActorRecord& record, const std::string& where, Effects& effects);
   // False when every bundle the actor may use is on a lost node.
-  [[nodiscard]] bool HasLiveBundle(const ActorRecord& record) const;
+  [[nodiscard]] bool HasLiveBundle(const ActorCreation& creation) const;
   void Notify(ActorRecord& record, Effects& effects);
   [[nodiscard]] PlacementGroupInfo GroupInfo(std::uint64_t id, const Group& group) const;
   void Run(Effects& effects);

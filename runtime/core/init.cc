@@ -419,7 +419,8 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
   });
   transport.RegisterOneWayHandler(
       core::kNodeFailed, [raw_transport, ranks, hostnames = std::move(view_hosts), lost_nodes = state->lost_nodes,
-                          directory = state->directory.get()](std::uint32_t, auto payload) {
+                          directory = state->directory.get(), head_rank](std::uint32_t source, auto payload) {
+        if (source != head_rank) return;  // only this process's own transport reports failures
         auto lost = core::Decode<core::NodeLost>(payload, "node failure");
         if (!lost.ok() || lost->node == 0 || lost->node >= ranks.size()) return;
         {
@@ -439,6 +440,9 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
           raw_transport->Post(ranks[node], core::kNodeLost, message);
         }
       });
+  if (const char* session = std::getenv("SRAY_SESSION_DIR"); session != nullptr && *session != '\0') {
+    std::ofstream(std::filesystem::path(session) / jobsetup::kHandlesNodeLossFile) << "1\n";
+  }
   state->node_manager = std::move(manager);
   state->job = std::move(job);
   core::SetProcessRuntime(state->owner.get());

@@ -160,7 +160,12 @@ bool LocalScheduler::Forward(TaskSpec& spec, ForwardTo where, SchedulerEffects& 
 
 void LocalScheduler::OnOutcomeRouted(const TaskOutcome& outcome) {
   if (forwarded_.empty()) return;
-  forwarded_.erase(ForwardKey{outcome.owner_rank, outcome.task_id});
+  auto found = forwarded_.find(ForwardKey{outcome.owner_rank, outcome.task_id});
+  if (found == forwarded_.end()) return;
+  // A late outcome from a lost node, of a try already given up on there:
+  // the entry now follows the retry elsewhere.
+  if (IsLost(outcome.node) && found->second.node != outcome.node) return;
+  forwarded_.erase(found);
 }
 
 SchedulerEffects LocalScheduler::OnNodeLost(std::uint32_t node, const std::string& cause) {

@@ -72,7 +72,15 @@ class TransportTransferLinks final : public TransferLinks {
     return registration;
   }
   Result<PullSource> Pin(std::uint32_t holder_node, const ObjectRequest& request) override {
-    auto reply = transport_.Call(rank_of_node_(holder_node), kPinForPull, Encode(request));
+    const std::uint32_t rank = rank_of_node_(holder_node);
+    auto reply = transport_.Call(rank, kPinForPull, Encode(request));
+    if (!reply.ok() && transport_.PeerFailed(rank)) {
+      // The holder's node is gone (the transport marks a peer failed for
+      // good, unlike a call that only timed out): the object is lost, which
+      // lets its owner rebuild it from lineage or say so (ObjectLostError).
+      return Status::NotFound("object " + request.id.ToString() + " was on node " +
+                              std::to_string(holder_node) + ", which is lost: " + reply.status().message());
+    }
     if (!reply.ok()) return reply.status();
     return Decode<PullSource>(*reply, "pull source");
   }
@@ -359,7 +367,8 @@ void NodeManager::RegisterHandlers() {
         });
       });
   ServeOneWay<NodeLost>(transport, guard, kNodeLost, "node lost",
-                        [](NodeManager& manager, std::uint32_t, NodeLost lost) {
+                        [](NodeManager& manager, std::uint32_t source, NodeLost lost) {
+                          if (source != manager.config_.head_rank) return;  // the head decides
                           manager.loop_->Post([&manager, lost = std::move(lost)] {
                             manager.Apply(manager.scheduler_.OnNodeLost(lost.node, lost.cause));
                           });

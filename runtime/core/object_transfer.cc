@@ -27,13 +27,6 @@ Result<std::string> ObjectTransfer::MakeLocal(const ObjectId& id, std::uint32_t 
   const ObjectRequest request{
       .id = id, .size = size, .holder_node = 0, .puller_node = node_id_, .owner_rank = 0};
   auto source = links_.Pin(holder, request);
-  if (!source.ok() && source.status().code() == StatusCode::kUnavailable) {
-    // The holder's node is gone (the transport marks a peer failed for
-    // good): the object is lost, which lets its owner rebuild it from
-    // lineage or say so (ObjectLostError).
-    return Status::NotFound("object " + id.ToString() + " was on node " + std::to_string(holder) +
-                            ", which is lost: " + source.status().message());
-  }
   if (!source.ok()) {
     return source.status().WithContext("cannot reach object " + id.ToString() + " on node " +
                                        std::to_string(holder));

@@ -55,6 +55,11 @@ struct NodeSetup {
 inline constexpr const char* kEnvironmentLockFile = "environment.lock";
 // One line saying how the step's environment was made ready on this node.
 inline constexpr const char* kEnvironmentNoteFile = "environment.note";
+// Written in node 0's session directory by the head once every node
+// registered and it handles a node's loss: from then on `sray run` lets the
+// job go on when a non-head rank is killed (before, or for programs that are
+// not sray clusters, such a death ends the job).
+inline constexpr const char* kHandlesNodeLossFile = "head-handles-node-loss";
 
 // Validates the request and creates the session directory. Run as the job
 // user, so the directory belongs to it.

@@ -13,6 +13,7 @@
 #include <iterator>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 namespace sray::train::internal {
 namespace {
@@ -144,11 +145,11 @@ sray::Result<CheckpointFiles> ReadCheckpointDirectory(const std::string& directo
   return files;
 }
 
-CheckpointFiles MergeCheckpointParts(const std::vector<CheckpointFiles>& parts) {
+CheckpointFiles MergeCheckpointParts(std::vector<CheckpointFiles> parts) {
   CheckpointFiles merged;
   std::map<std::string, bool> taken;  // path without a trailing '/' -> is a directory
-  for (const CheckpointFiles& part : parts) {
-    for (const CheckpointFile& file : part.files) {
+  for (CheckpointFiles& part : parts) {
+    for (CheckpointFile& file : part.files) {
       const bool directory = !file.path.empty() && file.path.back() == '/';
       const std::string name = directory ? file.path.substr(0, file.path.size() - 1) : file.path;
       if (taken.contains(name)) continue;
@@ -159,7 +160,7 @@ CheckpointFiles MergeCheckpointParts(const std::vector<CheckpointFiles>& parts) 
       }
       if (under_a_file) continue;
       taken.emplace(name, directory);
-      merged.files.push_back(file);
+      merged.files.push_back(std::move(file));
     }
   }
   return merged;

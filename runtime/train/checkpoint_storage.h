@@ -44,7 +44,7 @@ Status WriteCheckpointDirectory(const CheckpointFiles& files, const std::string&
 // Report (rank order, rank 0 first): every file of every part, as in Ray
 // Train; where two parts hold the same path, or a later part's file would sit
 // under an earlier part's file, the earlier part's entry is kept.
-CheckpointFiles MergeCheckpointParts(const std::vector<CheckpointFiles>& parts);
+CheckpointFiles MergeCheckpointParts(std::vector<CheckpointFiles> parts);
 
 std::string CheckpointDirectoryName(std::uint64_t index);  // checkpoint_000012
 

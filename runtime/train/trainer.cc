@@ -331,7 +331,8 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
   std::vector<bool> finished(static_cast<std::size_t>(world_size), false);
   // Checkpoint parts stored per rank (rank 0's count is `stored`).
   std::vector<std::uint64_t> parts_stored(static_cast<std::size_t>(world_size), 0);
-  std::vector<sray::ObjectRef<bool>> acknowledgements;
+  // The latest Acknowledge per rank (its answer is not needed).
+  std::vector<std::optional<sray::ObjectRef<bool>>> acknowledgements(static_cast<std::size_t>(world_size));
   std::vector<Failure> failures;
   std::optional<Clock::time_point> first_failure;
   auto fail = [&](int rank, const std::exception& error) {
@@ -387,11 +388,17 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
         if (!part_ranks.empty()) {
           std::vector<CheckpointFiles> parts;
           if (report->has_checkpoint) parts.push_back(std::move(report->checkpoint));
+          // Asked of all at once; each waits as long as a collective may (a
+          // dead worker fails its call at once).
+          std::vector<sray::ObjectRef<WorkerEvent>> asked;
           for (const std::int32_t rank : part_ranks) {
-            const auto index = static_cast<std::size_t>(rank);
+            asked.push_back(handles[static_cast<std::size_t>(rank)].Task(&TrainWorker::NextReport).Remote(
+                parts_stored[static_cast<std::size_t>(rank)]));
+          }
+          for (std::size_t part_index = 0; part_index < part_ranks.size(); ++part_index) {
+            const std::int32_t rank = part_ranks[part_index];
             try {
-              WorkerEvent part = sray::Get(handles[index].Task(&TrainWorker::NextReport).Remote(parts_stored[index]),
-                                           std::chrono::duration_cast<std::chrono::milliseconds>(kStartupTimeout));
+              WorkerEvent part = sray::Get(asked[part_index], state.request.torch.timeout);
               if (part.kind != static_cast<std::uint8_t>(WorkerEventKind::kReport) || !part.has_checkpoint) {
                 throw sray::Error("sray: rank " + std::to_string(rank) +
                                   " ended its loop without the checkpoint part it reported");
@@ -404,7 +411,7 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
             }
           }
           if (complete) {
-            report->checkpoint = MergeCheckpointParts(parts);
+            report->checkpoint = MergeCheckpointParts(std::move(parts));
             report->has_checkpoint = true;
           }
         }
@@ -415,7 +422,7 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
           ++stored;
           for (const std::int32_t rank : part_ranks) {
             const auto index = static_cast<std::size_t>(rank);
-            acknowledgements.push_back(handles[index].Task(&TrainWorker::Acknowledge).Remote(++parts_stored[index]));
+            acknowledgements[index] = handles[index].Task(&TrainWorker::Acknowledge).Remote(++parts_stored[index]);
           }
         }
         next_report.reset();

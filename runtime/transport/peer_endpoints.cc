@@ -78,6 +78,12 @@ void PeerEndpoints::MarkFailed(std::uint32_t rank, const Status& failure) {
   if (found != by_rank_.end() && found->second.failure.ok()) found->second.failure = failure;
 }
 
+bool PeerEndpoints::HasFailed(std::uint32_t rank) const {
+  std::lock_guard lock(mutex_);
+  auto found = by_rank_.find(rank);
+  return found != by_rank_.end() && !found->second.failure.ok();
+}
+
 void PeerEndpoints::OnEndpointError(std::uint32_t rank, ucp_ep_h endpoint, ucs_status_t status) {
   // Inside UCX's error callback: what runs from here (failed calls'
   // completions) must not block on the transport.

@@ -49,6 +49,8 @@ class PeerEndpoints {
   Status FailureOf(std::uint32_t rank);
   // Records that `rank`'s process is gone (the first failure recorded wins).
   void MarkFailed(std::uint32_t rank, const Status& failure);
+  // Whether `rank`'s endpoint in use failed (or the rank was marked failed).
+  [[nodiscard]] bool HasFailed(std::uint32_t rank) const;
   // One wording for every way a peer is found dead, so callers and tests
   // can rely on it.
   [[nodiscard]] Status PeerFailure(std::uint32_t rank, std::string_view cause) const;
@@ -71,7 +73,7 @@ class PeerEndpoints {
 
   std::shared_ptr<UcxWorker> worker_;
   Peers peers_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::map<std::uint32_t, Peer> by_rank_;             // guarded by mutex_
   std::vector<std::unique_ptr<UcxEndpoint>> unused_;  // guarded by mutex_
   std::atomic<bool> unused_waiting_{false};

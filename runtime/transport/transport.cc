@@ -45,7 +45,9 @@ Transport::Impl::Impl(TransportOptions options, std::shared_ptr<UcxWorker> worke
                               .on_failure =
                                   [this](std::uint32_t rank, const Status& failure) {
                                     pending_calls_.FailCallsTo(rank, failure);
-                                    NotifyPeerFailure(rank, failure);
+                                    // Not for an endpoint that lost the race to
+                                    // connect: the one in use may be fine.
+                                    if (endpoints_.HasFailed(rank)) NotifyPeerFailure(rank, failure);
                                   }}),
       loop_(worker_, *this) {}
 
@@ -503,6 +505,9 @@ void Transport::NotePeerGone() {
 }
 void Transport::SetPeerFailureHandler(std::function<void(std::uint32_t, const Status&)> handler) {
   impl_->SetPeerFailureHandler(std::move(handler));
+}
+bool Transport::PeerFailed(std::uint32_t rank) const {
+  return impl_->PeerFailed(rank);
 }
 void Transport::RegisterRequestHandler(std::uint32_t method, RequestHandler handler) {
   impl_->RegisterRequestHandler(method, std::move(handler));

@@ -114,6 +114,8 @@ class Transport {
   // it must only hand the news on (post it), never block or call this
   // transport's blocking calls; it may hear of one rank more than once.
   void SetPeerFailureHandler(std::function<void(std::uint32_t rank, const Status& failure)> handler);
+  // Whether this transport marked `rank` failed (for good).
+  [[nodiscard]] bool PeerFailed(std::uint32_t rank) const;
 
   // Register before peers send the method; a later registration replaces.
   void RegisterRequestHandler(std::uint32_t method, RequestHandler handler);

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -106,11 +107,11 @@ TEST(TrainingGroup, MeetsThroughTheRendezvousAndVerifiesItsMembers) {
 TEST(TrainingGroup, StopsOnEveryRankWhenOneMemberLacksTheSecret) {
   const int world = 3;
   auto table = std::make_shared<RendezvousTable>();
-  bool reached_training = false;
+  std::atomic<bool> reached_training = false;
   const auto errors = RunRanks(
       world, [&](int rank) { return Options(table, rank, world, rank == 2 ? "a guess" : "the group's secret"); },
       [&](Collectives&) { reached_training = true; });
-  EXPECT_FALSE(reached_training);
+  EXPECT_FALSE(reached_training.load());
   for (int rank = 0; rank < world; ++rank) {
     EXPECT_NE(errors[static_cast<std::size_t>(rank)].find("does not carry that worker's member tag"), std::string::npos)
         << "rank " << rank << ": " << errors[static_cast<std::size_t>(rank)];
