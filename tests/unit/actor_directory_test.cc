@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <vector>
@@ -62,12 +63,15 @@ class ActorDirectoryTest : public ::testing::Test {
     ASSERT_FALSE(submitted_.empty());
     directory_.OnCreated(Created(submitted_.back().second, submitted_.back().first));
   }
+  // The change answered at once, if any. A waiter left unanswered stays
+  // registered and may run later: it writes into memory of its own (a local
+  // here was written after this returned: ASan's stack-use-after-scope).
   std::optional<ActorInfo> Changed(std::uint64_t id, std::int32_t seen) {
-    std::optional<ActorInfo> result;
-    directory_.WaitForChange(ActorWait{.id = id, .seen = seen}, [&](Result<ActorInfo> info) {
-      if (info.ok()) result = *info;
+    auto result = std::make_shared<std::optional<ActorInfo>>();
+    directory_.WaitForChange(ActorWait{.id = id, .seen = seen}, [result](Result<ActorInfo> info) {
+      if (info.ok()) *result = *info;
     });
-    return result;
+    return *result;
   }
 };
 
