@@ -175,7 +175,6 @@ core::NodeManagerConfig NodeConfig(const wire::WiredJob& job,
       .on_spilled = {}};
   const auto cpus = static_cast<std::uint32_t>(environment.node_cpus);
   config.max_workers = std::max<std::uint32_t>(4, 2 * cpus);
-  config.prestart_workers = cpus > 0 ? 1 : 0;
   config.executable = ExecutablePath();
   config.arguments = ArgumentsOf(argc, argv);
   config.secret = job.secret;

@@ -57,18 +57,6 @@ SchedulerEffects LocalScheduler::OnResourceUpdate(const ResourceUpdate& update) 
   return effects;
 }
 
-SchedulerEffects LocalScheduler::Prestart(std::uint32_t count) {
-  SchedulerEffects effects;
-  while (count-- > 0 && workers_.size() < config_.max_workers) {
-    const std::uint32_t rank = kFirstWorkerRank + config_.node_id * kWorkersPerNodeLimit +
-                               (next_worker_++ % kWorkersPerNodeLimit);
-    workers_[rank] = Worker{};
-    ++starting_;
-    effects.emplace_back(effects::StartWorker{rank});
-  }
-  return effects;
-}
-
 SchedulerEffects LocalScheduler::Submit(TaskSpec spec) {
   SchedulerEffects effects;
   Schedule(std::move(spec), effects);

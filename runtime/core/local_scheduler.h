@@ -127,8 +127,6 @@ class LocalScheduler {
   SchedulerEffects ApplyClusterView(std::vector<NodeDescription> nodes);
   SchedulerEffects OnResourceUpdate(const ResourceUpdate& update);
   SchedulerEffects Submit(TaskSpec spec);
-  // Starts up to `count` task workers ahead of any task (within max_workers).
-  SchedulerEffects Prestart(std::uint32_t count);
   SchedulerEffects OnWorkerSpawned(std::uint32_t rank, pid_t pid);
   SchedulerEffects OnWorkerSpawnFailed(std::uint32_t rank, const std::string& why);
   SchedulerEffects OnWorkerRegistered(std::uint32_t rank);

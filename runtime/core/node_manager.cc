@@ -140,9 +140,6 @@ Result<std::unique_ptr<NodeManager>> NodeManager::Create(
     manager->worker_output_ = std::move(output).value();
   }
   manager->RegisterHandlers();
-  if (manager->config_.prestart_workers > 0) {
-    raw->loop_->Post([raw] { raw->Apply(raw->scheduler_.Prestart(raw->config_.prestart_workers)); });
-  }
   return manager;
 }
 

@@ -56,9 +56,6 @@ struct NodeManagerConfig {
   sched::ResourceMap total;
   std::uint32_t gpu_devices = 0;
   std::uint32_t max_workers = 4;
-  // Workers started with the node, before any task asks: the first tasks
-  // then find one ready (their start overlaps the rest of the job's start).
-  std::uint32_t prestart_workers = 0;
   object::StoreConfig store;
   // How to start a worker: this executable, these arguments.
   std::string executable;

@@ -84,18 +84,6 @@ TEST_F(LocalSchedulerTest, ATaskStartsAWorkerAndRunsThereOnceItRegisters) {
   ASSERT_EQ(All<effects::RunOnWorker>(next).size(), 1u);
 }
 
-TEST_F(LocalSchedulerTest, APrestartedWorkerRunsTheFirstTaskWithoutAnotherStart) {
-  const auto started = scheduler_.Prestart(5);
-  const auto starts = All<effects::StartWorker>(started);
-  ASSERT_EQ(starts.size(), 2u) << "capped by max_workers";
-  // A task while they start: it waits for them rather than starting more.
-  EXPECT_TRUE(All<effects::StartWorker>(scheduler_.Submit(Task(1, 1))).empty());
-  EXPECT_TRUE(scheduler_.OnWorkerSpawned(starts[0].rank, 100).empty());
-  const auto runs = All<effects::RunOnWorker>(scheduler_.OnWorkerRegistered(starts[0].rank));
-  ASSERT_EQ(runs.size(), 1u);
-  EXPECT_EQ(runs[0].task.task_id, 1u);
-}
-
 TEST_F(LocalSchedulerTest, ATaskNoNodeCanEverRunFailsAtOnceNamingTheLargestNode) {
   const auto effects = scheduler_.Submit(Task(1, 64));
   const auto delivered = All<effects::DeliverOutcome>(effects);
