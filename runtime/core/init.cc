@@ -7,6 +7,7 @@
 //   nodes the launched process is only the node manager: it serves until the
 //   driver shuts the job down, or exits when the driver is gone.
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -440,7 +441,10 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
         }
       });
   if (const char* session = std::getenv("SRAY_SESSION_DIR"); session != nullptr && *session != '\0') {
-    std::ofstream(std::filesystem::path(session) / jobsetup::kHandlesNodeLossFile) << "1\n";
+    // Only the job user's, like every file of the session directory.
+    const std::string marker = (std::filesystem::path(session) / jobsetup::kHandlesNodeLossFile).string();
+    const int descriptor = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (descriptor >= 0) ::close(descriptor);
   }
   state->node_manager = std::move(manager);
   state->job = std::move(job);
