@@ -140,7 +140,7 @@ bool LocalScheduler::Forward(TaskSpec& spec, ForwardTo where, SchedulerEffects& 
   spec.hops++;
   if (spec.owner_node == config_.node_id) {
     forwarded_[ForwardKey{spec.owner_rank, spec.task_id}] =
-        ForwardedTask{*best, spec.return_id, DisplayName(spec)};
+        ForwardedTask{*best, spec.return_id};
   }
   effects.emplace_back(effects::ForwardToNode{nodes_[*best].rank, std::move(spec)});
   return true;
@@ -171,7 +171,6 @@ SchedulerEffects LocalScheduler::OnNodeLost(std::uint32_t node, const std::strin
     outcome.owner_rank = entry->first.owner_rank;
     outcome.owner_node = config_.node_id;
     outcome.return_id = entry->second.return_id;
-    outcome.function = std::move(entry->second.function);
     outcome.kind = static_cast<std::uint8_t>(OutcomeKind::kWorkerDied);
     outcome.node = node;
     outcome.error_message = "node " + std::to_string(node) + ", where it ran, was lost (" + cause + ")";

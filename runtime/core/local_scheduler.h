@@ -214,10 +214,10 @@ class LocalScheduler {
   // Tasks of owners on this node that it forwarded, until their outcomes
   // pass through Route: what a kWorkerDied outcome needs if their node is
   // lost. (A task forwarded again by the node it went to is not followed.)
+  // (The owner names the function in the outcome: nothing is copied here.)
   struct ForwardedTask {
     std::uint32_t node = 0;
     ObjectId return_id;
-    std::string function;
   };
   struct ForwardKey {
     std::uint32_t owner_rank = 0;

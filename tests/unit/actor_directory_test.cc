@@ -300,6 +300,9 @@ TEST_F(ActorDirectoryTest, ALostNodesActorsRestartElsewhereOrDieAndNothingGoesTh
     Create(Creation());
     EXPECT_NE(submitted_.back().first, 2u);
   }
+  auto refused = directory_.Create(Creation({{"CPU", 1}}, "", 0, group->id, bundle_on_2));
+  ASSERT_FALSE(refused.ok()) << "an actor would wait for ever for a bundle on the lost node";
+  EXPECT_NE(refused.status().message().find("all on lost nodes"), std::string::npos) << refused.status().message();
   const auto events = directory_.events().Recent();
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.front().kind, "node_lost");

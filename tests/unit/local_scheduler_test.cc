@@ -142,15 +142,38 @@ TEST_F(LocalSchedulerTest, TasksForwardedToALostNodeComeBackAsWorkerDeathsAndNot
   }
   EXPECT_TRUE(All<effects::DeliverOutcome>(small.OnNodeLost(2, "again")).empty()) << "lost once";
 
-  // Node 2 says it is free again (a late update): ignored.
-  (void)small.OnResourceUpdate(ResourceUpdate{.node_id = 2, .available = {{"CPU", 4}}, .queued = 0});
   for (std::uint64_t id = 10; id < 16; ++id) {
     for (const auto& forward : All<effects::ForwardToNode>(small.Submit(Task(id, 3)))) {
       EXPECT_EQ(forward.node_rank, 1u) << "task " << id << " went to the lost node";
     }
   }
+
+  // A retried task now out on node 1; node 2's late outcome of its first try
+  // must not drop that: when node 1 is lost too, the retry comes back.
+  const std::uint64_t retried = deaths.front().outcome.task_id;
+  TaskSpec retry = Task(retried, 3);
+  retry.attempt = 1;
+  const auto resent = All<effects::ForwardToNode>(small.Submit(retry));
+  ASSERT_EQ(resent.size(), 1u);
+  EXPECT_EQ(resent[0].node_rank, 1u);
+  TaskOutcome late = Done(Task(retried, 3));
+  late.node = 2;
+  small.OnOutcomeRouted(late);
+  bool retry_came_back = false;
+  for (const auto& death : All<effects::DeliverOutcome>(small.OnNodeLost(1, "rank 1 is unreachable"))) {
+    retry_came_back = retry_came_back || death.outcome.task_id == retried;
+  }
+  EXPECT_TRUE(retry_came_back) << "node 2's late outcome dropped the retry's entry";
+
+  // Node 2 says it is free again (a late update): ignored; with both other
+  // nodes lost, a task only they could hold is infeasible now.
+  (void)small.OnResourceUpdate(ResourceUpdate{.node_id = 2, .available = {{"CPU", 4}}, .queued = 0});
+  const auto after = small.Submit(Task(20, 3));
+  EXPECT_TRUE(All<effects::ForwardToNode>(after).empty()) << "a task went to a lost node";
+  ASSERT_EQ(All<effects::DeliverOutcome>(after).size(), 1u);
+  EXPECT_EQ(static_cast<OutcomeKind>(All<effects::DeliverOutcome>(after)[0].outcome.kind), OutcomeKind::kInfeasible);
   EXPECT_TRUE(small.IsLost(2));
-  EXPECT_FALSE(small.IsLost(1));
+  EXPECT_TRUE(small.IsLost(1));
 }
 
 TEST(LocalScheduler, WorkersStartedAreCappedByMaxWorkers) {
