@@ -6,10 +6,15 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <fstream>
+#include <iterator>
 #include <set>
+#include <thread>
 
 #include "common/executable_search.h"
 #include "envs/readers.h"
+#include "envs/tree_size.h"
 #include "envs/verify.h"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration): posix_spawn's environment
@@ -18,6 +23,32 @@ namespace sray::envs {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The last line of a log the tool is writing, for a progress line: its last
+// few KiB only, split at newlines and at the carriage returns of progress
+// bars, without control characters, and shortened to 120 characters.
+std::string LastLine(const fs::path& log_file) {
+  constexpr std::streamoff kTail = 4096;
+  std::ifstream stream(log_file, std::ios::binary);
+  if (!stream) return {};
+  stream.seekg(0, std::ios::end);
+  const std::streamoff size = stream.tellg();
+  stream.seekg(size > kTail ? size - kTail : 0);
+  std::string tail((std::istreambuf_iterator<char>(stream)), std::istreambuf_iterator<char>());
+  std::string line;
+  std::string last;
+  for (const char character : tail) {
+    if (character == '\n' || character == '\r') {
+      if (line.find_first_not_of(' ') != std::string::npos) last = line;
+      line.clear();
+    } else if (static_cast<unsigned char>(character) >= 0x20 && character != 0x7f) {
+      line += character;
+    }
+  }
+  if (line.find_first_not_of(' ') != std::string::npos) last = line;
+  if (last.size() > 120) last = last.substr(0, 117) + "...";
+  return last;
+}
 
 Result<std::vector<std::string>> PinnedPackages(const fs::path& spec_file) {
   auto spec = ReadSpec(spec_file);
@@ -81,7 +112,7 @@ Result<std::vector<std::string>> CreateCommand(const fs::path& tool, const fs::p
 }
 
 Status CreateEnvironment(const fs::path& tool, const fs::path& spec_file, const fs::path& prefix,
-                         const std::optional<fs::path>& log_file) {
+                         const std::optional<fs::path>& log_file, const CreateObserver& observer) {
   auto spec = ReadSpec(spec_file);
   if (!spec.ok()) return spec.status();
   auto command = CreateCommand(tool, spec_file, prefix);
@@ -102,8 +133,24 @@ Status CreateEnvironment(const fs::path& tool, const fs::path& spec_file, const 
   posix_spawn_file_actions_destroy(&actions);
   if (spawn_error != 0) return Status::FromErrno(spawn_error, "cannot start " + tool.string());
   int wait_status = 0;
-  while (::waitpid(pid, &wait_status, 0) < 0) {
-    if (errno != EINTR) return Status::FromErrno(errno, "cannot wait for " + tool.string());
+  const auto started = std::chrono::steady_clock::now();
+  auto told = started;
+  for (;;) {
+    const pid_t ended = ::waitpid(pid, &wait_status, observer ? WNOHANG : 0);
+    if (ended == pid) break;
+    if (ended < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno(errno, "cannot wait for " + tool.string());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const auto now = std::chrono::steady_clock::now();
+    if (now - told < std::chrono::seconds(1)) continue;
+    told = now;
+    const TreeSize size = MeasureTree(prefix);
+    observer({.seconds = std::chrono::duration<double>(now - started).count(),
+              .files = size.files,
+              .bytes = size.bytes,
+              .last_line = log_file ? LastLine(*log_file) : std::string()});
   }
   if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
     const std::string how = WIFEXITED(wait_status)

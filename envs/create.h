@@ -6,7 +6,9 @@
 //
 // Thread-safety: pure functions, apart from the child process they run.
 
+#include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,11 +32,23 @@ Result<std::vector<std::string>> CreateCommand(const std::filesystem::path& tool
                                                const std::filesystem::path& spec_file,
                                                const std::filesystem::path& prefix);
 
+// How far the tool has come: creating an environment takes minutes (it
+// downloads and links every package), so the caller can tell the user.
+struct CreateProgress {
+  double seconds = 0;
+  std::uint64_t files = 0;  // in the prefix so far
+  std::uint64_t bytes = 0;
+  std::string last_line;  // the last line of the tool's log, if any
+};
+using CreateObserver = std::function<void(const CreateProgress&)>;
+
 // Runs CreateCommand and verifies the result against the spec; a mismatch is
 // an error listing the differences. The tool's output goes to `log_file`
-// (replaced) where given, else to this process's stdout and stderr.
+// (replaced) where given, else to this process's stdout and stderr. While the
+// tool runs, `observer` (if any) is called about once a second, on this thread.
 Status CreateEnvironment(const std::filesystem::path& tool, const std::filesystem::path& spec_file,
                          const std::filesystem::path& prefix,
-                         const std::optional<std::filesystem::path>& log_file = std::nullopt);
+                         const std::optional<std::filesystem::path>& log_file = std::nullopt,
+                         const CreateObserver& observer = {});
 
 }  // namespace sray::envs

@@ -15,6 +15,7 @@
 #include "envs/lock.h"
 #include "envs/pack.h"
 #include "envs/readers.h"
+#include "envs/tree_size.h"
 #include "envs/verify.h"
 
 namespace sray::envs {
@@ -113,16 +114,6 @@ Status WriteMarker(const fs::path& marker, std::uint64_t bytes) {
   return Status::Ok();
 }
 
-std::uint64_t TreeBytes(const fs::path& root) {
-  std::uint64_t bytes = 0;
-  std::error_code error;
-  for (fs::recursive_directory_iterator it(root, error), end; !error && it != end;
-       it.increment(error)) {
-    if (it->is_regular_file(error) && !it->is_symlink(error)) bytes += it->file_size(error);
-  }
-  return bytes;
-}
-
 // Staged copies, most recently used first.
 std::vector<fs::path> StagedCopies(const fs::path& cache_root) {
   std::vector<std::pair<fs::file_time_type, fs::path>> copies;
@@ -180,7 +171,8 @@ Result<StagedEnvironment> StagePack(const fs::path& pack, const fs::path& cache_
 
 Result<StagedEnvironment> StageSpec(const fs::path& spec_file, const fs::path& cache_root,
                                     std::uint64_t cache_limit_bytes,
-                                    const std::optional<fs::path>& conda_tool) {
+                                    const std::optional<fs::path>& conda_tool,
+                                    const CreateObserver& observer) {
   auto format = DetectSpecFormat(spec_file);
   if (!format.ok()) return format.status();
   if (*format == SpecFormat::kPrefix) {
@@ -220,7 +212,7 @@ Result<StagedEnvironment> StageSpec(const fs::path& spec_file, const fs::path& c
   // A copy under this key that did not match above was cut short or changed.
   fs::remove_all(staged.prefix, error);
   const fs::path log = cache_root / (key + ".log");
-  const Status created = CreateEnvironment(*conda_tool, spec_file, staged.prefix, log);
+  const Status created = CreateEnvironment(*conda_tool, spec_file, staged.prefix, log, observer);
   if (!created.ok()) {
     fs::remove_all(staged.prefix, error);  // never a half-made environment
     return created;
@@ -231,7 +223,7 @@ Result<StagedEnvironment> StageSpec(const fs::path& spec_file, const fs::path& c
     return hash.status();
   }
   staged.lock_hash = *hash;
-  SRAY_RETURN_IF_ERROR(WriteMarker(staged.prefix / kMarker, TreeBytes(staged.prefix)));
+  SRAY_RETURN_IF_ERROR(WriteMarker(staged.prefix / kMarker, MeasureTree(staged.prefix).bytes));
   staged.evicted = Evict(cache_root, cache_limit_bytes, staged.prefix);
   return staged;
 }

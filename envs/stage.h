@@ -17,6 +17,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "envs/create.h"
 #include "envs/pack.h"
 
 namespace sray::envs {
@@ -41,10 +42,12 @@ Result<StagedEnvironment> StagePack(const std::filesystem::path& pack,
 // otherwise `conda_tool` (micromamba, mamba or conda) creates one in the cache
 // under the same lock, its output in <cache>/<key>.log, and a copy that fails
 // or does not match the spec is removed. Without a match and without a tool,
-// fails naming the ways to provide the environment.
+// fails naming the ways to provide the environment. `observer` sees the
+// tool's progress, when this call creates the environment.
 Result<StagedEnvironment> StageSpec(const std::filesystem::path& spec_file,
                                     const std::filesystem::path& cache_root,
                                     std::uint64_t cache_limit_bytes,
-                                    const std::optional<std::filesystem::path>& conda_tool);
+                                    const std::optional<std::filesystem::path>& conda_tool,
+                                    const CreateObserver& observer = {});
 
 }  // namespace sray::envs

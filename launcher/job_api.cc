@@ -68,6 +68,10 @@ httplib::Result JobApi::Get(const std::string& path) {
   return client_.Get(path, headers_);
 }
 
+httplib::Result JobApi::Post(const std::string& path) {
+  return client_.Post(path, headers_, "", "text/plain");
+}
+
 void HopToHead(const dashboard::JobsFileContent& job, const std::string& command,
                const std::vector<std::string>& arguments) {
   if (job.head_hostname == HostName()) return;

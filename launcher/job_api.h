@@ -27,6 +27,7 @@ class JobApi {
  public:
   explicit JobApi(const dashboard::JobsFileContent& job);
   httplib::Result Get(const std::string& path);
+  httplib::Result Post(const std::string& path);
 
  private:
   httplib::Client client_;

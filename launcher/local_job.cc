@@ -27,6 +27,7 @@
 #include "dashboard/jobs_file.h"
 #include "embedded_pmix_server.h"
 #include "job_janitor.h"
+#include "private_output.h"
 #include "jobsetup/node_setup.h"
 #include "jobsetup/resolved_options.h"
 #include "jobsetup/step_processes.h"
@@ -262,6 +263,10 @@ class LocalJob {
     for (const auto& name : node.environment.unset_variables) variables.erase(name);
     for (const auto& [name, value] : jobsetup::TransportEnvironmentDefaults(node.environment))
       variables.try_emplace(name, value);
+    // Decided here, from where this launcher's own output goes: a value in
+    // the launcher's environment is not passed on.
+    auto [private_name, private_value] = jobsetup::OutputPrivateVariable(output_private_);
+    variables.insert_or_assign(std::move(private_name), std::move(private_value));
     auto client = server_->ClientEnvironment(rank);
     if (!client.ok()) return client.status();
     for (const auto& entry : *client) {
@@ -594,6 +599,8 @@ class LocalJob {
   sigset_t original_mask_{};
   int signal_fd_ = -1;
   int abort_pipe_[2] = {-1, -1};
+  // Ranks' output is relayed to this launcher's standard output.
+  const bool output_private_ = DescriptorIsPrivate(STDOUT_FILENO);
   std::mutex abort_mutex_;
   std::optional<AbortRequest> abort_;
   bool abort_handled_ = false;  // event-loop thread only

@@ -7,6 +7,7 @@
 
 #include "config_command.h"
 #include "env_command.h"
+#include "login_command.h"
 #include "logs_command.h"
 #include "run_command.h"
 #include "sray/version.h"
@@ -22,6 +23,7 @@ int Run(int argc, char** argv) {
   app.require_subcommand(1);
   sray::launcher::AddConfigCommand(app);
   sray::launcher::AddEnvCommand(app);
+  sray::launcher::AddLoginCommand(app);
   sray::launcher::AddLogsCommand(app);
   sray::launcher::AddRunCommand(app);
   sray::launcher::AddStatusCommand(app);

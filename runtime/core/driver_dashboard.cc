@@ -308,9 +308,16 @@ std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnviro
     where_token = "no jobs file (" + jobs_file.status().message() + ")";
   }
   const int listening = result->server->port();
-  messages << "sray: dashboard of job " << job << ": " << result->server->NewLoginUrl() << " ("
-           << where_token << "; from another machine: ssh -L " << listening << ":"
-           << result->server->host() << ":" << listening << " " << host << ")" << std::endl;
+  // Whoever reads the one-time link first logs in, so it is printed only
+  // where the job user alone reads the output (a Slurm output file is often
+  // readable by others); elsewhere `sray login` asks for one with the token.
+  const bool output_private = jobsetup::ReadOutputPrivate(&std::getenv);
+  messages << "sray: dashboard of job " << job << ": "
+           << (output_private ? result->server->NewLoginUrl()
+                              : result->server->Url() + " (a login link: sray login " + job + ";")
+           << (output_private ? " (" : " ") << where_token << "; from another machine: ssh -L "
+           << listening << ":" << result->server->host() << ":" << listening << " " << host << ")"
+           << std::endl;
   return result;
 }
 

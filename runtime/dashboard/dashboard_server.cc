@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include <httplib.h>
 
 #include "common/hex.h"
@@ -109,8 +111,8 @@ class DashboardServer::Impl {
           response.status = 401;
           response.set_header("WWW-Authenticate", "Bearer");
           response.set_content(
-              "sray: this dashboard needs the job's token: open the login link the driver "
-              "printed, or send 'Authorization: Bearer TOKEN' (the token is in "
+              "sray: this dashboard needs the job's token: open a login link ('sray login "
+              "JOB' prints one), or send 'Authorization: Bearer TOKEN' (the token is in "
               "~/.sray/jobs/JOB.STEP.json)\n",
               "text/plain");
           return httplib::Server::HandlerResponse::Handled;
@@ -120,7 +122,7 @@ class DashboardServer::Impl {
         response.status = 401;
         response.set_content(
             "sray: this login link is unknown, used already or expired: send the job's token as "
-            "a bearer header (it is in ~/.sray/jobs/JOB.STEP.json), or start the job again for a "
+            "a bearer header (it is in ~/.sray/jobs/JOB.STEP.json), or run 'sray login JOB' for a "
             "new link\n",
             "text/plain");
         return;
@@ -191,6 +193,24 @@ class DashboardServer::Impl {
     server_.Get("/api/training", [this](const httplib::Request&, httplib::Response& response) {
       response.set_content(TrainingJson(Training()), "application/json");
     });
+    // A fresh one-time login link, for `sray login`: the driver's output may
+    // be a file other users can read, so it carries no link there. Only the
+    // token itself (the jobs file is the job user's alone) mints one; a
+    // browser's cookie does not, so a leaked session cannot make more.
+    server_.Post("/api/login_link", [this](const httplib::Request& request,
+                                           httplib::Response& response) {
+      if (!HasBearerToken(request)) {
+        response.status = 403;
+        response.set_content(
+            "sray: login links are given for the job's token only: send 'Authorization: Bearer "
+            "TOKEN' (it is in ~/.sray/jobs/JOB.STEP.json), or run 'sray login JOB'\n",
+            "text/plain");
+        return;
+      }
+      auto code = NewLoginCode();
+      if (!code.ok()) return Unavailable(response, code.status());
+      response.set_content(nlohmann::json{{"url", UrlOf(*code)}}.dump(), "application/json");
+    });
     server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
       const auto runs = Training();
       Answer(
@@ -228,6 +248,12 @@ class DashboardServer::Impl {
 
   [[nodiscard]] const std::string& host() const { return options_.host; }
   [[nodiscard]] int port() const { return port_; }
+  [[nodiscard]] std::string Url() const {
+    return "http://" + options_.host + ":" + std::to_string(port_) + "/";
+  }
+  [[nodiscard]] std::string UrlOf(const std::string& login_code) const {
+    return Url() + "login?code=" + login_code;
+  }
 
   Result<std::string> NewLoginCode() {
     auto code = RandomSecret(16);
@@ -240,13 +266,15 @@ class DashboardServer::Impl {
   }
 
  private:
-  bool Authorized(const httplib::Request& request) const {
+  bool HasBearerToken(const httplib::Request& request) const {
     const std::string authorization = request.get_header_value("Authorization");
     constexpr std::string_view kBearer = "Bearer ";
-    if (authorization.rfind(kBearer, 0) == 0 &&
-        SameSecret(authorization.substr(kBearer.size()), options_.token)) {
-      return true;
-    }
+    return authorization.rfind(kBearer, 0) == 0 &&
+           SameSecret(authorization.substr(kBearer.size()), options_.token);
+  }
+
+  bool Authorized(const httplib::Request& request) const {
+    if (HasBearerToken(request)) return true;
     const std::string cookie =
         CookieValue(request.get_header_value("Cookie"), options_.cookie_name);
     if (cookie.empty()) return false;
@@ -330,13 +358,13 @@ int DashboardServer::port() const {
 }
 
 std::string DashboardServer::Url() const {
-  return "http://" + impl_->host() + ":" + std::to_string(impl_->port()) + "/";
+  return impl_->Url();
 }
 
 std::string DashboardServer::NewLoginUrl() {
   auto code = impl_->NewLoginCode();
   if (!code.ok()) return Url();
-  return Url() + "login?code=" + *code;
+  return impl_->UrlOf(*code);
 }
 
 }  // namespace sray::dashboard

@@ -75,6 +75,15 @@ EnvironmentVariables TransportEnvironmentDefaults(const TaskEnvironment& environ
           {"UCX_POSIX_DIR", UcxSegmentDirectory(kSharedMemoryDirectory, prefix).string()}};
 }
 
+std::pair<std::string, std::string> OutputPrivateVariable(bool output_private) {
+  return {kOutputPrivateVariable, output_private ? "1" : "0"};
+}
+
+bool ReadOutputPrivate(const std::function<const char*(const char*)>& lookup) {
+  const char* value = lookup(kOutputPrivateVariable);
+  return value != nullptr && std::string_view(value) == "1";
+}
+
 Result<TaskEnvironment> ReadTaskEnvironment(const std::function<const char*(const char*)>& lookup) {
   TaskEnvironment environment;
   auto role = Required(lookup, kRoleVariable);

@@ -65,6 +65,16 @@ EnvironmentVariables ToEnvironmentVariables(const TaskEnvironment& environment);
 // pool still grows on demand.
 EnvironmentVariables TransportEnvironmentDefaults(const TaskEnvironment& environment);
 
+// Whether the step's output reaches the job user alone (a terminal, or a
+// file nobody else may read): only then does the driver print its
+// dashboard's one-time login link there, since anyone who reads the link
+// first can log in. `sray run` sets it from its own standard output; under
+// srun the readers of the output file are unknown to sray, so it is unset
+// unless the user exports SRAY_OUTPUT_PRIVATE=1 for a private output.
+inline constexpr const char* kOutputPrivateVariable = "SRAY_OUTPUT_PRIVATE";
+std::pair<std::string, std::string> OutputPrivateVariable(bool output_private);
+bool ReadOutputPrivate(const std::function<const char*(const char*)>& lookup);
+
 // `lookup` returns the value of a variable or nullptr (getenv's contract).
 // Fails with a message naming the missing or malformed variable.
 Result<TaskEnvironment> ReadTaskEnvironment(const std::function<const char*(const char*)>& lookup);

@@ -92,19 +92,31 @@ assert {sample.labels["state"] for sample in families["sray_actors"].samples} >=
 PYTHON
 echo "ok: Prometheus parses the metrics, labelled by job, step and node"
 
-login=$(grep -o 'http://127.0.0.1:[0-9]*/login?code=[0-9a-f]*' "$WORK/first.out" | head -1)
-[ -n "$login" ] || fail "the driver printed no login link: $(cat "$WORK/first.out")"
-grep -q "ssh -L " "$WORK/first.out" || fail "the driver printed no ssh -L command"
+# The job's output went to a file others may read: the driver printed no
+# login link there, only how to get one.
+[ "$(stat -c %a "$WORK/first.out")" != 600 ] || fail "the test's output file is private already"
+! grep -q 'login?code=' "$WORK/first.out" || fail "the driver printed a login link to a file others may read"
+grep -q "sray: dashboard of job $first.0: ${url} (a login link: sray login $first.0; token in .*ssh -L " "$WORK/first.out" ||
+  fail "the driver's dashboard line does not say how to log in: $(grep dashboard "$WORK/first.out")"
+login=$("$SRAY" login "$first" 2>"$WORK/login.err") || fail "sray login failed: $(cat "$WORK/login.err")"
+case $login in "${url}login?code="[0-9a-f]*) ;; *) fail "sray login printed no link: $login $(cat "$WORK/login.err")" ;; esac
+grep -q "ssh -L ${url#http://127.0.0.1:}" "$WORK/login.err" 2>/dev/null ||
+  grep -q "ssh -L [0-9]*:127.0.0.1:[0-9]* " "$WORK/login.err" || fail "sray login printed no ssh -L command: $(cat "$WORK/login.err")"
 curl -s -D "$WORK/login.headers" -o /dev/null "$login"
 grep -q '^HTTP/1.1 303' "$WORK/login.headers" || fail "the login link did not redirect"
 cookie=$(grep -i '^Set-Cookie:' "$WORK/login.headers" | sed 's/^[^:]*: //; s/;.*//')
 [ "$(http_status -H "Cookie: $cookie" "$url")" = 200 ] || fail "the login cookie does not open the page"
 [ "$(http_status "$login")" = 401 ] || fail "the login link worked twice"
-echo "ok: the login link works once and its cookie opens the page"
+echo "ok: sray login's link works once and its cookie opens the page"
 
+# Output to a file only the user may read: there the driver prints the link.
+install -m 600 /dev/null "$WORK/second.out"
 start_job 1 "" second
 second_pid=$JOB_PID
 second=$(job_of second)
+grep -q "sray: dashboard of job $second.0: http://127.0.0.1:[0-9]*/login?code=[0-9a-f]* (token in " "$WORK/second.out" ||
+  fail "the driver printed no login link to a private output file: $(grep dashboard "$WORK/second.out")"
+echo "ok: the login link goes to a private output only"
 second_url=$(field "$JOBS/$second.0.json" url)
 second_token=$(field "$JOBS/$second.0.json" token)
 [ "$second_url" != "$url" ] && [ "$second_token" != "$token" ] ||

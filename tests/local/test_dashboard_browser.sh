@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The dashboard in a real browser (Debian's headless Chromium) under
-# `sray run -N2`: the driver's one-time login link opens the page, whose DOM
+# `sray run -N2`: a one-time login link from `sray login` opens the page, whose DOM
 # then shows both nodes and the training run with a point per report on its
 # loss curve; a screenshot is kept in the test's output directory. Without
 # the token the page is 401.
@@ -15,8 +15,9 @@ mkdir -p "$WORK/storage"
   >"$WORK/job.out" 2>&1 &
 job_pid=$!
 wait_for_ready "$WORK/job.out" "$job_pid"
-login=$(grep -o 'http://127.0.0.1:[0-9]*/login?code=[0-9a-f]*' "$WORK/job.out" | head -1)
-[ -n "$login" ] || fail "the driver printed no login link: $(cat "$WORK/job.out")"
+job=$(awk '$1 == "job" {print $2; exit}' "$WORK/job.out")
+login=$("$SRAY" login "$job" 2>"$WORK/login.err") || fail "sray login $job failed: $(cat "$WORK/login.err")"
+case $login in http://127.0.0.1:[0-9]*/login?code=[0-9a-f]*) ;; *) fail "sray login printed no link: $login" ;; esac
 page=${login%%login*}
 
 # Root needs --no-sandbox; the virtual time budget lets the page's fetches

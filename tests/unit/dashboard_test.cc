@@ -386,6 +386,30 @@ TEST_F(DashboardTest, ALoginLinkSetsTheCookieOnceAndTheCookieOpensThePage) {
   EXPECT_EQ(GetWith("/login?code=00ff", {})->status, 401);
 }
 
+TEST_F(DashboardTest, OnlyTheTokenMintsLoginLinksAndEachWorksOnce) {
+  EXPECT_EQ(client_->Post("/api/login_link", "", "text/plain")->status, 401);
+  EXPECT_EQ(client_->Post("/api/login_link", {{"Authorization", "Bearer secret-tokem"}}, "",
+                          "text/plain")
+                ->status,
+            401);
+  auto minted =
+      client_->Post("/api/login_link", {{"Authorization", "Bearer secret-token"}}, "", "text/plain");
+  ASSERT_TRUE(minted);
+  ASSERT_EQ(minted->status, 200) << minted->body;
+  const std::string link = nlohmann::json::parse(minted->body).at("url").get<std::string>();
+  ASSERT_EQ(link.rfind(server_->Url() + "login?code=", 0), 0U) << link;
+  auto login = GetWith(link.substr(link.find("/login")), {});
+  ASSERT_EQ(login->status, 303);
+  const std::string cookie = login->get_header_value("Set-Cookie");
+  const std::string session = cookie.substr(0, cookie.find(';'));
+  EXPECT_EQ(GetWith(link.substr(link.find("/login")), {})->status, 401);
+  // A logged-in browser reads the job but cannot mint further links.
+  EXPECT_EQ(GetWith("/api/nodes", {{"Cookie", session}})->status, 200);
+  auto from_cookie = client_->Post("/api/login_link", {{"Cookie", session}}, "", "text/plain");
+  EXPECT_EQ(from_cookie->status, 403);
+  EXPECT_NE(from_cookie->body.find("sray login"), std::string::npos) << from_cookie->body;
+}
+
 TEST_F(DashboardTest, AStateThatCannotBeGatheredIs503WithTheReason) {
   source_error_ = "node 2 is gone";
   auto response = GetWithToken("/api/nodes");

@@ -619,6 +619,41 @@ TEST_F(EnvsTest, StagingASpecCreatesItOnceWithTheUsersCondaTool) {
   EXPECT_EQ(again->lock_hash, created->lock_hash);
 }
 
+TEST_F(EnvsTest, CreatingASpecsEnvironmentTellsItsProgressWhileTheToolRuns) {
+  Write(root_ / "explicit.txt", ExplicitFile());
+  FakeMicromamba(root_ / "bin");
+  fs::create_directories(root_ / "session");
+  std::vector<std::string> lines;
+  const std::string path = (root_ / "bin").string() + ":/usr/bin:/bin";
+  ::setenv("FAKE_MICROMAMBA_SECONDS", "4", 1);
+  jobsetup::TaskEnvironment environment;
+  const Status prepared = jobsetup::PrepareStepEnvironment(
+      jobsetup::StepEnvironmentRequest{
+          .source = root_ / "explicit.txt",
+          .tmpdir = root_ / "tmp",
+          .session_directory = root_ / "session",
+          .uid = ::getuid(),
+          .task_variable =
+              [&path](const std::string& name) {
+                return name == "PATH" ? std::optional<std::string>(path) : std::nullopt;
+              },
+          .progress = [&lines](const std::string& line) { lines.push_back(line); }},
+      environment);
+  ::unsetenv("FAKE_MICROMAMBA_SECONDS");
+  ASSERT_TRUE(prepared.ok()) << prepared.message();
+  // 4 s: one line after 2 s (the next would come 5 s later), then the outcome.
+  ASSERT_GE(lines.size(), 2u) << testing::PrintToString(lines);
+  const std::string& first = lines.front();
+  const std::string start = "creating the environment of " + (root_ / "explicit.txt").string() +
+                            " with micromamba: ";
+  EXPECT_EQ(first.rfind(start, 0), 0u) << first;
+  EXPECT_NE(first.find(" files, "), std::string::npos) << first;
+  EXPECT_NE(first.find(" MiB so far; micromamba: Downloading packages ["), std::string::npos)
+      << first;
+  EXPECT_EQ(lines.size(), 2u) << testing::PrintToString(lines);
+  EXPECT_EQ(lines.back().rfind("made ", 0), 0u) << lines.back();
+}
+
 TEST_F(EnvsTest, AFailedOrWrongCreationLeavesNoCopyBehind) {
   const fs::path cache = root_ / "c";
   Write(root_ / "explicit.txt", ExplicitFile());
