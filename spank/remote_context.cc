@@ -15,6 +15,8 @@
 #include <chrono>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -180,11 +182,31 @@ Status PrepareStepOnNode(spank_t handle) {
   return Status::Ok();
 }
 
+namespace {
+
+// Staging ran in slurmstepd before the step's output was connected, so its
+// live lines went to the slurmd log. Here, in the node's first task, whose
+// stderr is the job's, the outcome is said once: only where the environment
+// was staged or made now (minutes, at times), not where a copy was reused.
+void TellStagingOutcome(spank_t handle, const jobsetup::NodeSetup& setup) {
+  auto local_task = GetNumber(handle, S_TASK_ID, "the task's local id");
+  if (!local_task.ok() || *local_task != 0) return;
+  std::ifstream file(setup.session_directory / jobsetup::kEnvironmentNoteFile);
+  std::string note;
+  if (!std::getline(file, note)) return;
+  if (!note.starts_with("staged ") && !note.starts_with("made ")) return;
+  std::fprintf(stderr, "sray: node %u: %s\n", setup.environment.node_id, note.c_str());
+  std::fflush(stderr);
+}
+
+}  // namespace
+
 Status ExportTaskEnvironment(spank_t handle) {
   const PluginState& state = State();
   if (!state.cluster_requested) return Status::Ok();
   SRAY_RETURN_IF_ERROR(state.deferred_error);
   if (!state.node_setup) return Status::Ok();
+  TellStagingOutcome(handle, *state.node_setup);
   for (const auto& [name, value] :
        jobsetup::ToEnvironmentVariables(state.node_setup->environment)) {
     SRAY_RETURN_IF_ERROR(FromSpank(spank_setenv(handle, name.c_str(), value.c_str(), 1),

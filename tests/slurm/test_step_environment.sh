@@ -41,6 +41,12 @@ for out in "$WORK/step1.out" "$WORK/step2.out"; do
   expect_lines "$out" "^[0-2] $staged $staged/bin #!$staged/bin/python\$" 3
 done
 echo "ok: the pack is staged once into each node's /tmp, relocated, and activated for every task"
+# Staging ran before the step's output was connected: the node's first task
+# says how it went, once per node that staged (the other step reused the copy).
+told=$(cat "$WORK/step1.out" "$WORK/step2.out" |
+  grep -Ec "^sray: node [0-2]: staged $WORK/train.pack into $staged in [0-9.]+ s \([0-9]+ files, " || true)
+[ "$told" -eq 3 ] || fail "the steps' output says $told times how a node staged the pack, not 3: $(cat "$WORK/step1.out" "$WORK/step2.out")"
+echo "ok: each node's staging is said in the step's output"
 as_user srun -N3 --ray-cluster="env=$WORK/train.pack" "$TASKS" basic >"$WORK/same.out" 2>&1 ||
   { cat "$WORK/same.out" >&2; fail "a sray program under env= failed"; }
 echo "ok: nodes with the same environment pass the runtime's comparison"
@@ -69,7 +75,8 @@ for node in n1 n2 n3; do
   ls -d "$(on_node "$node" "/tmp/sray-envs-$test_uid")"/spec-*/conda-meta >/dev/null ||
     fail "$node has no environment made from the spec"
 done
-echo "ok: env=SPEC is made on each node by the user's conda tool before user code"
+expect_lines "$WORK/spec.out" "^sray: node [0-2]: made /tmp/sray-envs-$test_uid/spec-[0-9a-f]{16} from $WORK/explicit.txt in [0-9.]+ s\$" 3
+echo "ok: env=SPEC is made on each node by the user's conda tool before user code, and said"
 
 # 2. The same prefix path, but node n3 (node 2) holds another numpy build.
 for node in n1 n2 n3; do
