@@ -23,7 +23,6 @@
 namespace sray::dashboard {
 namespace {
 
-constexpr auto kLoginLinkLifetime = std::chrono::minutes(10);
 // Browsers logged in at once; a further login ends the oldest session.
 constexpr std::size_t kSessionsKept = 64;
 // Requests are few (a page polling three endpoints, a Prometheus scrape):
@@ -261,7 +260,7 @@ class DashboardServer::Impl {
     std::lock_guard lock(mutex_);
     const auto now = std::chrono::steady_clock::now();
     std::erase_if(login_codes_, [&](const auto& entry) { return entry.second < now; });
-    login_codes_[*code] = now + kLoginLinkLifetime;
+    login_codes_[*code] = now + options_.login_link_lifetime;
     return code;
   }
 

@@ -10,6 +10,7 @@
 // Thread-safety: NewLoginUrl may be called from any thread; requests are
 // served on the server's own threads, which call `snapshot`.
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -25,6 +26,8 @@ struct DashboardOptions {
   std::string token;
   // Unique per job and step: browsers share cookies between ports.
   std::string cookie_name;
+  // How long a login link may wait to be opened.
+  std::chrono::milliseconds login_link_lifetime = std::chrono::minutes(10);
   // Called for every API request, on a server thread; may block.
   std::function<Result<ClusterSnapshot>()> snapshot;
   std::function<std::vector<TrainingRunSnapshot>()> training;
@@ -48,7 +51,8 @@ class DashboardServer {
   [[nodiscard]] int port() const;
   // http://HOST:PORT/
   [[nodiscard]] std::string Url() const;
-  // A link that logs one browser in (sets the cookie) once, within 10 minutes.
+  // A link that logs one browser in (sets the cookie) once, within the
+  // options' login_link_lifetime.
   std::string NewLoginUrl();
 
   class Impl;

@@ -3,6 +3,8 @@
 # the test user: the jobs file in the user's home (0600), `sray status` and
 # `sray logs` of the user (of a worker, of an actor by name), what tasks
 # print prefixed in the step's output, 401 for a request without the token,
+# no login link in srun's output but one from `sray login` that opens the page
+# in Chromium, a second step at once on its own port and token,
 # the file unreadable by another user; after the step no jobs file and
 # nothing listening, and the log_dir= copy read by `sray logs --log-dir`.
 source "$(dirname "$0")/lib.sh"
@@ -36,6 +38,41 @@ grep -q '^hello, dashboard$' "$WORK/actor.out" || fail "sray logs --actor greete
 echo "ok: sray status and sray logs of the test user, of a worker and of an actor"
 
 expect_lines "$WORK/job.out" '^\(node [01] worker [0-9]+ pid [1-9][0-9]*\) twice\([0-9]+\) on node [01]$' 20
+
+# srun's output may be a file others read: no login link there, `sray login`
+# gives one, and a real browser (Debian's headless Chromium) opens the page.
+! grep -q 'login?code=' "$WORK/job.out" || fail "the driver printed a login link to the step's output"
+grep -q "sray: dashboard of job $job.0: $url (a login link: sray login $job.0; " "$WORK/job.out" ||
+  fail "the driver's line does not say how to log in: $(grep dashboard "$WORK/job.out")"
+login=$(as_user sray login "$job" 2>"$WORK/login.err") || fail "sray login failed: $(cat "$WORK/login.err")"
+case $login in "${url}login?code="[0-9a-f]*) ;; *) fail "sray login printed no link: $login $(cat "$WORK/login.err")" ;; esac
+if CHROMIUM=$(command -v chromium); then
+  timeout 90 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --virtual-time-budget=6000 \
+    --user-data-dir="$WORK/chromium-profile" --dump-dom "$login" >"$WORK/page.html" 2>"$WORK/chromium.err" ||
+    fail "chromium failed: $(tail -5 "$WORK/chromium.err")"
+  rows=$(grep -o '<tr class="node">' "$WORK/page.html" | wc -l)
+  [ "$rows" -eq 2 ] || fail "the page opened by sray login's link shows $rows node rows, not 2: $(head -c 1000 "$WORK/page.html")"
+  echo "ok: no login link in srun's output; sray login's link opens the page in Chromium, with both nodes"
+else
+  fail "no chromium: scripts/install-deps installs it"
+fi
+
+# A second step of the same user at the same time: its own port and token.
+run_as_test_user srun -N2 --ray-cluster bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" "$@"' \
+  "$CHECK_PROGRAM" "$WORK/done-second" >"$WORK/second.out" 2>&1 &
+second_pid=$!
+wait_for_ready "$WORK/second.out" "$second_pid"
+second=$(awk '$1 == "job" {print $2; exit}' "$WORK/second.out")
+second_file=$JOBS/$second.0.json
+second_url=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$second_file")
+token=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$file")
+second_token=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$second_file")
+[ "$second_url" != "$url" ] && [ "$second_token" != "$token" ] || fail "two steps share a dashboard address or token"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "${second_url}api/nodes")" = 401 ] ||
+  fail "one step's token opens the other step's dashboard"
+touch "$WORK/done-second"
+wait "$second_pid" || fail "the second step failed: $(cat "$WORK/second.out")"
+echo "ok: two steps of one user at once get their own ports and tokens"
 
 touch "$WORK/done"
 wait "$job_pid" || fail "the step failed: $(cat "$WORK/job.out")"

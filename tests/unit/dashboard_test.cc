@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -428,6 +429,25 @@ TEST_F(DashboardTest, ATakenPortIsAClearError) {
   EXPECT_NE(second.status().message().find("dashboard=HOST:PORT, or dashboard=off"),
             std::string::npos)
       << second.status().message();
+}
+
+TEST(DashboardLogin, AnExpiredLinkIsRefusedAndSaysSo) {
+  DashboardOptions options;
+  options.token = "secret-token";
+  options.cookie_name = "sray_1_0";
+  options.login_link_lifetime = std::chrono::milliseconds(100);
+  auto server = DashboardServer::Start(std::move(options));
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  httplib::Client client("127.0.0.1", (*server)->port());
+  const std::string fresh = (*server)->NewLoginUrl();
+  const std::string stale = (*server)->NewLoginUrl();
+  EXPECT_EQ(client.Get(fresh.substr(fresh.find("/login")))->status, 303);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto expired = client.Get(stale.substr(stale.find("/login")));
+  ASSERT_TRUE(expired);
+  EXPECT_EQ(expired->status, 401);
+  EXPECT_NE(expired->body.find("expired"), std::string::npos) << expired->body;
+  EXPECT_NE(expired->body.find("sray login"), std::string::npos) << expired->body;
 }
 
 TEST(JobsFile, IsPrivateToTheUserAndGoesWithTheStep) {
