@@ -163,6 +163,7 @@ NodeManager::NodeManager(NodeManagerConfig config, transport::Transport& transpo
       transport_, [this](std::uint32_t node) { return RankOfNode(node); });
   transfer_ = std::make_unique<ObjectTransfer>(config_.node_id, *store_, *transfer_links_);
   blocking_ = std::make_unique<SerialExecutor>();
+  pulls_ = std::make_unique<SerialExecutor>();
   loop_ = std::make_unique<SerialExecutor>([this] { return OnIdle(); });
 }
 
@@ -191,6 +192,7 @@ void NodeManager::Stop() {
   processes_->StopAll();
   loop_->Stop();
   blocking_->Stop();
+  pulls_->Stop();
   transfer_->Clear();
 }
 
@@ -420,20 +422,25 @@ void NodeManager::RegisterHandlers() {
         });
       });
   // Object requests that block (spills, restores, pulls) are answered from
-  // the blocking executor, never from the progress thread.
-  auto serve_blocking = [&transport, &guard](std::uint32_t method, auto answer) {
+  // the blocking executor or, for pulls from another node, the pulls
+  // executor; never from the progress thread.
+  auto serve_on = [&transport, &guard](std::unique_ptr<SerialExecutor> NodeManager::*executor,
+                                       std::uint32_t method, auto answer) {
     transport.RegisterDeferredRequestHandler(
-        method,
-        [guard, answer](std::uint32_t, auto payload, const transport::Responder& responder) {
+        method, [guard, executor, answer](std::uint32_t, auto payload,
+                                          const transport::Responder& responder) {
           auto request = Decode<ObjectRequest>(payload, "object request");
           if (!request.ok()) return responder.Reply(request.status());
           std::shared_lock lock(guard->mutex);
           if (guard->manager == nullptr) return;  // dropped: the caller hears at once
           NodeManager& manager = *guard->manager;
-          manager.blocking_->Post([&manager, request = *request, responder, answer] {
+          (manager.*executor)->Post([&manager, request = *request, responder, answer] {
             responder.Reply(answer(manager, request));
           });
         });
+  };
+  auto serve_blocking = [&serve_on](std::uint32_t method, auto answer) {
+    serve_on(&NodeManager::blocking_, method, answer);
   };
   serve_blocking(
       kCreateObject,
@@ -442,8 +449,8 @@ void NodeManager::RegisterHandlers() {
         if (!path.ok()) return path.status();
         return Encode(ObjectPath{.path = path->string(), .size = request.size});
       });
-  serve_blocking(
-      kMakeLocal,
+  serve_on(
+      &NodeManager::pulls_, kMakeLocal,
       [](NodeManager& manager, const ObjectRequest& request) -> Result<transport::Bytes> {
         auto path = manager.transfer_->MakeLocal(request.id, request.holder_node, request.size);
         if (!path.ok()) return path.status();

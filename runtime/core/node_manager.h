@@ -159,7 +159,14 @@ class NodeManager {
   std::unique_ptr<WorkerOutput> worker_output_;
   std::unique_ptr<sched::WorkerProcesses> processes_;
   // Declared last: destroyed first, so no closure outlives the state above.
+  // Work that waits on this node alone (store creates, spills, restores,
+  // pins for other nodes' pulls, log reads).
   std::unique_ptr<SerialExecutor> blocking_;
+  // Pulls from other nodes, which wait for the holder's pin: on an executor
+  // of their own, so this node's answers to pins never queue behind its own
+  // pull. With one executor, two nodes pulling from each other waited on
+  // each other until the 60 s call timeout (chaos_check store found it).
+  std::unique_ptr<SerialExecutor> pulls_;
   std::unique_ptr<SerialExecutor> loop_;
 };
 

@@ -8,13 +8,28 @@
 // retries, ActorDiedError); "wrong" a result that does not match, and
 // "other" any other error: both fail the run (exit 1).
 //
+// `store` keeps the object stores full for SECONDS: objects of 128 KiB to
+// 2 MiB put by the driver and made by tasks on every node, several times
+// what the stores hold alive at once (so they spill, and reads restore them),
+// each read back by the driver and by tasks on other nodes and checked
+// against a checksum of what was written. Prints "chaos: ready", then one line
+//   chaos_check store seconds=S objects=N reads=R read_ok=K read_wrong=W
+//     full_errors=F other_errors=E max_spilled_mib=M drained=0|1
+// "full" is ObjectStoreFullError (a typed error, counted); "drained" says
+// the stores and spill files were empty within 10 s of the last reference
+// going. Exit 1 on a wrong read, another error or stores that did not drain.
+//
 //   chaos_check load SEED TASKS CALLS
+//   chaos_check store SEED SECONDS
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
+#include <thread>
 #include <random>
 #include <string>
 #include <vector>
@@ -49,15 +64,152 @@ class Mixer {
   std::uint64_t Apply(std::uint64_t value) const { return Mix(value) + 1; }
 };
 
+// The bytes of object `key`: a generator both the writer and the checker
+// run, so nothing but the key and size travels to check a read.
+std::vector<std::uint8_t> Fill(std::uint64_t key, std::uint64_t size) {
+  std::vector<std::uint8_t> bytes(size);
+  std::uint64_t state = Mix(key + 1);
+  for (std::size_t index = 0; index < bytes.size(); index += 8) {
+    state = Mix(state + index);
+    for (std::size_t byte = 0; byte < 8 && index + byte < bytes.size(); ++byte) {
+      bytes[index + byte] = static_cast<std::uint8_t>(state >> (8 * byte));
+    }
+  }
+  return bytes;
+}
+
+// A task that makes object `key` in the store of the node it runs on.
+std::vector<std::uint8_t> make_blob(std::uint64_t key, std::uint64_t size) {
+  return Fill(key, size);
+}
+
 }  // namespace
 
-SRAY_REMOTE(checksum_of);
+SRAY_REMOTE(checksum_of, make_blob);
 SRAY_REMOTE(Mixer::Create, &Mixer::Apply);
+
+namespace {
+
+struct LiveObject {
+  sray::ObjectRef<std::vector<std::uint8_t>> ref;
+  std::uint64_t checksum;
+  std::uint64_t size;
+};
+
+std::uint64_t SpilledBytes() {
+  std::uint64_t spilled = 0;
+  for (const auto& node : sray::StoreUsage()) spilled += node.spilled;
+  return spilled;
+}
+
+std::uint64_t HeldBytes() {
+  std::uint64_t held = 0;
+  for (const auto& node : sray::StoreUsage()) held += node.in_memory + node.spilled;
+  return held;
+}
+
+int StoreFull(std::uint64_t seed, double seconds) {
+  std::mt19937_64 random(seed);
+  std::uint64_t capacity = 0;
+  for (const auto& node : sray::StoreUsage()) capacity += node.capacity;
+  // Alive at once: four times what the stores of all nodes hold (the
+  // driver's Puts alone go to node 0's store, many times its size).
+  const std::uint64_t budget = 4 * capacity;
+  std::cout << "chaos: ready (stores " << (capacity >> 20) << " MiB in all, " << (budget >> 20)
+            << " MiB alive)" << std::endl;
+  std::vector<LiveObject> live;
+  std::uint64_t live_bytes = 0;
+  std::uint64_t next_key = seed << 20;
+  std::size_t objects = 0, reads = 0, read_ok = 0, read_wrong = 0, full = 0, other = 0;
+  std::uint64_t max_spilled = 0;
+  auto other_error = [&](const std::string& what, const std::exception& error) {
+    if (other++ < 3) std::cerr << "chaos_check: " << what << ": " << error.what() << "\n";
+  };
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    // A round: 8 new objects (half Puts, half made by tasks on any node),
+    // then 16 reads of random live ones (half by the driver, half by tasks).
+    std::vector<std::uint64_t> keys, sizes;
+    for (std::size_t index = 0; index < 8; ++index) {
+      keys.push_back(next_key++);
+      sizes.push_back((std::uint64_t{128} << 10) + random() % (std::uint64_t{2} << 20));
+    }
+    for (std::size_t index = 0; index < 8; ++index) {
+      try {
+        auto ref = index % 2 == 0 ? sray::Put(Fill(keys[index], sizes[index]))
+                                  : sray::Task(make_blob).SetMaxRetries(3).Remote(keys[index], sizes[index]);
+        live.push_back({ref, Checksum(Fill(keys[index], sizes[index])), sizes[index]});
+        live_bytes += sizes[index];
+        ++objects;
+      } catch (const sray::ObjectStoreFullError&) {
+        ++full;
+      } catch (const std::exception& error) {
+        other_error("object " + std::to_string(keys[index]), error);
+      }
+    }
+    std::vector<std::pair<std::size_t, sray::ObjectRef<std::uint64_t>>> remote_reads;
+    for (std::size_t index = 0; index < 16 && !live.empty(); ++index) {
+      const std::size_t pick = random() % live.size();
+      if (index % 2 == 1) {
+        remote_reads.emplace_back(pick, sray::Task(checksum_of).SetMaxRetries(3).Remote(live[pick].ref, std::uint64_t{0}));
+        continue;
+      }
+      ++reads;
+      try {
+        (Checksum(sray::Get(live[pick].ref)) == live[pick].checksum ? read_ok : read_wrong)++;
+      } catch (const sray::ObjectStoreFullError&) {
+        ++full;
+      } catch (const std::exception& error) {
+        other_error("read of a live object", error);
+      }
+    }
+    for (auto& [pick, result] : remote_reads) {
+      ++reads;
+      try {
+        (sray::Get(result) == (live[pick].checksum ^ Mix(0)) ? read_ok : read_wrong)++;
+      } catch (const sray::TaskError& error) {
+        // A task's own failure to get store room surfaces as its error.
+        if (error.remote_type().find("ObjectStoreFull") != std::string::npos) {
+          ++full;
+        } else {
+          other_error("a task's read", error);
+        }
+      } catch (const std::exception& error) {
+        other_error("a task's read", error);
+      }
+    }
+    // Keep the live set near the budget: drop random objects beyond it.
+    while (live_bytes > budget && !live.empty()) {
+      const std::size_t pick = random() % live.size();
+      live_bytes -= live[pick].size;
+      live[pick] = live.back();
+      live.pop_back();
+    }
+    max_spilled = std::max(max_spilled, SpilledBytes());
+  }
+  live.clear();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (HeldBytes() != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const bool drained = HeldBytes() == 0;
+  std::cout << "chaos_check store seconds=" << static_cast<long>(seconds) << " objects=" << objects
+            << " reads=" << reads << " read_ok=" << read_ok << " read_wrong=" << read_wrong
+            << " full_errors=" << full << " other_errors=" << other
+            << " max_spilled_mib=" << (max_spilled >> 20) << " drained=" << (drained ? 1 : 0) << std::endl;
+  sray::Shutdown();
+  return read_wrong == 0 && other == 0 && drained && max_spilled > 0 ? 0 : 1;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   sray::Init(argc, argv);
+  if (argc == 4 && std::string(argv[1]) == "store") {
+    return StoreFull(std::stoull(argv[2]), std::stod(argv[3]));
+  }
   if (argc != 5 || std::string(argv[1]) != "load") {
-    std::cerr << "usage: chaos_check load SEED TASKS CALLS\n";
+    std::cerr << "usage: chaos_check load SEED TASKS CALLS | store SEED SECONDS\n";
     return 2;
   }
   const std::uint64_t seed = std::stoull(argv[2]);

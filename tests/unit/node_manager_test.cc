@@ -9,9 +9,11 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "transport/transport.h"
 
@@ -146,6 +148,53 @@ TEST_F(NodeManagerTest, ATaskWhoseWorkerCannotStartFailsWithTheReason) {
   EXPECT_NE(static_cast<OutcomeKind>(received.kind), OutcomeKind::kInlineValue);
   EXPECT_NE(received.error_message.find("/nonexistent/sray-worker"), std::string::npos)
       << received.error_message;
+}
+
+// Two nodes pulling from each other at once: node 0's manager pulls an
+// object from node 1 (and waits for node 1's pin) while node 1 asks node 0
+// to pin one of its objects before it answers. Before, node 0 served pins on
+// the same executor as its own pulls, so node 1's request waited behind the
+// pull that waited for node 1: both hung until the 60 s call timeout.
+TEST_F(NodeManagerTest, APinIsAnsweredWhileThisNodesOwnPullWaitsOnThatPeer) {
+  StartManager("/nonexistent/sray-worker");
+  // An object of node 0's store, sealed: what node 1 will ask node 0 to pin.
+  const ObjectRequest held{.id = ObjectId{kOwnerRank, 5}, .size = 4096, .holder_node = 0,
+                           .puller_node = 1, .owner_rank = kOwnerRank};
+  const auto created = owner_transport_->Call(kManagerRank, kCreateObject, Encode(held));
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  auto path = Decode<ObjectPath>(*created, "object path");
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  {
+    std::ofstream file(path->path, std::ios::binary);
+    file << std::string(held.size, 'x');
+    ASSERT_TRUE(file.flush()) << path->path;
+  }
+  ASSERT_TRUE(owner_transport_->Send(kManagerRank, kSealObject, Encode(held)).ok());
+
+  // Node 1 answers node 0's pin only after its own pin at node 0 is answered.
+  std::promise<Status> inner_pin;
+  auto inner = inner_pin.get_future();
+  std::thread asker;
+  other_manager_transport_->RegisterDeferredRequestHandler(
+      kPinForPull, [&](std::uint32_t, auto, const transport::Responder& responder) {
+        asker = std::thread([&, responder] {
+          const auto answered = other_manager_transport_->Call(
+              kManagerRank, kPinForPull, Encode(held), std::chrono::milliseconds(5000));
+          inner_pin.set_value(answered.status());
+          responder.Reply(Status::NotFound("the test's node 1 holds nothing"));
+        });
+      });
+  const ObjectRequest pull{.id = ObjectId{kOwnerRank, 6}, .size = 4096, .holder_node = 1,
+                           .puller_node = 0, .owner_rank = kOwnerRank};
+  const auto pulled = owner_transport_->Call(kManagerRank, kMakeLocal, Encode(pull),
+                                             std::chrono::milliseconds(20000));
+  ASSERT_EQ(inner.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  asker.join();
+  const Status inner_status = inner.get();
+  EXPECT_TRUE(inner_status.ok()) << "node 0 did not answer node 1's pin while its pull waited: "
+                                 << inner_status.message();
+  EXPECT_FALSE(pulled.ok());  // node 1 held nothing
+  (void)owner_transport_->Send(kManagerRank, kUnpinForPull, Encode(held));
 }
 
 }  // namespace
