@@ -62,8 +62,8 @@ int Login(const LoginArguments& arguments) {
 
 void AddLoginCommand(CLI::App& app) {
   auto arguments = std::make_shared<LoginArguments>();
-  auto* login = app.add_subcommand(
-      "login", "Print a one-time login link to a running job's dashboard");
+  auto* login =
+      app.add_subcommand("login", "Print a one-time login link to a running job's dashboard");
   login->add_option("job", arguments->job, "JOB or JOB.STEP (default: the only running one)");
   login->add_flag("--on-head", arguments->on_head, "run on the head node already (no hop)")
       ->group("");

@@ -19,7 +19,7 @@
 // the stores and spill files were empty within 10 s of the last reference
 // going. Exit 1 on a wrong read, another error or stores that did not drain.
 //
-//   chaos_check load SEED TASKS CALLS
+//   chaos_check load SEED TASKS CALLS [forever]
 //   chaos_check store SEED SECONDS
 
 #include <unistd.h>
@@ -29,9 +29,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
-#include <thread>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <sray/api.h>
@@ -136,8 +136,9 @@ int StoreFull(std::uint64_t seed, double seconds) {
     }
     for (std::size_t index = 0; index < 8; ++index) {
       try {
-        auto ref = index % 2 == 0 ? sray::Put(Fill(keys[index], sizes[index]))
-                                  : sray::Task(make_blob).SetMaxRetries(3).Remote(keys[index], sizes[index]);
+        auto ref = index % 2 == 0
+                       ? sray::Put(Fill(keys[index], sizes[index]))
+                       : sray::Task(make_blob).SetMaxRetries(3).Remote(keys[index], sizes[index]);
         live.push_back({ref, Checksum(Fill(keys[index], sizes[index])), sizes[index]});
         live_bytes += sizes[index];
         ++objects;
@@ -151,7 +152,9 @@ int StoreFull(std::uint64_t seed, double seconds) {
     for (std::size_t index = 0; index < 16 && !live.empty(); ++index) {
       const std::size_t pick = random() % live.size();
       if (index % 2 == 1) {
-        remote_reads.emplace_back(pick, sray::Task(checksum_of).SetMaxRetries(3).Remote(live[pick].ref, std::uint64_t{0}));
+        remote_reads.emplace_back(
+            pick,
+            sray::Task(checksum_of).SetMaxRetries(3).Remote(live[pick].ref, std::uint64_t{0}));
         continue;
       }
       ++reads;
@@ -196,7 +199,8 @@ int StoreFull(std::uint64_t seed, double seconds) {
   std::cout << "chaos_check store seconds=" << static_cast<long>(seconds) << " objects=" << objects
             << " reads=" << reads << " read_ok=" << read_ok << " read_wrong=" << read_wrong
             << " full_errors=" << full << " other_errors=" << other
-            << " max_spilled_mib=" << (max_spilled >> 20) << " drained=" << (drained ? 1 : 0) << std::endl;
+            << " max_spilled_mib=" << (max_spilled >> 20) << " drained=" << (drained ? 1 : 0)
+            << std::endl;
   sray::Shutdown();
   return read_wrong == 0 && other == 0 && drained && max_spilled > 0 ? 0 : 1;
 }
@@ -208,8 +212,9 @@ int main(int argc, char** argv) {
   if (argc == 4 && std::string(argv[1]) == "store") {
     return StoreFull(std::stoull(argv[2]), std::stod(argv[3]));
   }
-  if (argc != 5 || std::string(argv[1]) != "load") {
-    std::cerr << "usage: chaos_check load SEED TASKS CALLS | store SEED SECONDS\n";
+  const bool forever = argc == 6 && std::string(argv[5]) == "forever";
+  if ((argc != 5 && !forever) || std::string(argv[1]) != "load") {
+    std::cerr << "usage: chaos_check load SEED TASKS CALLS [forever] | store SEED SECONDS\n";
     return 2;
   }
   const std::uint64_t seed = std::stoull(argv[2]);
@@ -229,7 +234,8 @@ int main(int argc, char** argv) {
   }
   std::vector<sray::ActorHandle<Mixer>> actors;
   for (int index = 0; index < 6; ++index) {
-    actors.push_back(sray::Actor(Mixer::Create).SetMaxRestarts(100000).SetMaxTaskRetries(20).Remote());
+    actors.push_back(
+        sray::Actor(Mixer::Create).SetMaxRestarts(100000).SetMaxTaskRetries(20).Remote());
   }
   for (auto& actor : actors) (void)sray::Get(actor.Task(&Mixer::Apply).Remote(0));
   std::cout << "chaos: ready" << std::endl;
@@ -239,40 +245,46 @@ int main(int argc, char** argv) {
   auto other_error = [&](const std::string& what, const std::exception& error) {
     if (other++ < 3) std::cerr << "chaos_check: " << what << ": " << error.what() << "\n";
   };
-  std::vector<sray::ObjectRef<std::uint64_t>> results;
-  results.reserve(tasks);
-  for (std::size_t index = 0; index < tasks; ++index) {
-    results.push_back(
-        sray::Task(checksum_of).SetMaxRetries(20).Remote(blobs[index % blobs.size()], std::uint64_t{index}));
-  }
-  for (std::size_t index = 0; index < tasks; ++index) {
-    try {
-      const std::uint64_t value = sray::Get(results[index]);
-      (value == (sums[index % sums.size()] ^ Mix(index)) ? task_ok : task_wrong)++;
-    } catch (const sray::WorkerDiedError&) {
-      ++task_lost;
-    } catch (const std::exception& error) {
-      other_error("task " + std::to_string(index), error);
+  // `forever` repeats the load until the job is ended from outside (a time
+  // limit), checking every result as it goes.
+  do {
+    std::vector<sray::ObjectRef<std::uint64_t>> results;
+    results.reserve(tasks);
+    for (std::size_t index = 0; index < tasks; ++index) {
+      results.push_back(sray::Task(checksum_of)
+                            .SetMaxRetries(20)
+                            .Remote(blobs[index % blobs.size()], std::uint64_t{index}));
     }
-  }
-  std::vector<sray::ObjectRef<std::uint64_t>> answers;
-  answers.reserve(calls);
-  for (std::size_t index = 0; index < calls; ++index) {
-    answers.push_back(actors[index % actors.size()].Task(&Mixer::Apply).Remote(std::uint64_t{index}));
-  }
-  for (std::size_t index = 0; index < calls; ++index) {
-    try {
-      (sray::Get(answers[index]) == Mix(index) + 1 ? call_ok : call_wrong)++;
-    } catch (const sray::ActorDiedError&) {
-      ++call_lost;
-    } catch (const std::exception& error) {
-      other_error("actor call " + std::to_string(index), error);
+    for (std::size_t index = 0; index < tasks; ++index) {
+      try {
+        const std::uint64_t value = sray::Get(results[index]);
+        (value == (sums[index % sums.size()] ^ Mix(index)) ? task_ok : task_wrong)++;
+      } catch (const sray::WorkerDiedError&) {
+        ++task_lost;
+      } catch (const std::exception& error) {
+        other_error("task " + std::to_string(index), error);
+      }
     }
-  }
+    std::vector<sray::ObjectRef<std::uint64_t>> answers;
+    answers.reserve(calls);
+    for (std::size_t index = 0; index < calls; ++index) {
+      answers.push_back(
+          actors[index % actors.size()].Task(&Mixer::Apply).Remote(std::uint64_t{index}));
+    }
+    for (std::size_t index = 0; index < calls; ++index) {
+      try {
+        (sray::Get(answers[index]) == Mix(index) + 1 ? call_ok : call_wrong)++;
+      } catch (const sray::ActorDiedError&) {
+        ++call_lost;
+      } catch (const std::exception& error) {
+        other_error("actor call " + std::to_string(index), error);
+      }
+    }
+  } while (forever && task_wrong == 0 && call_wrong == 0 && other == 0);
   std::cout << "chaos_check tasks=" << tasks << " task_ok=" << task_ok << " task_lost=" << task_lost
             << " task_wrong=" << task_wrong << " calls=" << calls << " call_ok=" << call_ok
-            << " call_lost=" << call_lost << " call_wrong=" << call_wrong << " other_errors=" << other
-            << std::endl;
+            << " call_lost=" << call_lost << " call_wrong=" << call_wrong
+            << " other_errors=" << other << std::endl;
   sray::Shutdown();
   return task_wrong == 0 && call_wrong == 0 && other == 0 ? 0 : 1;
 }
