@@ -416,7 +416,11 @@ SchedulerEffects LocalScheduler::OnWorkerExited(pid_t pid, const std::string& ho
   if (!worker.assigned.empty()) {
     ReleaseGrant(worker);
     const TaskSpec& spec = worker.assigned.front();
-    if (IsKind(spec, TaskKind::kActorCreation)) --constructing_;
+    if (IsKind(spec, TaskKind::kActorCreation)) {
+      --constructing_;
+    } else {
+      effects.emplace_back(effects::DiscardResult{spec.return_id});
+    }
     TaskOutcome outcome =
         OutcomeFor(spec, OutcomeKind::kWorkerDied,
                    "its worker (pid " + std::to_string(pid) + ") on node " +

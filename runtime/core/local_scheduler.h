@@ -104,12 +104,20 @@ struct RetireActor {
 struct ForgetWorker {
   std::uint32_t rank = 0;
 };
+// A task's attempt died with its worker: whatever that attempt had made of
+// its result in this node's store (created, or sealed before the outcome
+// could be sent) is unreachable, since the owner retries and the retry makes
+// its own copy. Free it, or it would stay until the step ends.
+struct DiscardResult {
+  ObjectId id;
+};
 }  // namespace effects
 
 using SchedulerEffect =
     std::variant<effects::RunOnWorker, effects::ForwardToNode, effects::DeliverOutcome,
                  effects::ActorReady, effects::ActorProcessDied, effects::StartWorker,
-                 effects::KillWorker, effects::RetireActor, effects::ForgetWorker>;
+                 effects::KillWorker, effects::RetireActor, effects::ForgetWorker,
+                 effects::DiscardResult>;
 using SchedulerEffects = std::vector<SchedulerEffect>;
 
 struct LocalSchedulerConfig {

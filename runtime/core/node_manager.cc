@@ -559,6 +559,11 @@ void NodeManager::Apply(SchedulerEffects effects) {
                      address_book_->Remove(forget.rank);
                      transport_.NotePeerGone();
                    },
+                   [&](effects::DiscardResult& discard) {
+                     // On the blocking executor, behind any store request the
+                     // dead worker sent before it died.
+                     blocking_->Post([this, id = discard.id] { store_->Free(id); });
+                   },
                },
                effect);
   }

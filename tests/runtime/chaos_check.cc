@@ -19,8 +19,15 @@
 // the stores and spill files were empty within 10 s of the last reference
 // going. Exit 1 on a wrong read, another error or stores that did not drain.
 //
+// `soak` mixes everything until DONE_FILE exists (bench/soak/run): per
+// round 1,000 tasks with object arguments, 300 actor calls, 8 Puts of 1 MiB
+// read back, and an actor created, called and killed; every result checked.
+// A line "soak: round N" every 100 rounds, then
+//   chaos_check soak rounds=N results=R wrong=W lost=L other_errors=E
+//
 //   chaos_check load SEED TASKS CALLS [forever]
 //   chaos_check store SEED SECONDS
+//   chaos_check soak SEED DONE_FILE
 
 #include <unistd.h>
 
@@ -28,6 +35,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <random>
 #include <string>
@@ -196,6 +204,13 @@ int StoreFull(std::uint64_t seed, double seconds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   const bool drained = HeldBytes() == 0;
+  if (!drained) {
+    for (const auto& node : sray::StoreUsage()) {
+      std::cout << "chaos_check store: node " << node.node_id << " still holds " << node.objects
+                << " objects: " << node.in_memory << " bytes in memory, " << node.spilled
+                << " spilled" << std::endl;
+    }
+  }
   std::cout << "chaos_check store seconds=" << static_cast<long>(seconds) << " objects=" << objects
             << " reads=" << reads << " read_ok=" << read_ok << " read_wrong=" << read_wrong
             << " full_errors=" << full << " other_errors=" << other
@@ -205,6 +220,87 @@ int StoreFull(std::uint64_t seed, double seconds) {
   return read_wrong == 0 && other == 0 && drained && max_spilled > 0 ? 0 : 1;
 }
 
+int Soak(std::uint64_t seed, const std::string& done_file) {
+  std::mt19937_64 random(seed);
+  std::vector<sray::ObjectRef<std::vector<std::uint8_t>>> blobs;
+  std::vector<std::uint64_t> sums;
+  for (int index = 0; index < 16; ++index) {
+    std::vector<std::uint8_t> blob(index < 8 ? 1024 : 256 * 1024);
+    for (auto& byte : blob) byte = static_cast<std::uint8_t>(random());
+    sums.push_back(Checksum(blob));
+    blobs.push_back(sray::Put(blob));
+  }
+  std::vector<sray::ActorHandle<Mixer>> actors;
+  for (int index = 0; index < 3; ++index) {
+    actors.push_back(
+        sray::Actor(Mixer::Create).SetMaxRestarts(100000).SetMaxTaskRetries(20).Remote());
+  }
+  std::cout << "chaos: ready" << std::endl;
+  std::size_t rounds = 0, results = 0, wrong = 0, lost = 0, other = 0;
+  auto other_error = [&](const std::string& what, const std::exception& error) {
+    if (other++ < 3) std::cerr << "chaos_check: " << what << ": " << error.what() << "\n";
+  };
+  std::uint64_t key = seed << 24;
+  while (!std::filesystem::exists(done_file) && wrong == 0 && other == 0) {
+    std::vector<sray::ObjectRef<std::uint64_t>> tasks;
+    tasks.reserve(1000);
+    for (std::uint64_t index = 0; index < 1000; ++index) {
+      tasks.push_back(
+          sray::Task(checksum_of).SetMaxRetries(20).Remote(blobs[index % blobs.size()], index));
+    }
+    std::vector<sray::ObjectRef<std::uint64_t>> calls;
+    calls.reserve(300);
+    for (std::uint64_t index = 0; index < 300; ++index) {
+      calls.push_back(actors[index % actors.size()].Task(&Mixer::Apply).Remote(index));
+    }
+    for (std::uint64_t index = 0; index < tasks.size(); ++index) {
+      ++results;
+      try {
+        if (sray::Get(tasks[index]) != (sums[index % sums.size()] ^ Mix(index))) ++wrong;
+      } catch (const sray::WorkerDiedError&) {
+        ++lost;
+      } catch (const std::exception& error) {
+        other_error("task", error);
+      }
+    }
+    for (std::uint64_t index = 0; index < calls.size(); ++index) {
+      ++results;
+      try {
+        if (sray::Get(calls[index]) != Mix(index) + 1) ++wrong;
+      } catch (const sray::ActorDiedError&) {
+        ++lost;
+      } catch (const std::exception& error) {
+        other_error("actor call", error);
+      }
+    }
+    for (int index = 0; index < 8; ++index) {
+      ++results;
+      const std::uint64_t this_key = key++;
+      try {
+        const auto ref = sray::Put(Fill(this_key, 1 << 20));
+        if (Checksum(sray::Get(ref)) != Checksum(Fill(this_key, 1 << 20))) ++wrong;
+      } catch (const std::exception& error) {
+        other_error("put", error);
+      }
+    }
+    ++results;
+    try {
+      auto actor = sray::Actor(Mixer::Create).Remote();
+      if (sray::Get(actor.Task(&Mixer::Apply).Remote(rounds)) != Mix(rounds) + 1) ++wrong;
+      actor.Kill();
+    } catch (const sray::ActorDiedError&) {
+      ++lost;  // its process was a kill's victim before the call returned
+    } catch (const std::exception& error) {
+      other_error("a new actor", error);
+    }
+    if (++rounds % 100 == 0) std::cout << "soak: round " << rounds << std::endl;
+  }
+  std::cout << "chaos_check soak rounds=" << rounds << " results=" << results << " wrong=" << wrong
+            << " lost=" << lost << " other_errors=" << other << std::endl;
+  sray::Shutdown();
+  return wrong == 0 && other == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -212,6 +308,7 @@ int main(int argc, char** argv) {
   if (argc == 4 && std::string(argv[1]) == "store") {
     return StoreFull(std::stoull(argv[2]), std::stod(argv[3]));
   }
+  if (argc == 4 && std::string(argv[1]) == "soak") return Soak(std::stoull(argv[2]), argv[3]);
   const bool forever = argc == 6 && std::string(argv[5]) == "forever";
   if ((argc != 5 && !forever) || std::string(argv[1]) != "load") {
     std::cerr << "usage: chaos_check load SEED TASKS CALLS [forever] | store SEED SECONDS\n";

@@ -26,6 +26,7 @@ std::vector<Effect> All(const SchedulerEffects& effects) {
 TaskSpec Task(std::uint64_t id, double cpus, TaskKind kind = TaskKind::kFunction) {
   TaskSpec spec;
   spec.task_id = id;
+  spec.return_id = ObjectId{0, id};
   spec.function = "f";
   spec.resources = {{"CPU", cpus}};
   spec.owner_rank = 0;
@@ -201,6 +202,22 @@ TEST_F(LocalSchedulerTest, ADeadWorkersTaskFailsRetryablyAndTheTasksBehindItGoBa
   ASSERT_EQ(All<effects::ForgetWorker>(exited).size(), 1u);
   const auto delivered = All<effects::DeliverOutcome>(exited);
   ASSERT_EQ(delivered.size(), 1u);
+  // Whatever the dead attempt made of its result in the store is freed
+  // before the owner hears (and retries): it would otherwise stay.
+  const auto discarded = All<effects::DiscardResult>(exited);
+  ASSERT_EQ(discarded.size(), 1u);
+  EXPECT_EQ(discarded[0].id, (ObjectId{0, 1}));
+  const auto position = [&exited](auto is) {
+    return std::find_if(exited.begin(), exited.end(),
+                        [&is](const SchedulerEffect& effect) { return std::visit(is, effect); }) -
+           exited.begin();
+  };
+  EXPECT_LT(position([](const auto& effect) {
+              return std::is_same_v<std::decay_t<decltype(effect)>, effects::DiscardResult>;
+            }),
+            position([](const auto& effect) {
+              return std::is_same_v<std::decay_t<decltype(effect)>, effects::DeliverOutcome>;
+            }));
   EXPECT_EQ(delivered[0].outcome.task_id, 1u);
   EXPECT_EQ(static_cast<OutcomeKind>(delivered[0].outcome.kind), OutcomeKind::kWorkerDied);
   EXPECT_EQ(delivered[0].outcome.pid, 77);
