@@ -45,7 +45,8 @@ using CreateObserver = std::function<void(const CreateProgress&)>;
 // Runs CreateCommand and verifies the result against the spec; a mismatch is
 // an error listing the differences. The tool's output goes to `log_file`
 // (replaced) where given, else to this process's stdout and stderr. While the
-// tool runs, `observer` (if any) is called about once a second, on this thread.
+// tool runs, `observer` (if any) is called on this thread 2 s after the start
+// and every 5 s after that.
 Status CreateEnvironment(const std::filesystem::path& tool, const std::filesystem::path& spec_file,
                          const std::filesystem::path& prefix,
                          const std::optional<std::filesystem::path>& log_file = std::nullopt,

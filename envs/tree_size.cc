@@ -7,10 +7,14 @@ TreeSize MeasureTree(const std::filesystem::path& root) {
   std::error_code error;
   for (std::filesystem::recursive_directory_iterator it(root, error), end; !error && it != end;
        it.increment(error)) {
-    if (it->is_regular_file(error) && !it->is_symlink(error)) {
-      ++size.files;
-      size.bytes += it->file_size(error);
-    }
+    std::error_code entry_error;
+    if (!it->is_regular_file(entry_error) || it->is_symlink(entry_error)) continue;
+    // A file the tool removed meanwhile has no size: skipped, not counted
+    // as (uintmax_t)-1 bytes.
+    const auto bytes = it->file_size(entry_error);
+    if (entry_error) continue;
+    ++size.files;
+    size.bytes += bytes;
   }
   return size;
 }

@@ -599,8 +599,11 @@ class LocalJob {
   sigset_t original_mask_{};
   int signal_fd_ = -1;
   int abort_pipe_[2] = {-1, -1};
-  // Ranks' output is relayed to this launcher's standard output.
-  const bool output_private_ = DescriptorIsPrivate(STDOUT_FILENO);
+  // Ranks' output is relayed to this launcher's standard output and error;
+  // the driver's start line (with the login link) goes to standard error,
+  // and what the program prints may name it too: both must be private.
+  const bool output_private_ =
+      DescriptorIsPrivate(STDOUT_FILENO) && DescriptorIsPrivate(STDERR_FILENO);
   std::mutex abort_mutex_;
   std::optional<AbortRequest> abort_;
   bool abort_handled_ = false;  // event-loop thread only

@@ -2,7 +2,10 @@
 
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -16,6 +19,21 @@ struct LoginArguments {
   std::string job;       // JOB or JOB.STEP; empty: the only one
   bool on_head = false;  // set by the hop: do not hop again
 };
+
+// HOST and PORT of "http://HOST:PORT/..." (HOST may be a bracketed IPv6
+// address); nullopt for anything else, whose ssh hint is then left out.
+std::optional<std::pair<std::string, std::string>> HostAndPort(const std::string& url) {
+  constexpr std::string_view kScheme = "http://";
+  if (!url.starts_with(kScheme)) return std::nullopt;
+  const std::string rest = url.substr(kScheme.size());
+  const std::string address = rest.substr(0, rest.find('/'));
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) return std::nullopt;
+  if (address.find(']') != std::string::npos && address.rfind(']') > colon) return std::nullopt;
+  const std::string port = address.substr(colon + 1);
+  if (port.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  return std::pair{address.substr(0, colon), port};
+}
 
 int Login(const LoginArguments& arguments) {
   int exit_code = 0;
@@ -46,15 +64,13 @@ int Login(const LoginArguments& arguments) {
               << " sent no link: is it an sray of the same version as this command?\n";
     return 1;
   }
-  // http://HOST:PORT/ : the browser elsewhere reaches HOST:PORT through ssh.
-  const std::string& url = chosen->url;
-  const auto host_start = url.find("://") + 3;
-  const std::string address = url.substr(host_start, url.find('/', host_start) - host_start);
-  const std::string port = address.substr(address.rfind(':') + 1);
   std::cout << link["url"].get<std::string>() << "\n";
-  std::cerr << "sray: the link logs one browser in, once, within 10 minutes; from another "
-               "machine first: ssh -L "
-            << port << ":" << address << " " << chosen->head_hostname << "\n";
+  std::cerr << "sray: the link logs one browser in, once, within 10 minutes";
+  if (const auto address = HostAndPort(chosen->url)) {
+    std::cerr << "; from another machine first: ssh -L " << address->second << ":" << address->first
+              << ":" << address->second << " " << chosen->head_hostname;
+  }
+  std::cerr << "\n";
   return 0;
 }
 

@@ -44,8 +44,9 @@ std::string Pair(const nlohmann::json& node, const std::string& resource) {
 void PrintNodes(const nlohmann::json& cluster) {
   std::cout << std::left << std::setw(6) << "node" << std::setw(14) << "host" << std::setw(10)
             << "CPU free" << std::setw(10) << "GPU free" << std::setw(8) << "queued" << std::setw(9)
-            << "workers" << std::setw(26) << "store used/capacity MiB"
-            << "spilled MiB\n";
+            << "workers" << std::setw(26) << "store used/capacity MiB" << std::setw(13)
+            << "spilled MiB" << std::setw(7) << "load"
+            << "sray MiB\n";
   for (const auto& node : cluster["nodes"]) {
     std::cout << std::left << std::setw(6) << node["node_id"].get<int>();
     if (node.contains("error")) {
@@ -59,7 +60,15 @@ void PrintNodes(const nlohmann::json& cluster) {
               << node["worker_processes"].get<std::uint64_t>() << std::setw(26)
               << Mib(store["in_memory_bytes"].get<double>()) + "/" +
                      Mib(store["capacity_bytes"].get<double>())
-              << Mib(store["spilled_bytes"].get<double>()) << "\n";
+              << std::setw(13) << Mib(store["spilled_bytes"].get<double>());
+    // The machine's 1-minute load average (-1: unknown) and what sray's
+    // processes hold resident on the node.
+    const auto load = node.value("load", nlohmann::json::object());
+    const double average = load.value("load_average_1m", -1.0);
+    std::ostringstream shown;
+    if (average >= 0) shown << std::fixed << std::setprecision(2) << average;
+    std::cout << std::setw(7) << (average >= 0 ? shown.str() : "-")
+              << Mib(load.value("sray_resident_bytes", 0.0)) << "\n";
   }
 }
 

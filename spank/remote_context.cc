@@ -189,8 +189,8 @@ namespace {
 // stderr is the job's, the outcome is said once: only where the environment
 // was staged or made now (minutes, at times), not where a copy was reused.
 void TellStagingOutcome(spank_t handle, const jobsetup::NodeSetup& setup) {
-  auto local_task = GetNumber(handle, S_TASK_ID, "the task's local id");
-  if (!local_task.ok() || *local_task != 0) return;
+  int local_task = -1;  // spank.h: S_TASK_ID is an int*
+  if (spank_get_item(handle, S_TASK_ID, &local_task) != ESPANK_SUCCESS || local_task != 0) return;
   std::ifstream file(setup.session_directory / jobsetup::kEnvironmentNoteFile);
   std::string note;
   if (!std::getline(file, note)) return;

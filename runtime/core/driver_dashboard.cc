@@ -99,6 +99,10 @@ dashboard::NodeSnapshot NodeFrom(std::uint32_t node, Result<transport::Bytes> re
   snapshot.store_in_memory = status->store.in_memory;
   snapshot.store_spilled = status->store.spilled;
   snapshot.store_objects = status->store.objects;
+  snapshot.load_average_1m = status->load_average_1m;
+  snapshot.memory_total_bytes = status->memory_total;
+  snapshot.memory_available_bytes = status->memory_available;
+  snapshot.resident_bytes = status->resident;
   snapshot.tasks.reserve(status->tasks.size());
   for (auto& counts : status->tasks) {
     snapshot.tasks.push_back({.function = std::move(counts.function),
@@ -311,7 +315,8 @@ std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnviro
   // Whoever reads the one-time link first logs in, so it is printed only
   // where the job user alone reads the output (a Slurm output file is often
   // readable by others); elsewhere `sray login` asks for one with the token.
-  const bool output_private = jobsetup::ReadOutputPrivate(&std::getenv);
+  const bool output_private =
+      jobsetup::ReadOutputPrivate([](const char* name) { return std::getenv(name); });
   messages << "sray: dashboard of job " << job << ": "
            << (output_private ? result->server->NewLoginUrl()
                               : result->server->Url() + " (a login link: sray login " + job + ";")

@@ -427,9 +427,13 @@ SchedulerEffects LocalScheduler::OnWorkerExited(pid_t pid, const std::string& ho
                        std::to_string(config_.node_id) + " died with " + how + " while running it");
     outcome.pid = pid;
     effects.emplace_back(effects::DeliverOutcome{std::move(outcome)});
-    // Tasks waiting behind it never started: they go back to the queue.
+    // Tasks waiting behind it go back to the queue. A worker blocked in Get
+    // runs later ones first, so they too may have left a result behind.
     for (std::size_t index = worker.assigned.size(); index-- > 1;) {
       auto& waiting = worker.assigned[index];
+      if (!IsKind(waiting, TaskKind::kActorCreation)) {
+        effects.emplace_back(effects::DiscardResult{waiting.return_id});
+      }
       waiting.visible_devices.clear();
       queues_[waiting.resources].push_front(std::move(waiting));
       ++queued_;

@@ -8,6 +8,7 @@
 #include <shared_mutex>
 #include <variant>
 
+#include "common/host_load.h"
 #include "common/host_name.h"
 #include "common/worker_log_files.h"
 #include "core/worker_launch.h"
@@ -315,6 +316,9 @@ Result<transport::Bytes> NodeManager::ReadWorkerLogs(const WorkerLogsRequest& re
 NodeStatus NodeManager::StatusNow() const {
   spill_events_->Flush();
   const auto snapshot = store_->Usage();
+  const HostLoad load = ReadHostLoad();
+  std::uint64_t resident = ResidentBytes(::getpid());
+  for (const pid_t worker : processes_->Running()) resident += ResidentBytes(worker);
   return NodeStatus{.node_id = config_.node_id,
                     .hostname = config_.hostname,
                     .total = config_.total,
@@ -326,7 +330,11 @@ NodeStatus NodeManager::StatusNow() const {
                               .spilled = snapshot.spilled,
                               .objects = snapshot.objects},
                     .events = events_->Recent(),
-                    .tasks = task_tally_.With(scheduler_.CurrentTasks())};
+                    .tasks = task_tally_.With(scheduler_.CurrentTasks()),
+                    .load_average_1m = load.load_average_1m,
+                    .memory_total = load.memory_total_bytes,
+                    .memory_available = load.memory_available_bytes,
+                    .resident = resident};
 }
 
 void NodeManager::RegisterHandlers() {
@@ -561,8 +569,10 @@ void NodeManager::Apply(SchedulerEffects effects) {
                    },
                    [&](effects::DiscardResult& discard) {
                      // On the blocking executor, behind any store request the
-                     // dead worker sent before it died.
-                     blocking_->Post([this, id = discard.id] { store_->Free(id); });
+                     // dead worker sent before it died, and before any Create
+                     // of a retry here. Only a primary entry: a copy pulled
+                     // from the retry's node meanwhile stays.
+                     blocking_->Post([this, id = discard.id] { store_->DiscardPrimary(id); });
                    },
                },
                effect);

@@ -8,8 +8,9 @@
 // one (tests/unit/object_transfer_test.cc).
 //
 // Thread-safety: every member may be called from any thread; they block
-// (pulls, file mappings), so the node manager calls them from its blocking
-// executor, never from a transport handler.
+// (pulls, file mappings), so the node manager calls them from its executors,
+// never from a transport handler: MakeLocal (which waits for another node's
+// pin) from its pulls executor, the rest from its blocking executor.
 
 #include <cstdint>
 #include <map>

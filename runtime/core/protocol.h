@@ -309,7 +309,14 @@ struct NodeStatus {
   StoreUsage store;
   std::vector<Event> events;         // the newest, oldest first
   std::vector<FunctionTasks> tasks;  // by function name
-  MSGPACK_DEFINE(node_id, hostname, total, available, queued, workers, store, events, tasks)
+  // The machine's load: its 1-minute load average (-1: unknown), memory, and
+  // what the node manager and its workers hold resident.
+  double load_average_1m = -1;
+  std::uint64_t memory_total = 0;
+  std::uint64_t memory_available = 0;
+  std::uint64_t resident = 0;
+  MSGPACK_DEFINE(node_id, hostname, total, available, queued, workers, store, events, tasks,
+                 load_average_1m, memory_total, memory_available, resident)
 };
 
 // A worker's log file, or the list of them (worker 0).

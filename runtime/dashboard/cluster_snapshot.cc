@@ -20,7 +20,12 @@ nlohmann::json NodeJson(const NodeSnapshot& node) {
                           {{"capacity_bytes", node.store_capacity},
                            {"in_memory_bytes", node.store_in_memory},
                            {"spilled_bytes", node.store_spilled},
-                           {"objects", node.store_objects}}}};
+                           {"objects", node.store_objects}}},
+                         {"load",
+                          {{"load_average_1m", node.load_average_1m},
+                           {"memory_total_bytes", node.memory_total_bytes},
+                           {"memory_available_bytes", node.memory_available_bytes},
+                           {"sray_resident_bytes", node.resident_bytes}}}};
   if (!node.error.empty()) json["error"] = node.error;
   return json;
 }
@@ -308,6 +313,19 @@ std::string MetricsText(const ClusterSnapshot& snapshot,
   one("sray_object_store_spilled_bytes", "Bytes of objects a node spilled to disk.",
       &NodeSnapshot::store_spilled);
   one("sray_object_store_objects", "Objects in a node's store.", &NodeSnapshot::store_objects);
+  family("sray_node_load_average_1m", "The 1-minute load average of a node's machine.",
+         [&](const NodeSnapshot& node, const std::string& labels) {
+           if (node.load_average_1m >= 0) {
+             text += "sray_node_load_average_1m{" + labels + "} " + Number(node.load_average_1m) +
+                     "\n";
+           }
+         });
+  one("sray_node_memory_total_bytes", "Memory of a node's machine.",
+      &NodeSnapshot::memory_total_bytes);
+  one("sray_node_memory_available_bytes", "Memory a node's machine has available.",
+      &NodeSnapshot::memory_available_bytes);
+  one("sray_node_resident_bytes", "Memory a node manager and its workers hold resident.",
+      &NodeSnapshot::resident_bytes);
 
   const auto by_function = TasksByFunction(snapshot);
   text +=

@@ -34,6 +34,12 @@ struct NodeSnapshot {
   std::uint64_t store_in_memory = 0;
   std::uint64_t store_spilled = 0;
   std::uint64_t store_objects = 0;
+  // The machine's 1-minute load average (-1: unknown) and memory, and what
+  // the node manager and its workers hold resident.
+  double load_average_1m = -1;
+  std::uint64_t memory_total_bytes = 0;
+  std::uint64_t memory_available_bytes = 0;
+  std::uint64_t resident_bytes = 0;
   std::vector<FunctionTaskCounts> tasks;
   std::string error;  // set when the node did not answer
 };

@@ -39,7 +39,7 @@ td.dead { color: #a00; }
 <table id="nodes">
 <thead><tr><th>node</th><th>host</th><th>CPU free / total</th><th>GPU free / total</th>
 <th>queued tasks</th><th>workers</th><th>store used / capacity (MiB)</th><th>spilled (MiB)</th>
-<th>objects</th></tr></thead>
+<th>objects</th><th>load (1 min)</th><th>memory free / total (GiB)</th><th>sray resident (MiB)</th></tr></thead>
 <tbody></tbody>
 </table>
 <h2>Tasks</h2>
@@ -71,6 +71,7 @@ td.dead { color: #a00; }
 <script>
 "use strict";
 function mib(bytes) { return (bytes / 1048576).toFixed(1); }
+function gib(bytes) { return ((bytes || 0) / 1073741824).toFixed(1); }
 function pair(available, total, name) {
   if (!(name in total)) return "-";
   return (available[name] || 0) + " / " + total[name];
@@ -167,6 +168,10 @@ async function refresh() {
       cell(row, mib(store.in_memory_bytes) + " / " + mib(store.capacity_bytes), false);
       cell(row, mib(store.spilled_bytes), false);
       cell(row, store.objects, false);
+      const load = node.load || {};
+      cell(row, load.load_average_1m >= 0 ? load.load_average_1m.toFixed(2) : "-", false);
+      cell(row, gib(load.memory_available_bytes) + " / " + gib(load.memory_total_bytes), false);
+      cell(row, mib(load.sray_resident_bytes || 0), false);
       body.appendChild(row);
     }
     document.getElementById("status").textContent = "updated " + new Date().toLocaleTimeString();

@@ -51,13 +51,10 @@ class StagingProgress {
                       std::to_string(progress.files) + " files, " + Mebibytes(progress.bytes) +
                       " written (the pack is " + Mebibytes(pack_bytes_) + ")");
   }
-  // A spec's environment is made by the user's conda tool, for minutes: a
-  // line every 5 s, after the first 2 s, with what the tool says last.
+  // A spec's environment is made by the user's conda tool, for minutes:
+  // CreateEnvironment calls this after 2 s and then every 5 s.
   void operator()(const envs::CreateProgress& progress, const std::string& tool) {
     if (!request_.progress) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - started_ < std::chrono::seconds(2) || now - told_ < std::chrono::seconds(5)) return;
-    told_ = now;
     char seconds[32];
     std::snprintf(seconds, sizeof(seconds), "%.0f s", progress.seconds);
     request_.progress("creating the environment of " + request_.source.string() + " with " +
@@ -92,9 +89,11 @@ Result<envs::StagedEnvironment> StageFile(const StepEnvironmentRequest& request,
   if (request.task_variable) path = request.task_variable("PATH");
   const auto tool = envs::FindCondaTool(path.value_or(""));
   const std::string tool_name = tool ? tool->filename().string() : std::string();
-  return envs::StageSpec(
-      request.source, cache_root, kCacheLimitBytes, tool,
-      [&progress, &tool_name](const envs::CreateProgress& now) { progress(now, tool_name); });
+  envs::CreateObserver observer;
+  if (request.progress) {
+    observer = [&progress, &tool_name](const envs::CreateProgress& now) { progress(now, tool_name); };
+  }
+  return envs::StageSpec(request.source, cache_root, kCacheLimitBytes, tool, observer);
 }
 
 }  // namespace

@@ -68,7 +68,7 @@ EnvironmentVariables TransportEnvironmentDefaults(const TaskEnvironment& environ
 // Whether the step's output reaches the job user alone (a terminal, or a
 // file nobody else may read): only then does the driver print its
 // dashboard's one-time login link there, since anyone who reads the link
-// first can log in. `sray run` sets it from its own standard output; under
+// first can log in. `sray run` sets it from its own standard output and error; under
 // srun the readers of the output file are unknown to sray, so it is unset
 // unless the user exports SRAY_OUTPUT_PRIVATE=1 for a private output.
 inline constexpr const char* kOutputPrivateVariable = "SRAY_OUTPUT_PRIVATE";

@@ -226,10 +226,22 @@ void ObjectStore::Unpin(const ObjectId& id) {
   if (found != entries_.end() && found->second.pins > 0) found->second.pins--;
 }
 
+void ObjectStore::DiscardPrimary(const ObjectId& id) {
+  std::lock_guard lock(mutex_);
+  auto found = entries_.find(id);
+  if (found == entries_.end() || !found->second.primary || found->second.pins > 0) return;
+  EraseLocked(found);
+}
+
 void ObjectStore::Free(const ObjectId& id) {
   std::lock_guard lock(mutex_);
   auto found = entries_.find(id);
   if (found == entries_.end()) return;
+  EraseLocked(found);
+}
+
+void ObjectStore::EraseLocked(Entries::iterator found) {
+  const ObjectId id = found->first;
   if (found->second.where == Where::kDisk) {
     ::unlink(SpillPathOf(id).c_str());
     spilled_ -= found->second.size;

@@ -72,6 +72,10 @@ class ObjectStore {
   void Pin(const ObjectId& id);
   void Unpin(const ObjectId& id);
   void Free(const ObjectId& id);
+  // Frees the object only if a worker of this node made it (Create with
+  // `primary`) and nothing pins it: what a dead task attempt left. A copy
+  // pulled from another node (a retry's result, read here) stays.
+  void DiscardPrimary(const ObjectId& id);
   [[nodiscard]] StoreUsageSnapshot Usage() const;
   [[nodiscard]] std::filesystem::path PathOf(const ObjectId& id) const;
 
@@ -105,7 +109,10 @@ class ObjectStore {
   std::multimap<std::uint64_t, std::filesystem::path> recycled_;
   std::uint64_t recycled_bytes_ = 0;
   std::uint64_t next_recycled_ = 0;
-  std::unordered_map<ObjectId, Entry, internal::ObjectIdHash> entries_;
+  using Entries = std::unordered_map<ObjectId, Entry, internal::ObjectIdHash>;
+  // Removes the entry and its file (or recycles the file); mutex_ held.
+  void EraseLocked(Entries::iterator found);
+  Entries entries_;
   std::uint64_t in_memory_ = 0;
   std::uint64_t spilled_ = 0;
   std::uint64_t clock_ = 0;

@@ -93,6 +93,14 @@ Result<pid_t> WorkerProcesses::Spawn(const std::string& executable,
   return pid;
 }
 
+std::vector<pid_t> WorkerProcesses::Running() {
+  std::lock_guard lock(mutex_);
+  std::vector<pid_t> running;
+  running.reserve(pidfds_.size());
+  for (const auto& [pid, fd] : pidfds_) running.push_back(pid);
+  return running;
+}
+
 void WorkerProcesses::Kill(pid_t pid, int signal_number) {
   std::lock_guard lock(mutex_);
   auto found = pidfds_.find(pid);

@@ -44,6 +44,8 @@ class WorkerProcesses {
                       SpawnOutput output = SpawnOutput{});
   void Kill(pid_t pid, int signal_number);
   void StopAll();
+  // The workers running now.
+  std::vector<pid_t> Running();
 
  private:
   WorkerProcesses(ExitHandler on_exit, int wake_fd);

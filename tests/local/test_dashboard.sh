@@ -71,8 +71,12 @@ nodes = json.load(open(sys.argv[1]))["nodes"]
 assert [node["node_id"] for node in nodes] == [0, 1, 2], nodes
 assert all(node["resources_total"]["CPU"] > 0 for node in nodes), nodes
 assert all(node["worker_processes"] >= 0 and "object_store" in node for node in nodes), nodes
+# Each node's load: the machine's load average and memory, and what sray holds resident.
+assert all(node["load"]["load_average_1m"] >= 0 for node in nodes), nodes
+assert all(0 < node["load"]["memory_available_bytes"] <= node["load"]["memory_total_bytes"] for node in nodes), nodes
+assert all(node["load"]["sray_resident_bytes"] > 1 << 20 for node in nodes), nodes
 PYTHON
-echo "ok: the API lists the three nodes"
+echo "ok: the API lists the three nodes with their load"
 
 curl -sf -H "Authorization: Bearer $token" "${url}metrics" >"$WORK/metrics.txt" || fail "no metrics"
 /usr/bin/python3 - "$WORK/metrics.txt" "$first" <<'PYTHON' || fail "the metrics do not parse: $(head -20 "$WORK/metrics.txt")"
@@ -84,6 +88,8 @@ cpus = [sample for sample in families["sray_node_resource_total"].samples
 assert sorted(sample.labels["node"] for sample in cpus) == ["0", "1", "2"], cpus
 assert all(sample.labels["job"] == sys.argv[2] and sample.labels["step"] == "0" for sample in cpus)
 assert "sray_object_store_memory_bytes" in families
+assert len(families["sray_node_load_average_1m"].samples) == 3, families["sray_node_load_average_1m"]
+assert all(sample.value > 0 for sample in families["sray_node_resident_bytes"].samples)
 attempts = [sample for sample in families["sray_task_attempts"].samples
             if sample.labels["function"] == "twice" and sample.labels["state"] == "finished"]
 assert attempts and attempts[0].value == 20, attempts
@@ -100,8 +106,8 @@ grep -q "sray: dashboard of job $first.0: ${url} (a login link: sray login $firs
   fail "the driver's dashboard line does not say how to log in: $(grep dashboard "$WORK/first.out")"
 login=$("$SRAY" login "$first" 2>"$WORK/login.err") || fail "sray login failed: $(cat "$WORK/login.err")"
 case $login in "${url}login?code="[0-9a-f]*) ;; *) fail "sray login printed no link: $login $(cat "$WORK/login.err")" ;; esac
-grep -q "ssh -L ${url#http://127.0.0.1:}" "$WORK/login.err" 2>/dev/null ||
-  grep -q "ssh -L [0-9]*:127.0.0.1:[0-9]* " "$WORK/login.err" || fail "sray login printed no ssh -L command: $(cat "$WORK/login.err")"
+port=${url#http://127.0.0.1:} && port=${port%/}
+grep -q "ssh -L $port:127.0.0.1:$port " "$WORK/login.err" || fail "sray login printed no ssh -L command: $(cat "$WORK/login.err")"
 curl -s -D "$WORK/login.headers" -o /dev/null "$login"
 grep -q '^HTTP/1.1 303' "$WORK/login.headers" || fail "the login link did not redirect"
 cookie=$(grep -i '^Set-Cookie:' "$WORK/login.headers" | sed 's/^[^:]*: //; s/;.*//')

@@ -9,13 +9,14 @@
 // "other" any other error: both fail the run (exit 1).
 //
 // `store` keeps the object stores full for SECONDS: objects of 128 KiB to
-// 2 MiB put by the driver and made by tasks on every node, several times
+// 2.125 MiB put by the driver and made by tasks on every node, several times
 // what the stores hold alive at once (so they spill, and reads restore them),
 // each read back by the driver and by tasks on other nodes and checked
 // against a checksum of what was written. Prints "chaos: ready", then one line
 //   chaos_check store seconds=S objects=N reads=R read_ok=K read_wrong=W
-//     full_errors=F other_errors=E max_spilled_mib=M drained=0|1
-// "full" is ObjectStoreFullError (a typed error, counted); "drained" says
+//     full_errors=F lost=L other_errors=E max_spilled_mib=M drained=0|1
+// "full" is ObjectStoreFullError (a typed error, counted), "lost" a task
+// whose worker died on every try (WorkerDiedError); "drained" says
 // the stores and spill files were empty within 10 s of the last reference
 // going. Exit 1 on a wrong read, another error or stores that did not drain.
 //
@@ -128,10 +129,25 @@ int StoreFull(std::uint64_t seed, double seconds) {
   std::vector<LiveObject> live;
   std::uint64_t live_bytes = 0;
   std::uint64_t next_key = seed << 20;
-  std::size_t objects = 0, reads = 0, read_ok = 0, read_wrong = 0, full = 0, other = 0;
+  std::size_t objects = 0, reads = 0, read_ok = 0, read_wrong = 0, full = 0, lost = 0, other = 0;
   std::uint64_t max_spilled = 0;
   auto other_error = [&](const std::string& what, const std::exception& error) {
     if (other++ < 3) std::cerr << "chaos_check: " << what << ": " << error.what() << "\n";
+  };
+  // A full store is a typed error, wherever it surfaced (a task's own
+  // failure to get room is its TaskError); a worker that died on every try
+  // (kills, 3 retries) is counted as lost; anything else is a defect.
+  auto count_error = [&](const std::string& what, const std::exception& error) {
+    const auto* task_error = dynamic_cast<const sray::TaskError*>(&error);
+    if (dynamic_cast<const sray::ObjectStoreFullError*>(&error) != nullptr ||
+        (task_error != nullptr &&
+         task_error->remote_type().find("ObjectStoreFull") != std::string::npos)) {
+      ++full;
+    } else if (dynamic_cast<const sray::WorkerDiedError*>(&error) != nullptr) {
+      ++lost;
+    } else {
+      other_error(what, error);
+    }
   };
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < end) {
@@ -150,10 +166,8 @@ int StoreFull(std::uint64_t seed, double seconds) {
         live.push_back({ref, Checksum(Fill(keys[index], sizes[index])), sizes[index]});
         live_bytes += sizes[index];
         ++objects;
-      } catch (const sray::ObjectStoreFullError&) {
-        ++full;
       } catch (const std::exception& error) {
-        other_error("object " + std::to_string(keys[index]), error);
+        count_error("object " + std::to_string(keys[index]), error);
       }
     }
     std::vector<std::pair<std::size_t, sray::ObjectRef<std::uint64_t>>> remote_reads;
@@ -168,25 +182,16 @@ int StoreFull(std::uint64_t seed, double seconds) {
       ++reads;
       try {
         (Checksum(sray::Get(live[pick].ref)) == live[pick].checksum ? read_ok : read_wrong)++;
-      } catch (const sray::ObjectStoreFullError&) {
-        ++full;
       } catch (const std::exception& error) {
-        other_error("read of a live object", error);
+        count_error("read of a live object", error);
       }
     }
     for (auto& [pick, result] : remote_reads) {
       ++reads;
       try {
         (sray::Get(result) == (live[pick].checksum ^ Mix(0)) ? read_ok : read_wrong)++;
-      } catch (const sray::TaskError& error) {
-        // A task's own failure to get store room surfaces as its error.
-        if (error.remote_type().find("ObjectStoreFull") != std::string::npos) {
-          ++full;
-        } else {
-          other_error("a task's read", error);
-        }
       } catch (const std::exception& error) {
-        other_error("a task's read", error);
+        count_error("a task's read", error);
       }
     }
     // Keep the live set near the budget: drop random objects beyond it.
@@ -213,7 +218,7 @@ int StoreFull(std::uint64_t seed, double seconds) {
   }
   std::cout << "chaos_check store seconds=" << static_cast<long>(seconds) << " objects=" << objects
             << " reads=" << reads << " read_ok=" << read_ok << " read_wrong=" << read_wrong
-            << " full_errors=" << full << " other_errors=" << other
+            << " full_errors=" << full << " lost=" << lost << " other_errors=" << other
             << " max_spilled_mib=" << (max_spilled >> 20) << " drained=" << (drained ? 1 : 0)
             << std::endl;
   sray::Shutdown();

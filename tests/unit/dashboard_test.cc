@@ -37,6 +37,10 @@ ClusterSnapshot TwoNodes() {
       .store_in_memory = 4096,
       .store_spilled = 0,
       .store_objects = 2,
+      .load_average_1m = 0.75,
+      .memory_total_bytes = std::uint64_t{8} << 30,
+      .memory_available_bytes = std::uint64_t{5} << 30,
+      .resident_bytes = 64 << 20,
       .tasks =
           {{.function = "square", .queued = 5, .running = 2, .finished = 40, .failed = 1},
            {.function = "Counter::Create", .queued = 0, .running = 0, .finished = 0, .failed = 1}},
@@ -202,6 +206,10 @@ TEST_F(DashboardTest, TheApiDescribesEveryNode) {
   EXPECT_EQ(json["nodes"][0]["resources_available"]["CPU"], 1.5);
   EXPECT_EQ(json["nodes"][0]["queued_tasks"], 3);
   EXPECT_EQ(json["nodes"][0]["object_store"]["in_memory_bytes"], 4096);
+  EXPECT_EQ(json["nodes"][0]["load"]["load_average_1m"], 0.75);
+  EXPECT_EQ(json["nodes"][0]["load"]["memory_available_bytes"], std::uint64_t{5} << 30);
+  EXPECT_EQ(json["nodes"][0]["load"]["memory_total_bytes"], std::uint64_t{8} << 30);
+  EXPECT_EQ(json["nodes"][0]["load"]["sray_resident_bytes"], 64 << 20);
   EXPECT_EQ(json["nodes"][1]["error"], "no reply from rank 2");
   auto job = GetWithToken("/api/job");
   EXPECT_EQ(nlohmann::json::parse(job->body)["nodes"], 3);
@@ -218,6 +226,14 @@ TEST_F(DashboardTest, MetricsAreLabelledWithJobStepAndNode) {
                       "\"CPU\"} 1.5\n"),
             std::string::npos)
       << text;
+  EXPECT_NE(text.find("sray_node_load_average_1m{job=\"1234\",step=\"0\",node=\"0\"} 0.75\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("sray_node_resident_bytes{job=\"1234\",step=\"0\",node=\"0\"} 67108864\n"),
+            std::string::npos);
+  // An unknown load average has no sample.
+  EXPECT_EQ(text.find("sray_node_load_average_1m{job=\"1234\",step=\"0\",node=\"2\"}"),
+            std::string::npos);
   // A node that did not answer has no samples rather than zeros.
   EXPECT_EQ(text.find("node=\"1\""), std::string::npos);
 }

@@ -120,6 +120,30 @@ TEST_F(ObjectStoreTest, CopiesFromOtherNodesAreDroppedNotSpilled) {
   EXPECT_EQ(store->Usage().spilled, 0u);
 }
 
+// What a dead task attempt left is discarded: its own result, created or
+// sealed; not a copy pulled from another node (a retry's result read here),
+// and not an object a pull or a task is reading.
+TEST_F(ObjectStoreTest, DiscardingADeadAttemptsResultSparesPulledCopiesAndPinnedObjects) {
+  auto store = Open(10000);
+  Write(*store, {1, 1}, 'a', 1000);              // sealed by the dead attempt
+  ASSERT_TRUE(store->Create({1, 2}, 1000, true).ok());  // created, never sealed
+  auto pulled = store->Create({1, 3}, 1000, false);
+  ASSERT_TRUE(pulled.ok());
+  ASSERT_TRUE(MappedFile::Create(*pulled, 1000).ok());
+  store->Seal({1, 3});
+  Write(*store, {1, 4}, 'd', 1000);
+  store->Pin({1, 4});
+  for (const ObjectId id : {ObjectId{1, 1}, ObjectId{1, 2}, ObjectId{1, 3}, ObjectId{1, 4}}) {
+    store->DiscardPrimary(id);
+  }
+  EXPECT_FALSE(store->Contains({1, 1}));
+  EXPECT_FALSE(store->Contains({1, 2}));
+  EXPECT_TRUE(store->Contains({1, 3}));
+  EXPECT_TRUE(store->Contains({1, 4}));
+  EXPECT_EQ(store->Usage().in_memory, 2000u);
+  store->Unpin({1, 4});
+}
+
 TEST_F(ObjectStoreTest, FreeAndDestructionRemoveEveryFile) {
   auto store = Open(2000);
   Write(*store, {1, 1}, 'a', 1000);
