@@ -225,21 +225,33 @@ int StoreFull(std::uint64_t seed, double seconds) {
   return read_wrong == 0 && other == 0 && drained && max_spilled > 0 ? 0 : 1;
 }
 
-int Soak(std::uint64_t seed, const std::string& done_file) {
-  std::mt19937_64 random(seed);
+// What the load and the soak work on: 8 objects of 1 KiB (inline in a
+// task's arguments) and 8 of 256 KiB (through the object store), with their
+// checksums, and actors that restart and retry their calls.
+struct Workload {
   std::vector<sray::ObjectRef<std::vector<std::uint8_t>>> blobs;
   std::vector<std::uint64_t> sums;
+  std::vector<sray::ActorHandle<Mixer>> actors;
+};
+
+Workload MakeWorkload(std::mt19937_64& random, int actor_count) {
+  Workload workload;
   for (int index = 0; index < 16; ++index) {
     std::vector<std::uint8_t> blob(index < 8 ? 1024 : 256 * 1024);
     for (auto& byte : blob) byte = static_cast<std::uint8_t>(random());
-    sums.push_back(Checksum(blob));
-    blobs.push_back(sray::Put(blob));
+    workload.sums.push_back(Checksum(blob));
+    workload.blobs.push_back(sray::Put(blob));
   }
-  std::vector<sray::ActorHandle<Mixer>> actors;
-  for (int index = 0; index < 3; ++index) {
-    actors.push_back(
+  for (int index = 0; index < actor_count; ++index) {
+    workload.actors.push_back(
         sray::Actor(Mixer::Create).SetMaxRestarts(100000).SetMaxTaskRetries(20).Remote());
   }
+  return workload;
+}
+
+int Soak(std::uint64_t seed, const std::string& done_file) {
+  std::mt19937_64 random(seed);
+  auto [blobs, sums, actors] = MakeWorkload(random, 3);
   std::cout << "chaos: ready" << std::endl;
   std::size_t rounds = 0, results = 0, wrong = 0, lost = 0, other = 0;
   auto other_error = [&](const std::string& what, const std::exception& error) {
@@ -323,22 +335,7 @@ int main(int argc, char** argv) {
   const std::size_t tasks = std::stoull(argv[3]);
   const std::size_t calls = std::stoull(argv[4]);
   std::mt19937_64 random(seed);
-
-  // 8 objects of 1 KiB (inline in a task's arguments) and 8 of 256 KiB
-  // (through the object store).
-  std::vector<sray::ObjectRef<std::vector<std::uint8_t>>> blobs;
-  std::vector<std::uint64_t> sums;
-  for (int index = 0; index < 16; ++index) {
-    std::vector<std::uint8_t> blob(index < 8 ? 1024 : 256 * 1024);
-    for (auto& byte : blob) byte = static_cast<std::uint8_t>(random());
-    sums.push_back(Checksum(blob));
-    blobs.push_back(sray::Put(blob));
-  }
-  std::vector<sray::ActorHandle<Mixer>> actors;
-  for (int index = 0; index < 6; ++index) {
-    actors.push_back(
-        sray::Actor(Mixer::Create).SetMaxRestarts(100000).SetMaxTaskRetries(20).Remote());
-  }
+  auto [blobs, sums, actors] = MakeWorkload(random, 6);
   for (auto& actor : actors) (void)sray::Get(actor.Task(&Mixer::Apply).Remote(0));
   std::cout << "chaos: ready" << std::endl;
 
