@@ -192,8 +192,20 @@ void ActorClient::Finished(internal::ActorId actor, std::uint64_t task_id) {
     if (call->second.state == CallState::kSent) --entry.in_flight;
     entry.calls.erase(call);
     FlushLocked(actor, entry, actions);
+    ForgetIfDoneLocked(found);
   }
   Perform(std::move(actions));
+}
+
+void ActorClient::ForgetIfDoneLocked(std::unordered_map<internal::ActorId, ActorEntry>::iterator found) {
+  const ActorEntry& entry = found->second;
+  // A dead actor with nothing left to answer: its entry goes, or a program
+  // that makes actors all day would keep one per actor. A later call through
+  // a copy of its handle asks the head again and fails with the cause.
+  if (entry.info && StateOf(*entry.info) == ActorState::kDead && entry.calls.empty() &&
+      !entry.asking && entry.constructor_refs.empty()) {
+    actors_.erase(found);
+  }
 }
 
 void ActorClient::LearnLocked(ActorEntry& entry, const ActorInfo& info) {
@@ -352,6 +364,7 @@ void ActorClient::OnInfo(internal::ActorId actor, Result<ActorInfo> info) {
     LearnLocked(entry, learned);
     if (entry.info) FailLostLocked(entry, actions);
     FlushLocked(actor, entry, actions);
+    ForgetIfDoneLocked(actors_.find(actor));
   }
   Perform(std::move(actions));
 }

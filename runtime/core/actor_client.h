@@ -107,6 +107,7 @@ class ActorClient final : public ActorCalls {
   void FlushLocked(internal::ActorId actor, ActorEntry& entry, Actions& actions);
   void LearnLocked(ActorEntry& entry, const ActorInfo& info);
   void FailLostLocked(ActorEntry& entry, Actions& actions);
+  void ForgetIfDoneLocked(std::unordered_map<internal::ActorId, ActorEntry>::iterator found);
   TaskOutcome LostOutcome(const ActorEntry& entry, const TaskSpec& spec) const;
   void Perform(Actions actions);
   void OnReply(TaskOutcome outcome);

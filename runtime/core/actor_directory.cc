@@ -108,6 +108,7 @@ Result<ActorInfo> ActorDirectory::Create(ActorCreation creation) {
                                        " cannot be placed: the bundles of its placement group it may use are "
                                        "all on lost nodes: make a new placement group");
     }
+    ForgetOldDeadLocked();
     const std::uint64_t id = next_actor_++;
     ActorRecord& record = actors_[id];
     record.info.id = id;
@@ -254,11 +255,27 @@ void ActorDirectory::MarkDead(ActorRecord& record, std::string cause, Effects& e
   record.info.state = static_cast<std::uint8_t>(ActorState::kDead);
   effects.events.emplace_back("actor_died", ActorLabel(record.info) + " died: " + cause);
   record.info.cause = std::move(cause);
+  // Never run again and never called again: its constructor's arguments and
+  // its process's address go; its name, class, node and cause stay.
+  std::vector<ArgumentSpec>().swap(record.creation.arguments);
+  std::string().swap(record.info.worker_address);
+  dead_.push_back(record.info.id);
   Release(record);
   auto named = names_.find(record.info.name);
   if (named != names_.end() && named->second == record.info.id) names_.erase(named);
   unplaced_.erase(std::remove(unplaced_.begin(), unplaced_.end(), record.info.id), unplaced_.end());
   Notify(record, effects);
+}
+
+void ActorDirectory::ForgetOldDeadLocked() {
+  while (dead_.size() > kDeadActorsKept) {
+    auto found = actors_.find(dead_.front());
+    dead_.pop_front();
+    if (found == actors_.end()) continue;
+    if (static_cast<ActorState>(found->second.info.state) != ActorState::kDead) continue;
+    actors_.erase(found);
+    ++forgotten_;
+  }
 }
 
 Status ActorDirectory::Kill(const ActorKill& kill) {
@@ -636,7 +653,7 @@ void ActorDirectory::Run(Effects& effects) {
 std::vector<ActorDirectory::ActorView> ActorDirectory::Actors(std::size_t limit,
                                                               std::size_t& total) {
   std::lock_guard lock(mutex_);
-  total = actors_.size();
+  total = actors_.size() + forgotten_;
   std::vector<ActorView> views;
   views.reserve(std::min(limit, actors_.size()));
   for (auto record = actors_.rbegin(); record != actors_.rend() && views.size() < limit; ++record) {

@@ -141,6 +141,8 @@ class ActorDirectory {
   void PlacePending(Effects& effects);
   bool TryPlaceGroup(Group& group);
   void MarkDead(ActorRecord& record, std::string cause, Effects& effects);
+  // Drops the oldest dead records beyond kDeadActorsKept.
+  void ForgetOldDeadLocked();
   // Its process is gone (`where` says how): restart within max_restarts, or dead.
   void LoseIncarnation(ActorRecord& record, const std::string& where, Effects& effects);
   // False when every bundle the actor may use is on a lost node.
@@ -159,6 +161,14 @@ class ActorDirectory {
   std::uint64_t next_task_ = 1;
   std::uint64_t next_group_ = 1;
   std::map<std::uint64_t, ActorRecord> actors_;
+  // Dead actors' records, oldest first: a job that makes actors all day must
+  // not grow the head without bound (the 30-minute soak, one actor made and
+  // killed a round, grew the driver's process by 22 MiB an hour). The newest
+  // kDeadActorsKept stay, to answer a late call with the cause; older ones
+  // are forgotten (a call then hears that the head does not know the actor).
+  static constexpr std::size_t kDeadActorsKept = 10'000;
+  std::deque<std::uint64_t> dead_;
+  std::size_t forgotten_ = 0;
   std::map<std::string, std::uint64_t> names_;
   std::deque<std::uint64_t> unplaced_;    // actors waiting for room, oldest first
   std::vector<sched::ResourceMap> held_;  // per node: actors and bundles
