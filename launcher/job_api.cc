@@ -57,6 +57,19 @@ std::optional<dashboard::JobsFileContent> ChooseJob(const std::string& wanted,
   return std::nullopt;
 }
 
+std::optional<dashboard::JobsFileContent> ChooseReachableJob(const std::string& wanted,
+                                                             const std::string& command,
+                                                             bool on_head, int& exit_code) {
+  auto chosen = ChooseJob(wanted, command, exit_code);
+  if (!chosen || !DashboardIsElsewhere(*chosen)) return chosen;
+  if (!on_head) HopToHead(*chosen, command, {JobLabel(*chosen)});
+  std::cerr << UnreachableMessage(*chosen, command,
+                                  "it listens on the loopback of " + chosen->head_hostname +
+                                      ", and srun could not take this command there");
+  exit_code = 1;
+  return std::nullopt;
+}
+
 JobApi::JobApi(const dashboard::JobsFileContent& job)
     : client_(job.url.substr(0, job.url.size() - 1)),
       headers_({{"Authorization", "Bearer " + job.token}}) {

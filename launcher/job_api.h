@@ -23,6 +23,14 @@ std::string JobLabel(const dashboard::JobsFileContent& job);
 std::optional<dashboard::JobsFileContent> ChooseJob(const std::string& wanted,
                                                     const std::string& command, int& exit_code);
 
+// ChooseJob, then, where the job's dashboard listens on another host's
+// loopback, runs `sray COMMAND JOB` there through srun (HopToHead; returns
+// only if it cannot) unless `on_head`; nullopt once it has said why, with
+// `exit_code` set. The one preamble of commands that take only a job.
+std::optional<dashboard::JobsFileContent> ChooseReachableJob(const std::string& wanted,
+                                                             const std::string& command,
+                                                             bool on_head, int& exit_code);
+
 class JobApi {
  public:
   explicit JobApi(const dashboard::JobsFileContent& job);

@@ -37,15 +37,8 @@ std::optional<std::pair<std::string, std::string>> HostAndPort(const std::string
 
 int Login(const LoginArguments& arguments) {
   int exit_code = 0;
-  const auto chosen = ChooseJob(arguments.job, "login", exit_code);
+  const auto chosen = ChooseReachableJob(arguments.job, "login", arguments.on_head, exit_code);
   if (!chosen) return exit_code;
-  if (DashboardIsElsewhere(*chosen)) {
-    if (!arguments.on_head) HopToHead(*chosen, "login", {JobLabel(*chosen)});
-    std::cerr << UnreachableMessage(*chosen, "login",
-                                    "it listens on the loopback of " + chosen->head_hostname +
-                                        ", and srun could not take this command there");
-    return 1;
-  }
   JobApi api(*chosen);
   auto answer = api.Post("/api/login_link");
   if (!answer) {

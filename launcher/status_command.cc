@@ -99,15 +99,8 @@ void PrintTraining(const nlohmann::json& training) {
 
 int Status(const StatusArguments& arguments) {
   int exit_code = 0;
-  const auto chosen = ChooseJob(arguments.job, "status", exit_code);
+  const auto chosen = ChooseReachableJob(arguments.job, "status", arguments.on_head, exit_code);
   if (!chosen) return exit_code;
-  if (DashboardIsElsewhere(*chosen)) {
-    if (!arguments.on_head) HopToHead(*chosen, "status", {JobLabel(*chosen)});
-    std::cerr << UnreachableMessage(*chosen, "status",
-                                    "it listens on the loopback of " + chosen->head_hostname +
-                                        ", and srun could not take this command there");
-    return 1;
-  }
   JobApi api(*chosen);
   auto nodes = api.Get("/api/nodes");
   if (!nodes) {
