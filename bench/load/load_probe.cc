@@ -6,13 +6,19 @@
 //   load: done T ok=K wrong=W
 //   load: drained T        (DRAIN seconds after the references were dropped:
 //                           jemalloc hands freed pages back over 10 s)
+//   memory: PHASE rss_anon=KiB rss_file=KiB rss_shmem=KiB [allocated=B
+//           active=B metadata=B resident=B]  (this process at start and
+//           drained: what the resident set is made of; jemalloc's part only
+//           where it is the allocator)
 //
 //   load_probe [TASKS [DRAIN]]    (default 1,000,000 and 12)
 
+#include <dlfcn.h>
 #include <time.h>
 
 #include <chrono>
 #include <cstdint>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -34,6 +40,39 @@ std::uint64_t twice(std::uint64_t value) {
   return 2 * value;
 }
 
+// Where this process's resident memory is: anonymous, files (code) and
+// shared memory (the object store's pages it touched), and what jemalloc
+// says of its own: bytes the program holds, pages it uses, its metadata.
+void PrintMemory(const char* phase) {
+  std::cout << "memory: " << phase;
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    for (const char* field : {"RssAnon", "RssFile", "RssShmem"}) {
+      const std::string key = std::string(field) + ":";
+      if (line.rfind(key, 0) != 0) continue;
+      std::string name = field == std::string("RssAnon")   ? "rss_anon"
+                         : field == std::string("RssFile") ? "rss_file"
+                                                           : "rss_shmem";
+      std::cout << " " << name << "=" << std::stoull(line.substr(key.size()));
+    }
+  }
+  using Mallctl = int (*)(const char*, void*, std::size_t*, void*, std::size_t);
+  const auto mallctl = reinterpret_cast<Mallctl>(::dlsym(RTLD_DEFAULT, "mallctl"));
+  if (mallctl != nullptr) {
+    std::uint64_t epoch = 1;
+    std::size_t length = sizeof(epoch);
+    (void)mallctl("epoch", &epoch, &length, &epoch, sizeof(epoch));  // refreshes the statistics
+    for (const char* statistic : {"allocated", "active", "metadata", "resident"}) {
+      std::size_t value = 0;
+      length = sizeof(value);
+      if (mallctl((std::string("stats.") + statistic).c_str(), &value, &length, nullptr, 0) == 0) {
+        std::cout << " " << statistic << "=" << value;
+      }
+    }
+  }
+  std::cout << std::endl;
+}
+
 }  // namespace
 
 SRAY_REMOTE(twice);
@@ -44,6 +83,7 @@ int main(int argc, char** argv) {
   const int drain_seconds = argc > 2 ? std::stoi(argv[2]) : 12;
   (void)sray_bench::RunOnEveryNode(sray::CurrentNode().num_nodes);
   std::this_thread::sleep_for(std::chrono::seconds(1));  // a steady start for the sampler
+  PrintMemory("start");
   std::cout << "load: start " << RealtimeNanoseconds() << std::endl;
   std::size_t ok = 0;
   std::size_t wrong = 0;
@@ -67,6 +107,7 @@ int main(int argc, char** argv) {
   }
   std::this_thread::sleep_for(std::chrono::seconds(drain_seconds));
   std::cout << "load: drained " << RealtimeNanoseconds() << std::endl;
+  PrintMemory("drained");
   std::this_thread::sleep_for(std::chrono::seconds(1));
   sray::Shutdown();
   return wrong == 0 && ok == tasks ? 0 : 1;

@@ -36,9 +36,9 @@ ActorClient::ActorClient(Owner& owner, HeadService& head, transport::Transport& 
   if (auto address = transport_.LocalAddress(false); address.ok()) {
     own_address_ = std::string(transport::TextOf(*address));
   }
-  transport_.RegisterOneWayHandler(kActorCallDone, [this](std::uint32_t, auto payload) {
+  transport_.RegisterOneWayHandler(kActorCallDone, [this](std::uint32_t sender, auto payload) {
     auto outcome = Decode<TaskOutcome>(payload, "actor call outcome");
-    if (outcome.ok()) OnReply(std::move(outcome).value());
+    if (outcome.ok()) OnReply(sender, std::move(outcome).value());
   });
 }
 
@@ -49,6 +49,11 @@ ActorClient::~ActorClient() {
 void ActorClient::Stop() {
   std::lock_guard lock(mutex_);
   stopped_ = true;
+}
+
+std::size_t ActorClient::KnownActors() {
+  std::lock_guard lock(mutex_);
+  return actors_.size();
 }
 
 std::string ActorClient::Label(internal::ActorId actor, const ActorEntry& entry) const {
@@ -117,7 +122,12 @@ void ActorClient::Kill(internal::ActorId actor, bool no_restart) {
   Actions actions;
   {
     std::lock_guard lock(mutex_);
-    ActorEntry& entry = actors_[actor];
+    // The head may have told this process of the death already, inside
+    // KillActor (the driver's head answers at once), and the entry may be
+    // forgotten: nothing is left to fail, and a new entry would stay for good.
+    auto found = actors_.find(actor);
+    if (found == actors_.end()) return;
+    ActorEntry& entry = found->second;
     ActorInfo dead = entry.info.value_or(ActorInfo{});
     dead.id = actor;
     dead.state = static_cast<std::uint8_t>(ActorState::kDead);
@@ -125,6 +135,7 @@ void ActorClient::Kill(internal::ActorId actor, bool no_restart) {
     LearnLocked(entry, dead);
     FailLostLocked(entry, actions);
     FlushLocked(actor, entry, actions);
+    ForgetIfDoneLocked(found);
   }
   Perform(std::move(actions));
 }
@@ -249,6 +260,12 @@ void ActorClient::FailLostLocked(ActorEntry& entry, Actions& actions) {
         call.state == CallState::kSent && (dead || call.sent_incarnation < info.incarnation);
     if (lost || (dead && call.state == CallState::kReady)) {
       actions.failures.push_back(LostOutcome(entry, call.spec));
+      // Its process may have stored the result and died before answering
+      // (the node manager frees it only if that process is gone).
+      if (lost) {
+        actions.orphans.push_back(OrphanedResult{
+            .id = call.spec.return_id, .node = call.sent_node, .made_by = call.sent_rank});
+      }
       if (call.state == CallState::kSent) --entry.in_flight;
       call.state = CallState::kLost;
       entry.unsent_from = std::min(entry.unsent_from, task_id);
@@ -290,6 +307,8 @@ void ActorClient::FlushLocked(internal::ActorId actor, ActorEntry& entry, Action
     call.spec.sequence = entry.next_sequence++;
     if (call.spec.sequence == 0) call.spec.caller_address = own_address_;
     call.sent_incarnation = info.incarnation;
+    call.sent_rank = info.worker_rank;
+    call.sent_node = info.node;
     call.state = CallState::kSent;
     actions.sends.push_back(
         Outgoing{.actor = actor,
@@ -310,6 +329,9 @@ void ActorClient::Perform(Actions actions) {
     // progress thread, which batches them.
     transport_.Post(outgoing.rank, kActorCall, std::move(*outgoing.payload), !outgoing.pipelined);
   }
+  for (const auto& orphan : actions.orphans) {
+    owner_.DiscardOrphanedResult(orphan.id, orphan.node, orphan.made_by);
+  }
   for (auto& failure : actions.failures) owner_.OnTaskOutcome(std::move(failure));
   for (const auto& ask : actions.asks) {
     const internal::ActorId actor = ask.first;
@@ -319,10 +341,12 @@ void ActorClient::Perform(Actions actions) {
   }
 }
 
-void ActorClient::OnReply(TaskOutcome outcome) {
+void ActorClient::OnReply(std::uint32_t sender, TaskOutcome outcome) {
   bool current = false;
+  bool stopped = false;
   {
     std::lock_guard lock(mutex_);
+    stopped = stopped_;
     auto found = stopped_ ? actors_.end() : actors_.find(outcome.actor_id);
     if (found != actors_.end()) {
       ActorEntry& entry = found->second;
@@ -342,6 +366,11 @@ void ActorClient::OnReply(TaskOutcome outcome) {
     // The actor lent this process the references in its result: give them
     // back, or their owners keep the objects until the job ends.
     owner_.DiscardLent(outcome.contained);
+    // Its stored result is nobody's now (the node manager frees it once the
+    // answering process is gone).
+    if (static_cast<OutcomeKind>(outcome.kind) == OutcomeKind::kStoredValue && !stopped) {
+      owner_.DiscardOrphanedResult(outcome.return_id, outcome.node, sender);
+    }
   }
 }
 

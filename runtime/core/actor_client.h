@@ -64,6 +64,10 @@ class ActorClient final : public ActorCalls {
   // Ignores replies from now on (shutdown).
   void Stop();
 
+  // How many actors this process keeps an entry for: a dead actor's goes
+  // once nothing is left to answer (memory checks in tests).
+  [[nodiscard]] std::size_t KnownActors();
+
  private:
   enum class CallState { kWaitingArguments, kReady, kSent, kLost };
   struct Call {
@@ -71,6 +75,9 @@ class ActorClient final : public ActorCalls {
     CallState state = CallState::kWaitingArguments;
     TaskSpec spec;
     std::int32_t sent_incarnation = -1;
+    // The process it was sent to: where a lost call's result may lie.
+    std::uint32_t sent_rank = 0;
+    std::uint32_t sent_node = 0;
   };
   struct ActorEntry {
     // By task id, which the owner hands out in submission order.
@@ -102,6 +109,8 @@ class ActorClient final : public ActorCalls {
     std::vector<TaskOutcome> failures;
     std::vector<std::pair<internal::ActorId, std::int32_t>> asks;
     internal::ContainedRefs released;  // dropped without the lock (they reach the Owner)
+    // Results a lost call's process may have stored before it died.
+    std::vector<OrphanedResult> orphans;
   };
 
   void FlushLocked(internal::ActorId actor, ActorEntry& entry, Actions& actions);
@@ -110,7 +119,7 @@ class ActorClient final : public ActorCalls {
   void ForgetIfDoneLocked(std::unordered_map<internal::ActorId, ActorEntry>::iterator found);
   TaskOutcome LostOutcome(const ActorEntry& entry, const TaskSpec& spec) const;
   void Perform(Actions actions);
-  void OnReply(TaskOutcome outcome);
+  void OnReply(std::uint32_t sender, TaskOutcome outcome);
   void OnInfo(internal::ActorId actor, Result<ActorInfo> info);
   std::string Label(internal::ActorId actor, const ActorEntry& entry) const;
 

@@ -137,6 +137,7 @@ Result<ActorInfo> ActorDirectory::Lookup(const std::string& name) {
 void ActorDirectory::WaitForChange(ActorWait wait, InfoCallback done) {
   Effects effects;
   bool known = false;
+  std::string unknown;
   {
     std::lock_guard lock(mutex_);
     auto found = actors_.find(wait.id);
@@ -144,10 +145,12 @@ void ActorDirectory::WaitForChange(ActorWait wait, InfoCallback done) {
       known = true;
       found->second.waiters.push_back(Waiter{.seen = wait.seen, .done = std::move(done)});
       Notify(found->second, effects);
+    } else {
+      unknown = UnknownActorLocked(wait.id);
     }
   }
   if (!known) {
-    done(Status::NotFound("sray: actor " + std::to_string(wait.id) + " is unknown to the head"));
+    done(Status::NotFound(unknown));
     return;
   }
   Run(effects);
@@ -267,6 +270,15 @@ void ActorDirectory::MarkDead(ActorRecord& record, std::string cause, Effects& e
   Notify(record, effects);
 }
 
+std::string ActorDirectory::UnknownActorLocked(std::uint64_t id) const {
+  if (id != 0 && id < next_actor_) {
+    return "sray: actor " + std::to_string(id) +
+           " died long ago: the head keeps the records of the newest " +
+           std::to_string(kDeadActorsKept) + " dead actors only, so its cause is no longer known";
+  }
+  return "sray: actor " + std::to_string(id) + " is unknown to the head";
+}
+
 void ActorDirectory::ForgetOldDeadLocked() {
   while (dead_.size() > kDeadActorsKept) {
     auto found = actors_.find(dead_.front());
@@ -284,7 +296,7 @@ Status ActorDirectory::Kill(const ActorKill& kill) {
     std::lock_guard lock(mutex_);
     auto found = actors_.find(kill.id);
     if (found == actors_.end()) {
-      return Status::NotFound("sray: actor " + std::to_string(kill.id) + " is unknown to the head");
+      return Status::NotFound(UnknownActorLocked(kill.id));
     }
     ActorRecord& record = found->second;
     const auto state = static_cast<ActorState>(record.info.state);

@@ -49,6 +49,8 @@ class InMemoryStore final : public StoreAccess {
     return NoStore(id);
   }
   void Free(const ObjectId& /*id*/, std::uint32_t /*holder_node*/) override {}
+  void DiscardOrphan(const ObjectId& /*id*/, std::uint32_t /*holder_node*/,
+                     std::uint32_t /*made_by*/) override {}
 
  private:
   static Status NoStore(const ObjectId& id) {

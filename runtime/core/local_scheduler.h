@@ -166,6 +166,9 @@ class LocalScheduler {
   // What other nodes should hear of this one, when it changed since the
   // last MarkBroadcast.
   [[nodiscard]] bool NeedsBroadcast() const;
+  // Whether the worker of this rank is starting, running or idle (its exit
+  // not yet seen).
+  [[nodiscard]] bool HasWorker(std::uint32_t rank) const { return workers_.contains(rank); }
   ResourceUpdate MarkBroadcast();
   [[nodiscard]] const std::vector<NodeDescription>& nodes() const { return nodes_; }
   [[nodiscard]] std::size_t queued() const { return queued_; }

@@ -34,7 +34,7 @@ class NodeManager::LocalStoreAccess final : public StoreAccess {
  public:
   explicit LocalStoreAccess(NodeManager& manager) : manager_(manager) {}
   Result<std::string> Create(const ObjectId& id, std::uint64_t size) override {
-    auto path = manager_.store_->Create(id, size, true);
+    auto path = manager_.store_->Create(id, size, true, manager_.transport_.rank());
     if (!path.ok()) return path.status();
     return path->string();
   }
@@ -50,6 +50,9 @@ class NodeManager::LocalStoreAccess final : public StoreAccess {
     }
     manager_.transport_.Post(manager_.RankOfNode(holder), kFreeObject,
                              Encode(FreeObject{.id = id, .node = holder}));
+  }
+  void DiscardOrphan(const ObjectId& id, std::uint32_t holder, std::uint32_t made_by) override {
+    manager_.DiscardOrphan(OrphanedResult{.id = id, .node = holder, .made_by = made_by});
   }
 
  private:
@@ -435,42 +438,43 @@ void NodeManager::RegisterHandlers() {
   auto serve_on = [&transport, &guard](std::unique_ptr<SerialExecutor> NodeManager::*executor,
                                        std::uint32_t method, auto answer) {
     transport.RegisterDeferredRequestHandler(
-        method, [guard, executor, answer](std::uint32_t, auto payload,
+        method, [guard, executor, answer](std::uint32_t sender, auto payload,
                                           const transport::Responder& responder) {
           auto request = Decode<ObjectRequest>(payload, "object request");
           if (!request.ok()) return responder.Reply(request.status());
           std::shared_lock lock(guard->mutex);
           if (guard->manager == nullptr) return;  // dropped: the caller hears at once
           NodeManager& manager = *guard->manager;
-          (manager.*executor)->Post([&manager, request = *request, responder, answer] {
-            responder.Reply(answer(manager, request));
+          (manager.*executor)->Post([&manager, sender, request = *request, responder, answer] {
+            responder.Reply(answer(manager, sender, request));
           });
         });
   };
   auto serve_blocking = [&serve_on](std::uint32_t method, auto answer) {
     serve_on(&NodeManager::blocking_, method, answer);
   };
-  serve_blocking(
-      kCreateObject,
-      [](NodeManager& manager, const ObjectRequest& request) -> Result<transport::Bytes> {
-        auto path = manager.store_->Create(request.id, request.size, true);
-        if (!path.ok()) return path.status();
-        return Encode(ObjectPath{.path = path->string(), .size = request.size});
-      });
-  serve_on(
-      &NodeManager::pulls_, kMakeLocal,
-      [](NodeManager& manager, const ObjectRequest& request) -> Result<transport::Bytes> {
-        auto path = manager.transfer_->MakeLocal(request.id, request.holder_node, request.size);
-        if (!path.ok()) return path.status();
-        return Encode(ObjectPath{.path = *path, .size = request.size});
-      });
-  serve_blocking(
-      kPinForPull,
-      [](NodeManager& manager, const ObjectRequest& request) -> Result<transport::Bytes> {
-        auto source = manager.transfer_->PinForPull(request.id, request.puller_node);
-        if (!source.ok()) return source.status();
-        return Encode(*source);
-      });
+  serve_blocking(kCreateObject,
+                 [](NodeManager& manager, std::uint32_t sender,
+                    const ObjectRequest& request) -> Result<transport::Bytes> {
+                   auto path = manager.store_->Create(request.id, request.size, true, sender);
+                   if (!path.ok()) return path.status();
+                   return Encode(ObjectPath{.path = path->string(), .size = request.size});
+                 });
+  serve_on(&NodeManager::pulls_, kMakeLocal,
+           [](NodeManager& manager, std::uint32_t,
+              const ObjectRequest& request) -> Result<transport::Bytes> {
+             auto path =
+                 manager.transfer_->MakeLocal(request.id, request.holder_node, request.size);
+             if (!path.ok()) return path.status();
+             return Encode(ObjectPath{.path = *path, .size = request.size});
+           });
+  serve_blocking(kPinForPull,
+                 [](NodeManager& manager, std::uint32_t,
+                    const ObjectRequest& request) -> Result<transport::Bytes> {
+                   auto source = manager.transfer_->PinForPull(request.id, request.puller_node);
+                   if (!source.ok()) return source.status();
+                   return Encode(*source);
+                 });
   ServeOneWay<ObjectRequest>(transport, guard, kSealObject, "object request",
                              [](NodeManager& manager, std::uint32_t, const ObjectRequest& request) {
                                manager.store_->Seal(request.id);
@@ -484,6 +488,9 @@ void NodeManager::RegisterHandlers() {
                             manager.transport_.Post(manager.RankOfNode(request.node), kFreeObject,
                                                     Encode(request));
                           });
+  ServeOneWay<OrphanedResult>(transport, guard, kDiscardOrphan, "orphaned result",
+                              [](NodeManager& manager, std::uint32_t,
+                                 const OrphanedResult& orphan) { manager.DiscardOrphan(orphan); });
   ServeOneWay<ObjectRequest>(transport, guard, kUnpinForPull, "unpin",
                              [](NodeManager& manager, std::uint32_t, const ObjectRequest& request) {
                                manager.transfer_->UnpinForPull(request.id);
@@ -577,6 +584,22 @@ void NodeManager::Apply(SchedulerEffects effects) {
                },
                effect);
   }
+}
+
+void NodeManager::DiscardOrphan(const OrphanedResult& orphan) {
+  if (orphan.node != config_.node_id) {
+    transport_.Post(RankOfNode(orphan.node), kDiscardOrphan, Encode(orphan));
+    return;
+  }
+  loop_->Post([this, orphan] {
+    // A process that lives on never ran the call or answered it late while
+    // it serves the actor again (a Kill that restarts reuses the process,
+    // and a retry there makes a result of the same id): its entry stays.
+    if (scheduler_.HasWorker(orphan.made_by)) return;
+    // Behind any Create the process sent before it died (the blocking
+    // executor serves them in order).
+    blocking_->Post([this, orphan] { store_->DiscardOrphan(orphan.id, orphan.made_by); });
+  });
 }
 
 void NodeManager::SpawnWorker(std::uint32_t rank) {

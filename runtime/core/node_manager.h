@@ -130,6 +130,9 @@ class NodeManager {
 
   // Any thread.
   std::uint32_t RankOfNode(std::uint32_t node) const;
+  // Frees an actor call's result its process stored without the caller
+  // hearing of it, here or on the node that holds it.
+  void DiscardOrphan(const OrphanedResult& orphan);
 
   const NodeManagerConfig config_;
   transport::Transport& transport_;

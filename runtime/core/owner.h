@@ -98,6 +98,9 @@ class Owner final : public internal::Runtime {
   // Gives back the registrations of a result this process will not keep
   // (an actor's answer that came too late). Does not block.
   void DiscardLent(const std::vector<ContainedRef>& lent);
+  // Frees a result an actor's process may have stored on `node` without
+  // this process hearing of it (StoreAccess::DiscardOrphan). Does not block.
+  void DiscardOrphanedResult(const ObjectId& id, std::uint32_t node, std::uint32_t made_by);
   // How many objects this process owns and borrows (for tests and usage).
   struct Counts {
     std::size_t owned = 0;

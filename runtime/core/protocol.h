@@ -43,6 +43,7 @@ enum Method : std::uint32_t {
   kCreateObject = 130,     // process -> its node manager, request: ObjectRequest -> ObjectPath
   kSealObject = 131,       // process -> its node manager, one-way: ObjectRequest
   kMakeLocal = 132,        // process -> its node manager, request: ObjectRequest -> ObjectPath
+  kDiscardOrphan = 133,    // owner -> holder node manager, one-way: OrphanedResult
   kFreeObject = 134,       // owner -> holder node manager, one-way: FreeObject
   kPinForPull = 135,       // node manager -> holder node manager, request -> PullSource
   kUnpinForPull = 136,     // node manager -> holder node manager, one-way: ObjectRequest
@@ -247,6 +248,17 @@ struct FreeObject {
   ObjectId id;
   std::uint32_t node = 0;  // whose store to free it from
   MSGPACK_DEFINE(id, node)
+};
+
+// A result an actor's process may have stored without its answer reaching
+// the caller (the process died, or the answer came after the call was given
+// up): freed only if `made_by` (that process's rank) created it there, so a
+// retry's result of the same id made by another process stays.
+struct OrphanedResult {
+  ObjectId id;
+  std::uint32_t node = 0;
+  std::uint32_t made_by = 0;
+  MSGPACK_DEFINE(id, node, made_by)
 };
 
 // `borrower` takes (kAddBorrower) or gives back (kRemoveBorrower) `count`

@@ -35,6 +35,10 @@ class StoreAccess {
                                         std::uint64_t size) = 0;
   // The owner frees the object on the node that holds its primary copy.
   virtual void Free(const ObjectId& id, std::uint32_t holder_node) = 0;
+  // Frees the primary copy on `holder_node` only if the process of rank
+  // `made_by` created it (core/protocol.h, OrphanedResult).
+  virtual void DiscardOrphan(const ObjectId& id, std::uint32_t holder_node,
+                             std::uint32_t made_by) = 0;
 };
 
 }  // namespace sray::core

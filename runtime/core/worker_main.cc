@@ -71,6 +71,10 @@ class RemoteStoreAccess final : public StoreAccess {
   void Free(const ObjectId& id, std::uint32_t holder) override {
     transport_.Post(manager_, kFreeObject, Encode(FreeObject{.id = id, .node = holder}));
   }
+  void DiscardOrphan(const ObjectId& id, std::uint32_t holder, std::uint32_t made_by) override {
+    transport_.Post(manager_, kDiscardOrphan,
+                    Encode(OrphanedResult{.id = id, .node = holder, .made_by = made_by}));
+  }
 
  private:
   Result<std::string> PathFrom(std::uint32_t method, const ObjectRequest& request) {

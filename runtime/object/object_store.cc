@@ -62,7 +62,7 @@ std::filesystem::path ObjectStore::SpillPathOf(const ObjectId& id) const {
 }
 
 Result<std::filesystem::path> ObjectStore::Create(const ObjectId& id, std::uint64_t size,
-                                                  bool primary) {
+                                                  bool primary, std::uint32_t made_by) {
   std::lock_guard lock(mutex_);
   auto existing = entries_.find(id);
   if (existing != entries_.end()) {
@@ -77,8 +77,12 @@ Result<std::filesystem::path> ObjectStore::Create(const ObjectId& id, std::uint6
     entries_.erase(existing);
   }
   if (!ReuseRecycledLocked(id, size)) SRAY_RETURN_IF_ERROR(MakeRoom(size, id));
-  entries_[id] = Entry{
-      .size = size, .where = Where::kCreating, .primary = primary, .pins = 0, .last_use = ++clock_};
+  entries_[id] = Entry{.size = size,
+                       .where = Where::kCreating,
+                       .primary = primary,
+                       .made_by = made_by,
+                       .pins = 0,
+                       .last_use = ++clock_};
   in_memory_ += size;
   return PathOf(id);
 }
@@ -230,6 +234,16 @@ void ObjectStore::DiscardPrimary(const ObjectId& id) {
   std::lock_guard lock(mutex_);
   auto found = entries_.find(id);
   if (found == entries_.end() || !found->second.primary || found->second.pins > 0) return;
+  EraseLocked(found);
+}
+
+void ObjectStore::DiscardOrphan(const ObjectId& id, std::uint32_t made_by) {
+  std::lock_guard lock(mutex_);
+  auto found = entries_.find(id);
+  if (found == entries_.end() || !found->second.primary || found->second.pins > 0 ||
+      found->second.made_by != made_by) {
+    return;
+  }
   EraseLocked(found);
 }
 

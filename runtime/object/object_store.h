@@ -58,8 +58,9 @@ class ObjectStore {
 
   // Makes room for a new object and returns the path its creator writes;
   // Seal makes it readable and spillable. `primary` is false for copies
-  // pulled from another node.
-  Result<std::filesystem::path> Create(const ObjectId& id, std::uint64_t size, bool primary);
+  // pulled from another node; `made_by` is the creating process's rank.
+  Result<std::filesystem::path> Create(const ObjectId& id, std::uint64_t size, bool primary,
+                                       std::uint32_t made_by = 0);
   void Seal(const ObjectId& id);
   // Removes an object that was created but never sealed (its writer failed).
   void Abort(const ObjectId& id);
@@ -76,6 +77,10 @@ class ObjectStore {
   // `primary`) and nothing pins it: what a dead task attempt left. A copy
   // pulled from another node (a retry's result, read here) stays.
   void DiscardPrimary(const ObjectId& id);
+  // The same, and only if the process of rank `made_by` created it: what an
+  // actor's process stored before it died or before its caller gave up the
+  // call. A retry's result of the same id, made by another process, stays.
+  void DiscardOrphan(const ObjectId& id, std::uint32_t made_by);
   [[nodiscard]] StoreUsageSnapshot Usage() const;
   [[nodiscard]] std::filesystem::path PathOf(const ObjectId& id) const;
 
@@ -85,6 +90,7 @@ class ObjectStore {
     std::uint64_t size = 0;
     Where where = Where::kCreating;
     bool primary = true;
+    std::uint32_t made_by = 0;  // the creating process's rank (primary entries)
     int pins = 0;
     std::uint64_t last_use = 0;
   };

@@ -42,6 +42,7 @@ constexpr Decoder kDecoders[] = {
     RoundTrip<ObjectPath>,
     RoundTrip<PullSource>,
     RoundTrip<FreeObject>,
+    RoundTrip<OrphanedResult>,
     RoundTrip<BorrowerChange>,
     RoundTrip<ObjectStatus>,
     RoundTrip<ObjectId>,

@@ -9,14 +9,17 @@
 // "other" any other error: both fail the run (exit 1).
 //
 // `store` keeps the object stores full for SECONDS: objects of 128 KiB to
-// 2.125 MiB put by the driver and made by tasks on every node, several times
+// 2.125 MiB put by the driver and made by tasks and actors on every node
+// (an actor's process killed after storing a result leaves it to be freed
+// by the caller's node manager), several times
 // what the stores hold alive at once (so they spill, and reads restore them),
 // each read back by the driver and by tasks on other nodes and checked
 // against a checksum of what was written. Prints "chaos: ready", then one line
 //   chaos_check store seconds=S objects=N reads=R read_ok=K read_wrong=W
 //     full_errors=F lost=L other_errors=E max_spilled_mib=M drained=0|1
 // "full" is ObjectStoreFullError (a typed error, counted), "lost" a task
-// whose worker died on every try (WorkerDiedError); "drained" says
+// whose worker died on every try (WorkerDiedError) or an actor call whose
+// process died on every try (ActorDiedError); "drained" says
 // the stores and spill files were empty within 10 s of the last reference
 // going. Exit 1 on a wrong read, another error or stores that did not drain.
 //
@@ -71,6 +74,8 @@ class Mixer {
  public:
   static Mixer* Create() { return new Mixer(); }
   std::uint64_t Apply(std::uint64_t value) const { return Mix(value) + 1; }
+  // Object `key` (Fill), made in the store of the actor's node.
+  std::vector<std::uint8_t> Blob(std::uint64_t key, std::uint64_t size) const;
 };
 
 // The bytes of object `key`: a generator both the writer and the checker
@@ -87,6 +92,10 @@ std::vector<std::uint8_t> Fill(std::uint64_t key, std::uint64_t size) {
   return bytes;
 }
 
+std::vector<std::uint8_t> Mixer::Blob(std::uint64_t key, std::uint64_t size) const {
+  return Fill(key, size);
+}
+
 // A task that makes object `key` in the store of the node it runs on.
 std::vector<std::uint8_t> make_blob(std::uint64_t key, std::uint64_t size) {
   return Fill(key, size);
@@ -95,7 +104,7 @@ std::vector<std::uint8_t> make_blob(std::uint64_t key, std::uint64_t size) {
 }  // namespace
 
 SRAY_REMOTE(checksum_of, make_blob);
-SRAY_REMOTE(Mixer::Create, &Mixer::Apply);
+SRAY_REMOTE(Mixer::Create, &Mixer::Apply, &Mixer::Blob);
 
 namespace {
 
@@ -124,6 +133,12 @@ int StoreFull(std::uint64_t seed, double seconds) {
   // Alive at once: four times what the stores of all nodes hold (the
   // driver's Puts alone go to node 0's store, many times its size).
   const std::uint64_t budget = 4 * capacity;
+  std::vector<sray::ActorHandle<Mixer>> makers;
+  for (int index = 0; index < 3; ++index) {
+    makers.push_back(
+        sray::Actor(Mixer::Create).SetMaxRestarts(100000).SetMaxTaskRetries(3).Remote());
+  }
+  for (auto& maker : makers) (void)sray::Get(maker.Task(&Mixer::Apply).Remote(0));
   std::cout << "chaos: ready (stores " << (capacity >> 20) << " MiB in all, " << (budget >> 20)
             << " MiB alive)" << std::endl;
   std::vector<LiveObject> live;
@@ -143,7 +158,8 @@ int StoreFull(std::uint64_t seed, double seconds) {
         (task_error != nullptr &&
          task_error->remote_type().find("ObjectStoreFull") != std::string::npos)) {
       ++full;
-    } else if (dynamic_cast<const sray::WorkerDiedError*>(&error) != nullptr) {
+    } else if (dynamic_cast<const sray::WorkerDiedError*>(&error) != nullptr ||
+               dynamic_cast<const sray::ActorDiedError*>(&error) != nullptr) {
       ++lost;
     } else {
       other_error(what, error);
@@ -151,8 +167,9 @@ int StoreFull(std::uint64_t seed, double seconds) {
   };
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < end) {
-    // A round: 8 new objects (half Puts, half made by tasks on any node),
-    // then 16 reads of random live ones (half by the driver, half by tasks).
+    // A round: 8 new objects (half Puts, a quarter made by tasks on any
+    // node, a quarter by actors), then 16 reads of random live ones (half by
+    // the driver, half by tasks).
     std::vector<std::uint64_t> keys, sizes;
     for (std::size_t index = 0; index < 8; ++index) {
       keys.push_back(next_key++);
@@ -160,9 +177,12 @@ int StoreFull(std::uint64_t seed, double seconds) {
     }
     for (std::size_t index = 0; index < 8; ++index) {
       try {
-        auto ref = index % 2 == 0
-                       ? sray::Put(Fill(keys[index], sizes[index]))
-                       : sray::Task(make_blob).SetMaxRetries(3).Remote(keys[index], sizes[index]);
+        auto ref = index % 2 == 0 ? sray::Put(Fill(keys[index], sizes[index]))
+                   : index % 4 == 1
+                       ? sray::Task(make_blob).SetMaxRetries(3).Remote(keys[index], sizes[index])
+                       : makers[index / 4 % makers.size()]
+                             .Task(&Mixer::Blob)
+                             .Remote(keys[index], sizes[index]);
         live.push_back({ref, Checksum(Fill(keys[index], sizes[index])), sizes[index]});
         live_bytes += sizes[index];
         ++objects;
@@ -204,6 +224,8 @@ int StoreFull(std::uint64_t seed, double seconds) {
     max_spilled = std::max(max_spilled, SpilledBytes());
   }
   live.clear();
+  for (auto& maker : makers) maker.Kill();
+  makers.clear();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (HeldBytes() != 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

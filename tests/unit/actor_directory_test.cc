@@ -391,20 +391,23 @@ TEST_F(ActorDirectoryTest, DeadActorsShedTheirArgumentsAndOnlyTheNewestAreKept) 
   EXPECT_EQ(static_cast<ActorState>(dead->state), ActorState::kDead);
   EXPECT_TRUE(dead->worker_address.empty());
 
-  constexpr std::size_t kMade = 10'005;
+  constexpr std::size_t kMade = 1'005;
   ActorInfo last;
   for (std::size_t index = 1; index < kMade; ++index) {
     last = Create(Creation());
     ASSERT_TRUE(directory_.Kill(KillFor(last.id)).ok());
   }
-  (void)Create(Creation());  // a creation forgets the oldest beyond the newest 10,000 dead
+  (void)Create(Creation());  // a creation forgets the oldest beyond the newest 1,000 dead
   // The first dead actors are forgotten: a late call hears the head does not
   // know them (its calls then fail); the newest still answer with the cause.
   bool unknown = false;
-  directory_.WaitForChange(ActorWait{.id = first.id, .seen = -1}, [&unknown](Result<ActorInfo> info) {
+  std::string why;
+  directory_.WaitForChange(ActorWait{.id = first.id, .seen = -1}, [&](Result<ActorInfo> info) {
     unknown = !info.ok() && info.status().code() == StatusCode::kNotFound;
+    if (!info.ok()) why = info.status().message();
   });
   EXPECT_TRUE(unknown);
+  EXPECT_NE(why.find("died long ago"), std::string::npos) << why;
   const auto newest = Changed(last.id, -1);
   ASSERT_TRUE(newest.has_value());
   EXPECT_EQ(newest->cause, "it was killed by ActorHandle::Kill()");

@@ -20,6 +20,7 @@ class NoStore final : public StoreAccess {
     return Status::Internal("no store in this test");
   }
   void Free(const ObjectId&, std::uint32_t) override {}
+  void DiscardOrphan(const ObjectId&, std::uint32_t, std::uint32_t) override {}
 };
 
 }  // namespace sray::core

@@ -150,6 +150,42 @@ TEST_F(NodeManagerTest, ATaskWhoseWorkerCannotStartFailsWithTheReason) {
       << received.error_message;
 }
 
+// An actor call's result whose process is gone, named by the caller: the
+// manager frees it only where that process (by its rank) made it; the same
+// request naming another process leaves it.
+TEST_F(NodeManagerTest, AnOrphanedResultIsFreedOnlyWhereTheNamedProcessMadeIt) {
+  StartManager("/nonexistent/sray-worker");
+  const ObjectId id{3, 1};
+  // The "actor's process" here is the owner's transport (rank 1): not a
+  // worker of this node, as a process whose exit was seen.
+  auto created = owner_transport_->Call(
+      kManagerRank, kCreateObject,
+      Encode(ObjectRequest{
+          .id = id, .size = 200'000, .holder_node = 0, .puller_node = 0, .owner_rank = 0}));
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  owner_transport_->Post(
+      kManagerRank, kSealObject,
+      Encode(ObjectRequest{
+          .id = id, .size = 200'000, .holder_node = 0, .puller_node = 0, .owner_rank = 0}));
+  auto objects = [&]() -> std::uint64_t {
+    auto usage = owner_transport_->Call(kManagerRank, kStoreUsage, {});
+    EXPECT_TRUE(usage.ok());
+    return usage.ok() ? Decode<StoreUsage>(*usage, "usage")->objects : 0;
+  };
+  owner_transport_->Post(kManagerRank, kDiscardOrphan,
+                         Encode(OrphanedResult{.id = id, .node = 0, .made_by = kOtherManagerRank}));
+  // Time for the request to be served (it is one-way; nothing answers it).
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(objects(), 1u) << "freed although another process made it";
+  owner_transport_->Post(kManagerRank, kDiscardOrphan,
+                         Encode(OrphanedResult{.id = id, .node = 0, .made_by = kOwnerRank}));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (objects() != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(objects(), 0u) << "the orphaned result stayed";
+}
+
 // Two nodes pulling from each other at once: node 0's manager pulls an
 // object from node 1 (and waits for node 1's pin) while node 1 asks node 0
 // to pin one of its objects before it answers. Before, node 0 served pins on

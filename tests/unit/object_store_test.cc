@@ -144,6 +144,36 @@ TEST_F(ObjectStoreTest, DiscardingADeadAttemptsResultSparesPulledCopiesAndPinned
   store->Unpin({1, 4});
 }
 
+// An actor call's result whose process died before answering is discarded
+// only if that process made it: a retry's result of the same id made by the
+// actor's next process stays, as do pulled copies and pinned objects.
+TEST_F(ObjectStoreTest, AnOrphanedResultIsDiscardedOnlyWhereItsProcessMadeIt) {
+  constexpr std::uint32_t kDeadProcess = 7;
+  constexpr std::uint32_t kNextProcess = 9;
+  auto store = Open(10000);
+  ASSERT_TRUE(store->Create({1, 1}, 1000, true, kDeadProcess).ok());
+  store->Seal({1, 1});
+  ASSERT_TRUE(store->Create({1, 2}, 1000, true, kDeadProcess).ok());  // never sealed
+  ASSERT_TRUE(store->Create({1, 3}, 1000, true, kNextProcess).ok());  // the retry's
+  store->Seal({1, 3});
+  ASSERT_TRUE(store->Create({1, 4}, 1000, true, kDeadProcess).ok());
+  store->Seal({1, 4});
+  store->Pin({1, 4});
+  ASSERT_TRUE(store->Create({1, 5}, 1000, false, kDeadProcess).ok());  // a pulled copy
+  store->Seal({1, 5});
+  for (const ObjectId id :
+       {ObjectId{1, 1}, ObjectId{1, 2}, ObjectId{1, 3}, ObjectId{1, 4}, ObjectId{1, 5}}) {
+    store->DiscardOrphan(id, kDeadProcess);
+  }
+  EXPECT_FALSE(store->Contains({1, 1}));
+  EXPECT_FALSE(store->Contains({1, 2}));
+  EXPECT_TRUE(store->Contains({1, 3}));
+  EXPECT_TRUE(store->Contains({1, 4}));
+  EXPECT_TRUE(store->Contains({1, 5}));
+  EXPECT_EQ(store->Usage().in_memory, 3000u);
+  store->Unpin({1, 4});
+}
+
 TEST_F(ObjectStoreTest, FreeAndDestructionRemoveEveryFile) {
   auto store = Open(2000);
   Write(*store, {1, 1}, 'a', 1000);

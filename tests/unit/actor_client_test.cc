@@ -1,0 +1,236 @@
+// The caller's side of actors over a real transport, with a head that answers
+// in the calling thread as the driver's own head does: which entries the
+// client keeps once an actor is dead (a program that makes and kills actors
+// all day must not grow), and which results of lost or late calls it has
+// freed in the store of the actor's node.
+
+#include "core/actor_client.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "core/owner.h"
+#include "sray/errors.h"
+#include "transport/transport.h"
+
+namespace sray::core {
+namespace {
+
+constexpr std::uint32_t kCallerRank = 1;
+constexpr std::uint32_t kActorRank = 2;
+constexpr internal::ActorId kActor = 7;
+constexpr std::uint32_t kActorNode = 1;
+
+// Inline values only, and a record of what the client asked to discard.
+class RecordingStore final : public StoreAccess {
+ public:
+  Result<std::string> Create(const ObjectId&, std::uint64_t) override {
+    return Status::Internal("no store in this test");
+  }
+  void Seal(const ObjectId&, std::uint64_t) override {}
+  Result<std::string> MakeLocal(const ObjectId&, std::uint32_t, std::uint64_t) override {
+    return Status::Internal("no store in this test");
+  }
+  void Free(const ObjectId&, std::uint32_t) override {}
+  void DiscardOrphan(const ObjectId& id, std::uint32_t node, std::uint32_t made_by) override {
+    std::lock_guard lock(mutex_);
+    discarded_.push_back(OrphanedResult{.id = id, .node = node, .made_by = made_by});
+  }
+  std::vector<OrphanedResult> Discarded() {
+    std::lock_guard lock(mutex_);
+    return discarded_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<OrphanedResult> discarded_;
+};
+
+// Answers like the driver's head (MakeLocalHead): a kill tells the waiting
+// caller of the death before KillActor returns.
+class AnsweringHead final : public HeadService {
+ public:
+  explicit AnsweringHead(std::string actor_address) : actor_address_(std::move(actor_address)) {}
+
+  Result<ActorInfo> CreateActor(const ActorCreation& creation) override {
+    ActorInfo info;
+    info.id = kActor;
+    info.factory = creation.factory;
+    info.state = static_cast<std::uint8_t>(ActorState::kAlive);
+    info.node = kActorNode;
+    info.worker_rank = kActorRank;
+    info.worker_address = actor_address_;
+    info.hostname = "another-host";
+    return info;
+  }
+  Result<ActorInfo> LookupActor(const std::string&) override {
+    return Status::NotFound("no names here");
+  }
+  void WaitForChange(const ActorWait&, std::function<void(Result<ActorInfo>)> done) override {
+    waiting_ = std::move(done);
+  }
+  Status KillActor(const ActorKill& kill) override {
+    ++kills_;
+    ActorInfo dead;
+    dead.id = kill.id;
+    dead.factory = "Counter::Create";
+    dead.state = static_cast<std::uint8_t>(ActorState::kDead);
+    dead.cause = "was ended by Kill";
+    Answer(std::move(dead));
+    return Status::Ok();
+  }
+  // Tells the waiting caller, if any, of a change.
+  void Answer(ActorInfo info) {
+    if (!waiting_) return;
+    auto done = std::move(waiting_);
+    waiting_ = nullptr;
+    done(std::move(info));
+  }
+  static ActorInfo Restarted(std::uint32_t worker_rank) {
+    ActorInfo info;
+    info.id = kActor;
+    info.factory = "Counter::Create";
+    info.state = static_cast<std::uint8_t>(ActorState::kRestarting);
+    info.incarnation = 1;
+    info.node = kActorNode;
+    info.worker_rank = worker_rank;
+    return info;
+  }
+  Result<PlacementGroupInfo> CreatePlacementGroup(const PlacementGroupCreation&) override {
+    return Status::Internal("no groups in this test");
+  }
+  Result<PlacementGroupInfo> WaitPlacementGroup(std::uint64_t, internal::Timeout) override {
+    return Status::Internal("no groups in this test");
+  }
+  Status RemovePlacementGroup(std::uint64_t) override {
+    return Status::Internal("no groups in this test");
+  }
+
+  int kills_ = 0;
+
+ private:
+  std::string actor_address_;
+  std::function<void(Result<ActorInfo>)> waiting_;
+};
+
+class ActorClientTest : public ::testing::Test {
+ protected:
+  ActorClientTest() {
+    actor_transport_ = MakeTransport(kActorRank);
+    caller_transport_ = MakeTransport(kCallerRank);
+    head_ =
+        std::make_unique<AnsweringHead>(std::string(transport::TextOf(addresses_.at(kActorRank))));
+    client_ = std::make_unique<ActorClient>(owner_, *head_, *caller_transport_,
+                                            /*address_book=*/nullptr, "this-host");
+    owner_.SetActorCalls(client_.get());
+  }
+  ~ActorClientTest() override {
+    client_->Stop();
+    owner_.SetActorCalls(nullptr);
+  }
+
+  std::unique_ptr<transport::Transport> MakeTransport(std::uint32_t rank) {
+    transport::TransportOptions options;
+    options.rank = rank;
+    options.resolve_address = [this](std::uint32_t peer) -> Result<transport::Bytes> {
+      std::lock_guard lock(mutex_);
+      auto found = addresses_.find(peer);
+      if (found == addresses_.end()) return Status::NotFound("no rank " + std::to_string(peer));
+      return found->second;
+    };
+    auto created = transport::Transport::Create(std::move(options));
+    EXPECT_TRUE(created.ok()) << created.status().message();
+    auto address = (*created)->LocalAddress(false);
+    std::lock_guard lock(mutex_);
+    addresses_[rank] = *address;
+    return std::move(created).value();
+  }
+
+  std::mutex mutex_;
+  std::map<std::uint32_t, transport::Bytes> addresses_;
+  RecordingStore store_;
+  Owner owner_{OwnerIdentity{.rank = kCallerRank, .node_id = 0}, store_, [](TaskSpec) {}};
+  std::unique_ptr<transport::Transport> actor_transport_;
+  std::unique_ptr<transport::Transport> caller_transport_;
+  std::unique_ptr<AnsweringHead> head_;
+  std::unique_ptr<ActorClient> client_;
+};
+
+TEST_F(ActorClientTest, AnActorKilledWithoutCallsLeavesNoEntry) {
+  const auto actor = owner_.CreateActor("Counter::Create", {}, {});
+  ASSERT_EQ(client_->KnownActors(), 1u);
+  owner_.KillActor(actor, /*no_restart=*/true);
+  EXPECT_EQ(head_->kills_, 1);
+  EXPECT_EQ(client_->KnownActors(), 0u) << "a dead actor with nothing to answer kept its entry";
+}
+
+TEST_F(ActorClientTest, AKillTheHeadAnswersAtOnceLeavesNoEntryAndFailsTheCallInFlight) {
+  const auto actor = owner_.CreateActor("Counter::Create", {}, {});
+  // The call goes out, and with it the question to the head that stays open
+  // while the actor lives; nobody answers the call itself.
+  const auto result = owner_.SubmitActorTask(actor, 0, "Counter::Add", {}, "Counter.Add");
+  // The head answers the open question inside KillActor: the call fails and
+  // the entry goes before Kill looks at it again (it used to make a new one).
+  owner_.KillActor(actor, /*no_restart=*/true);
+  EXPECT_EQ(client_->KnownActors(), 0u)
+      << "Kill brought back the entry of an actor already forgotten";
+  EXPECT_THROW((void)owner_.Get({result}, std::chrono::seconds(10)), ActorDiedError);
+  // Its process may have stored the result before it died.
+  const auto discarded = store_.Discarded();
+  ASSERT_EQ(discarded.size(), 1u);
+  EXPECT_EQ(discarded[0].id, result);
+  EXPECT_EQ(discarded[0].node, kActorNode);
+  EXPECT_EQ(discarded[0].made_by, kActorRank);
+}
+
+TEST_F(ActorClientTest, ACallLostToARestartAsksForItsResultToBeFreedWhereItWasSent) {
+  const auto actor = owner_.CreateActor("Counter::Create", {}, {});
+  const auto result = owner_.SubmitActorTask(actor, 0, "Counter::Add", {}, "Counter.Add");
+  // The actor's process died and the actor restarts: the call is lost (no
+  // retries asked for), and its process may have stored the result. The
+  // node manager frees it only if that process is gone.
+  head_->Answer(AnsweringHead::Restarted(kActorRank + 1));
+  EXPECT_THROW((void)owner_.Get({result}, std::chrono::seconds(10)), ActorDiedError);
+  const auto discarded = store_.Discarded();
+  ASSERT_EQ(discarded.size(), 1u);
+  EXPECT_EQ(discarded[0].id, result);
+  EXPECT_EQ(discarded[0].node, kActorNode);
+  EXPECT_EQ(discarded[0].made_by, kActorRank);
+}
+
+TEST_F(ActorClientTest, ALateAnswersStoredResultIsDiscarded) {
+  const auto actor = owner_.CreateActor("Counter::Create", {}, {});
+  const auto result = owner_.SubmitActorTask(actor, 0, "Counter::Add", {}, "Counter.Add");
+  owner_.KillActor(actor, /*no_restart=*/true);
+  ASSERT_EQ(store_.Discarded().size(), 1u);
+  // The answer the actor's process sent before it was killed, with its
+  // result in the node's store, arrives after the call was given up.
+  TaskOutcome late;
+  late.task_id = 1;
+  late.return_id = result;
+  late.actor_id = actor;
+  late.kind = static_cast<std::uint8_t>(OutcomeKind::kStoredValue);
+  late.node = kActorNode;
+  late.size = 200'000;
+  actor_transport_->Post(kCallerRank, kActorCallDone, Encode(late));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (store_.Discarded().size() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const auto discarded = store_.Discarded();
+  ASSERT_EQ(discarded.size(), 2u) << "the late answer's stored result was not freed";
+  EXPECT_EQ(discarded[1].id, result);
+  EXPECT_EQ(discarded[1].node, kActorNode);
+  EXPECT_EQ(discarded[1].made_by, kActorRank);
+}
+
+}  // namespace
+}  // namespace sray::core
