@@ -25,8 +25,15 @@ void TaskTally::RecordActorCalls(ActorCallTally tally) {
 }
 
 void TaskTally::ActorEnded(std::uint64_t actor_id, std::int32_t incarnation) {
-  std::int32_t& next = next_incarnation_[actor_id];
-  next = std::max(next, incarnation + 1);
+  auto [remembered, added] = next_incarnation_.try_emplace(actor_id, 0);
+  remembered->second = std::max(remembered->second, incarnation + 1);
+  if (added) {
+    ended_order_.push_back(actor_id);
+    if (ended_order_.size() > kEndedActorsKept) {
+      next_incarnation_.erase(ended_order_.front());
+      ended_order_.pop_front();
+    }
+  }
   auto found = actor_calls_.find(actor_id);
   if (found == actor_calls_.end() || found->second.incarnation > incarnation) return;
   for (const FunctionTasks& method : found->second.methods) {

@@ -9,6 +9,7 @@
 // Thread-safety: none; the node manager's event loop only.
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -33,6 +34,8 @@ class TaskTally {
   // Every function that ended here or is in `current` (queued and running
   // counts, by function), sorted by name.
   [[nodiscard]] std::vector<FunctionTasks> With(std::map<std::string, FunctionTasks> current) const;
+  // How many ended actors' incarnations it remembers (at most kEndedActorsKept).
+  [[nodiscard]] std::size_t EndedActorsRemembered() const { return next_incarnation_.size(); }
 
  private:
   struct Ended {
@@ -45,8 +48,14 @@ class TaskTally {
     std::vector<FunctionTasks> methods;
   };
   std::unordered_map<std::uint64_t, LiveActor> actor_calls_;
-  // Per actor, incarnations below this have ended.
+  // Per actor, incarnations below this have ended: a tally its worker sent
+  // just before the end is dropped when it comes after. Such a tally comes
+  // within milliseconds, so only the actors that ended last are remembered
+  // (oldest first in ended_order_), or a node whose job makes actors all day
+  // would keep one entry per actor.
+  static constexpr std::size_t kEndedActorsKept = 1'000;
   std::unordered_map<std::uint64_t, std::int32_t> next_incarnation_;
+  std::deque<std::uint64_t> ended_order_;
 };
 
 }  // namespace sray::core

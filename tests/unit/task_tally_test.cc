@@ -116,5 +116,24 @@ TEST(TaskTally, AddsEachActorsLatestCallCountsByMethod) {
   EXPECT_EQ(tasks[0].failed, 1u);
 }
 
+// A node whose job makes and ends actors all day keeps a bounded memory of
+// them: late tallies come within milliseconds of an end.
+TEST(TaskTally, RemembersOnlyTheActorsThatEndedLast) {
+  TaskTally tally;
+  for (std::uint64_t actor = 1; actor <= 1'500; ++actor) {
+    tally.RecordActorCalls(
+        {.actor_id = actor, .incarnation = 0, .methods = {Method("Counter::Add", 0, 0, 1, 0)}});
+    tally.ActorEnded(actor, 0);
+  }
+  EXPECT_EQ(tally.EndedActorsRemembered(), 1'000u);
+  // The newest still drop a late tally of their ended incarnation.
+  tally.RecordActorCalls(
+      {.actor_id = 1'500, .incarnation = 0, .methods = {Method("Counter::Add", 4, 4, 4, 4)}});
+  const auto tasks = tally.With({});
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].queued, 0u);
+  EXPECT_EQ(tasks[0].finished, 1'500u);
+}
+
 }  // namespace
 }  // namespace sray::core
