@@ -260,11 +260,15 @@ void ActorClient::FailLostLocked(ActorEntry& entry, Actions& actions) {
         call.state == CallState::kSent && (dead || call.sent_incarnation < info.incarnation);
     if (lost || (dead && call.state == CallState::kReady)) {
       actions.failures.push_back(LostOutcome(entry, call.spec));
-      // Its process may have stored the result and died before answering
-      // (the node manager frees it only if that process is gone).
+      // Its process may have stored the result and died before answering.
+      // The node manager frees only that attempt's entry, once its process
+      // has ended or the incarnation retired.
       if (lost) {
-        actions.orphans.push_back(OrphanedResult{
-            .id = call.spec.return_id, .node = call.sent_node, .made_by = call.sent_rank});
+        actions.orphans.push_back(OrphanedResult{.id = call.spec.return_id,
+                                                 .node = call.sent_node,
+                                                 .made_by = call.sent_rank,
+                                                 .actor_id = call.spec.actor_id,
+                                                 .incarnation = call.sent_incarnation});
       }
       if (call.state == CallState::kSent) --entry.in_flight;
       call.state = CallState::kLost;
@@ -330,7 +334,7 @@ void ActorClient::Perform(Actions actions) {
     transport_.Post(outgoing.rank, kActorCall, std::move(*outgoing.payload), !outgoing.pipelined);
   }
   for (const auto& orphan : actions.orphans) {
-    owner_.DiscardOrphanedResult(orphan.id, orphan.node, orphan.made_by);
+    owner_.DiscardOrphanedResult(orphan);
   }
   for (auto& failure : actions.failures) owner_.OnTaskOutcome(std::move(failure));
   for (const auto& ask : actions.asks) {
@@ -366,10 +370,14 @@ void ActorClient::OnReply(std::uint32_t sender, TaskOutcome outcome) {
     // The actor lent this process the references in its result: give them
     // back, or their owners keep the objects until the job ends.
     owner_.DiscardLent(outcome.contained);
-    // Its stored result is nobody's now (the node manager frees it once the
-    // answering process is gone).
+    // Its stored result is nobody's now (the node manager frees that
+    // attempt's entry once the answering process has ended or retired).
     if (static_cast<OutcomeKind>(outcome.kind) == OutcomeKind::kStoredValue && !stopped) {
-      owner_.DiscardOrphanedResult(outcome.return_id, outcome.node, sender);
+      owner_.DiscardOrphanedResult(OrphanedResult{.id = outcome.return_id,
+                                                  .node = outcome.node,
+                                                  .made_by = sender,
+                                                  .actor_id = outcome.actor_id,
+                                                  .incarnation = outcome.incarnation});
     }
   }
 }

@@ -40,7 +40,8 @@ class InMemoryStore final : public StoreAccess {
   [[nodiscard]] std::size_t inline_limit() const override {
     return std::numeric_limits<std::size_t>::max();
   }
-  Result<std::string> Create(const ObjectId& id, std::uint64_t /*size*/) override {
+  Result<std::string> Create(const ObjectId& id, std::uint64_t /*size*/,
+                             std::int32_t /*incarnation*/) override {
     return NoStore(id);
   }
   void Seal(const ObjectId& /*id*/, std::uint64_t /*size*/) override {}
@@ -49,8 +50,7 @@ class InMemoryStore final : public StoreAccess {
     return NoStore(id);
   }
   void Free(const ObjectId& /*id*/, std::uint32_t /*holder_node*/) override {}
-  void DiscardOrphan(const ObjectId& /*id*/, std::uint32_t /*holder_node*/,
-                     std::uint32_t /*made_by*/) override {}
+  void DiscardOrphan(const OrphanedResult& /*orphan*/) override {}
 
  private:
   static Status NoStore(const ObjectId& id) {

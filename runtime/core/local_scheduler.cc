@@ -504,6 +504,13 @@ SchedulerEffects LocalScheduler::OnActorRetired(std::uint32_t worker_rank,
   return effects;
 }
 
+bool LocalScheduler::ServesActor(std::uint32_t rank, std::uint64_t actor_id,
+                                 std::int32_t incarnation) const {
+  auto found = workers_.find(rank);
+  return found != workers_.end() && found->second.actor_id == actor_id &&
+         found->second.incarnation == incarnation;
+}
+
 void LocalScheduler::MarkIdle(std::uint32_t rank, Worker& worker) {
   worker.idle_since = std::chrono::steady_clock::now();
   idle_.push_back(rank);

@@ -166,9 +166,10 @@ class LocalScheduler {
   // What other nodes should hear of this one, when it changed since the
   // last MarkBroadcast.
   [[nodiscard]] bool NeedsBroadcast() const;
-  // Whether the worker of this rank is starting, running or idle (its exit
-  // not yet seen).
-  [[nodiscard]] bool HasWorker(std::uint32_t rank) const { return workers_.contains(rank); }
+  // Whether the worker of this rank still serves that incarnation of the
+  // actor (retiring included; not once it retired or its exit was seen).
+  [[nodiscard]] bool ServesActor(std::uint32_t rank, std::uint64_t actor_id,
+                                 std::int32_t incarnation) const;
   ResourceUpdate MarkBroadcast();
   [[nodiscard]] const std::vector<NodeDescription>& nodes() const { return nodes_; }
   [[nodiscard]] std::size_t queued() const { return queued_; }

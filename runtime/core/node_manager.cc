@@ -33,8 +33,10 @@ struct HandlerGuard {
 class NodeManager::LocalStoreAccess final : public StoreAccess {
  public:
   explicit LocalStoreAccess(NodeManager& manager) : manager_(manager) {}
-  Result<std::string> Create(const ObjectId& id, std::uint64_t size) override {
-    auto path = manager_.store_->Create(id, size, true, manager_.transport_.rank());
+  Result<std::string> Create(const ObjectId& id, std::uint64_t size,
+                             std::int32_t incarnation) override {
+    auto path = manager_.store_->Create(
+        id, size, true, {.rank = manager_.transport_.rank(), .incarnation = incarnation});
     if (!path.ok()) return path.status();
     return path->string();
   }
@@ -51,9 +53,7 @@ class NodeManager::LocalStoreAccess final : public StoreAccess {
     manager_.transport_.Post(manager_.RankOfNode(holder), kFreeObject,
                              Encode(FreeObject{.id = id, .node = holder}));
   }
-  void DiscardOrphan(const ObjectId& id, std::uint32_t holder, std::uint32_t made_by) override {
-    manager_.DiscardOrphan(OrphanedResult{.id = id, .node = holder, .made_by = made_by});
-  }
+  void DiscardOrphan(const OrphanedResult& orphan) override { manager_.DiscardOrphan(orphan); }
 
  private:
   NodeManager& manager_;
@@ -391,6 +391,8 @@ void NodeManager::RegisterHandlers() {
       [](NodeManager& manager, std::uint32_t source, ActorKill retired) {
         manager.loop_->RunHereOrPost([&manager, source, retired] {
           manager.Apply(manager.scheduler_.OnActorRetired(source, retired));
+          // The retired incarnation runs nothing more.
+          manager.ReleaseOrphans(source);
         });
       });
   ServeOneWay<ActorChanged>(transport, guard, kActorChanged, "actor change",
@@ -456,7 +458,16 @@ void NodeManager::RegisterHandlers() {
   serve_blocking(kCreateObject,
                  [](NodeManager& manager, std::uint32_t sender,
                     const ObjectRequest& request) -> Result<transport::Bytes> {
-                   auto path = manager.store_->Create(request.id, request.size, true, sender);
+                   // A request that reaches us after its process's end was
+                   // seen: nobody would write, seal or free the object (the
+                   // discards for that process are already done).
+                   if (manager.WorkerGone(sender)) {
+                     return Status::Unavailable("sray: process of rank " + std::to_string(sender) +
+                                                " has ended: its object is not created");
+                   }
+                   auto path =
+                       manager.store_->Create(request.id, request.size, true,
+                                              {.rank = sender, .incarnation = request.incarnation});
                    if (!path.ok()) return path.status();
                    return Encode(ObjectPath{.path = path->string(), .size = request.size});
                  });
@@ -565,7 +576,10 @@ void NodeManager::Apply(SchedulerEffects effects) {
                      ReportActorCreated(ready.outcome);
                    },
                    [&](effects::ActorProcessDied& died) { ReportActorDeath(died.death); },
-                   [&](effects::StartWorker& start) { SpawnWorker(start.rank); },
+                   [&](effects::StartWorker& start) {
+                     NoteWorkerStarting(start.rank);
+                     SpawnWorker(start.rank);
+                   },
                    [&](effects::KillWorker& kill) { processes_->Kill(kill.pid, SIGKILL); },
                    [&](effects::RetireActor& retire) {
                      transport_.Post(retire.worker, kRetireActor, Encode(retire.kill));
@@ -573,6 +587,8 @@ void NodeManager::Apply(SchedulerEffects effects) {
                    [&](effects::ForgetWorker& forget) {
                      address_book_->Remove(forget.rank);
                      transport_.NotePeerGone();
+                     NoteWorkerGone(forget.rank);
+                     ReleaseOrphans(forget.rank);
                    },
                    [&](effects::DiscardResult& discard) {
                      // On the blocking executor, behind any store request the
@@ -592,14 +608,53 @@ void NodeManager::DiscardOrphan(const OrphanedResult& orphan) {
     return;
   }
   loop_->Post([this, orphan] {
-    // A process that lives on never ran the call or answered it late while
-    // it serves the actor again (a Kill that restarts reuses the process,
-    // and a retry there makes a result of the same id): its entry stays.
-    if (scheduler_.HasWorker(orphan.made_by)) return;
-    // Behind any Create the process sent before it died (the blocking
-    // executor serves them in order).
-    blocking_->Post([this, orphan] { store_->DiscardOrphan(orphan.id, orphan.made_by); });
+    // A process that still serves that incarnation may still be storing
+    // the result (a Kill reports the death before the process ends): it
+    // waits until the process ends or the incarnation retires
+    // (ReleaseOrphans).
+    if (scheduler_.ServesActor(orphan.made_by, orphan.actor_id, orphan.incarnation)) {
+      auto& waiting = orphans_of_live_workers_[orphan.made_by];
+      waiting.push_back(orphan);
+      return;
+    }
+    DiscardNow(orphan);
   });
+}
+
+void NodeManager::NoteWorkerGone(std::uint32_t rank) {
+  std::lock_guard lock(gone_mutex_);
+  if (!gone_workers_.insert(rank).second) return;
+  gone_order_.push_back(rank);
+  if (gone_order_.size() > kGoneWorkersKept) {
+    gone_workers_.erase(gone_order_.front());
+    gone_order_.pop_front();
+  }
+}
+
+void NodeManager::NoteWorkerStarting(std::uint32_t rank) {
+  std::lock_guard lock(gone_mutex_);
+  gone_workers_.erase(rank);  // its place in gone_order_ goes when it comes up
+}
+
+bool NodeManager::WorkerGone(std::uint32_t rank) const {
+  std::lock_guard lock(gone_mutex_);
+  return gone_workers_.contains(rank);
+}
+
+void NodeManager::DiscardNow(const OrphanedResult& orphan) {
+  // Behind any Create the process sent (the blocking executor serves them
+  // in order). Only the entry of that very attempt goes.
+  blocking_->Post([this, orphan] {
+    store_->DiscardOrphan(orphan.id, {.rank = orphan.made_by, .incarnation = orphan.incarnation});
+  });
+}
+
+void NodeManager::ReleaseOrphans(std::uint32_t worker_rank) {
+  auto found = orphans_of_live_workers_.find(worker_rank);
+  if (found == orphans_of_live_workers_.end()) return;
+  const std::vector<OrphanedResult> orphans = std::move(found->second);
+  orphans_of_live_workers_.erase(found);
+  for (const auto& orphan : orphans) DiscardNow(orphan);
 }
 
 void NodeManager::SpawnWorker(std::uint32_t rank) {

@@ -26,6 +26,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/actor_directory.h"
@@ -131,8 +132,19 @@ class NodeManager {
   // Any thread.
   std::uint32_t RankOfNode(std::uint32_t node) const;
   // Frees an actor call's result its process stored without the caller
-  // hearing of it, here or on the node that holds it.
+  // hearing of it, here or on the node that holds it; once that process has
+  // ended or its actor retired.
   void DiscardOrphan(const OrphanedResult& orphan);
+  // Event loop only.
+  void DiscardNow(const OrphanedResult& orphan);
+  void ReleaseOrphans(std::uint32_t worker_rank);
+  // Workers whose end was seen: a store request of theirs that the
+  // transport delivers afterwards (it was in flight when the process was
+  // killed) is refused, or its object would stay with nobody to free it.
+  // Noted and cleared on the event loop, read on the blocking executor.
+  void NoteWorkerGone(std::uint32_t rank);
+  void NoteWorkerStarting(std::uint32_t rank);
+  [[nodiscard]] bool WorkerGone(std::uint32_t rank) const;
 
   const NodeManagerConfig config_;
   transport::Transport& transport_;
@@ -150,6 +162,14 @@ class NodeManager {
 
   // Event-loop state.
   LocalScheduler scheduler_;
+  // The ranks of the workers that ended last (a rank is reused only after
+  // 65,536 spawns on a node; in-flight requests arrive within milliseconds).
+  static constexpr std::size_t kGoneWorkersKept = 4'096;
+  mutable std::mutex gone_mutex_;
+  std::unordered_set<std::uint32_t> gone_workers_;
+  std::deque<std::uint32_t> gone_order_;
+  // Event loop only: discards that name a worker still alive, by its rank.
+  std::unordered_map<std::uint32_t, std::vector<OrphanedResult>> orphans_of_live_workers_;
   TaskTally task_tally_;
   std::chrono::steady_clock::time_point last_broadcast_{};
 

@@ -515,7 +515,7 @@ std::unique_ptr<internal::ObjectBuilder> Owner::CreateObject(std::size_t size) {
     std::lock_guard lock(mutex_);
     id = internal::ObjectId{identity_.rank, next_index_++};
   }
-  auto path = store_.Create(id, size);
+  auto path = store_.Create(id, size, /*incarnation=*/0);
   if (!path.ok()) {
     const std::string message =
         "sray: Put of " + std::to_string(size) + " bytes failed: " + path.status().message();

@@ -100,7 +100,7 @@ class Owner final : public internal::Runtime {
   void DiscardLent(const std::vector<ContainedRef>& lent);
   // Frees a result an actor's process may have stored on `node` without
   // this process hearing of it (StoreAccess::DiscardOrphan). Does not block.
-  void DiscardOrphanedResult(const ObjectId& id, std::uint32_t node, std::uint32_t made_by);
+  void DiscardOrphanedResult(const OrphanedResult& orphan);
   // How many objects this process owns and borrows (for tests and usage).
   struct Counts {
     std::size_t owned = 0;

@@ -183,8 +183,8 @@ void Owner::DiscardLent(const std::vector<ContainedRef>& lent) {
   released.clear();  // each handle gives its reference back, without the lock
 }
 
-void Owner::DiscardOrphanedResult(const ObjectId& id, std::uint32_t node, std::uint32_t made_by) {
-  store_.DiscardOrphan(id, node, made_by);
+void Owner::DiscardOrphanedResult(const OrphanedResult& orphan) {
+  store_.DiscardOrphan(orphan);
 }
 
 void Owner::OnArgumentStatus(const OwnerQuestion& question, Result<ObjectStatus> status) {

@@ -228,7 +228,10 @@ struct ObjectRequest {
   std::uint32_t holder_node = 0;  // kMakeLocal: the node whose store has the object
   std::uint32_t puller_node = 0;  // kPinForPull: the node that will pull it
   std::uint32_t owner_rank = 0;
-  MSGPACK_DEFINE(id, size, holder_node, puller_node, owner_rank)
+  // kCreateObject: of the actor whose call makes it (0 for anything else);
+  // with the creating process's rank it names the attempt (OrphanedResult).
+  std::int32_t incarnation = 0;
+  MSGPACK_DEFINE(id, size, holder_node, puller_node, owner_rank, incarnation)
 };
 
 struct ObjectPath {
@@ -252,13 +255,18 @@ struct FreeObject {
 
 // A result an actor's process may have stored without its answer reaching
 // the caller (the process died, or the answer came after the call was given
-// up): freed only if `made_by` (that process's rank) created it there, so a
-// retry's result of the same id made by another process stays.
+// up). Freed only if that very attempt created it: the process of rank
+// `made_by`, for the actor's `incarnation` (a retry runs in a later one,
+// maybe in the same process, and makes a result of the same id); and only
+// once that process no longer serves that incarnation (it may still be
+// storing the result).
 struct OrphanedResult {
   ObjectId id;
   std::uint32_t node = 0;
   std::uint32_t made_by = 0;
-  MSGPACK_DEFINE(id, node, made_by)
+  std::uint64_t actor_id = 0;
+  std::int32_t incarnation = 0;
+  MSGPACK_DEFINE(id, node, made_by, actor_id, incarnation)
 };
 
 // `borrower` takes (kAddBorrower) or gives back (kRemoveBorrower) `count`

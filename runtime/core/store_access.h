@@ -27,7 +27,9 @@ class StoreAccess {
   [[nodiscard]] virtual std::size_t inline_limit() const { return kInlineObjectLimit; }
   // Reserves room for a new object of this node (spilling others when
   // needed) and returns the path to create; ResourceExhausted when full.
-  virtual Result<std::string> Create(const ObjectId& id, std::uint64_t size) = 0;
+  // `incarnation`: of the actor whose call makes it (0 for anything else).
+  virtual Result<std::string> Create(const ObjectId& id, std::uint64_t size,
+                                     std::int32_t incarnation) = 0;
   virtual void Seal(const ObjectId& id, std::uint64_t size) = 0;
   // Makes the object readable on this node, pulling it from `holder_node`
   // or restoring it from disk as needed, and returns its path.
@@ -35,10 +37,9 @@ class StoreAccess {
                                         std::uint64_t size) = 0;
   // The owner frees the object on the node that holds its primary copy.
   virtual void Free(const ObjectId& id, std::uint32_t holder_node) = 0;
-  // Frees the primary copy on `holder_node` only if the process of rank
-  // `made_by` created it (core/protocol.h, OrphanedResult).
-  virtual void DiscardOrphan(const ObjectId& id, std::uint32_t holder_node,
-                             std::uint32_t made_by) = 0;
+  // Frees the primary copy on its node only if that attempt created it
+  // (core/protocol.h, OrphanedResult).
+  virtual void DiscardOrphan(const OrphanedResult& orphan) = 0;
 };
 
 }  // namespace sray::core

@@ -122,7 +122,7 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
     outcome.value = std::move(result);
     return outcome;
   }
-  auto path = store.Create(spec.return_id, result.size());
+  auto path = store.Create(spec.return_id, result.size(), spec.incarnation);
   if (!path.ok()) {
     return fail(path.status().code() == StatusCode::kResourceExhausted ? OutcomeKind::kStoreFull
                                                                        : OutcomeKind::kSystemError,

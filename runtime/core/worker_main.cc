@@ -50,10 +50,14 @@ class RemoteStoreAccess final : public StoreAccess {
   RemoteStoreAccess(transport::Transport& transport, std::uint32_t manager)
       : transport_(transport), manager_(manager) {}
 
-  Result<std::string> Create(const ObjectId& id, std::uint64_t size) override {
-    return PathFrom(
-        kCreateObject,
-        ObjectRequest{.id = id, .size = size, .holder_node = 0, .puller_node = 0, .owner_rank = 0});
+  Result<std::string> Create(const ObjectId& id, std::uint64_t size,
+                             std::int32_t incarnation) override {
+    return PathFrom(kCreateObject, ObjectRequest{.id = id,
+                                                 .size = size,
+                                                 .holder_node = 0,
+                                                 .puller_node = 0,
+                                                 .owner_rank = 0,
+                                                 .incarnation = incarnation});
   }
   void Seal(const ObjectId& id, std::uint64_t size) override {
     transport_.Post(
@@ -71,9 +75,8 @@ class RemoteStoreAccess final : public StoreAccess {
   void Free(const ObjectId& id, std::uint32_t holder) override {
     transport_.Post(manager_, kFreeObject, Encode(FreeObject{.id = id, .node = holder}));
   }
-  void DiscardOrphan(const ObjectId& id, std::uint32_t holder, std::uint32_t made_by) override {
-    transport_.Post(manager_, kDiscardOrphan,
-                    Encode(OrphanedResult{.id = id, .node = holder, .made_by = made_by}));
+  void DiscardOrphan(const OrphanedResult& orphan) override {
+    transport_.Post(manager_, kDiscardOrphan, Encode(orphan));
   }
 
  private:

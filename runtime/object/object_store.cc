@@ -62,7 +62,7 @@ std::filesystem::path ObjectStore::SpillPathOf(const ObjectId& id) const {
 }
 
 Result<std::filesystem::path> ObjectStore::Create(const ObjectId& id, std::uint64_t size,
-                                                  bool primary, std::uint32_t made_by) {
+                                                  bool primary, ObjectMaker maker) {
   std::lock_guard lock(mutex_);
   auto existing = entries_.find(id);
   if (existing != entries_.end()) {
@@ -80,7 +80,7 @@ Result<std::filesystem::path> ObjectStore::Create(const ObjectId& id, std::uint6
   entries_[id] = Entry{.size = size,
                        .where = Where::kCreating,
                        .primary = primary,
-                       .made_by = made_by,
+                       .maker = maker,
                        .pins = 0,
                        .last_use = ++clock_};
   in_memory_ += size;
@@ -237,11 +237,11 @@ void ObjectStore::DiscardPrimary(const ObjectId& id) {
   EraseLocked(found);
 }
 
-void ObjectStore::DiscardOrphan(const ObjectId& id, std::uint32_t made_by) {
+void ObjectStore::DiscardOrphan(const ObjectId& id, ObjectMaker maker) {
   std::lock_guard lock(mutex_);
   auto found = entries_.find(id);
   if (found == entries_.end() || !found->second.primary || found->second.pins > 0 ||
-      found->second.made_by != made_by) {
+      !(found->second.maker == maker)) {
     return;
   }
   EraseLocked(found);

@@ -47,6 +47,14 @@ struct StoreUsageSnapshot {
   std::uint64_t objects = 0;
 };
 
+// Which attempt created a primary entry: the process's rank, and the
+// incarnation of the actor whose call made it (0 for anything else).
+struct ObjectMaker {
+  std::uint32_t rank = 0;
+  std::int32_t incarnation = 0;
+  friend bool operator==(const ObjectMaker&, const ObjectMaker&) = default;
+};
+
 class ObjectStore {
  public:
   // Checks that the shared-memory directory can hold `capacity` bytes.
@@ -58,9 +66,9 @@ class ObjectStore {
 
   // Makes room for a new object and returns the path its creator writes;
   // Seal makes it readable and spillable. `primary` is false for copies
-  // pulled from another node; `made_by` is the creating process's rank.
+  // pulled from another node; `maker` names the attempt that creates it.
   Result<std::filesystem::path> Create(const ObjectId& id, std::uint64_t size, bool primary,
-                                       std::uint32_t made_by = 0);
+                                       ObjectMaker maker = {});
   void Seal(const ObjectId& id);
   // Removes an object that was created but never sealed (its writer failed).
   void Abort(const ObjectId& id);
@@ -77,10 +85,11 @@ class ObjectStore {
   // `primary`) and nothing pins it: what a dead task attempt left. A copy
   // pulled from another node (a retry's result, read here) stays.
   void DiscardPrimary(const ObjectId& id);
-  // The same, and only if the process of rank `made_by` created it: what an
-  // actor's process stored before it died or before its caller gave up the
-  // call. A retry's result of the same id, made by another process, stays.
-  void DiscardOrphan(const ObjectId& id, std::uint32_t made_by);
+  // The same, and only if that attempt created it: what an actor's process
+  // stored before it died or before its caller gave up the call. A retry's
+  // result of the same id (a later incarnation, maybe in the same process)
+  // stays.
+  void DiscardOrphan(const ObjectId& id, ObjectMaker maker);
   [[nodiscard]] StoreUsageSnapshot Usage() const;
   [[nodiscard]] std::filesystem::path PathOf(const ObjectId& id) const;
 
@@ -90,7 +99,7 @@ class ObjectStore {
     std::uint64_t size = 0;
     Where where = Where::kCreating;
     bool primary = true;
-    std::uint32_t made_by = 0;  // the creating process's rank (primary entries)
+    ObjectMaker maker;  // primary entries
     int pins = 0;
     std::uint64_t last_use = 0;
   };

@@ -4,7 +4,8 @@
 # nodes, restarts after kill -9 and actor-died errors after the last one,
 # Kill freeing resources for a waiting actor, SPREAD and PACK groups,
 # constructor and method errors, concurrent calls, a killed actor's process
-# serving the next actor (or ending when it cannot); the FeatureCache example.
+# serving the next actor (or ending when it cannot), results of calls killed
+# with their actor freed from the stores; the FeatureCache example.
 # After each job no process, shared-memory object or session file is left.
 source "$(dirname "$0")/lib.sh"
 ACTORS=$SRAY_BUILD_DIR/tests/actors_check
@@ -19,6 +20,7 @@ run_mode placement 7
 run_mode errors 5
 run_mode concurrency 1
 run_mode caller-death 1
+run_mode orphans 1
 run_mode reuse 10
 
 "$SRAY" run -N3 "$SRAY_BUILD_DIR/examples/feature_cache" >"$WORK/example.out" 2>&1 ||

@@ -4,7 +4,7 @@
 // exits 1.
 //
 //   actors_check basic | many | restart | kill | placement | errors | concurrency |
-//                caller-death | reuse (sray run only: markers in /tmp)
+//                caller-death | orphans | reuse (sray run only: markers in /tmp)
 
 #include <signal.h>
 #include <unistd.h>
@@ -51,6 +51,10 @@ class Counter {
     return value_;
   }
   std::int64_t Fail(std::int64_t) { throw std::out_of_range("counter refuses"); }
+  // A result above the inline limit: it goes to the store of the actor's node.
+  std::vector<std::uint8_t> Bytes(std::int64_t size) const {
+    return std::vector<std::uint8_t>(static_cast<std::size_t>(size), 7);
+  }
   // Calls another actor from inside this one.
   std::int64_t AddTo(sray::ActorHandle<Counter> other, std::int64_t amount) {
     return sray::Get(other.Task(&Counter::Add).Remote(amount));
@@ -151,7 +155,8 @@ class Tracker {
 SRAY_REMOTE(Tracker::Create, &Tracker::Pid, &Tracker::LeaveAThread, &Tracker::Sleep);
 
 SRAY_REMOTE(Counter::Create, &Counter::Add, &Counter::Value, &Counter::Seen, &Counter::Pid,
-            &Counter::Node, &Counter::SleepThenValue, &Counter::Fail, &Counter::AddTo);
+            &Counter::Node, &Counter::SleepThenValue, &Counter::Fail, &Counter::AddTo,
+            &Counter::Bytes);
 SRAY_REMOTE(Broken::Create, &Broken::Value);
 SRAY_REMOTE(Meeting::Create, &Meeting::Arrive);
 SRAY_REMOTE(Board::Create, &Board::Set, &Board::Value);
@@ -516,6 +521,49 @@ void Concurrency() {
 
 }  // namespace
 
+// Calls killed with their actor at varying moments: queued, running, or
+// done with the result stored but not yet answered. Whatever their processes
+// stored for calls the caller gave up is freed on the actor's node: once the
+// last reference goes, every store is empty.
+void Orphans() {
+  std::size_t died = 0;
+  for (int round = 0; round < 30; ++round) {
+    auto actor = sray::Actor(Counter::Create).Remote(round);
+    if (sray::Get(actor.Task(&Counter::Value).Remote()) != round) Fail("the actor answers wrongly");
+    std::vector<sray::ObjectRef<std::vector<std::uint8_t>>> results;
+    for (int call = 0; call < 4; ++call) {
+      results.push_back(actor.Task(&Counter::Bytes).Remote(std::int64_t{256 * 1024}));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100 * round));
+    actor.Kill();
+    for (auto& result : results) {
+      try {
+        if (sray::Get(result).size() != 256 * 1024)
+          Fail("a call that finished lost part of its result");
+      } catch (const sray::ActorDiedError&) {
+        ++died;
+      }
+    }
+  }
+  std::cout << "orphans: " << died << " of 120 calls died with their actor" << std::endl;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  std::uint64_t held = 0;
+  do {
+    held = 0;
+    for (const auto& node : sray::StoreUsage()) held += node.in_memory + node.spilled;
+    if (held == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  } while (std::chrono::steady_clock::now() < deadline);
+  if (held != 0) {
+    for (const auto& node : sray::StoreUsage()) {
+      std::cout << "node " << node.node_id << " still holds " << node.objects << " objects"
+                << std::endl;
+    }
+  }
+  Expect(held == 0,
+         "the stores are empty once no result of calls killed with their actor is referenced");
+}
+
 int main(int argc, char** argv) {
   sray::Init(argc, argv);
   const std::string mode = argc > 1 ? argv[1] : "basic";
@@ -537,6 +585,8 @@ int main(int argc, char** argv) {
     Concurrency();
   } else if (mode == "caller-death") {
     CallerDeath();
+  } else if (mode == "orphans") {
+    Orphans();
   } else {
     Fail("unknown mode " + mode);
   }

@@ -144,6 +144,7 @@ int StoreFull(std::uint64_t seed, double seconds) {
   std::vector<LiveObject> live;
   std::uint64_t live_bytes = 0;
   std::uint64_t next_key = seed << 20;
+  std::size_t next_maker = 0;
   std::size_t objects = 0, reads = 0, read_ok = 0, read_wrong = 0, full = 0, lost = 0, other = 0;
   std::uint64_t max_spilled = 0;
   auto other_error = [&](const std::string& what, const std::exception& error) {
@@ -180,7 +181,7 @@ int StoreFull(std::uint64_t seed, double seconds) {
         auto ref = index % 2 == 0 ? sray::Put(Fill(keys[index], sizes[index]))
                    : index % 4 == 1
                        ? sray::Task(make_blob).SetMaxRetries(3).Remote(keys[index], sizes[index])
-                       : makers[index / 4 % makers.size()]
+                       : makers[next_maker++ % makers.size()]
                              .Task(&Mixer::Blob)
                              .Remote(keys[index], sizes[index]);
         live.push_back({ref, Checksum(Fill(keys[index], sizes[index])), sizes[index]});

@@ -32,7 +32,7 @@ constexpr std::uint32_t kActorNode = 1;
 // Inline values only, and a record of what the client asked to discard.
 class RecordingStore final : public StoreAccess {
  public:
-  Result<std::string> Create(const ObjectId&, std::uint64_t) override {
+  Result<std::string> Create(const ObjectId&, std::uint64_t, std::int32_t) override {
     return Status::Internal("no store in this test");
   }
   void Seal(const ObjectId&, std::uint64_t) override {}
@@ -40,9 +40,9 @@ class RecordingStore final : public StoreAccess {
     return Status::Internal("no store in this test");
   }
   void Free(const ObjectId&, std::uint32_t) override {}
-  void DiscardOrphan(const ObjectId& id, std::uint32_t node, std::uint32_t made_by) override {
+  void DiscardOrphan(const OrphanedResult& orphan) override {
     std::lock_guard lock(mutex_);
-    discarded_.push_back(OrphanedResult{.id = id, .node = node, .made_by = made_by});
+    discarded_.push_back(orphan);
   }
   std::vector<OrphanedResult> Discarded() {
     std::lock_guard lock(mutex_);
@@ -204,6 +204,8 @@ TEST_F(ActorClientTest, ACallLostToARestartAsksForItsResultToBeFreedWhereItWasSe
   EXPECT_EQ(discarded[0].id, result);
   EXPECT_EQ(discarded[0].node, kActorNode);
   EXPECT_EQ(discarded[0].made_by, kActorRank);
+  EXPECT_EQ(discarded[0].actor_id, kActor);
+  EXPECT_EQ(discarded[0].incarnation, 0) << "the incarnation the call was sent to";
 }
 
 TEST_F(ActorClientTest, ALateAnswersStoredResultIsDiscarded) {
@@ -218,6 +220,7 @@ TEST_F(ActorClientTest, ALateAnswersStoredResultIsDiscarded) {
   late.return_id = result;
   late.actor_id = actor;
   late.kind = static_cast<std::uint8_t>(OutcomeKind::kStoredValue);
+  late.incarnation = 0;
   late.node = kActorNode;
   late.size = 200'000;
   actor_transport_->Post(kCallerRank, kActorCallDone, Encode(late));

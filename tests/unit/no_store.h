@@ -12,7 +12,7 @@ namespace sray::core {
 
 class NoStore final : public StoreAccess {
  public:
-  Result<std::string> Create(const ObjectId&, std::uint64_t) override {
+  Result<std::string> Create(const ObjectId&, std::uint64_t, std::int32_t) override {
     return Status::Internal("no store in this test");
   }
   void Seal(const ObjectId&, std::uint64_t) override {}
@@ -20,7 +20,7 @@ class NoStore final : public StoreAccess {
     return Status::Internal("no store in this test");
   }
   void Free(const ObjectId&, std::uint32_t) override {}
-  void DiscardOrphan(const ObjectId&, std::uint32_t, std::uint32_t) override {}
+  void DiscardOrphan(const OrphanedResult&) override {}
 };
 
 }  // namespace sray::core

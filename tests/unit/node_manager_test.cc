@@ -151,39 +151,55 @@ TEST_F(NodeManagerTest, ATaskWhoseWorkerCannotStartFailsWithTheReason) {
 }
 
 // An actor call's result whose process is gone, named by the caller: the
-// manager frees it only where that process (by its rank) made it; the same
-// request naming another process leaves it.
-TEST_F(NodeManagerTest, AnOrphanedResultIsFreedOnlyWhereTheNamedProcessMadeIt) {
+// manager frees it only where that attempt (the process's rank and the
+// actor's incarnation) made it; requests naming another process or another
+// incarnation (a retry's result of the same id) leave it.
+TEST_F(NodeManagerTest, AnOrphanedResultIsFreedOnlyWhereThatAttemptMadeIt) {
   StartManager("/nonexistent/sray-worker");
-  const ObjectId id{3, 1};
   // The "actor's process" here is the owner's transport (rank 1): not a
   // worker of this node, as a process whose exit was seen.
-  auto created = owner_transport_->Call(
-      kManagerRank, kCreateObject,
-      Encode(ObjectRequest{
-          .id = id, .size = 200'000, .holder_node = 0, .puller_node = 0, .owner_rank = 0}));
-  ASSERT_TRUE(created.ok()) << created.status().message();
-  owner_transport_->Post(
-      kManagerRank, kSealObject,
-      Encode(ObjectRequest{
-          .id = id, .size = 200'000, .holder_node = 0, .puller_node = 0, .owner_rank = 0}));
-  auto objects = [&]() -> std::uint64_t {
-    auto usage = owner_transport_->Call(kManagerRank, kStoreUsage, {});
-    EXPECT_TRUE(usage.ok());
-    return usage.ok() ? Decode<StoreUsage>(*usage, "usage")->objects : 0;
+  auto make = [&](const ObjectId& id, std::uint64_t size, std::int32_t incarnation) {
+    const ObjectRequest request{.id = id,
+                                .size = size,
+                                .holder_node = 0,
+                                .puller_node = 0,
+                                .owner_rank = 0,
+                                .incarnation = incarnation};
+    auto created = owner_transport_->Call(kManagerRank, kCreateObject, Encode(request));
+    ASSERT_TRUE(created.ok()) << created.status().message();
+    owner_transport_->Post(kManagerRank, kSealObject, Encode(request));
   };
-  owner_transport_->Post(kManagerRank, kDiscardOrphan,
-                         Encode(OrphanedResult{.id = id, .node = 0, .made_by = kOtherManagerRank}));
-  // Time for the request to be served (it is one-way; nothing answers it).
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  EXPECT_EQ(objects(), 1u) << "freed although another process made it";
-  owner_transport_->Post(kManagerRank, kDiscardOrphan,
-                         Encode(OrphanedResult{.id = id, .node = 0, .made_by = kOwnerRank}));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (objects() != 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(objects(), 0u) << "the orphaned result stayed";
+  auto usage = [&]() -> StoreUsage {
+    auto reply = owner_transport_->Call(kManagerRank, kStoreUsage, {});
+    EXPECT_TRUE(reply.ok());
+    return reply.ok() ? *Decode<StoreUsage>(*reply, "usage") : StoreUsage{};
+  };
+  auto objects = [&]() { return usage().objects; };
+  auto discard = [&](const ObjectId& id, std::uint32_t made_by, std::int32_t incarnation) {
+    owner_transport_->Post(
+        kManagerRank, kDiscardOrphan,
+        Encode(OrphanedResult{
+            .id = id, .node = 0, .made_by = made_by, .actor_id = 5, .incarnation = incarnation}));
+  };
+  auto wait_for = [&](std::uint64_t count) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (objects() != count && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return objects();
+  };
+  const ObjectId retried{3, 1};
+  const ObjectId orphaned{3, 2};
+  make(retried, 200'000, 2);
+  make(orphaned, 300'000, 0);
+  ASSERT_EQ(wait_for(2), 2u);
+  discard(retried, kOtherManagerRank, 2);  // another process
+  discard(retried, kOwnerRank, 1);         // an earlier incarnation's attempt
+  discard(orphaned, kOwnerRank, 0);        // served after the two above
+  EXPECT_EQ(wait_for(1), 1u) << "the orphaned result stayed";
+  EXPECT_EQ(usage().in_memory, 200'000u) << "a result of another attempt was freed";
+  discard(retried, kOwnerRank, 2);
+  EXPECT_EQ(wait_for(0), 0u);
 }
 
 // Two nodes pulling from each other at once: node 0's manager pulls an

@@ -145,33 +145,33 @@ TEST_F(ObjectStoreTest, DiscardingADeadAttemptsResultSparesPulledCopiesAndPinned
 }
 
 // An actor call's result whose process died before answering is discarded
-// only if that process made it: a retry's result of the same id made by the
-// actor's next process stays, as do pulled copies and pinned objects.
-TEST_F(ObjectStoreTest, AnOrphanedResultIsDiscardedOnlyWhereItsProcessMadeIt) {
-  constexpr std::uint32_t kDeadProcess = 7;
-  constexpr std::uint32_t kNextProcess = 9;
+// only if that very attempt made it: a retry's result of the same id, made in
+// a later incarnation by another process or by the same one, stays, as do
+// pulled copies and pinned objects.
+TEST_F(ObjectStoreTest, AnOrphanedResultIsDiscardedOnlyWhereThatAttemptMadeIt) {
+  constexpr ObjectMaker kDeadAttempt{.rank = 7, .incarnation = 0};
   auto store = Open(10000);
-  ASSERT_TRUE(store->Create({1, 1}, 1000, true, kDeadProcess).ok());
+  ASSERT_TRUE(store->Create({1, 1}, 1000, true, kDeadAttempt).ok());
   store->Seal({1, 1});
-  ASSERT_TRUE(store->Create({1, 2}, 1000, true, kDeadProcess).ok());  // never sealed
-  ASSERT_TRUE(store->Create({1, 3}, 1000, true, kNextProcess).ok());  // the retry's
+  ASSERT_TRUE(store->Create({1, 2}, 1000, true, kDeadAttempt).ok());  // never sealed
+  ASSERT_TRUE(store->Create({1, 3}, 1000, true, {.rank = 9, .incarnation = 1}).ok());
   store->Seal({1, 3});
-  ASSERT_TRUE(store->Create({1, 4}, 1000, true, kDeadProcess).ok());
+  ASSERT_TRUE(store->Create({1, 4}, 1000, true, {.rank = 7, .incarnation = 1}).ok());
   store->Seal({1, 4});
-  store->Pin({1, 4});
-  ASSERT_TRUE(store->Create({1, 5}, 1000, false, kDeadProcess).ok());  // a pulled copy
+  ASSERT_TRUE(store->Create({1, 5}, 1000, true, kDeadAttempt).ok());
   store->Seal({1, 5});
-  for (const ObjectId id :
-       {ObjectId{1, 1}, ObjectId{1, 2}, ObjectId{1, 3}, ObjectId{1, 4}, ObjectId{1, 5}}) {
-    store->DiscardOrphan(id, kDeadProcess);
-  }
+  store->Pin({1, 5});
+  ASSERT_TRUE(store->Create({1, 6}, 1000, false, kDeadAttempt).ok());  // a pulled copy
+  store->Seal({1, 6});
+  for (std::uint64_t index = 1; index <= 6; ++index) store->DiscardOrphan({1, index}, kDeadAttempt);
   EXPECT_FALSE(store->Contains({1, 1}));
   EXPECT_FALSE(store->Contains({1, 2}));
-  EXPECT_TRUE(store->Contains({1, 3}));
-  EXPECT_TRUE(store->Contains({1, 4}));
+  EXPECT_TRUE(store->Contains({1, 3})) << "a retry's result in another process";
+  EXPECT_TRUE(store->Contains({1, 4})) << "a retry's result in the same process";
   EXPECT_TRUE(store->Contains({1, 5}));
-  EXPECT_EQ(store->Usage().in_memory, 3000u);
-  store->Unpin({1, 4});
+  EXPECT_TRUE(store->Contains({1, 6}));
+  EXPECT_EQ(store->Usage().in_memory, 4000u);
+  store->Unpin({1, 5});
 }
 
 TEST_F(ObjectStoreTest, FreeAndDestructionRemoveEveryFile) {
