@@ -18,8 +18,10 @@
 #include <vector>
 
 #include "core/owner.h"
+#include "no_store.h"
 #include "sray/errors.h"
 #include "transport/transport.h"
+#include "transports_by_rank.h"
 
 namespace sray::core {
 namespace {
@@ -30,16 +32,8 @@ constexpr internal::ActorId kActor = 7;
 constexpr std::uint32_t kActorNode = 1;
 
 // Inline values only, and a record of what the client asked to discard.
-class RecordingStore final : public StoreAccess {
+class RecordingStore final : public NoStore {
  public:
-  Result<std::string> Create(const ObjectId&, std::uint64_t, std::int32_t) override {
-    return Status::Internal("no store in this test");
-  }
-  void Seal(const ObjectId&, std::uint64_t) override {}
-  Result<std::string> MakeLocal(const ObjectId&, std::uint32_t, std::uint64_t) override {
-    return Status::Internal("no store in this test");
-  }
-  void Free(const ObjectId&, std::uint32_t) override {}
   void DiscardOrphan(const OrphanedResult& orphan) override {
     std::lock_guard lock(mutex_);
     discarded_.push_back(orphan);
@@ -126,8 +120,8 @@ class ActorClientTest : public ::testing::Test {
   ActorClientTest() {
     actor_transport_ = MakeTransport(kActorRank);
     caller_transport_ = MakeTransport(kCallerRank);
-    head_ =
-        std::make_unique<AnsweringHead>(std::string(transport::TextOf(addresses_.at(kActorRank))));
+    head_ = std::make_unique<AnsweringHead>(
+        std::string(transport::TextOf(transports_.AddressOf(kActorRank))));
     client_ = std::make_unique<ActorClient>(owner_, *head_, *caller_transport_,
                                             /*address_book=*/nullptr, "this-host");
     owner_.SetActorCalls(client_.get());
@@ -138,24 +132,22 @@ class ActorClientTest : public ::testing::Test {
   }
 
   std::unique_ptr<transport::Transport> MakeTransport(std::uint32_t rank) {
-    transport::TransportOptions options;
-    options.rank = rank;
-    options.resolve_address = [this](std::uint32_t peer) -> Result<transport::Bytes> {
-      std::lock_guard lock(mutex_);
-      auto found = addresses_.find(peer);
-      if (found == addresses_.end()) return Status::NotFound("no rank " + std::to_string(peer));
-      return found->second;
-    };
-    auto created = transport::Transport::Create(std::move(options));
-    EXPECT_TRUE(created.ok()) << created.status().message();
-    auto address = (*created)->LocalAddress(false);
-    std::lock_guard lock(mutex_);
-    addresses_[rank] = *address;
-    return std::move(created).value();
+    return transports_.Make(rank);
   }
 
-  std::mutex mutex_;
-  std::map<std::uint32_t, transport::Bytes> addresses_;
+  // The caller asked to free `result` where the call was sent: the actor's
+  // node, the process and incarnation that ran it.
+  void ExpectOnlyDiscardOf(const ObjectId& result) {
+    const auto discarded = store_.Discarded();
+    ASSERT_EQ(discarded.size(), 1u);
+    EXPECT_EQ(discarded[0].id, result);
+    EXPECT_EQ(discarded[0].node, kActorNode);
+    EXPECT_EQ(discarded[0].made_by, kActorRank);
+    EXPECT_EQ(discarded[0].actor_id, kActor);
+    EXPECT_EQ(discarded[0].incarnation, 0) << "the incarnation the call was sent to";
+  }
+
+  TransportsByRank transports_;  // outlives the transports below
   RecordingStore store_;
   Owner owner_{OwnerIdentity{.rank = kCallerRank, .node_id = 0}, store_, [](TaskSpec) {}};
   std::unique_ptr<transport::Transport> actor_transport_;
@@ -184,11 +176,7 @@ TEST_F(ActorClientTest, AKillTheHeadAnswersAtOnceLeavesNoEntryAndFailsTheCallInF
       << "Kill brought back the entry of an actor already forgotten";
   EXPECT_THROW((void)owner_.Get({result}, std::chrono::seconds(10)), ActorDiedError);
   // Its process may have stored the result before it died.
-  const auto discarded = store_.Discarded();
-  ASSERT_EQ(discarded.size(), 1u);
-  EXPECT_EQ(discarded[0].id, result);
-  EXPECT_EQ(discarded[0].node, kActorNode);
-  EXPECT_EQ(discarded[0].made_by, kActorRank);
+  ExpectOnlyDiscardOf(result);
 }
 
 TEST_F(ActorClientTest, ACallLostToARestartAsksForItsResultToBeFreedWhereItWasSent) {
@@ -196,16 +184,10 @@ TEST_F(ActorClientTest, ACallLostToARestartAsksForItsResultToBeFreedWhereItWasSe
   const auto result = owner_.SubmitActorTask(actor, 0, "Counter::Add", {}, "Counter.Add");
   // The actor's process died and the actor restarts: the call is lost (no
   // retries asked for), and its process may have stored the result. The
-  // node manager frees it only if that process is gone.
+  // node manager frees only that attempt's entry.
   head_->Answer(AnsweringHead::Restarted(kActorRank + 1));
   EXPECT_THROW((void)owner_.Get({result}, std::chrono::seconds(10)), ActorDiedError);
-  const auto discarded = store_.Discarded();
-  ASSERT_EQ(discarded.size(), 1u);
-  EXPECT_EQ(discarded[0].id, result);
-  EXPECT_EQ(discarded[0].node, kActorNode);
-  EXPECT_EQ(discarded[0].made_by, kActorRank);
-  EXPECT_EQ(discarded[0].actor_id, kActor);
-  EXPECT_EQ(discarded[0].incarnation, 0) << "the incarnation the call was sent to";
+  ExpectOnlyDiscardOf(result);
 }
 
 TEST_F(ActorClientTest, ALateAnswersStoredResultIsDiscarded) {

@@ -10,7 +10,7 @@
 
 namespace sray::core {
 
-class NoStore final : public StoreAccess {
+class NoStore : public StoreAccess {
  public:
   Result<std::string> Create(const ObjectId&, std::uint64_t, std::int32_t) override {
     return Status::Internal("no store in this test");

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "transport/transport.h"
+#include "transports_by_rank.h"
 
 namespace sray::core {
 namespace {
@@ -92,24 +93,10 @@ class NodeManagerTest : public ::testing::Test {
   static constexpr std::uint32_t kOtherManagerRank = 2;
 
   std::unique_ptr<transport::Transport> MakeTransport(std::uint32_t rank) {
-    transport::TransportOptions options;
-    options.rank = rank;
-    options.resolve_address = [this](std::uint32_t peer) -> Result<transport::Bytes> {
-      std::lock_guard lock(mutex_);
-      auto found = addresses_.find(peer);
-      if (found == addresses_.end()) return Status::NotFound("no rank " + std::to_string(peer));
-      return found->second;
-    };
-    auto created = transport::Transport::Create(std::move(options));
-    EXPECT_TRUE(created.ok()) << created.status().message();
-    auto address = (*created)->LocalAddress(false);
-    std::lock_guard lock(mutex_);
-    addresses_[rank] = *address;
-    return std::move(created).value();
+    return transports_.Make(rank);
   }
 
-  std::mutex mutex_;
-  std::map<std::uint32_t, transport::Bytes> addresses_;
+  TransportsByRank transports_;  // outlives the transports below
   std::unique_ptr<transport::Transport> manager_transport_;
   std::unique_ptr<transport::Transport> owner_transport_;
   std::unique_ptr<transport::Transport> other_manager_transport_;
