@@ -7,9 +7,10 @@
 //   load: drained T        (DRAIN seconds after the references were dropped:
 //                           jemalloc hands freed pages back over 10 s)
 //   memory: PHASE rss_anon=KiB rss_file=KiB rss_shmem=KiB [allocated=B
-//           active=B metadata=B resident=B]  (this process at start and
-//           drained: what the resident set is made of; jemalloc's part only
-//           where it is the allocator)
+//           active=B metadata=B resident=B mapped=B retained=B]  (this
+//           process at start, once every task is submitted (about the
+//           peak) and drained: what the resident set is made of; jemalloc's
+//           part only where it is the allocator)
 //
 //   load_probe [TASKS [DRAIN]]    (default 1,000,000 and 12)
 
@@ -62,7 +63,8 @@ void PrintMemory(const char* phase) {
     std::uint64_t epoch = 1;
     std::size_t length = sizeof(epoch);
     (void)mallctl("epoch", &epoch, &length, &epoch, sizeof(epoch));  // refreshes the statistics
-    for (const char* statistic : {"allocated", "active", "metadata", "resident"}) {
+    for (const char* statistic :
+         {"allocated", "active", "metadata", "resident", "mapped", "retained"}) {
       std::size_t value = 0;
       length = sizeof(value);
       if (mallctl((std::string("stats.") + statistic).c_str(), &value, &length, nullptr, 0) == 0) {
@@ -92,6 +94,7 @@ int main(int argc, char** argv) {
     refs.reserve(tasks);
     for (std::size_t index = 0; index < tasks; ++index) refs.push_back(sray::Task(twice).Remote(std::uint64_t{index}));
     std::cout << "load: submitted " << RealtimeNanoseconds() << std::endl;
+    PrintMemory("submitted");
     // In slices, so that results are checked while later ones still run.
     constexpr std::size_t kSlice = 10'000;
     for (std::size_t first = 0; first < tasks; first += kSlice) {

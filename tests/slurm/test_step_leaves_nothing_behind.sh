@@ -58,4 +58,32 @@ done
 [ -z "$left" ] || fail "5 s after scancel, left in /dev/shm: $left"
 echo "scancel: /dev/shm clean after $((($(date +%s%N) - cancelled_at) / 1000000)) ms"
 expect_no_session_directories "$job"
+
+# SIGKILL of srun (the user's kill -9, or the OOM killer on a login node):
+# Slurm ends the step when srun's connection goes, and nothing of it may
+# stay: no process of the job (workers included), no /dev/shm entry, no
+# session directory.
+run_as_test_user srun -N3 -c2 --ray-cluster bash -c 'echo "$$ task"; echo "job $SLURM_JOB_ID $SRAY_JOB_ID"; exec "$0" hold-objects' \
+  "$TASKS" >"$WORK/killed.out" 2>&1 &
+step_pid=$!
+wait_for_ready "$WORK/killed.out" "$step_pid"
+read -r job sray_job < <(awk '$1 == "job" {print $2, $3; exit}' "$WORK/killed.out")
+[ -n "$sray_job" ] || fail "the step printed no SRAY_JOB_ID: $(cat "$WORK/killed.out")"
+# srun runs below the runuser of run_as (one or two levels below step_pid).
+srun_pid=$(pgrep -x srun -P "$step_pid,$(pgrep -d, -P "$step_pid")" | head -1)
+[ -n "$srun_pid" ] || fail "no srun found below $step_pid"
+kill -KILL "$srun_pid"
+killed_at=$(date +%s%N)
+wait "$step_pid" || true
+for _ in $(seq 50); do
+  left=$(ls /dev/shm | grep "^sray\.$job\." || true)
+  alive=$(grep -lzx "SRAY_JOB_ID=$sray_job" /proc/[0-9]*/environ 2>/dev/null || true)
+  [ -z "$left$alive" ] && break
+  sleep 0.1
+done
+[ -z "$left" ] || fail "5 s after SIGKILL of srun, left in /dev/shm: $left"
+[ -z "$alive" ] || fail "5 s after SIGKILL of srun, processes of the job still alive: $alive"
+echo "SIGKILL of srun: nothing of the step left after $((($(date +%s%N) - killed_at) / 1000000)) ms"
+expect_no_session_directories "$job"
+expect_processes_gone "$WORK/killed.out"
 echo PASS
