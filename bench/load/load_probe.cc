@@ -9,8 +9,9 @@
 //   memory: PHASE rss_anon=KiB rss_file=KiB rss_shmem=KiB [allocated=B
 //           active=B metadata=B resident=B mapped=B retained=B]  (this
 //           process at start, once every task is submitted (about the
-//           peak) and drained: what the resident set is made of; jemalloc's
-//           part only where it is the allocator)
+//           peak), once every result is in (the references still held) and
+//           drained: what the resident set is made of; jemalloc's part only
+//           where it is the allocator)
 //
 //   load_probe [TASKS [DRAIN]]    (default 1,000,000 and 12)
 
@@ -107,6 +108,7 @@ int main(int argc, char** argv) {
       }
     }
     std::cout << "load: done " << RealtimeNanoseconds() << " ok=" << ok << " wrong=" << wrong << std::endl;
+    PrintMemory("done");
   }
   std::this_thread::sleep_for(std::chrono::seconds(drain_seconds));
   std::cout << "load: drained " << RealtimeNanoseconds() << std::endl;

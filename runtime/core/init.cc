@@ -398,6 +398,7 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
   state->owner = std::make_unique<core::Owner>(
       core::OwnerIdentity{.rank = job->pmix->layout().rank, .node_id = 0}, manager->store_access(),
       [raw](core::TaskSpec spec) { raw->Submit(std::move(spec)); });
+  state->owner->SetMaxTasksInFlight(core::MaxTasksInFlightOfJob());
   state->head = core::MakeLocalHead(*state->directory);
   state->actor_client =
       std::make_unique<core::ActorClient>(*state->owner, *state->head, transport, book, HostName());

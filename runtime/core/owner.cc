@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/free_memory.h"
 #include "common/log.h"
+#include "common/whole_number.h"
 #include "core/actor_calls.h"
 #include "object/mapped_file.h"
 #include "sched/resources.h"
@@ -22,6 +24,12 @@ void PrepareRetry(TaskSpec& spec) {
 }
 
 }  // namespace
+
+std::size_t MaxTasksInFlightOfJob() {
+  const char* value = std::getenv("SRAY_MAX_TASKS_IN_FLIGHT");
+  if (value == nullptr) return 0;
+  return WholeNumber<std::size_t>(value).value_or(0);
+}
 
 Owner::Owner(OwnerIdentity identity, StoreAccess& store, std::function<void(TaskSpec)> submit)
     : identity_(identity), store_(store), submit_(std::move(submit)) {
@@ -91,8 +99,11 @@ internal::ObjectId Owner::Submit(TaskSpec spec, std::vector<internal::TaskArgume
                                  int max_retries, bool retry_exceptions) {
   Followups followups;
   internal::ObjectId id;
+  BlockedScope blocked(blocking_notifier_);  // says "running" again once the lock is released
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
+    const bool counted = spec.kind == TaskKind::kFunction;
+    if (counted) WaitForRoomLocked(lock, blocked);
     id = internal::ObjectId{identity_.rank, next_index_++};
     const std::uint64_t task_id = next_task_++;
     PendingTask task;
@@ -128,6 +139,7 @@ internal::ObjectId Owner::Submit(TaskSpec spec, std::vector<internal::TaskArgume
     entry.producer = DisplayName(task.spec);
     objects_.emplace(id, std::move(entry));
     auto [inserted, unused] = tasks_.emplace(task_id, std::move(task));
+    if (counted) CountInFlightLocked(inserted->second);
     ResolveArgumentsLocked(inserted->second, followups);
   }
   RunFollowups(std::move(followups));
@@ -300,7 +312,9 @@ bool Owner::Reconstruct(const internal::ObjectId& id, std::uint32_t lost_on_node
     entry->second.state = State::kPending;
     entry->second.in_store = false;
     spec = task.spec;
-    tasks_.emplace(task.spec.task_id, std::move(task));
+    auto [inserted, unused] = tasks_.emplace(task.spec.task_id, std::move(task));
+    // Counted so that its end balances, though it did not wait for room.
+    CountInFlightLocked(inserted->second);
     lineage_.erase(lineage);
   }
   store_.Free(id, lost_on_node);  // the stale record of the lost copy
@@ -384,6 +398,7 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
             ReleaseIfUnusedLocked(argument.id, to_free, released);
           }
         }
+        UncountInFlightLocked(task);
         if (task.spec.kind == TaskKind::kActorMethod) {
           // An actor's state moved on: its results cannot be recomputed.
           finished_actor_calls.emplace_back(task.spec.actor_id, task.spec.task_id);
@@ -415,6 +430,29 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
   for (auto& answer : answers) answer();
   RunFollowups(std::move(followups));
   released.clear();  // may call RemoveReference, which takes mutex_
+}
+
+void Owner::SetMaxTasksInFlight(std::size_t limit) {
+  std::lock_guard lock(mutex_);
+  max_tasks_in_flight_ = limit;
+}
+
+std::size_t Owner::ResumeBelowLocked() const {
+  return max_tasks_in_flight_ - std::max<std::size_t>(1, max_tasks_in_flight_ / 8);
+}
+
+void Owner::CountInFlightLocked(PendingTask& task) {
+  task.counted = true;
+  ++function_tasks_in_flight_;
+}
+
+void Owner::UncountInFlightLocked(PendingTask& task) {
+  if (!task.counted) return;
+  task.counted = false;
+  --function_tasks_in_flight_;
+  if (submitters_waiting_ > 0 && function_tasks_in_flight_ == ResumeBelowLocked()) {
+    changed_.notify_all();
+  }
 }
 
 void Owner::FailAll(const std::string& reason) {

@@ -33,6 +33,10 @@ namespace sray::core {
 
 class ActorCalls;
 
+// The job's max_tasks_in_flight, as the front ends export it to every
+// process (SRAY_MAX_TASKS_IN_FLIGHT); 0 (no limit) where it is not set.
+std::size_t MaxTasksInFlightOfJob();
+
 struct OwnerIdentity {
   std::uint32_t rank = 0;
   std::uint32_t node_id = 0;
@@ -127,6 +131,12 @@ class Owner final : public internal::Runtime {
   void SetBlockingNotifier(std::function<void(bool blocked)> notify);
   // Fails every unfinished task with `reason` (the node manager is gone).
   void FailAll(const std::string& reason);
+  // At most `limit` function tasks submitted here and not finished (0: no
+  // limit, the default): SubmitTask waits for room beyond it, so a program
+  // that submits millions of tasks holds a bounded number of records (about
+  // 1.2 KB each) instead of all of them. Actor calls, retries and
+  // recomputations are not held back. Set before tasks are submitted.
+  void SetMaxTasksInFlight(std::size_t limit);
 
  private:
   enum class State { kPending, kReady, kFailed };
@@ -160,6 +170,7 @@ class Owner final : public internal::Runtime {
     std::vector<std::shared_ptr<internal::ObjectHandle>> argument_handles;
     int max_retries = 0;
     bool retry_exceptions = false;
+    bool counted = false;  // in function_tasks_in_flight_
     std::size_t unresolved = 0;
     bool sent = false;
     // Arguments by reference to borrowed objects whose owner was asked for
@@ -180,9 +191,16 @@ class Owner final : public internal::Runtime {
   };
 
   // Adds a task (its spec filled but for ids and arguments) and sends it
-  // once its arguments are resolved.
+  // once its arguments are resolved. Function tasks first wait for room
+  // under the limit of SetMaxTasksInFlight.
   internal::ObjectId Submit(TaskSpec spec, std::vector<internal::TaskArgument> arguments,
                             int max_retries, bool retry_exceptions);
+  // Where a waiting submitter resumes: an eighth below the limit, so that
+  // completions wake it once per batch rather than once per task.
+  [[nodiscard]] std::size_t ResumeBelowLocked() const;
+  void CountInFlightLocked(PendingTask& task);
+  // `task` leaves tasks_; wakes a waiting submitter once there is room.
+  void UncountInFlightLocked(PendingTask& task);
   // A resolved task to where it runs: the node manager, or the actor.
   void SendTask(TaskSpec spec);
   ActorCalls& Actors();
@@ -266,6 +284,10 @@ class Owner final : public internal::Runtime {
   bool WaitHelping(std::unique_lock<std::mutex>& lock,
                    std::chrono::steady_clock::time_point deadline, BlockedScope& blocked,
                    Done done);
+  // Blocks until function_tasks_in_flight_ is at or below the low-water
+  // mark, helping and lending its CPUs as Get does; says every minute why
+  // it waits.
+  void WaitForRoomLocked(std::unique_lock<std::mutex>& lock, BlockedScope& blocked);
   // The Get of objects owned here, and of borrowed ones (into `values` at
   // `slots`; null: at the same indexes as `ids`).
   using Values = std::vector<std::shared_ptr<const internal::ObjectValue>>;
@@ -292,6 +314,10 @@ class Owner final : public internal::Runtime {
   std::uint64_t next_task_ = 1;
   std::unordered_map<internal::ObjectId, ObjectEntry, internal::ObjectIdHash> objects_;
   std::unordered_map<std::uint64_t, PendingTask> tasks_;
+  std::size_t max_tasks_in_flight_ = 0;  // 0: no limit
+  std::size_t function_tasks_in_flight_ = 0;
+  std::size_t submitters_waiting_ = 0;
+  bool told_of_limit_ = false;  // the first wait is logged
   // Finished tasks whose result lives in a store, kept (with their
   // arguments) while the result is referenced: lineage for recomputing it
   // when its node loses it.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "common/log.h"
 #include "core/owner.h"
 #include "object/mapped_file.h"
 #include "sray/errors.h"
@@ -112,6 +113,38 @@ bool Owner::WaitHelping(std::unique_lock<std::mutex>& lock,
     changed_.wait_until(lock, deadline);
   }
   return true;
+}
+
+void Owner::WaitForRoomLocked(std::unique_lock<std::mutex>& lock, BlockedScope& blocked) {
+  if (max_tasks_in_flight_ == 0 || function_tasks_in_flight_ < max_tasks_in_flight_) return;
+  constexpr auto kWarnEvery = std::chrono::seconds(60);
+  if (!told_of_limit_) {
+    told_of_limit_ = true;
+    Log(LogLevel::kInfo, std::to_string(function_tasks_in_flight_) +
+                             " tasks of this process are in flight, the most "
+                             "max_tasks_in_flight allows: submitting more waits for some to "
+                             "finish from now on");
+  }
+  ++submitters_waiting_;
+  const auto started = std::chrono::steady_clock::now();
+  auto warn_at = started + kWarnEvery;
+  while (!WaitHelping(lock, warn_at, blocked,
+                      [this] { return function_tasks_in_flight_ <= ResumeBelowLocked(); })) {
+    // Tasks that wait for something this process has yet to do (a signal it
+    // sends after submitting them all) would wait forever: say so.
+    Log(LogLevel::kWarning,
+        "submitting a task has waited " +
+            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::steady_clock::now() - started)
+                               .count()) +
+            " s: this process has " + std::to_string(function_tasks_in_flight_) +
+            " tasks in flight, the most max_tasks_in_flight allows (" +
+            std::to_string(max_tasks_in_flight_) +
+            "), and submits more once some finish; if they wait for something it has yet to "
+            "do, raise max_tasks_in_flight (--ray-cluster=max_tasks_in_flight=N, 0: no limit)");
+    warn_at += kWarnEvery;
+  }
+  --submitters_waiting_;
 }
 
 std::vector<std::shared_ptr<const internal::ObjectValue>> Owner::Get(

@@ -304,6 +304,7 @@ void RunWorker() {
                                        [raw_transport, manager](const TaskSpec& spec) {
                                          raw_transport->Post(manager, kSubmitTask, Encode(spec));
                                        });
+  owner->SetMaxTasksInFlight(MaxTasksInFlightOfJob());
   auto head_service =
       MakeRemoteHead(*transport, launch->head_rank, Caller{.rank = rank, .node = node_id});
   auto actor_client =

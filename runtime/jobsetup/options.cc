@@ -16,7 +16,7 @@ constexpr std::array<std::string_view, 4> kLogLevels = {"error", "warning", "inf
 constexpr std::array<std::string_view, 2> kBooleans = {"true", "false"};
 
 // Kept sorted by key: AcceptedKeys() and the docs list them in this order.
-const std::array<OptionSpec, 9> kSchema = {{
+const std::array<OptionSpec, 10> kSchema = {{
     {.key = "config",
      .kind = OptionKind::kAbsolutePath,
      .environment_variable = "SRAY_USER_CONFIG",
@@ -61,6 +61,14 @@ const std::array<OptionSpec, 9> kSchema = {{
      .choices = kBooleans,
      .help = "whether what workers print also reaches the job's output (prefixed with node, "
              "worker and pid); it is kept in the session directory's logs either way"},
+    {.key = "max_tasks_in_flight",
+     .kind = OptionKind::kCount,
+     .environment_variable = "SRAY_MAX_TASKS_IN_FLIGHT",
+     .default_value = "100000",
+     .choices = {},
+     .help = "how many of its tasks one process (the driver, or a task submitting its own) keeps "
+             "unfinished; Remote() waits for some to finish beyond it (about 1.2 KB each in "
+             "the submitting process); 0: no limit"},
     {.key = "object_store_memory",
      .kind = OptionKind::kByteSize,
      .environment_variable = "SRAY_OBJECT_STORE_MEMORY",
@@ -219,6 +227,14 @@ Result<std::string> CanonicalValue(const OptionSpec& spec, std::string_view valu
                                        "leave the key out");
       }
       return sched::FormatResourceList(*parsed);
+    }
+    case OptionKind::kCount: {
+      const auto number = WholeNumber<std::uint64_t>(value);
+      if (!number) {
+        return Status::InvalidArgument(where + " needs a whole number (0 for no limit), got '" +
+                                       std::string(value) + "'");
+      }
+      return std::to_string(*number);
     }
     case OptionKind::kListenAddress: {
       if (value == "off") return std::string(value);

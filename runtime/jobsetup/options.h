@@ -17,11 +17,12 @@
 namespace sray::jobsetup {
 
 enum class OptionKind {
-  kAbsolutePath,  // a normalised absolute path
-  kChoice,        // one of OptionSpec::choices
-  kByteSize,      // bytes, with an optional K, M, G or T suffix (powers of 1024)
-  kResourceList,  // NAME:AMOUNT;NAME:AMOUNT, e.g. GPU:2;ssd:1
-  kListenAddress, // off, or HOST:PORT (port 0: any free one)
+  kAbsolutePath,   // a normalised absolute path
+  kChoice,         // one of OptionSpec::choices
+  kByteSize,       // bytes, with an optional K, M, G or T suffix (powers of 1024)
+  kResourceList,   // NAME:AMOUNT;NAME:AMOUNT, e.g. GPU:2;ssd:1
+  kListenAddress,  // off, or HOST:PORT (port 0: any free one)
+  kCount,          // a whole number, 0 or more
 };
 
 struct OptionSpec {

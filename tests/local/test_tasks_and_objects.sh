@@ -38,6 +38,12 @@ run_mode infeasible 3 ""
 run_mode memory 3 ""
 run_mode gpu 2 "resources=GPU:1"
 run_mode nested 1 ""
+# Tasks in flight capped at 3 in every process: the driver's submissions and
+# a task's own (which waits, lending its CPUs and running queued tasks) go
+# on without a deadlock.
+run_mode nested 1 "max_tasks_in_flight=3"
+expect_lines "$WORK/tasks_check.nested.out" 'sray: \[info\] 3 tasks of this process are in flight, the most max_tasks_in_flight allows' 1
+run_mode blocked 1 "max_tasks_in_flight=1"
 run_mode lineage 3 ""
 run_mode blocked 1 ""
 run_mode short-after-long 1 ""

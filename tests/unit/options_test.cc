@@ -142,6 +142,21 @@ TEST(Options, ObjectStoreMemoryBelowTheStoresMinimumIsRefused) {
   EXPECT_TRUE(ParseOptionList("object_store_memory=16M", "--ray-cluster").ok());
 }
 
+TEST(Options, MaxTasksInFlightIsAWholeNumberAndZeroMeansNoLimit) {
+  for (const auto& [text, canonical] : {std::pair{"0", "0"}, std::pair{"250000", "250000"}}) {
+    auto parsed = ParseOptionList(std::string("max_tasks_in_flight=") + text, "--ray-cluster");
+    ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+    EXPECT_EQ(parsed->front().value, canonical);
+  }
+  for (const char* text : {"-1", "many", "10k", "1 000", "99999999999999999999999"}) {
+    auto parsed = ParseOptionList(std::string("max_tasks_in_flight=") + text, "--ray-cluster");
+    ASSERT_FALSE(parsed.ok()) << text;
+    EXPECT_NE(parsed.status().message().find("needs a whole number (0 for no limit)"),
+              std::string::npos)
+        << parsed.status().message();
+  }
+}
+
 TEST(Options, ResourcesCannotSetWhatTheAllocationGives) {
   for (const char* list : {"CPU:0", "GPU:1;CPU:8", "memory:1"}) {
     auto parsed = ParseOptionList(std::string("resources=") + list, "--ray-cluster");

@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <future>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "no_store.h"
@@ -130,6 +132,85 @@ TEST_F(OwnerTest, AFailureAmongManyReachesGetOnceTheRestIsThere) {
   owner_.OnTaskOutcome(ValueFor(submitted_[0], 1));
   ASSERT_EQ(getting.wait_for(std::chrono::seconds(30)), std::future_status::ready);
   EXPECT_THROW((void)getting.get(), TaskError);
+}
+
+// Submissions from several threads: the specs sent, under a lock.
+class LimitedOwnerTest : public ::testing::Test {
+ protected:
+  std::vector<TaskSpec> Submitted() {
+    std::lock_guard lock(mutex_);
+    return submitted_;
+  }
+
+  NoStore store_;
+  std::mutex mutex_;
+  std::vector<TaskSpec> submitted_;
+  Owner owner_{OwnerIdentity{.rank = 5, .node_id = 1}, store_, [this](TaskSpec spec) {
+                 std::lock_guard lock(mutex_);
+                 submitted_.push_back(std::move(spec));
+               }};
+};
+
+TEST_F(LimitedOwnerTest, SubmittingBeyondTheLimitWaitsUntilTasksFinish) {
+  owner_.SetMaxTasksInFlight(4);
+  for (int task = 0; task < 4; ++task) (void)owner_.SubmitTask("f", {}, {});
+  ASSERT_EQ(Submitted().size(), 4u);
+  auto fifth = std::async(std::launch::async, [this] { return owner_.SubmitTask("f", {}, {}); });
+  // Without the limit the fifth went out at once.
+  EXPECT_EQ(fifth.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  EXPECT_EQ(Submitted().size(), 4u);
+  // One finished: 3 in flight, an eighth (at least one) below the limit.
+  owner_.OnTaskOutcome(ValueFor(Submitted().front(), 1));
+  ASSERT_EQ(fifth.wait_for(std::chrono::seconds(30)), std::future_status::ready)
+      << "the waiting submission was not woken when a task finished";
+  EXPECT_EQ(Submitted().size(), 5u);
+  EXPECT_EQ(fifth.get().index, Submitted().back().return_id.index);
+}
+
+TEST_F(LimitedOwnerTest, FailedAndRetriedTasksKeepTheCountRight) {
+  owner_.SetMaxTasksInFlight(2);
+  internal::TaskOptions retried;
+  retried.max_retries = 1;
+  (void)owner_.SubmitTask("f", {}, retried);
+  (void)owner_.SubmitTask("g", {}, {});
+  // A retry is the same task in flight, not a new one: it never waits.
+  owner_.OnTaskOutcome(FailedOutcome(Submitted()[0], OutcomeKind::kWorkerDied, "died"));
+  ASSERT_EQ(Submitted().size(), 3u);
+  // Its second death and g's failure end both: room for two more at once.
+  owner_.OnTaskOutcome(FailedOutcome(Submitted()[2], OutcomeKind::kWorkerDied, "died again"));
+  owner_.OnTaskOutcome(FailedOutcome(Submitted()[1], OutcomeKind::kTaskThrew, "threw"));
+  auto two_more = std::async(std::launch::async, [this] {
+    (void)owner_.SubmitTask("h", {}, {});
+    (void)owner_.SubmitTask("h", {}, {});
+  });
+  EXPECT_EQ(two_more.wait_for(std::chrono::seconds(30)), std::future_status::ready)
+      << "finished tasks still counted as in flight";
+}
+
+TEST_F(LimitedOwnerTest, AWaitingSubmissionLendsItsCpusLikeAGet) {
+  owner_.SetMaxTasksInFlight(1);
+  std::mutex events_mutex;
+  std::vector<bool> events;
+  owner_.SetBlockingNotifier([&](bool blocked) {
+    std::lock_guard lock(events_mutex);
+    events.push_back(blocked);
+  });
+  (void)owner_.SubmitTask("f", {}, {});
+  std::thread finisher([this] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    owner_.OnTaskOutcome(ValueFor(Submitted().front(), 1));
+  });
+  (void)owner_.SubmitTask("f", {}, {});
+  finisher.join();
+  EXPECT_EQ(Submitted().size(), 2u);
+  std::lock_guard lock(events_mutex);
+  EXPECT_EQ(events, (std::vector<bool>{true, false}))
+      << "a task waiting to submit must lend its CPUs, or tasks waiting for CPUs could wait on it";
+}
+
+TEST_F(LimitedOwnerTest, NoLimitByDefault) {
+  for (int task = 0; task < 1000; ++task) (void)owner_.SubmitTask("f", {}, {});
+  EXPECT_EQ(Submitted().size(), 1000u);
 }
 
 }  // namespace
