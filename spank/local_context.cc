@@ -29,7 +29,8 @@ spank_option g_ray_cluster_option = {
         "Run the step as a private sray cluster: head on the first node, workers on the "
         "rest. Keys: config=FILE, dashboard=HOST:PORT|off, env=PREFIX|PACK|SPEC, "
         "log_dir=DIR, log_level=error|warning|info|debug, log_to_driver=true|false, "
-        "object_store_memory=SIZE, resources=NAME:AMOUNT;..., tmpdir=DIR."),
+        "max_tasks_in_flight=N, object_store_memory=SIZE, resources=NAME:AMOUNT;..., "
+        "tmpdir=DIR."),
     .has_arg = 2,  // optional, and only as --ray-cluster=VALUE
     .val = 0,
     .cb = OnRayClusterOption,

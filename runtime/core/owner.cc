@@ -99,8 +99,11 @@ internal::ObjectId Owner::Submit(TaskSpec spec, std::vector<internal::TaskArgume
                                  int max_retries, bool retry_exceptions) {
   Followups followups;
   internal::ObjectId id;
-  BlockedScope blocked(blocking_notifier_);  // says "running" again once the lock is released
   {
+    // Declared before the lock: "running" again is said once the lock is
+    // released and before the task is sent, so the node never counts the
+    // CPUs both lent and taken.
+    BlockedScope blocked(blocking_notifier_, blocked_depth_);
     std::unique_lock lock(mutex_);
     const bool counted = spec.kind == TaskKind::kFunction;
     if (counted) WaitForRoomLocked(lock, blocked);
@@ -433,11 +436,15 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
 }
 
 void Owner::SetMaxTasksInFlight(std::size_t limit) {
-  std::lock_guard lock(mutex_);
-  max_tasks_in_flight_ = limit;
+  {
+    std::lock_guard lock(mutex_);
+    max_tasks_in_flight_ = limit;
+  }
+  changed_.notify_all();  // a raised limit lets waiting submitters on
 }
 
 std::size_t Owner::ResumeBelowLocked() const {
+  if (max_tasks_in_flight_ == 0) return 0;
   return max_tasks_in_flight_ - std::max<std::size_t>(1, max_tasks_in_flight_ / 8);
 }
 

@@ -234,27 +234,38 @@ class Owner final : public internal::Runtime {
   std::atomic<BorrowLinks*> borrow_links_{nullptr};
   std::unique_ptr<BorrowedObjects> borrowed_;  // set with the links, then constant
   std::function<void(bool)> blocking_notifier_;
-  // Says "blocked" once, at the first real wait of one Get or Wait, and
-  // "running" when that call ends.
+  // Says "blocked" at the first real wait of one Get, Wait or Submit and
+  // "running" when that call ends, counted per process: a call made inside
+  // another's wait (a queued task the helper runs) neither lends the CPUs
+  // twice nor takes them back while the outer call still waits.
+  struct BlockedDepth {
+    std::mutex mutex;  // orders the notifications with the count
+    int waiting_calls = 0;
+  };
   class BlockedScope {
    public:
-    explicit BlockedScope(const std::function<void(bool)>& notify) : notify_(notify) {}
+    BlockedScope(const std::function<void(bool)>& notify, BlockedDepth& depth)
+        : notify_(notify), depth_(depth) {}
     ~BlockedScope() {
-      if (announced_) notify_(false);
+      if (!announced_) return;
+      std::lock_guard lock(depth_.mutex);
+      if (--depth_.waiting_calls == 0) notify_(false);
     }
     BlockedScope(const BlockedScope&) = delete;
     BlockedScope& operator=(const BlockedScope&) = delete;
     void Announce() {
-      if (!announced_ && notify_) {
-        announced_ = true;
-        notify_(true);
-      }
+      if (announced_ || !notify_) return;
+      announced_ = true;
+      std::lock_guard lock(depth_.mutex);
+      if (depth_.waiting_calls++ == 0) notify_(true);
     }
 
    private:
     const std::function<void(bool)>& notify_;
+    BlockedDepth& depth_;
     bool announced_ = false;
   };
+  BlockedDepth blocked_depth_;
   // A Get or Wait that blocks: woken once `completions_needed` of the
   // objects it watches have finished, not at every outcome (waking for each
   // result would wake a Get of 1000 results a thousand times).

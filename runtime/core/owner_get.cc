@@ -116,35 +116,49 @@ bool Owner::WaitHelping(std::unique_lock<std::mutex>& lock,
 }
 
 void Owner::WaitForRoomLocked(std::unique_lock<std::mutex>& lock, BlockedScope& blocked) {
-  if (max_tasks_in_flight_ == 0 || function_tasks_in_flight_ < max_tasks_in_flight_) return;
-  constexpr auto kWarnEvery = std::chrono::seconds(60);
+  const auto has_room = [this] {
+    return max_tasks_in_flight_ == 0 || function_tasks_in_flight_ < max_tasks_in_flight_;
+  };
+  if (has_room()) return;
   if (!told_of_limit_) {
     told_of_limit_ = true;
-    Log(LogLevel::kInfo, std::to_string(function_tasks_in_flight_) +
+    const std::string note = std::to_string(function_tasks_in_flight_) +
                              " tasks of this process are in flight, the most "
-                             "max_tasks_in_flight allows: submitting more waits for some to "
-                             "finish from now on");
+                             "max_tasks_in_flight allows: submitting more waits until some "
+                             "finish (said once)";
+    lock.unlock();  // a worker's log is a pipe, and the lock is the owner's
+    Log(LogLevel::kInfo, note);
+    lock.lock();
   }
-  ++submitters_waiting_;
+  constexpr auto kWarnEvery = std::chrono::seconds(60);
+  struct Waiting {
+    std::size_t& count;
+    explicit Waiting(std::size_t& waiting) : count(++waiting) {}
+    ~Waiting() { --count; }
+    Waiting(const Waiting&) = delete;
+    Waiting& operator=(const Waiting&) = delete;
+  } waiting(submitters_waiting_);
   const auto started = std::chrono::steady_clock::now();
   auto warn_at = started + kWarnEvery;
-  while (!WaitHelping(lock, warn_at, blocked,
-                      [this] { return function_tasks_in_flight_ <= ResumeBelowLocked(); })) {
+  // Woken (once per batch) when completions bring the count an eighth
+  // below the limit; then submits while there is room.
+  while (!WaitHelping(lock, warn_at, blocked, has_room)) {
     // Tasks that wait for something this process has yet to do (a signal it
     // sends after submitting them all) would wait forever: say so.
-    Log(LogLevel::kWarning,
+    const std::string warning =
         "submitting a task has waited " +
-            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                               std::chrono::steady_clock::now() - started)
-                               .count()) +
-            " s: this process has " + std::to_string(function_tasks_in_flight_) +
-            " tasks in flight, the most max_tasks_in_flight allows (" +
-            std::to_string(max_tasks_in_flight_) +
-            "), and submits more once some finish; if they wait for something it has yet to "
-            "do, raise max_tasks_in_flight (--ray-cluster=max_tasks_in_flight=N, 0: no limit)");
+        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                           std::chrono::steady_clock::now() - started)
+                           .count()) +
+        " s for room: this process has " + std::to_string(function_tasks_in_flight_) +
+        " tasks in flight and max_tasks_in_flight is " + std::to_string(max_tasks_in_flight_) +
+        "; if they wait for something it has yet to do, raise the limit "
+        "(--ray-cluster=max_tasks_in_flight=N, 0: none)";
+    lock.unlock();
+    Log(LogLevel::kWarning, warning);
+    lock.lock();
     warn_at += kWarnEvery;
   }
-  --submitters_waiting_;
 }
 
 std::vector<std::shared_ptr<const internal::ObjectValue>> Owner::Get(
@@ -152,7 +166,7 @@ std::vector<std::shared_ptr<const internal::ObjectValue>> Owner::Get(
   const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout
                                 : std::chrono::steady_clock::time_point::max();
   Values values(ids.size());
-  BlockedScope blocked(blocking_notifier_);
+  BlockedScope blocked(blocking_notifier_, blocked_depth_);
   if (std::all_of(ids.begin(), ids.end(), [this](const auto& id) { return Owns(id); })) {
     GetOwned(ids, nullptr, deadline, timeout, blocked, values);  // the common case: no copies
     return values;
@@ -331,7 +345,7 @@ std::vector<bool> Owner::Wait(const std::vector<internal::ObjectId>& ids, std::s
   }
   std::shared_ptr<OwnerAnswers> answers;
   if (!borrowed.empty()) answers = AskOwners(borrowed);
-  BlockedScope blocked(blocking_notifier_);
+  BlockedScope blocked(blocking_notifier_, blocked_depth_);
   std::unique_lock lock(mutex_);
   auto count_ready = [&] {
     std::size_t count = 0;

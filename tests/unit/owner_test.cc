@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <mutex>
@@ -134,12 +135,26 @@ TEST_F(OwnerTest, AFailureAmongManyReachesGetOnceTheRestIsThere) {
   EXPECT_THROW((void)getting.get(), TaskError);
 }
 
-// Submissions from several threads: the specs sent, under a lock.
+// Submissions from several threads: the specs sent, under a lock. A test
+// that fails with a submission still waiting ends it through FailAll, so the
+// failure is reported rather than hung in a future's destructor.
 class LimitedOwnerTest : public ::testing::Test {
  protected:
+  ~LimitedOwnerTest() override { owner_.FailAll("the test ended"); }
+
   std::vector<TaskSpec> Submitted() {
     std::lock_guard lock(mutex_);
     return submitted_;
+  }
+  // Polls up to 30 s for `done`.
+  template <typename Done>
+  static bool Eventually(Done done) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > give_up) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
   }
 
   NoStore store_;
@@ -167,7 +182,23 @@ TEST_F(LimitedOwnerTest, SubmittingBeyondTheLimitWaitsUntilTasksFinish) {
   EXPECT_EQ(fifth.get().index, Submitted().back().return_id.index);
 }
 
-TEST_F(LimitedOwnerTest, FailedAndRetriedTasksKeepTheCountRight) {
+TEST_F(LimitedOwnerTest, WaitersAreWokenOncePerBatchAndFillTheRoom) {
+  owner_.SetMaxTasksInFlight(16);  // resumes at 14: two finished
+  for (int task = 0; task < 16; ++task) (void)owner_.SubmitTask("f", {}, {});
+  auto more = std::async(std::launch::async, [this] {
+    for (int task = 0; task < 2; ++task) (void)owner_.SubmitTask("g", {}, {});
+  });
+  ASSERT_EQ(more.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  owner_.OnTaskOutcome(ValueFor(Submitted()[0], 1));
+  EXPECT_EQ(more.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
+      << "woken before the count fell an eighth below the limit";
+  owner_.OnTaskOutcome(ValueFor(Submitted()[1], 1));
+  EXPECT_EQ(more.wait_for(std::chrono::seconds(30)), std::future_status::ready)
+      << "both submissions fit once two tasks finished";
+  EXPECT_EQ(Submitted().size(), 18u);
+}
+
+TEST_F(LimitedOwnerTest, FinishedFailedAndRetriedTasksKeepTheCountRight) {
   owner_.SetMaxTasksInFlight(2);
   internal::TaskOptions retried;
   retried.max_retries = 1;
@@ -187,18 +218,30 @@ TEST_F(LimitedOwnerTest, FailedAndRetriedTasksKeepTheCountRight) {
       << "finished tasks still counted as in flight";
 }
 
+TEST_F(LimitedOwnerTest, RaisingTheLimitLetsAWaitingSubmissionGo) {
+  owner_.SetMaxTasksInFlight(1);
+  (void)owner_.SubmitTask("f", {}, {});
+  auto second = std::async(std::launch::async, [this] { (void)owner_.SubmitTask("f", {}, {}); });
+  EXPECT_EQ(second.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  owner_.SetMaxTasksInFlight(0);
+  EXPECT_EQ(second.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+}
+
 TEST_F(LimitedOwnerTest, AWaitingSubmissionLendsItsCpusLikeAGet) {
   owner_.SetMaxTasksInFlight(1);
   std::mutex events_mutex;
   std::vector<bool> events;
+  const auto lent = [&] {
+    std::lock_guard lock(events_mutex);
+    return !events.empty();
+  };
   owner_.SetBlockingNotifier([&](bool blocked) {
     std::lock_guard lock(events_mutex);
     events.push_back(blocked);
   });
   (void)owner_.SubmitTask("f", {}, {});
-  std::thread finisher([this] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    owner_.OnTaskOutcome(ValueFor(Submitted().front(), 1));
+  std::thread finisher([&] {
+    if (Eventually(lent)) owner_.OnTaskOutcome(ValueFor(Submitted().front(), 1));
   });
   (void)owner_.SubmitTask("f", {}, {});
   finisher.join();
@@ -206,6 +249,50 @@ TEST_F(LimitedOwnerTest, AWaitingSubmissionLendsItsCpusLikeAGet) {
   std::lock_guard lock(events_mutex);
   EXPECT_EQ(events, (std::vector<bool>{true, false}))
       << "a task waiting to submit must lend its CPUs, or tasks waiting for CPUs could wait on it";
+}
+
+// A Get inside a waiting submission (a queued task the helper runs) must not
+// take the CPUs back while the submission still waits: the node would then
+// count them as used by a process that waits.
+TEST_F(LimitedOwnerTest, ACallInsideAWaitNeitherLendsTwiceNorTakesTheCpusBack) {
+  owner_.SetMaxTasksInFlight(1);
+  std::mutex events_mutex;
+  std::vector<bool> events;
+  owner_.SetBlockingNotifier([&](bool blocked) {
+    std::lock_guard lock(events_mutex);
+    events.push_back(blocked);
+  });
+  const auto first = owner_.SubmitTask("f", {}, {});  // fills the room
+  std::atomic<bool> queued{false};
+  std::atomic<bool> inner_waits{false};
+  owner_.SetHelper([&] {
+    if (!queued.exchange(false)) return false;
+    // The queued task: a Get of f's result, which waits as well.
+    inner_waits = true;
+    (void)owner_.Get({first}, std::chrono::seconds(30));
+    return true;
+  });
+  std::thread outside([&] {
+    // Once the submission waits (its CPUs lent), a task is queued here;
+    // f finishes while that task's Get waits inside the submission's wait.
+    if (!Eventually([&] {
+          std::lock_guard lock(events_mutex);
+          return !events.empty();
+        })) {
+      return;
+    }
+    queued = true;
+    owner_.WakeWaiters();
+    if (!Eventually([&] { return inner_waits.load(); })) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    owner_.OnTaskOutcome(ValueFor(Submitted().front(), 1));
+  });
+  (void)owner_.SubmitTask("g", {}, {});
+  outside.join();
+  std::lock_guard lock(events_mutex);
+  // Before: {true, true, false, false}, the CPUs taken back while the
+  // submission still waited.
+  EXPECT_EQ(events, (std::vector<bool>{true, false}));
 }
 
 TEST_F(LimitedOwnerTest, NoLimitByDefault) {
