@@ -46,6 +46,9 @@ class TaskCaller<Result (*)(Parameters...)> {
     return *this;
   }
 
+  // Returns at once, unless this process already has max_tasks_in_flight
+  // tasks unfinished (an option, 100,000 by default): then it waits until
+  // some finish, lending its CPUs meanwhile when called inside a task.
   template <typename... Arguments>
   ObjectRef<Result> Remote(Arguments&&... arguments) {
     static_assert(!std::is_void_v<Result>, "sray: a remote function must return a value");
