@@ -461,7 +461,7 @@ void NodeManager::RegisterHandlers() {
                    // A request that reaches us after its process's end was
                    // seen: nobody would write, seal or free the object (the
                    // discards for that process are already done).
-                   if (manager.WorkerGone(sender)) {
+                   if (manager.gone_workers_.Contains(sender)) {
                      return Status::Unavailable("sray: process of rank " + std::to_string(sender) +
                                                 " has ended: its object is not created");
                    }
@@ -577,7 +577,7 @@ void NodeManager::Apply(SchedulerEffects effects) {
                    },
                    [&](effects::ActorProcessDied& died) { ReportActorDeath(died.death); },
                    [&](effects::StartWorker& start) {
-                     NoteWorkerStarting(start.rank);
+                     gone_workers_.Remove(start.rank);
                      SpawnWorker(start.rank);
                    },
                    [&](effects::KillWorker& kill) { processes_->Kill(kill.pid, SIGKILL); },
@@ -587,7 +587,7 @@ void NodeManager::Apply(SchedulerEffects effects) {
                    [&](effects::ForgetWorker& forget) {
                      address_book_->Remove(forget.rank);
                      transport_.NotePeerGone();
-                     NoteWorkerGone(forget.rank);
+                     gone_workers_.Add(forget.rank);
                      ReleaseOrphans(forget.rank);
                    },
                    [&](effects::DiscardResult& discard) {
@@ -613,32 +613,11 @@ void NodeManager::DiscardOrphan(const OrphanedResult& orphan) {
     // waits until the process ends or the incarnation retires
     // (ReleaseOrphans).
     if (scheduler_.ServesActor(orphan.made_by, orphan.actor_id, orphan.incarnation)) {
-      auto& waiting = orphans_of_live_workers_[orphan.made_by];
-      waiting.push_back(orphan);
+      orphans_of_live_workers_[orphan.made_by].push_back(orphan);
       return;
     }
     DiscardNow(orphan);
   });
-}
-
-void NodeManager::NoteWorkerGone(std::uint32_t rank) {
-  std::lock_guard lock(gone_mutex_);
-  if (!gone_workers_.insert(rank).second) return;
-  gone_order_.push_back(rank);
-  if (gone_order_.size() > kGoneWorkersKept) {
-    gone_workers_.erase(gone_order_.front());
-    gone_order_.pop_front();
-  }
-}
-
-void NodeManager::NoteWorkerStarting(std::uint32_t rank) {
-  std::lock_guard lock(gone_mutex_);
-  gone_workers_.erase(rank);  // its place in gone_order_ goes when it comes up
-}
-
-bool NodeManager::WorkerGone(std::uint32_t rank) const {
-  std::lock_guard lock(gone_mutex_);
-  return gone_workers_.contains(rank);
 }
 
 void NodeManager::DiscardNow(const OrphanedResult& orphan) {

@@ -26,9 +26,9 @@
 #include <set>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
+#include "common/recent_ids.h"
 #include "core/actor_directory.h"
 #include "core/event_log.h"
 #include "core/local_scheduler.h"
@@ -141,10 +141,8 @@ class NodeManager {
   // Workers whose end was seen: a store request of theirs that the
   // transport delivers afterwards (it was in flight when the process was
   // killed) is refused, or its object would stay with nobody to free it.
-  // Noted and cleared on the event loop, read on the blocking executor.
-  void NoteWorkerGone(std::uint32_t rank);
-  void NoteWorkerStarting(std::uint32_t rank);
-  [[nodiscard]] bool WorkerGone(std::uint32_t rank) const;
+  // Noted and cleared on the event loop, read on the blocking executor
+  // (gone_workers_).
 
   const NodeManagerConfig config_;
   transport::Transport& transport_;
@@ -165,9 +163,7 @@ class NodeManager {
   // The ranks of the workers that ended last (a rank is reused only after
   // 65,536 spawns on a node; in-flight requests arrive within milliseconds).
   static constexpr std::size_t kGoneWorkersKept = 4'096;
-  mutable std::mutex gone_mutex_;
-  std::unordered_set<std::uint32_t> gone_workers_;
-  std::deque<std::uint32_t> gone_order_;
+  RecentIds gone_workers_{kGoneWorkersKept};
   // Event loop only: discards that name a worker still alive, by its rank.
   std::unordered_map<std::uint32_t, std::vector<OrphanedResult>> orphans_of_live_workers_;
   TaskTally task_tally_;

@@ -319,7 +319,7 @@ void RunWorker() {
   // Set while this worker's constructor has made an actor; it then serves
   // only that actor's calls.
   ServedActor served;
-  RetiredActors retired;
+  RetiredActors retired(kRetiredActorsKept);
   transport->RegisterOneWayHandler(
       kActorCall, [&served, &retired, raw_transport](std::uint32_t source, auto payload) {
         if (served.Accept(source, payload)) return;

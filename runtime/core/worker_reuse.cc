@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 namespace sray::core {
@@ -55,21 +56,6 @@ void RunWithin(std::chrono::milliseconds limit, const std::function<void()>& des
   }
   finished.notify_one();
   watchdog.join();
-}
-
-void RetiredActors::Add(std::uint64_t actor_id) {
-  std::lock_guard lock(mutex_);
-  if (!ids_.insert(actor_id).second) return;
-  order_.push_back(actor_id);
-  if (order_.size() > capacity_) {
-    ids_.erase(order_.front());
-    order_.pop_front();
-  }
-}
-
-bool RetiredActors::Contains(std::uint64_t actor_id) const {
-  std::lock_guard lock(mutex_);
-  return ids_.contains(actor_id);
 }
 
 }  // namespace sray::core

@@ -12,12 +12,11 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_set>
+
+#include "common/recent_ids.h"
 
 namespace sray::core {
 
@@ -46,19 +45,9 @@ std::optional<std::string> WhyNotReusable(const ProcessSnapshot& before,
 void RunWithin(std::chrono::milliseconds limit, const std::function<void()>& destroy);
 
 // The actors this process served: late calls to them are dropped. Holds the
-// latest `capacity` (calls come late by milliseconds, not by thousands of
-// actors).
-class RetiredActors {
- public:
-  explicit RetiredActors(std::size_t capacity = 4096) : capacity_(capacity) {}
-  void Add(std::uint64_t actor_id);
-  [[nodiscard]] bool Contains(std::uint64_t actor_id) const;
-
- private:
-  const std::size_t capacity_;
-  mutable std::mutex mutex_;
-  std::deque<std::uint64_t> order_;
-  std::unordered_set<std::uint64_t> ids_;
-};
+// latest kRetiredActorsKept (calls come late by milliseconds, not by
+// thousands of actors).
+using RetiredActors = RecentIds;
+inline constexpr std::size_t kRetiredActorsKept = 4'096;
 
 }  // namespace sray::core

@@ -54,18 +54,6 @@ TEST(WorkerReuseTest, MemoryKeptBeyondTheAllowanceOrAnExplicitRequestEndsTheProc
   EXPECT_FALSE(WhyNotReusable(before, after, false).has_value());
 }
 
-TEST(WorkerReuseTest, RetiredActorsKeepsTheLatestOnes) {
-  RetiredActors retired(2);
-  retired.Add(1);
-  retired.Add(2);
-  retired.Add(2);
-  EXPECT_TRUE(retired.Contains(1));
-  retired.Add(3);
-  EXPECT_FALSE(retired.Contains(1)) << "the oldest gives way";
-  EXPECT_TRUE(retired.Contains(2));
-  EXPECT_TRUE(retired.Contains(3));
-}
-
 TEST(WorkerReuseTest, RunWithinReturnsWhenTheWorkEndsInTime) {
   bool ran = false;
   RunWithin(std::chrono::milliseconds(5000), [&] { ran = true; });
