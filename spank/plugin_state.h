@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,9 @@ struct PluginState {
   // task's stderr and fail it.
   Status deferred_error;
   std::optional<jobsetup::NodeSetup> node_setup;
+  // Where this node's step records are (jobsetup/step_record.h); empty when
+  // it could not be prepared, and then this step has no record.
+  std::filesystem::path record_directory;
   uid_t job_uid = 0;
   gid_t job_gid = 0;
   std::vector<gid_t> job_groups;

@@ -1,25 +1,46 @@
 #include "plugstack_arguments.h"
 
+#include <string>
+
 namespace sray::spank {
+namespace {
+
+// The absolute path after `name=`, once.
+Status ParsePath(std::string_view argument, std::string_view name, bool& seen,
+                 std::filesystem::path& path) {
+  if (seen) {
+    return Status::InvalidArgument("plugstack.conf: " + std::string(name) +
+                                   "= is given twice: keep one");
+  }
+  seen = true;
+  path = argument.substr(name.size() + 1);
+  if (!path.is_absolute()) {
+    return Status::InvalidArgument("plugstack.conf: " + std::string(name) + "='" + path.string() +
+                                   "' is not an absolute path: write it from /");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 Result<PlugstackArguments> ParsePlugstackArguments(std::span<const std::string_view> arguments) {
   PlugstackArguments parsed;
+  bool config_seen = false;
+  bool state_seen = false;
   for (const auto argument : arguments) {
-    constexpr std::string_view kConfig = "config=";
-    if (!argument.starts_with(kConfig)) {
+    if (argument.starts_with("config=")) {
+      std::filesystem::path path;
+      SRAY_RETURN_IF_ERROR(ParsePath(argument, "config", config_seen, path));
+      parsed.admin_config = path;
+    } else if (argument.starts_with("state_dir=")) {
+      SRAY_RETURN_IF_ERROR(ParsePath(argument, "state_dir", state_seen, parsed.state_directory));
+    } else {
       return Status::InvalidArgument("plugstack.conf: unknown argument '" + std::string(argument) +
-                                     "' after the sray plugin: the only accepted one is "
-                                     "config=/absolute/path/sray.toml");
+                                     "' after the sray plugin: the accepted ones are "
+                                     "config=/absolute/path/sray.toml and "
+                                     "state_dir=/absolute/path (default " +
+                                     kDefaultStateDirectory + ")");
     }
-    if (parsed.admin_config) {
-      return Status::InvalidArgument("plugstack.conf: config= is given twice: keep one");
-    }
-    const std::filesystem::path path(argument.substr(kConfig.size()));
-    if (!path.is_absolute()) {
-      return Status::InvalidArgument("plugstack.conf: config='" + path.string() +
-                                     "' is not an absolute path: write it from /");
-    }
-    parsed.admin_config = path;
   }
   return parsed;
 }

@@ -23,13 +23,16 @@
 #include <slurm/slurm.h>  // SLURM_BATCH_SCRIPT and the other special step ids
 
 #include "common/host_name.h"
+#include "common/process_start_time.h"
 #include "contexts.h"
+#include "crashed_steps.h"
 #include "dashboard/jobs_file.h"
 #include "job_user_process.h"
 #include "jobsetup/hostlist.h"
 #include "jobsetup/node_setup.h"
 #include "jobsetup/node_setup_codec.h"
 #include "jobsetup/step_processes.h"
+#include "jobsetup/step_record.h"
 #include "plugin_state.h"
 #include "spank_status.h"
 
@@ -90,6 +93,59 @@ Result<JobUser> ReadJobUser(spank_t handle) {
   return user;
 }
 
+// Before this step starts here: what steps whose slurmstepd died on this node
+// left behind goes, and the directory where this step records itself is made.
+// A failure costs only that protection, so it is logged, never fatal.
+void SweepCrashedSteps(const std::string& node_name) {
+  PluginState& state = State();
+  auto directory = jobsetup::PrepareRecordDirectory(state.plugstack.state_directory, node_name);
+  if (!directory.ok()) {
+    slurm_error(
+        "sray: cannot keep step records on %s: %s; what a step leaves if its slurmstepd "
+        "dies here will stay until the node reboots: fix state_dir= in plugstack.conf",
+        node_name.c_str(), directory.status().message().c_str());
+    return;
+  }
+  state.record_directory = *directory;
+  const CrashedStepSweep sweep = CleanUpAfterCrashedSteps(*directory);
+  for (const auto& step : sweep.cleaned) {
+    slurm_info("sray: removed what step %s left on %s when its slurmstepd died", step.c_str(),
+               node_name.c_str());
+  }
+  if (sweep.processes_ended > 0) {
+    slurm_info("sray: ended %zu process(es) of such steps on %s", sweep.processes_ended,
+               node_name.c_str());
+  }
+  for (const auto& problem : sweep.problems) {
+    slurm_error("sray: cleaning up after a dead slurmstepd on %s: %s", node_name.c_str(),
+                problem.c_str());
+  }
+}
+
+// Once the node is prepared: the record that lets a later step clean up
+// should this slurmstepd die before the step's teardown here.
+void RecordStep(const jobsetup::NodeSetup& setup) {
+  const PluginState& state = State();
+  if (state.record_directory.empty()) return;
+  const jobsetup::StepRecord record{.daemon_pid = ::getpid(),
+                                    .daemon_start_time = ProcessStartTime(::getpid()),
+                                    .uid = state.job_uid,
+                                    .gid = state.job_gid,
+                                    .groups = state.job_groups,
+                                    .job_id = setup.environment.job_id,
+                                    .step_id = setup.environment.step_id,
+                                    .node_id = setup.environment.node_id,
+                                    .session_directory = setup.session_directory};
+  const Status written = jobsetup::WriteStepRecord(state.record_directory, record);
+  if (!written.ok()) {
+    slurm_error(
+        "sray: cannot record step %s.%s in %s: %s; should its slurmstepd die, what it "
+        "leaves stays until the node reboots",
+        record.job_id.c_str(), record.step_id.c_str(), state.record_directory.c_str(),
+        written.message().c_str());
+  }
+}
+
 Status PrepareStep(spank_t handle, std::string& node_name) {
   PluginState& state = State();
   auto step_id = GetNumber(handle, S_JOB_STEPID, "the step id");
@@ -118,6 +174,7 @@ Status PrepareStep(spank_t handle, std::string& node_name) {
   auto hosts = StepHosts(handle);
   if (!hosts.ok()) return hosts.status();
   if (*node_id < hosts->size()) node_name = (*hosts)[*node_id];
+  if (!node_name.empty()) SweepCrashedSteps(node_name);
 
   // As the job user, so a user config file is read and the session directory
   // and staged environment are created with the user's permissions, not root's.
@@ -159,6 +216,7 @@ Status PrepareStep(spank_t handle, std::string& node_name) {
   auto setup = jobsetup::DecodeNodeSetupResult(*answer);
   if (!setup.ok()) return setup.status();
   state.node_setup = std::move(setup).value();
+  RecordStep(*state.node_setup);
   return Status::Ok();
 }
 
@@ -277,6 +335,12 @@ Status CleanUpStepOnNode() {
   if (!removed->empty()) {
     return Status::IoError(*removed + ": remove " + state.node_setup->session_directory.string() +
                            " by hand (as the job user)");
+  }
+  // Kept when anything above failed: the next step here tries again.
+  if (leftovers.ok() && !state.record_directory.empty()) {
+    const jobsetup::TaskEnvironment& environment = state.node_setup->environment;
+    SRAY_RETURN_IF_ERROR(jobsetup::RemoveStepRecord(state.record_directory, environment.job_id,
+                                                    environment.step_id));
   }
   return leftovers;
 }

@@ -5,77 +5,14 @@
 #include <utility>
 #include <vector>
 
-#include "common/whole_number.h"
+#include "jobsetup/field_codec.h"
 
 namespace sray::jobsetup {
 namespace {
 
-// Fields are NUL-terminated strings; no field may contain NUL (paths and
-// environment variables cannot).
 constexpr std::string_view kVersion = "sray-node-setup-1";
 constexpr std::string_view kSetUp = "ok";
 constexpr std::string_view kFailed = "failed";
-
-class Writer {
- public:
-  void Field(std::string_view value) {
-    bytes_.append(value);
-    bytes_.push_back('\0');
-  }
-  void Number(std::uint64_t value) { Field(std::to_string(value)); }
-  void Pairs(const std::vector<std::pair<std::string, std::string>>& pairs) {
-    Number(pairs.size());
-    for (const auto& [name, value] : pairs) {
-      Field(name);
-      Field(value);
-    }
-  }
-  std::string Take() && { return std::move(bytes_); }
-
- private:
-  std::string bytes_;
-};
-
-class Reader {
- public:
-  explicit Reader(std::string_view bytes) : rest_(bytes) {}
-
-  std::optional<std::string> Field() {
-    const std::size_t end = rest_.find('\0');
-    if (end == std::string_view::npos) return std::nullopt;
-    std::string value(rest_.substr(0, end));
-    rest_.remove_prefix(end + 1);
-    return value;
-  }
-  std::optional<std::uint64_t> Number() {
-    auto text = Field();
-    if (!text) return std::nullopt;
-    return WholeNumber<std::uint64_t>(*text);
-  }
-  std::optional<std::uint32_t> Number32() {
-    auto value = Number();
-    if (!value || *value > UINT32_MAX) return std::nullopt;
-    return static_cast<std::uint32_t>(*value);
-  }
-  std::optional<std::vector<std::pair<std::string, std::string>>> Pairs() {
-    auto count = Number();
-    // Each pair takes at least two bytes: a larger count is corrupt.
-    if (!count || *count > rest_.size() / 2) return std::nullopt;
-    std::vector<std::pair<std::string, std::string>> pairs;
-    pairs.reserve(*count);
-    for (std::uint64_t i = 0; i < *count; ++i) {
-      auto name = Field();
-      auto value = Field();
-      if (!name || !value) return std::nullopt;
-      pairs.emplace_back(std::move(*name), std::move(*value));
-    }
-    return pairs;
-  }
-  [[nodiscard]] bool AtEnd() const { return rest_.empty(); }
-
- private:
-  std::string_view rest_;
-};
 
 Status Corrupt(std::string_view what) {
   return Status::Internal("the node setup sent by the preparing process is corrupt (" +
@@ -85,7 +22,7 @@ Status Corrupt(std::string_view what) {
 }  // namespace
 
 std::string EncodeNodeSetupResult(const Result<NodeSetup>& result) {
-  Writer writer;
+  FieldWriter writer;
   writer.Field(kVersion);
   if (!result.ok()) {
     writer.Field(kFailed);
@@ -115,7 +52,7 @@ std::string EncodeNodeSetupResult(const Result<NodeSetup>& result) {
 
 Result<NodeSetup> DecodeNodeSetupResult(std::string_view bytes) {
   if (bytes.empty()) return Corrupt("nothing was sent; the process probably died");
-  Reader reader(bytes);
+  FieldReader reader(bytes);
   if (reader.Field() != kVersion) return Corrupt("unknown format");
   const auto outcome = reader.Field();
   if (outcome == kFailed) {

@@ -7,9 +7,11 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "common/log.h"
+#include "common/process_start_time.h"
 #include "common/random_bytes.h"
 
 namespace sray::wire {
@@ -68,25 +70,6 @@ std::string MachineId(const std::string& hostname) {
   return id;
 }
 
-// Field 22 of /proc/PID/stat, the start time in clock ticks since boot; 0
-// when the process does not exist or is a zombie (it no longer runs).
-std::uint64_t StartTimeOf(std::int64_t pid) {
-  std::ifstream stat_file("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat_file, line)) return 0;
-  const auto close = line.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream fields(line.substr(close + 2));
-  std::string state;
-  fields >> state;
-  if (state == "Z" || state == "X") return 0;
-  std::string skipped;
-  for (int field = 4; field < 22; ++field) fields >> skipped;
-  std::uint64_t start_time = 0;
-  fields >> start_time;
-  return start_time;
-}
-
 std::string DescribeWith(PmixClient& pmix, std::uint32_t rank) {
   std::string text = "rank " + std::to_string(rank);
   auto location = LocationWith(pmix, rank);
@@ -131,7 +114,7 @@ Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
   // still prefer the full address.
   SRAY_RETURN_IF_ERROR(client.Put(Scope::kGlobal, kNetworkAddressKey, *network_address));
   const std::string own_location = std::to_string(layout.node_id) + " " + std::to_string(getpid()) +
-                                   " " + std::to_string(StartTimeOf(getpid())) + " " +
+                                   " " + std::to_string(ProcessStartTime(getpid())) + " " +
                                    MachineId(layout.hostname) + " " + layout.hostname;
   SRAY_RETURN_IF_ERROR(client.Put(Scope::kGlobal, kLocationKey, transport::BytesOf(own_location)));
   for (const auto& [key, value] : options.publish) {
@@ -191,7 +174,9 @@ Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
     auto location = LocationWith(*resolver_pmix, rank);
     // Only a process on this node can be looked up here.
     if (!location.ok() || location->node_id != my_node || location->pid <= 0) return true;
-    return StartTimeOf(location->pid) == location->start_time;
+    // No process of this node has a larger pid: a corrupt entry, not a live peer.
+    if (location->pid > std::numeric_limits<pid_t>::max()) return false;
+    return ProcessStartTime(static_cast<pid_t>(location->pid)) == location->start_time;
   };
   auto transport = transport::Transport::Create(std::move(transport_options), *worker);
   if (!transport.ok()) return transport.status();

@@ -33,5 +33,20 @@ TEST(PlugstackArguments, RejectsUnknownRepeatedAndRelativeArguments) {
   EXPECT_FALSE(Parse({"config="}).ok());
 }
 
+TEST(PlugstackArguments, StateDirectoryHasADefaultAndTakesAnAbsolutePath) {
+  auto defaulted = Parse({"config=/etc/sray/sray.toml"});
+  ASSERT_TRUE(defaulted.ok());
+  EXPECT_EQ(defaulted->state_directory, kDefaultStateDirectory);
+  auto given = Parse({"state_dir=/var/lib/sray", "config=/etc/sray/sray.toml"});
+  ASSERT_TRUE(given.ok()) << given.status().message();
+  EXPECT_EQ(given->state_directory, "/var/lib/sray");
+  EXPECT_EQ(*given->admin_config, "/etc/sray/sray.toml");
+  const auto relative = Parse({"state_dir=spool"});
+  ASSERT_FALSE(relative.ok());
+  EXPECT_NE(relative.status().message().find("state_dir='spool' is not an absolute path"),
+            std::string::npos);
+  EXPECT_FALSE(Parse({"state_dir=/a", "state_dir=/b"}).ok());
+}
+
 }  // namespace
 }  // namespace sray::spank

@@ -1,0 +1,75 @@
+#include "crashed_steps.h"
+
+#include <chrono>
+#include <system_error>
+
+#include "job_user_process.h"
+#include "jobsetup/node_setup.h"
+#include "jobsetup/step_processes.h"
+#include "jobsetup/step_record.h"
+
+namespace sray::spank {
+namespace {
+
+// The step is long over: its processes get a second to exit on SIGTERM.
+constexpr std::chrono::milliseconds kLeftoverGrace{1000};
+
+// Ends the step's processes and removes its files; OK once nothing is left.
+Status CleanUpStep(const jobsetup::StepRecord& record, std::size_t& processes_ended) {
+  auto ended = jobsetup::EndStepProcesses(
+      {.uid = record.uid, .session_directory = record.session_directory, .node_id = record.node_id},
+      kLeftoverGrace);
+  if (!ended.ok()) return ended.status();
+  processes_ended += *ended;
+  jobsetup::NodeSetup setup;
+  setup.session_directory = record.session_directory;
+  setup.environment.job_id = record.job_id;
+  setup.environment.step_id = record.step_id;
+  setup.environment.node_id = record.node_id;
+  // As the step's user, as at a normal step end: root removing a user-owned
+  // tree invites symbolic-link tricks.
+  auto removed =
+      RunAsJobUser({.uid = record.uid, .gid = record.gid, .groups = record.groups}, [&setup] {
+        const Status status = jobsetup::TeardownNode(setup);
+        return status.ok() ? std::string() : status.message();
+      });
+  if (!removed.ok()) return removed.status();
+  if (!removed->empty()) return Status::IoError(*removed);
+  return Status::Ok();
+}
+
+}  // namespace
+
+CrashedStepSweep CleanUpAfterCrashedSteps(const std::filesystem::path& record_directory) {
+  CrashedStepSweep sweep;
+  auto stale = jobsetup::FindStaleStepRecords(record_directory);
+  if (!stale.ok()) {
+    sweep.problems.push_back(stale.status().message());
+    return sweep;
+  }
+  for (auto& [file, record] : *stale) {
+    std::error_code error;
+    if (!record.ok()) {
+      // Nothing to act on, and it would be reported at every step: dropped.
+      std::filesystem::remove(file, error);
+      sweep.problems.push_back("dropped " + file.string() + ": " + record.status().message());
+      continue;
+    }
+    const std::string step =
+        record->job_id + "." + record->step_id + " (node " + std::to_string(record->node_id) + ")";
+    const Status cleaned = CleanUpStep(*record, sweep.processes_ended);
+    if (!cleaned.ok()) {
+      sweep.problems.push_back("step " + step + " left by a slurmstepd that died: " +
+                               cleaned.message() + "; tried again at the next sray step here");
+      continue;
+    }
+    std::filesystem::remove(file, error);
+    if (error) {
+      sweep.problems.push_back("cannot remove " + file.string() + ": " + error.message());
+    }
+    sweep.cleaned.push_back(step);
+  }
+  return sweep;
+}
+
+}  // namespace sray::spank

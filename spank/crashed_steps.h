@@ -1,0 +1,31 @@
+#pragma once
+
+// The sweep after steps whose slurmstepd died on this node (a crash and
+// reboot, an OOM kill of the daemon): their records (jobsetup/step_record.h)
+// outlive them, and the next sray step on the node ends the processes they
+// left, and removes their session directories and /dev/shm files, before it
+// starts its own. Without it those files stay until the node reboots, taking
+// memory from every later job.
+//
+// Thread-safety: call from one thread at a time (a slurmstepd's SPANK
+// callbacks); runs as root and forks to act as each step's user.
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace sray::spank {
+
+struct CrashedStepSweep {
+  // Steps whose leftovers are now gone, named "<job>.<step> (node N)".
+  std::vector<std::string> cleaned;
+  std::size_t processes_ended = 0;
+  // What could not be done; a step that failed keeps its record for the
+  // next sweep.
+  std::vector<std::string> problems;
+};
+
+CrashedStepSweep CleanUpAfterCrashedSteps(const std::filesystem::path& record_directory);
+
+}  // namespace sray::spank
