@@ -296,32 +296,84 @@ void Owner::ReleaseIfUnusedLocked(
 }
 
 bool Owner::Reconstruct(const internal::ObjectId& id, std::uint32_t lost_on_node) {
-  TaskSpec spec;
+  std::vector<TaskSpec> to_send;
+  std::vector<std::pair<internal::ObjectId, std::uint32_t>> to_free;
+  bool started = false;
   {
     std::lock_guard lock(mutex_);
-    auto entry = objects_.find(id);
-    auto lineage = lineage_.find(id);
-    if (entry == objects_.end() || lineage == lineage_.end()) return false;
-    PendingTask& task = lineage->second;
-    if (task.spec.attempt >= task.max_retries) return false;
-    // Someone else already started it again.
-    if (entry->second.state == State::kPending) return true;
-    PrepareRetry(task.spec);
-    task.sent = true;
-    for (const auto& argument : task.spec.arguments) {
-      auto used = objects_.find(argument.id);
-      if (used != objects_.end()) used->second.task_uses++;
-    }
-    entry->second.state = State::kPending;
-    entry->second.in_store = false;
-    spec = task.spec;
-    auto [inserted, unused] = tasks_.emplace(task.spec.task_id, std::move(task));
-    // Counted so that its end balances, though it did not wait for room.
-    CountInFlightLocked(inserted->second);
-    lineage_.erase(lineage);
+    started = ReconstructLocked(id, lost_on_node, to_send, to_free);
   }
-  store_.Free(id, lost_on_node);  // the stale record of the lost copy
-  SendTask(std::move(spec));
+  for (const auto& [object, node] : to_free) store_.Free(object, node);
+  for (auto& spec : to_send) SendTask(std::move(spec));
+  return started;
+}
+
+bool Owner::ReconstructLocked(const internal::ObjectId& id, std::uint32_t lost_on_node,
+                              std::vector<TaskSpec>& to_send,
+                              std::vector<std::pair<internal::ObjectId, std::uint32_t>>& to_free) {
+  auto entry = objects_.find(id);
+  auto lineage = lineage_.find(id);
+  if (entry == objects_.end()) return false;
+  // Someone else already started it again.
+  if (entry->second.state == State::kPending) return true;
+  if (lineage == lineage_.end()) return false;
+  PendingTask& task = lineage->second;
+  if (task.spec.attempt >= task.max_retries) return false;
+  PrepareRetry(task.spec);
+  task.sent = true;
+  for (const auto& argument : task.spec.arguments) {
+    auto used = objects_.find(argument.id);
+    if (used != objects_.end()) used->second.task_uses++;
+  }
+  entry->second.state = State::kPending;
+  entry->second.in_store = false;
+  to_send.push_back(task.spec);
+  auto [inserted, unused] = tasks_.emplace(task.spec.task_id, std::move(task));
+  // Counted so that its end balances, though it did not wait for room.
+  CountInFlightLocked(inserted->second);
+  lineage_.erase(lineage);
+  to_free.emplace_back(id, lost_on_node);  // the stale record of the lost copy
+  return true;
+}
+
+bool Owner::RunAgainWithLostArgumentLocked(
+    PendingTask& task, TaskOutcome& outcome, Followups& followups,
+    std::vector<std::pair<internal::ObjectId, std::uint32_t>>& to_free) {
+  const auto decline = [&outcome](const std::string& why) {
+    outcome.error_message += ": " + why;
+    return false;
+  };
+  // Actor calls keep their order in the actor: one is not held back while
+  // an argument is rebuilt.
+  if (task.spec.kind != TaskKind::kFunction || outcome.size >= task.spec.arguments.size()) {
+    return decline("it is not rebuilt for an actor call");
+  }
+  ArgumentSpec& argument = task.spec.arguments[outcome.size];
+  if (!argument.by_reference || !Owns(argument.id)) {
+    return decline("it is owned by another process, which rebuilds it only for its own Get");
+  }
+  if (task.spec.attempt >= task.max_retries) {
+    return decline("the task has no retries left to wait for a rebuilt copy (SetMaxRetries)");
+  }
+  auto entry = objects_.find(argument.id);
+  if (entry == objects_.end()) return decline("this process no longer holds it");
+  const bool believed_there = entry->second.state == State::kReady && entry->second.in_store &&
+                              entry->second.node == argument.node;
+  if (believed_there &&
+      !ReconstructLocked(argument.id, argument.node, followups.to_send, to_free)) {
+    return decline(entry->second.producer.empty()
+                       ? "it cannot be recomputed: it was Put, not computed by a task (keep a "
+                         "copy of data you Put, or Put it again)"
+                       : "it cannot be recomputed: task " + entry->second.producer +
+                             " has no retries left (raise its SetMaxRetries)");
+  }
+  // Resolved again: once the rebuilt copy is ready, or at once when a rebuild
+  // or another copy came first.
+  PrepareRetry(task.spec);
+  argument.node = 0;
+  argument.size = 0;
+  task.sent = false;
+  ResolveArgumentsLocked(task, followups);
   return true;
 }
 
@@ -353,7 +405,10 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
           task.spec.attempt < task.max_retries &&
           (kind == OutcomeKind::kWorkerDied || kind == OutcomeKind::kActorRestarting ||
            (kind == OutcomeKind::kTaskThrew && task.retry_exceptions));
-      if (retry) {
+      if (kind == OutcomeKind::kArgumentLost &&
+          RunAgainWithLostArgumentLocked(task, outcome, followups, to_free)) {
+        for (auto& handle : contained) released.push_back(std::move(handle));
+      } else if (retry) {
         PrepareRetry(task.spec);
         to_send.push_back(task.spec);
         for (auto& handle : contained) released.push_back(std::move(handle));
@@ -636,6 +691,8 @@ void Owner::ThrowFailure(const TaskOutcome& failure) const {
                            failure.error_type, origin);
     case OutcomeKind::kStoreFull:
       throw ObjectStoreFullError("sray: task " + failure.function + ": " + failure.error_message);
+    case OutcomeKind::kArgumentLost:
+      throw ObjectLostError("sray: task " + failure.function + ": " + failure.error_message);
     default: throw Error("sray: task " + failure.function + ": " + failure.error_message);
   }
 }

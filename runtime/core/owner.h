@@ -221,6 +221,18 @@ class Owner final : public internal::Runtime {
   // Resubmits the task that produced a lost object, if its retries allow.
   // False when the object cannot be recomputed.
   bool Reconstruct(const internal::ObjectId& id, std::uint32_t lost_on_node);
+  // The same with mutex_ held: the task to send and the stale copy to free
+  // are added for the caller to act on once it is released.
+  bool ReconstructLocked(const internal::ObjectId& id, std::uint32_t lost_on_node,
+                         std::vector<TaskSpec>& to_send,
+                         std::vector<std::pair<internal::ObjectId, std::uint32_t>>& to_free);
+  // A task whose argument was gone where its spec said (kArgumentLost): the
+  // argument is rebuilt from its lineage, and the task, as a retry, waits to
+  // run again until it is ready. False, with the reason added to `outcome`'s
+  // message, when that cannot be: the outcome then fails the task.
+  bool RunAgainWithLostArgumentLocked(
+      PendingTask& task, TaskOutcome& outcome, Followups& followups,
+      std::vector<std::pair<internal::ObjectId, std::uint32_t>>& to_free);
   [[noreturn]] void ThrowFailure(const TaskOutcome& failure) const;
   // Null when the object is lost (NotFound); throws for other failures.
   std::shared_ptr<const internal::ObjectValue> ReadStored(const internal::ObjectId& id,

@@ -153,6 +153,11 @@ enum class OutcomeKind : std::uint8_t {
   kSystemError = 6,
   kActorDied = 7,        // the actor is dead for good: final
   kActorRestarting = 8,  // the call was lost with the actor's process: retryable
+  // An argument object was not where the spec said (gone from that store, or
+  // its node lost); `size` is the argument's index. The owner rebuilds the
+  // argument from its lineage and runs the task again, or fails it with
+  // ObjectLostError.
+  kArgumentLost = 9,
 };
 
 // The task returned a value (inline or in a store); every other kind failed.

@@ -79,9 +79,12 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
     }
     auto file = MapArgument(argument, store);
     if (!file.ok()) {
-      return fail(OutcomeKind::kSystemError, "",
-                  "cannot read argument object " + argument.id.ToString() + " from node " +
-                      std::to_string(argument.node) + ": " + file.status().message());
+      const bool lost = file.status().code() == StatusCode::kNotFound;
+      fail(lost ? OutcomeKind::kArgumentLost : OutcomeKind::kSystemError, "",
+           "cannot read argument object " + argument.id.ToString() + " from node " +
+               std::to_string(argument.node) + ": " + file.status().message());
+      if (lost) outcome.size = arguments.size();  // its index: the values before it are mapped
+      return outcome;
     }
     arguments.push_back((*file)->view());
     mapped.push_back(std::move(file).value());

@@ -58,6 +58,14 @@ std::uint64_t sum_plus(const std::vector<std::uint64_t>& values, std::uint64_t i
   return std::accumulate(values.begin(), values.end(), std::uint64_t{0}) + index;
 }
 
+// A block passed as an argument: the node that made it, or 99 when it is
+// not the block of `seed`.
+std::uint64_t maker_of_block(const std::vector<std::uint64_t>& block, std::uint64_t seed) {
+  const bool intact = block.size() == 128 * 1024 && block[1] == seed * 1000003 + 1 &&
+                      block.back() == seed * 1000003 + 128 * 1024 - 1;
+  return intact ? block[0] : 99;
+}
+
 std::uint32_t node_of_task(std::uint64_t /*index*/) {
   std::this_thread::sleep_for(std::chrono::milliseconds(10));
   return Node();
@@ -75,7 +83,7 @@ class Counter {
 
 }  // namespace
 
-SRAY_REMOTE(whereabouts, make_block, sum_plus, node_of_task);
+SRAY_REMOTE(whereabouts, make_block, sum_plus, maker_of_block, node_of_task);
 SRAY_REMOTE(Counter::Create, &Counter::Add);
 
 int main(int argc, char** argv) {
@@ -96,9 +104,15 @@ int main(int argc, char** argv) {
 
   // Results kept where they were made, not read yet (a read would copy them
   // to node 0).
+  // The first 30 are read after the loss, the other 30 passed to new tasks.
   std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> blocks;
-  for (std::uint64_t seed = 0; seed < 30; ++seed) blocks.push_back(sray::Task(make_block).SetMaxRetries(3).Remote(seed));
+  std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> argument_blocks;
+  for (std::uint64_t seed = 0; seed < 60; ++seed) {
+    (seed < 30 ? blocks : argument_blocks)
+        .push_back(sray::Task(make_block).SetMaxRetries(3).Remote(seed));
+  }
   (void)sray::Wait(blocks, blocks.size(), std::chrono::seconds(60));
+  (void)sray::Wait(argument_blocks, argument_blocks.size(), std::chrono::seconds(60));
   std::uint64_t objects_on_node_2 = 0;
   for (const auto& node : sray::StoreUsage()) {
     if (node.node_id == 2) objects_on_node_2 = node.objects;
@@ -145,6 +159,20 @@ int main(int argc, char** argv) {
     none_on_node_2 = none_on_node_2 && read[seed][0] != 2;
   }
   Expect(intact && none_on_node_2, "the 30 results come back intact, those of node 2 rebuilt on another node");
+
+  // Arguments that lived only on node 2: each task that cannot read one has
+  // its owner rebuild it, then runs again.
+  std::vector<sray::ObjectRef<std::uint64_t>> makers;
+  for (std::uint64_t index = 0; index < argument_blocks.size(); ++index) {
+    makers.push_back(sray::Task(maker_of_block).Remote(argument_blocks[index], index + 30));
+  }
+  bool arguments_intact = true;
+  for (const std::uint64_t maker : sray::Get(makers, std::chrono::seconds(120))) {
+    arguments_intact = arguments_intact && maker != 99 && maker != 2;
+  }
+  Expect(arguments_intact,
+         "30 new tasks whose argument objects were made before the loss finish, those of "
+         "node 2 rebuilt on another node first");
 
   bool answered = true;
   bool moved = true;

@@ -138,6 +138,88 @@ TEST_F(OwnerTest, AFailureAmongManyReachesGetOnceTheRestIsThere) {
 // Submissions from several threads: the specs sent, under a lock. A test
 // that fails with a submission still waiting ends it through FailAll, so the
 // failure is reported rather than hung in a future's destructor.
+// A task's result kept in the store of `node`.
+TaskOutcome StoredOn(const TaskSpec& spec, std::uint32_t node) {
+  TaskOutcome outcome = FailedOutcome(spec, OutcomeKind::kStoredValue, "");
+  outcome.node = node;
+  outcome.size = 1 << 20;
+  return outcome;
+}
+
+// What a worker reports when argument `index` was not where the spec said.
+TaskOutcome ArgumentLost(const TaskSpec& spec, std::uint64_t index) {
+  TaskOutcome outcome = FailedOutcome(
+      spec, OutcomeKind::kArgumentLost,
+      "cannot read argument object " + spec.arguments.at(index).id.ToString() + " from node " +
+          std::to_string(spec.arguments.at(index).node) + ": not found");
+  outcome.size = index;
+  outcome.node = 1;
+  return outcome;
+}
+
+internal::TaskArgument ReferenceTo(const internal::ObjectId& id) {
+  internal::TaskArgument argument;
+  argument.reference = std::make_shared<internal::ObjectHandle>(id);
+  return argument;
+}
+
+TEST_F(OwnerTest, ALostArgumentIsRebuiltAndTheTaskRunsAgainOnceItIsReady) {
+  const auto block = ReferenceTo(owner_.SubmitTask("make_block", {}, {}));
+  owner_.OnTaskOutcome(StoredOn(submitted_.at(0), 2));
+  const auto sum = owner_.SubmitTask("sum", {block}, {});
+  ASSERT_EQ(submitted_.size(), 2u);
+  EXPECT_EQ(submitted_.at(1).arguments.front().node, 2u);
+
+  // Node 2 was lost with the block: the producer runs again, the task waits.
+  owner_.OnTaskOutcome(ArgumentLost(submitted_.at(1), 0));
+  ASSERT_EQ(submitted_.size(), 3u) << "the lost argument was not rebuilt";
+  EXPECT_EQ(submitted_.at(2).function, "make_block");
+  EXPECT_EQ(submitted_.at(2).attempt, 1);
+
+  owner_.OnTaskOutcome(StoredOn(submitted_.at(2), 3));
+  ASSERT_EQ(submitted_.size(), 4u);
+  EXPECT_EQ(submitted_.at(3).function, "sum");
+  EXPECT_EQ(submitted_.at(3).attempt, 1);
+  EXPECT_EQ(submitted_.at(3).arguments.front().node, 3u);
+  owner_.OnTaskOutcome(ValueFor(submitted_.at(3), 9));
+  const auto values = owner_.Get({sum}, std::chrono::seconds(10));
+  EXPECT_EQ(internal::Deserialize<std::int64_t>(values.front()->bytes(), "test"), 9);
+}
+
+TEST_F(OwnerTest, TasksThatLoseTheSameArgumentShareOneRebuild) {
+  const auto block = ReferenceTo(owner_.SubmitTask("make_block", {}, {}));
+  owner_.OnTaskOutcome(StoredOn(submitted_.at(0), 2));
+  (void)owner_.SubmitTask("first", {block}, {});
+  (void)owner_.SubmitTask("second", {block}, {});
+  owner_.OnTaskOutcome(ArgumentLost(submitted_.at(1), 0));
+  owner_.OnTaskOutcome(ArgumentLost(submitted_.at(2), 0));
+  ASSERT_EQ(submitted_.size(), 4u);  // make_block once more, nothing else yet
+  EXPECT_EQ(submitted_.at(3).function, "make_block");
+  owner_.OnTaskOutcome(StoredOn(submitted_.at(3), 1));
+  ASSERT_EQ(submitted_.size(), 6u);
+  for (const std::size_t index : {4u, 5u}) {
+    EXPECT_EQ(submitted_.at(index).arguments.front().node, 1u) << submitted_.at(index).function;
+  }
+}
+
+TEST_F(OwnerTest, AnArgumentThatCannotBeRebuiltFailsTheTaskWithObjectLostError) {
+  internal::TaskOptions once;
+  once.max_retries = 0;
+  const auto block = ReferenceTo(owner_.SubmitTask("make_block", {}, once));
+  owner_.OnTaskOutcome(StoredOn(submitted_.at(0), 2));
+  const auto sum = owner_.SubmitTask("sum", {block}, {});
+  owner_.OnTaskOutcome(ArgumentLost(submitted_.at(1), 0));
+  EXPECT_EQ(submitted_.size(), 2u);
+  try {
+    (void)owner_.Get({sum}, std::chrono::seconds(10));
+    FAIL() << "Get did not throw";
+  } catch (const ObjectLostError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("from node 2"), std::string::npos) << message;
+    EXPECT_NE(message.find("task make_block has no retries left"), std::string::npos) << message;
+  }
+}
+
 class LimitedOwnerTest : public ::testing::Test {
  protected:
   ~LimitedOwnerTest() override { owner_.FailAll("the test ended"); }
