@@ -11,14 +11,16 @@
 namespace sray::spank {
 namespace {
 
-// The step is long over: its processes get a second to exit on SIGTERM.
-constexpr std::chrono::milliseconds kLeftoverGrace{1000};
+// A stale record's user could stop the child that removes its files, or
+// its tmpdir could hang: the next step here, maybe another user's, waits no
+// longer than this for one step's files.
+constexpr std::chrono::seconds kRemovalDeadline{10};
 
 // Ends the step's processes and removes its files; OK once nothing is left.
 Status CleanUpStep(const jobsetup::StepRecord& record, std::size_t& processes_ended) {
   auto ended = jobsetup::EndStepProcesses(
       {.uid = record.uid, .session_directory = record.session_directory, .node_id = record.node_id},
-      kLeftoverGrace);
+      jobsetup::kLeftoverGrace);
   if (!ended.ok()) return ended.status();
   processes_ended += *ended;
   jobsetup::NodeSetup setup;
@@ -26,16 +28,24 @@ Status CleanUpStep(const jobsetup::StepRecord& record, std::size_t& processes_en
   setup.environment.job_id = record.job_id;
   setup.environment.step_id = record.step_id;
   setup.environment.node_id = record.node_id;
-  // As the step's user, as at a normal step end: root removing a user-owned
+  // Root ended the processes (their uid came from Slurm); the files go as
+  // the step's user, as at a normal step end: root removing a user-owned
   // tree invites symbolic-link tricks.
-  auto removed =
-      RunAsJobUser({.uid = record.uid, .gid = record.gid, .groups = record.groups}, [&setup] {
+  auto removed = RunAsJobUser(
+      {.uid = record.uid, .gid = record.gid, .groups = record.groups},
+      [&setup] {
         const Status status = jobsetup::TeardownNode(setup);
         return status.ok() ? std::string() : status.message();
-      });
+      },
+      kRemovalDeadline);
   if (!removed.ok()) return removed.status();
   if (!removed->empty()) return Status::IoError(*removed);
   return Status::Ok();
+}
+
+bool ReplacedByALiveStep(const std::filesystem::path& file) {
+  auto current = jobsetup::ReadStepRecord(file);
+  return current.ok() && jobsetup::DaemonRuns(*current);
 }
 
 }  // namespace
@@ -57,15 +67,21 @@ CrashedStepSweep CleanUpAfterCrashedSteps(const std::filesystem::path& record_di
     }
     const std::string step =
         record->job_id + "." + record->step_id + " (node " + std::to_string(record->node_id) + ")";
+    // A step of the same id may have started here since the look above (a
+    // job Slurm requeued keeps its id): its live daemon's record wins.
+    if (ReplacedByALiveStep(file)) continue;
     const Status cleaned = CleanUpStep(*record, sweep.processes_ended);
     if (!cleaned.ok()) {
       sweep.problems.push_back("step " + step + " left by a slurmstepd that died: " +
                                cleaned.message() + "; tried again at the next sray step here");
       continue;
     }
+    if (ReplacedByALiveStep(file)) continue;
     std::filesystem::remove(file, error);
     if (error) {
-      sweep.problems.push_back("cannot remove " + file.string() + ": " + error.message());
+      sweep.problems.push_back(
+          "cannot remove " + file.string() + ": " + error.message() +
+          ": the next sray step here tries again; remove it by hand if it stays");
     }
     sweep.cleaned.push_back(step);
   }

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,7 +49,10 @@ bool WriteAll(int fd, const std::string& bytes) {
 
 }  // namespace
 
-Result<std::string> RunAsJobUser(const JobUser& user, const std::function<std::string()>& work) {
+Result<std::string> RunAsJobUser(const JobUser& user, const std::function<std::string()>& work,
+                                 std::optional<std::chrono::milliseconds> deadline) {
+  const auto give_up_at = deadline ? std::chrono::steady_clock::now() + *deadline
+                                   : std::chrono::steady_clock::time_point::max();
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return Status::FromErrno(errno, "cannot create a pipe");
   const pid_t child = fork();
@@ -66,7 +70,20 @@ Result<std::string> RunAsJobUser(const JobUser& user, const std::function<std::s
   std::string answer;
   char buffer[16384];
   Status read_status;
+  bool timed_out = false;
   for (;;) {
+    if (deadline) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          give_up_at - std::chrono::steady_clock::now());
+      pollfd readable{.fd = fds[0], .events = POLLIN, .revents = 0};
+      const int ready = left.count() > 0 ? poll(&readable, 1, static_cast<int>(left.count())) : 0;
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) {
+        timed_out = true;
+        kill(child, SIGKILL);
+        break;
+      }
+    }
     const ssize_t got = read(fds[0], buffer, sizeof(buffer));
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) read_status = Status::FromErrno(errno, "cannot read the job user's process");
@@ -78,8 +95,12 @@ Result<std::string> RunAsJobUser(const JobUser& user, const std::function<std::s
   while (waitpid(child, &wait_status, 0) < 0) {
     if (errno != EINTR) return Status::FromErrno(errno, "cannot wait for the job user's process");
   }
-  SRAY_RETURN_IF_ERROR(read_status);
   const std::string who = "the process working as uid " + std::to_string(user.uid);
+  if (timed_out) {
+    return Status::Unavailable(who + " did not finish within " + std::to_string(deadline->count()) +
+                               " ms and was killed");
+  }
+  SRAY_RETURN_IF_ERROR(read_status);
   if (WIFSIGNALED(wait_status)) {
     return Status::Internal(who + " died of signal " + std::to_string(WTERMSIG(wait_status)) +
                             " (" + strsignal(WTERMSIG(wait_status)) + "): please report this");

@@ -9,7 +9,9 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,9 @@ struct JobUser {
 
 // Runs `work` in a child that has become `user` and returns what it returned.
 // Fails when the child cannot become the user, throws, or dies, naming which.
-Result<std::string> RunAsJobUser(const JobUser& user, const std::function<std::string()>& work);
+// With a deadline, a child still running then is killed (the user can stop
+// it, or a path it works on can hang) and the call fails saying so.
+Result<std::string> RunAsJobUser(const JobUser& user, const std::function<std::string()>& work,
+                                 std::optional<std::chrono::milliseconds> deadline = std::nullopt);
 
 }  // namespace sray::spank

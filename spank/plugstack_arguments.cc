@@ -18,6 +18,12 @@ Status ParsePath(std::string_view argument, std::string_view name, bool& seen,
     return Status::InvalidArgument("plugstack.conf: " + std::string(name) + "='" + path.string() +
                                    "' is not an absolute path: write it from /");
   }
+  // "/var/spool/sray/" names the same directory as "/var/spool/sray" (and
+  // path operations that look at the last component must see "sray").
+  path = path.lexically_normal();
+  if (!path.has_filename() && path.has_parent_path() && path != path.root_path()) {
+    path = path.parent_path();
+  }
   return Status::Ok();
 }
 

@@ -39,10 +39,6 @@
 namespace sray::spank {
 namespace {
 
-// Leftovers get this long to exit on SIGTERM before SIGKILL; short, because
-// their step is already over and srun waits for their output pipes.
-constexpr std::chrono::milliseconds kLeftoverGrace{1000};
-
 Result<std::uint32_t> GetNumber(spank_t handle, spank_item_t item, std::string_view what) {
   std::uint32_t value = 0;
   SRAY_RETURN_IF_ERROR(
@@ -102,7 +98,8 @@ void SweepCrashedSteps(const std::string& node_name) {
   if (!directory.ok()) {
     slurm_error(
         "sray: cannot keep step records on %s: %s; what a step leaves if its slurmstepd "
-        "dies here will stay until the node reboots: fix state_dir= in plugstack.conf",
+        "dies here is not removed by later steps: point state_dir= in plugstack.conf at a "
+        "directory only root may use (mode 0700), or remove the one named",
         node_name.c_str(), directory.status().message().c_str());
     return;
   }
@@ -124,23 +121,34 @@ void SweepCrashedSteps(const std::string& node_name) {
 
 // Once the node is prepared: the record that lets a later step clean up
 // should this slurmstepd die before the step's teardown here.
-void RecordStep(const jobsetup::NodeSetup& setup) {
+void RecordStep(const jobsetup::NodeSetup& setup, const std::string& job_id,
+                const std::string& step_id) {
   const PluginState& state = State();
   if (state.record_directory.empty()) return;
+  // The file's name comes from the ids root read from Slurm, never from what
+  // the job user's child sent back.
+  if (setup.environment.job_id != job_id || setup.environment.step_id != step_id) {
+    slurm_error(
+        "sray: the prepared node names step %s.%s, not %s.%s: this step is not recorded "
+        "(this is a bug, please report it)",
+        setup.environment.job_id.c_str(), setup.environment.step_id.c_str(), job_id.c_str(),
+        step_id.c_str());
+    return;
+  }
   const jobsetup::StepRecord record{.daemon_pid = ::getpid(),
                                     .daemon_start_time = ProcessStartTime(::getpid()),
                                     .uid = state.job_uid,
                                     .gid = state.job_gid,
                                     .groups = state.job_groups,
-                                    .job_id = setup.environment.job_id,
-                                    .step_id = setup.environment.step_id,
+                                    .job_id = job_id,
+                                    .step_id = step_id,
                                     .node_id = setup.environment.node_id,
                                     .session_directory = setup.session_directory};
   const Status written = jobsetup::WriteStepRecord(state.record_directory, record);
   if (!written.ok()) {
     slurm_error(
         "sray: cannot record step %s.%s in %s: %s; should its slurmstepd die, what it "
-        "leaves stays until the node reboots",
+        "leaves is not removed by later steps: check that root can write there",
         record.job_id.c_str(), record.step_id.c_str(), state.record_directory.c_str(),
         written.message().c_str());
   }
@@ -216,7 +224,7 @@ Status PrepareStep(spank_t handle, std::string& node_name) {
   auto setup = jobsetup::DecodeNodeSetupResult(*answer);
   if (!setup.ok()) return setup.status();
   state.node_setup = std::move(setup).value();
-  RecordStep(*state.node_setup);
+  RecordStep(*state.node_setup, std::to_string(*job_id), std::to_string(*step_id));
   return Status::Ok();
 }
 
@@ -290,7 +298,7 @@ Status EndLeftovers() {
       .uid = state.job_uid,
       .session_directory = state.node_setup->session_directory,
       .node_id = state.node_setup->environment.node_id};
-  auto ended = jobsetup::EndStepProcesses(selector, kLeftoverGrace);
+  auto ended = jobsetup::EndStepProcesses(selector, jobsetup::kLeftoverGrace);
   if (!ended.ok()) return ended.status();
   if (*ended > 0) {
     slurm_info("sray: ended %zu leftover process(es) of step %s.%s on node %u", *ended,
@@ -339,8 +347,10 @@ Status CleanUpStepOnNode() {
   // Kept when anything above failed: the next step here tries again.
   if (leftovers.ok() && !state.record_directory.empty()) {
     const jobsetup::TaskEnvironment& environment = state.node_setup->environment;
-    SRAY_RETURN_IF_ERROR(jobsetup::RemoveStepRecord(state.record_directory, environment.job_id,
-                                                    environment.step_id));
+    // A record left here only costs the next step a look: logged, not fatal.
+    const Status forgotten =
+        jobsetup::RemoveStepRecord(state.record_directory, environment.job_id, environment.step_id);
+    if (!forgotten.ok()) slurm_error("sray: %s", forgotten.message().c_str());
   }
   return leftovers;
 }

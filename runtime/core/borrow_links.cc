@@ -46,10 +46,11 @@ void TransportBorrowLinks::RemoveBorrower(const std::string& owner_address,
   transport_.Post(owner, kRemoveBorrower, Encode(change));
 }
 
-void TransportBorrowLinks::RequestStatus(const std::string& owner_address, const ObjectId& id,
+void TransportBorrowLinks::RequestStatus(const std::string& owner_address,
+                                         const StatusRequest& request,
                                          std::function<void(Result<ObjectStatus>)> done) {
-  const std::uint32_t owner = Reach(id, owner_address);
-  auto payload = std::make_shared<const transport::Bytes>(Encode(id));
+  const std::uint32_t owner = Reach(request.id, owner_address);
+  auto payload = std::make_shared<const transport::Bytes>(Encode(request));
   transport_.CallAsync(owner, kObjectStatus, *payload,
                        [payload, done = std::move(done)](Result<transport::Bytes> reply) {
                          if (!reply.ok()) {
@@ -90,14 +91,19 @@ OwnerService::OwnerService(transport::Transport& transport, Owner& owner)
   transport.RegisterDeferredRequestHandler(
       kObjectStatus, [guard = guard_](std::uint32_t, std::span<const std::byte> payload,
                                       transport::Responder responder) {
-        auto id = Decode<ObjectId>(payload, "object status");
-        if (!id.ok()) {
-          responder.Reply(id.status());
+        auto request = Decode<StatusRequest>(payload, "object status");
+        if (!request.ok()) {
+          responder.Reply(request.status());
           return;
         }
         const bool served = guard->With([&](Owner& served_owner) {
-          served_owner.WhenResolved(
-              *id, [responder](ObjectStatus status) { responder.Reply(Encode(status)); });
+          auto answer = [responder](ObjectStatus status) { responder.Reply(Encode(status)); };
+          if (request->rebuild) {
+            served_owner.WhenRebuilt(request->id, request->lost_on_node, request->rebuilds_seen,
+                                     std::move(answer));
+          } else {
+            served_owner.WhenResolved(request->id, std::move(answer));
+          }
         });
         if (!served) responder.Reply(Status::Unavailable("this process is shutting down"));
       });

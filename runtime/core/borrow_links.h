@@ -27,7 +27,7 @@ class TransportBorrowLinks final : public BorrowLinks {
   std::string OwnAddress() override { return own_address_; }
   Status AddBorrower(const std::string& owner_address, const BorrowerChange& change) override;
   void RemoveBorrower(const std::string& owner_address, const BorrowerChange& change) override;
-  void RequestStatus(const std::string& owner_address, const ObjectId& id,
+  void RequestStatus(const std::string& owner_address, const StatusRequest& request,
                      std::function<void(Result<ObjectStatus>)> done) override;
 
  private:

@@ -88,13 +88,20 @@ std::optional<std::string> BorrowedObjects::OwnerAddressOf(const ObjectId& id) c
 }
 
 void BorrowedObjects::RequestStatus(const ObjectId& id,
-                                    std::function<void(Result<ObjectStatus>)> done) {
+                                    std::function<void(Result<ObjectStatus>)> done,
+                                    std::optional<std::uint32_t> lost_on_node,
+                                    std::uint32_t rebuilds_seen) {
   auto address = OwnerAddressOf(id);
   if (!address) {
     done(Status::NotFound("object " + id.ToString() + " is not held by this process"));
     return;
   }
-  links_.RequestStatus(*address, id, std::move(done));
+  links_.RequestStatus(*address,
+                       StatusRequest{.id = id,
+                                     .rebuild = lost_on_node.has_value(),
+                                     .lost_on_node = lost_on_node.value_or(0),
+                                     .rebuilds_seen = rebuilds_seen},
+                       std::move(done));
 }
 
 std::size_t BorrowedObjects::size() const {

@@ -40,9 +40,10 @@ class BorrowLinks {
   // answer (NotFound: the owner no longer has the object).
   virtual Status AddBorrower(const std::string& owner_address, const BorrowerChange& change) = 0;
   virtual void RemoveBorrower(const std::string& owner_address, const BorrowerChange& change) = 0;
-  // Asks the owner for the object once it is resolved; `done` runs once, on
-  // any thread, possibly before this returns.
-  virtual void RequestStatus(const std::string& owner_address, const ObjectId& id,
+  // Asks the owner for the object once it is resolved (rebuilt first, when
+  // the request says so); `done` runs once, on any thread, possibly before
+  // this returns.
+  virtual void RequestStatus(const std::string& owner_address, const StatusRequest& request,
                              std::function<void(Result<ObjectStatus>)> done) = 0;
 };
 
@@ -68,8 +69,11 @@ class BorrowedObjects {
   Result<ContainedRef> Lend(const ObjectId& id, std::uint32_t borrower);
   [[nodiscard]] std::optional<std::string> OwnerAddressOf(const ObjectId& id) const;
   // The owner's answer for `id` once resolved; an error when `id` is not
-  // borrowed here or the owner cannot be reached.
-  void RequestStatus(const ObjectId& id, std::function<void(Result<ObjectStatus>)> done);
+  // borrowed here or the owner cannot be reached. With `lost_on_node`, no
+  // copy was found there: the owner rebuilds the object first (StatusRequest).
+  void RequestStatus(const ObjectId& id, std::function<void(Result<ObjectStatus>)> done,
+                     std::optional<std::uint32_t> lost_on_node = std::nullopt,
+                     std::uint32_t rebuilds_seen = 0);
   [[nodiscard]] std::size_t size() const;
 
  private:

@@ -153,9 +153,12 @@ void Owner::RunFollowups(Followups followups) {
   for (auto& ready : followups.to_send) SendTask(std::move(ready));
   for (auto& failure : followups.to_fail) OnTaskOutcome(std::move(failure));
   for (auto& question : followups.to_ask) {
-    borrowed_->RequestStatus(question.id, [this, question](Result<ObjectStatus> status) {
-      OnArgumentStatus(question, std::move(status));
-    });
+    borrowed_->RequestStatus(
+        question.id,
+        [this, question](Result<ObjectStatus> status) {
+          OnArgumentStatus(question, std::move(status));
+        },
+        question.lost_on_node, question.rebuilds_seen);
   }
 }
 
@@ -222,8 +225,10 @@ void Owner::ResolveArgumentsLocked(PendingTask& task, Followups& followups) {
       if (std::find(task.asked_owner.begin(), task.asked_owner.end(), index) ==
           task.asked_owner.end()) {
         task.asked_owner.push_back(index);
-        followups.to_ask.push_back(
-            OwnerQuestion{.task_id = task.spec.task_id, .index = index, .id = argument.id});
+        followups.to_ask.push_back(OwnerQuestion{.task_id = task.spec.task_id,
+                                                 .index = index,
+                                                 .id = argument.id,
+                                                 .lost_on_node = std::nullopt});
       }
       task.unresolved++;
       continue;
@@ -249,6 +254,7 @@ void Owner::ResolveArgumentsLocked(PendingTask& task, Followups& followups) {
       case State::kFailed: {
         TaskOutcome failure = *entry.failure;
         failure.task_id = task.spec.task_id;
+        failure.attempt = task.spec.attempt;
         failure.return_id = task.spec.return_id;
         failure.owner_rank = task.spec.owner_rank;
         failure.owner_node = task.spec.owner_node;
@@ -259,6 +265,7 @@ void Owner::ResolveArgumentsLocked(PendingTask& task, Followups& followups) {
         if (entry.in_store) {
           argument.node = entry.node;
           argument.size = entry.size;
+          argument.rebuilds_seen = entry.rebuilds;
           // node 0 with size 0 would read as unresolved; an empty stored
           // object does not exist (empty values travel inline).
         } else {
@@ -295,13 +302,14 @@ void Owner::ReleaseIfUnusedLocked(
   }
 }
 
-bool Owner::Reconstruct(const internal::ObjectId& id, std::uint32_t lost_on_node) {
+bool Owner::Reconstruct(const internal::ObjectId& id, std::uint32_t lost_on_node,
+                        std::uint32_t rebuilds_seen) {
   std::vector<TaskSpec> to_send;
   std::vector<std::pair<internal::ObjectId, std::uint32_t>> to_free;
   bool started = false;
   {
     std::lock_guard lock(mutex_);
-    started = ReconstructLocked(id, lost_on_node, to_send, to_free);
+    started = ReconstructLocked(id, lost_on_node, rebuilds_seen, to_send, to_free);
   }
   for (const auto& [object, node] : to_free) store_.Free(object, node);
   for (auto& spec : to_send) SendTask(std::move(spec));
@@ -309,13 +317,15 @@ bool Owner::Reconstruct(const internal::ObjectId& id, std::uint32_t lost_on_node
 }
 
 bool Owner::ReconstructLocked(const internal::ObjectId& id, std::uint32_t lost_on_node,
-                              std::vector<TaskSpec>& to_send,
+                              std::uint32_t rebuilds_seen, std::vector<TaskSpec>& to_send,
                               std::vector<std::pair<internal::ObjectId, std::uint32_t>>& to_free) {
   auto entry = objects_.find(id);
-  auto lineage = lineage_.find(id);
   if (entry == objects_.end()) return false;
-  // Someone else already started it again.
-  if (entry->second.state == State::kPending) return true;
+  // Someone else already started it again, or a copy was made since the one
+  // found lost (freeing "the lost copy" now would free that one).
+  if (entry->second.state == State::kPending || entry->second.rebuilds != rebuilds_seen)
+    return true;
+  auto lineage = lineage_.find(id);
   if (lineage == lineage_.end()) return false;
   PendingTask& task = lineage->second;
   if (task.spec.attempt >= task.max_retries) return false;
@@ -327,6 +337,7 @@ bool Owner::ReconstructLocked(const internal::ObjectId& id, std::uint32_t lost_o
   }
   entry->second.state = State::kPending;
   entry->second.in_store = false;
+  ++entry->second.rebuilds;
   to_send.push_back(task.spec);
   auto [inserted, unused] = tasks_.emplace(task.spec.task_id, std::move(task));
   // Counted so that its end balances, though it did not wait for room.
@@ -336,6 +347,14 @@ bool Owner::ReconstructLocked(const internal::ObjectId& id, std::uint32_t lost_o
   return true;
 }
 
+std::string Owner::WhyNotRecomputed(const ObjectEntry& entry) {
+  return entry.producer.empty()
+             ? std::string(
+                   "it was Put, not computed by a task: keep a copy of data you Put, or "
+                   "Put it again")
+             : "task " + entry.producer + " has no retries left: raise its SetMaxRetries";
+}
+
 bool Owner::RunAgainWithLostArgumentLocked(
     PendingTask& task, TaskOutcome& outcome, Followups& followups,
     std::vector<std::pair<internal::ObjectId, std::uint32_t>>& to_free) {
@@ -343,33 +362,43 @@ bool Owner::RunAgainWithLostArgumentLocked(
     outcome.error_message += ": " + why;
     return false;
   };
+  if (outcome.size >= task.spec.arguments.size()) {
+    return decline("the worker named no argument of the task (this is a bug, please report it)");
+  }
   // Actor calls keep their order in the actor: one is not held back while
   // an argument is rebuilt.
-  if (task.spec.kind != TaskKind::kFunction || outcome.size >= task.spec.arguments.size()) {
-    return decline("it is not rebuilt for an actor call");
+  if (task.spec.kind != TaskKind::kFunction) {
+    return decline("arguments of actor calls are not rebuilt: keep a copy, or pass it by value");
   }
-  ArgumentSpec& argument = task.spec.arguments[outcome.size];
-  if (!argument.by_reference || !Owns(argument.id)) {
-    return decline("it is owned by another process, which rebuilds it only for its own Get");
+  const std::size_t index = outcome.size;
+  ArgumentSpec& argument = task.spec.arguments[index];
+  if (!argument.by_reference) return decline("it was not passed by reference (this is a bug)");
+  if (!Owns(argument.id)) {
+    // Borrowed: its owner rebuilds it and answers once it is ready again (or
+    // why it cannot be, which then fails the task).
+    if (std::find(task.asked_owner.begin(), task.asked_owner.end(), index) ==
+        task.asked_owner.end()) {
+      task.asked_owner.push_back(index);
+      followups.to_ask.push_back(OwnerQuestion{.task_id = task.spec.task_id,
+                                               .index = index,
+                                               .id = argument.id,
+                                               .lost_on_node = argument.node,
+                                               .rebuilds_seen = argument.rebuilds_seen});
+    }
+  } else {
+    auto entry = objects_.find(argument.id);
+    if (entry == objects_.end()) return decline("this process no longer holds it");
+    if (entry->second.state == State::kReady && entry->second.in_store &&
+        !ReconstructLocked(argument.id, argument.node, argument.rebuilds_seen, followups.to_send,
+                           to_free)) {
+      return decline("it cannot be recomputed: " + WhyNotRecomputed(entry->second));
+    }
   }
-  if (task.spec.attempt >= task.max_retries) {
-    return decline("the task has no retries left to wait for a rebuilt copy (SetMaxRetries)");
-  }
-  auto entry = objects_.find(argument.id);
-  if (entry == objects_.end()) return decline("this process no longer holds it");
-  const bool believed_there = entry->second.state == State::kReady && entry->second.in_store &&
-                              entry->second.node == argument.node;
-  if (believed_there &&
-      !ReconstructLocked(argument.id, argument.node, followups.to_send, to_free)) {
-    return decline(entry->second.producer.empty()
-                       ? "it cannot be recomputed: it was Put, not computed by a task (keep a "
-                         "copy of data you Put, or Put it again)"
-                       : "it cannot be recomputed: task " + entry->second.producer +
-                             " has no retries left (raise its SetMaxRetries)");
-  }
-  // Resolved again: once the rebuilt copy is ready, or at once when a rebuild
-  // or another copy came first.
+  // Run again once the argument is resolved anew: when its rebuilt copy is
+  // ready, or at once when a rebuild came first. The loss is not the task's:
+  // its retries stay as they were (the argument's producer spends its own).
   PrepareRetry(task.spec);
+  ++task.max_retries;
   argument.node = 0;
   argument.size = 0;
   task.sent = false;
@@ -384,7 +413,7 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
   std::vector<std::shared_ptr<internal::ObjectHandle>> released;
   std::vector<std::pair<internal::ActorId, std::uint64_t>> finished_actor_calls;
   std::vector<std::function<void()>> answers;
-  const auto kind = static_cast<OutcomeKind>(outcome.kind);
+  auto kind = static_cast<OutcomeKind>(outcome.kind);
   {
     std::lock_guard lock(mutex_);
     // The references packed in the value: this process was registered as
@@ -395,18 +424,30 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
       contained.push_back(AdoptLocked(reference));
     }
     auto found = tasks_.find(outcome.task_id);
-    if (found == tasks_.end() || found->second.spec.return_id != outcome.return_id) {
+    if (found != tasks_.end() && !found->second.sent &&
+        outcome.attempt < found->second.spec.attempt) {
+      // An earlier attempt's, while the next one waits for its arguments:
+      // the task is not running anywhere now.
+      if (kind == OutcomeKind::kStoredValue) to_free.emplace_back(outcome.return_id, outcome.node);
+      for (auto& handle : contained) released.push_back(std::move(handle));
+    } else if (found == tasks_.end() || found->second.spec.return_id != outcome.return_id) {
       // A late duplicate (the task was retried elsewhere): drop its value.
       if (kind == OutcomeKind::kStoredValue) to_free.emplace_back(outcome.return_id, outcome.node);
       for (auto& handle : contained) released.push_back(std::move(handle));
     } else {
       PendingTask& task = found->second;
+      const bool run_again = kind == OutcomeKind::kArgumentLost &&
+                             RunAgainWithLostArgumentLocked(task, outcome, followups, to_free);
+      if (kind == OutcomeKind::kArgumentLost && !run_again) {
+        // Final: kArgumentLost is a worker's report only, never a stored failure.
+        kind = OutcomeKind::kObjectLost;
+        outcome.kind = static_cast<std::uint8_t>(kind);
+      }
       const bool retry =
           task.spec.attempt < task.max_retries &&
           (kind == OutcomeKind::kWorkerDied || kind == OutcomeKind::kActorRestarting ||
            (kind == OutcomeKind::kTaskThrew && task.retry_exceptions));
-      if (kind == OutcomeKind::kArgumentLost &&
-          RunAgainWithLostArgumentLocked(task, outcome, followups, to_free)) {
+      if (run_again) {
         for (auto& handle : contained) released.push_back(std::move(handle));
       } else if (retry) {
         PrepareRetry(task.spec);
@@ -691,8 +732,11 @@ void Owner::ThrowFailure(const TaskOutcome& failure) const {
                            failure.error_type, origin);
     case OutcomeKind::kStoreFull:
       throw ObjectStoreFullError("sray: task " + failure.function + ": " + failure.error_message);
-    case OutcomeKind::kArgumentLost:
-      throw ObjectLostError("sray: task " + failure.function + ": " + failure.error_message);
+    case OutcomeKind::kObjectLost:
+      throw ObjectLostError(
+          "sray: " +
+          (failure.function.empty() ? std::string() : "task " + failure.function + ": ") +
+          failure.error_message);
     default: throw Error("sray: task " + failure.function + ": " + failure.error_message);
   }
 }

@@ -91,6 +91,11 @@ class Owner final : public internal::Runtime {
   // `done` runs once `id` is resolved (at once when it is), maybe on
   // another thread.
   void WhenResolved(const internal::ObjectId& id, std::function<void(ObjectStatus)> done);
+  // The same after a borrower found no copy of `id` on `lost_on_node`: the
+  // object is recomputed from its lineage first while this owner still
+  // believes it there; when it cannot be, `done` gets a failure that says why.
+  void WhenRebuilt(const internal::ObjectId& id, std::uint32_t lost_on_node,
+                   std::uint32_t rebuilds_seen, std::function<void(ObjectStatus)> done);
   // Drops every `done` still waiting (before the transport their answers
   // need goes away).
   void DropStatusWaiters();
@@ -153,6 +158,8 @@ class Owner final : public internal::Runtime {
     int task_uses = 0;          // unfinished tasks that take it as an argument
     std::string inline_value;
     bool in_store = false;
+    // Times it was rebuilt from lineage after a copy was lost.
+    std::uint16_t rebuilds = 0;
     std::uint32_t node = 0;
     std::uint64_t size = 0;
     std::string producer;  // the task computing it, for messages; empty for Put
@@ -182,6 +189,9 @@ class Owner final : public internal::Runtime {
     std::uint64_t task_id = 0;
     std::size_t index = 0;
     internal::ObjectId id;
+    // The task found no copy there: the owner is asked to rebuild it.
+    std::optional<std::uint32_t> lost_on_node;
+    std::uint32_t rebuilds_seen = 0;
   };
   // Work found under mutex_, done once it is released.
   struct Followups {
@@ -220,12 +230,17 @@ class Owner final : public internal::Runtime {
                              std::vector<std::shared_ptr<internal::ObjectHandle>>& released);
   // Resubmits the task that produced a lost object, if its retries allow.
   // False when the object cannot be recomputed.
-  bool Reconstruct(const internal::ObjectId& id, std::uint32_t lost_on_node);
+  bool Reconstruct(const internal::ObjectId& id, std::uint32_t lost_on_node,
+                   std::uint32_t rebuilds_seen);
   // The same with mutex_ held: the task to send and the stale copy to free
   // are added for the caller to act on once it is released.
+  // `rebuilds_seen` is the ObjectEntry::rebuilds of the copy found lost: a
+  // rebuild made since counts as started (true, nothing done).
   bool ReconstructLocked(const internal::ObjectId& id, std::uint32_t lost_on_node,
-                         std::vector<TaskSpec>& to_send,
+                         std::uint32_t rebuilds_seen, std::vector<TaskSpec>& to_send,
                          std::vector<std::pair<internal::ObjectId, std::uint32_t>>& to_free);
+  // Why an object lost from `node` cannot be recomputed, for messages.
+  static std::string WhyNotRecomputed(const ObjectEntry& entry);
   // A task whose argument was gone where its spec said (kArgumentLost): the
   // argument is rebuilt from its lineage, and the task, as a retry, waits to
   // run again until it is ready. False, with the reason added to `outcome`'s

@@ -238,18 +238,15 @@ void Owner::GetOwned(const std::vector<internal::ObjectId>& ids,
       }
       const std::uint32_t node = entry.node;
       const std::uint64_t size = entry.size;
-      const std::string producer = entry.producer;
+      const std::uint32_t rebuilds = entry.rebuilds;
+      const std::string why_not = WhyNotRecomputed(entry);
       lock.unlock();
       value = ReadStored(id, node, size);
       if (value) break;
-      if (!Reconstruct(id, node)) {
-        throw ObjectLostError(
-            "sray: object " + id.ToString() + " is lost: node " + std::to_string(node) +
-            " no longer has it, and it cannot be " + "recomputed (" +
-            (producer.empty()
-                 ? std::string("it was Put, not computed by a task): keep a "
-                               "copy of data you Put, or Put it again")
-                 : "task " + producer + " has no retries left): raise its SetMaxRetries"));
+      if (!Reconstruct(id, node, rebuilds)) {
+        throw ObjectLostError("sray: object " + id.ToString() + " is lost: node " +
+                              std::to_string(node) +
+                              " no longer has it, and it cannot be recomputed: " + why_not);
       }
     }
   }

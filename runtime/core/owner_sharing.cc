@@ -98,6 +98,7 @@ ObjectStatus Owner::StatusOf(const ObjectEntry& entry) {
     status.kind = static_cast<std::uint8_t>(ObjectStatusKind::kStored);
     status.node = entry.node;
     status.size = entry.size;
+    status.rebuilds = entry.rebuilds;
   } else {
     status.kind = static_cast<std::uint8_t>(ObjectStatusKind::kInline);
     status.value = entry.inline_value;
@@ -120,6 +121,35 @@ void Owner::WhenResolved(const internal::ObjectId& id, std::function<void(Object
     }
   }
   done(std::move(status));
+}
+
+void Owner::WhenRebuilt(const internal::ObjectId& id, std::uint32_t lost_on_node,
+                        std::uint32_t rebuilds_seen, std::function<void(ObjectStatus)> done) {
+  std::vector<TaskSpec> to_send;
+  std::vector<std::pair<internal::ObjectId, std::uint32_t>> to_free;
+  std::optional<ObjectStatus> lost;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = objects_.find(id);
+    if (found != objects_.end() && found->second.state == State::kReady && found->second.in_store &&
+        !ReconstructLocked(id, lost_on_node, rebuilds_seen, to_send, to_free)) {
+      lost.emplace();
+      lost->kind = static_cast<std::uint8_t>(ObjectStatusKind::kFailed);
+      lost->failure.kind = static_cast<std::uint8_t>(OutcomeKind::kObjectLost);
+      lost->failure.node = lost_on_node;
+      lost->failure.error_message =
+          "object " + id.ToString() + " is lost: node " + std::to_string(lost_on_node) +
+          " no longer has it, and its owner (rank " + std::to_string(identity_.rank) +
+          ") cannot recompute it: " + WhyNotRecomputed(found->second);
+    }
+  }
+  for (const auto& [object, node] : to_free) store_.Free(object, node);
+  for (auto& spec : to_send) SendTask(std::move(spec));
+  if (lost) {
+    done(std::move(*lost));
+    return;
+  }
+  WhenResolved(id, std::move(done));
 }
 
 void Owner::DropStatusWaiters() {
@@ -204,9 +234,11 @@ void Owner::OnArgumentStatus(const OwnerQuestion& question, Result<ObjectStatus>
     } else if (kind == ObjectStatusKind::kStored) {
       argument.node = status->node;
       argument.size = status->size;
+      argument.rebuilds_seen = static_cast<std::uint16_t>(status->rebuilds);
     } else if (kind == ObjectStatusKind::kFailed) {
       TaskOutcome failure = std::move(status->failure);
       failure.task_id = task.spec.task_id;
+      failure.attempt = task.spec.attempt;
       failure.return_id = task.spec.return_id;
       failure.owner_rank = task.spec.owner_rank;
       failure.owner_node = task.spec.owner_node;

@@ -75,7 +75,7 @@ enum Method : std::uint32_t {
   // the object's owner, directly.
   kAddBorrower = 160,     // borrower -> owner, request: BorrowerChange
   kRemoveBorrower = 161,  // borrower -> owner, one-way: BorrowerChange
-  kObjectStatus = 162,    // borrower -> owner, request: ObjectId -> ObjectStatus, once resolved
+  kObjectStatus = 162,  // borrower -> owner, request: StatusRequest -> ObjectStatus, once resolved
 };
 
 enum class TaskKind : std::uint8_t {
@@ -107,6 +107,10 @@ struct ResourceUpdate {
 
 struct ArgumentSpec {
   bool by_reference = false;
+  // The owner's own note, never sent: which rebuild of the object this
+  // location came from (ObjectEntry::rebuilds), so a late report of a loss
+  // does not rebuild a copy made since.
+  std::uint16_t rebuilds_seen = 0;
   std::string value;  // the serialized value when not by reference
   ObjectId id;
   std::uint32_t node = 0;  // node whose store holds the object
@@ -154,10 +158,11 @@ enum class OutcomeKind : std::uint8_t {
   kActorDied = 7,        // the actor is dead for good: final
   kActorRestarting = 8,  // the call was lost with the actor's process: retryable
   // An argument object was not where the spec said (gone from that store, or
-  // its node lost); `size` is the argument's index. The owner rebuilds the
-  // argument from its lineage and runs the task again, or fails it with
-  // ObjectLostError.
+  // its node lost); `size` is the argument's index. Only a worker reports it:
+  // the owner rebuilds the argument from its lineage and runs the task again,
+  // or fails the task with kObjectLost.
   kArgumentLost = 9,
+  kObjectLost = 10,  // an object the task needed is lost for good: ObjectLostError; final
 };
 
 // The task returned a value (inline or in a store); every other kind failed.
@@ -195,9 +200,12 @@ struct TaskOutcome {
   std::string hostname;
   // Value outcomes: the references packed inside the value.
   std::vector<ContainedRef> contained;
+  // The attempt of the spec it answers: an outcome of an earlier attempt
+  // that arrives while the owner waits to send the next one is dropped.
+  std::int32_t attempt = 0;
   MSGPACK_DEFINE(task_id, return_id, owner_rank, owner_node, kind, value, node, size, error_type,
                  error_message, function, pid, actor_id, incarnation, worker_rank, worker_address,
-                 hostname, contained)
+                 hostname, contained, attempt)
 };
 
 // An outcome for `spec` without a value: a failure of `kind`.
@@ -217,6 +225,7 @@ inline TaskOutcome FailedOutcome(const TaskSpec& spec, OutcomeKind kind, std::st
   outcome.function = DisplayName(spec);
   outcome.actor_id = spec.actor_id;
   outcome.incarnation = spec.incarnation;
+  outcome.attempt = spec.attempt;
   return outcome;
 }
 
@@ -286,13 +295,26 @@ struct BorrowerChange {
 // What an owner knows of a resolved object, for a borrower's Get: its value
 // inline, where it is stored, why it failed, or that it is gone.
 enum class ObjectStatusKind : std::uint8_t { kInline = 0, kStored = 1, kFailed = 2, kUnknown = 3 };
+// A borrower's question to an object's owner. With `rebuild`, the borrower
+// found no copy on `lost_on_node` (the node was lost, or the copy is gone):
+// the owner recomputes the object from its lineage if it still believes it
+// there, and answers once it is resolved again.
+struct StatusRequest {
+  ObjectId id;
+  bool rebuild = false;
+  std::uint32_t lost_on_node = 0;
+  std::uint32_t rebuilds_seen = 0;  // ObjectStatus::rebuilds of the location that failed
+  MSGPACK_DEFINE(id, rebuild, lost_on_node, rebuilds_seen)
+};
+
 struct ObjectStatus {
   std::uint8_t kind = 0;  // ObjectStatusKind
   std::string value;
   std::uint32_t node = 0;
   std::uint64_t size = 0;
   TaskOutcome failure;
-  MSGPACK_DEFINE(kind, value, node, size, failure)
+  std::uint32_t rebuilds = 0;  // how often the owner rebuilt it (StatusRequest)
+  MSGPACK_DEFINE(kind, value, node, size, failure, rebuilds)
 };
 
 struct StoreUsage {

@@ -61,6 +61,7 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
   outcome.pid = kPid;
   outcome.actor_id = spec.actor_id;
   outcome.incarnation = spec.incarnation;
+  outcome.attempt = spec.attempt;
   auto fail = [&](OutcomeKind kind, std::string type, std::string message) {
     outcome.kind = static_cast<std::uint8_t>(kind);
     outcome.error_type = std::move(type);

@@ -110,7 +110,7 @@ Result<WorkerOutput::Pipes> WorkerOutput::Open(std::uint32_t rank) {
     streams_[err[0]] = Stream{.rank = rank, .is_stderr = true, .partial = {}};
     Worker& worker = workers_[rank];
     if (worker.file >= 0) ::close(worker.file);
-    worker = Worker{.pid = 0, .file = file, .written = 0, .open_streams = 2};
+    worker = Worker{.pid = 0, .started = false, .file = file, .written = 0, .open_streams = 2};
   }
   const std::uint64_t one = 1;
   [[maybe_unused]] auto written = ::write(wake_fd_, &one, sizeof(one));
@@ -120,9 +120,16 @@ Result<WorkerOutput::Pipes> WorkerOutput::Open(std::uint32_t rank) {
 void WorkerOutput::Started(std::uint32_t rank, const Pipes& pipes, pid_t pid) {
   ::close(pipes.stdout_fd);
   ::close(pipes.stderr_fd);
-  std::lock_guard lock(mutex_);
-  auto found = workers_.find(rank);
-  if (found != workers_.end()) found->second.pid = pid;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = workers_.find(rank);
+    if (found != workers_.end()) {
+      found->second.pid = pid;
+      found->second.started = true;
+    }
+  }
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto written = ::write(wake_fd_, &one, sizeof(one));
 }
 
 void WorkerOutput::Read() {
@@ -134,6 +141,8 @@ void WorkerOutput::Read() {
       watched.reserve(streams_.size() + 1);
       watched.push_back({.fd = wake_fd_, .events = POLLIN, .revents = 0});
       for (const auto& [descriptor, stream] : streams_) {
+        auto worker = workers_.find(stream.rank);
+        if (worker != workers_.end() && !worker->second.started) continue;
         watched.push_back({.fd = descriptor, .events = POLLIN, .revents = 0});
       }
     }

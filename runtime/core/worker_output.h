@@ -77,6 +77,9 @@ class WorkerOutput {
   };
   struct Worker {
     pid_t pid = 0;
+    // Its streams are read only from Started on: a line read before would
+    // carry pid 0 in its prefix (the output waits in the pipe till then).
+    bool started = false;
     int file = -1;
     std::uint64_t written = 0;
     int open_streams = 2;

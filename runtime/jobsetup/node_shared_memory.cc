@@ -1,5 +1,8 @@
 #include "jobsetup/node_shared_memory.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <system_error>
 
 #include "common/private_file.h"
@@ -35,6 +38,11 @@ Result<std::size_t> RemoveNodeSharedMemory(const std::filesystem::path& director
   for (const auto& entry : entries) {
     const std::string name = entry.path().filename().string();
     if (!name.starts_with(start)) continue;
+    // Another user's entry under the step's name was planted, not made by
+    // the step: /dev/shm is sticky, so it could not be removed anyway, and
+    // failing on it would keep the step's teardown failing for good.
+    struct stat info {};
+    if (::lstat(entry.path().c_str(), &info) == 0 && info.st_uid != ::geteuid()) continue;
     // remove_all removes a symbolic link itself, never what it points to.
     std::error_code failure;
     const auto count = std::filesystem::remove_all(entry.path(), failure);

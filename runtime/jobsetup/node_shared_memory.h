@@ -43,8 +43,9 @@ std::filesystem::path UcxSegmentDirectory(const std::filesystem::path& directory
 Status CreateUcxSegmentDirectory(const std::filesystem::path& path, uid_t owner);
 
 // Removes every entry of `directory` named "<prefix>." followed by anything
-// (directories with their contents, symbolic links themselves), and returns
-// how many entries went. Entries that vanish meanwhile are not errors.
+// (directories with their contents, symbolic links themselves) that belongs
+// to the caller, and returns how many entries went. Entries that vanish
+// meanwhile are not errors; another user's are left alone.
 Result<std::size_t> RemoveNodeSharedMemory(const std::filesystem::path& directory,
                                            std::string_view prefix);
 

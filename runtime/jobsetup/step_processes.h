@@ -23,6 +23,10 @@
 
 namespace sray::jobsetup {
 
+// How long a step's leftovers get to exit on SIGTERM before SIGKILL: short,
+// since their step is over (and srun may wait for their output pipes).
+inline constexpr std::chrono::milliseconds kLeftoverGrace{1000};
+
 struct StepProcessSelector {
   uid_t uid = 0;
   std::filesystem::path session_directory;

@@ -130,9 +130,19 @@ Status RemoveStepRecord(const std::filesystem::path& directory, std::string_view
   if (error) {
     return Status::IoError("cannot remove the step record " +
                            (directory / StepRecordName(job_id, step_id)).string() + ": " +
-                           error.message());
+                           error.message() + ": the next sray step on this node will try again");
   }
   return Status::Ok();
+}
+
+Result<StepRecord> ReadStepRecord(const std::filesystem::path& file) {
+  auto bytes = ReadRecordFile(file);
+  if (!bytes.ok()) return bytes.status();
+  return DecodeStepRecord(*bytes);
+}
+
+bool DaemonRuns(const StepRecord& record) {
+  return ProcessStartTime(record.daemon_pid) == record.daemon_start_time;
 }
 
 Result<std::vector<StaleStepRecord>> FindStaleStepRecords(const std::filesystem::path& directory) {
@@ -154,7 +164,7 @@ Result<std::vector<StaleStepRecord>> FindStaleStepRecords(const std::filesystem:
       continue;
     }
     auto record = DecodeStepRecord(*bytes);
-    if (record.ok() && ProcessStartTime(record->daemon_pid) == record->daemon_start_time) continue;
+    if (record.ok() && DaemonRuns(*record)) continue;
     stale.push_back({file, std::move(record)});
   }
   return stale;

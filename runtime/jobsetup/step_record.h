@@ -61,6 +61,12 @@ Status WriteStepRecord(const std::filesystem::path& directory, const StepRecord&
 Status RemoveStepRecord(const std::filesystem::path& directory, std::string_view job_id,
                         std::string_view step_id);
 
+// Reads one record file; refuses one that is not a private regular file of
+// the caller (not written by sray).
+Result<StepRecord> ReadStepRecord(const std::filesystem::path& file);
+// Whether the record's slurmstepd still runs (its pid, with its start time).
+bool DaemonRuns(const StepRecord& record);
+
 // A record whose daemon is gone; `record` holds why it could not be read
 // when it is corrupt (such a file names nothing the sweep can act on).
 struct StaleStepRecord {

@@ -241,7 +241,7 @@ void ObjectStore::DiscardOrphan(const ObjectId& id, ObjectMaker maker) {
   std::lock_guard lock(mutex_);
   auto found = entries_.find(id);
   if (found == entries_.end() || !found->second.primary || found->second.pins > 0 ||
-      !(found->second.maker == maker)) {
+      found->second.maker != maker) {
     return;
   }
   EraseLocked(found);

@@ -31,7 +31,7 @@ class RecordingLinks final : public BorrowLinks {
   void RemoveBorrower(const std::string&, const BorrowerChange& change) override {
     removed.push_back(change);
   }
-  void RequestStatus(const std::string&, const ObjectId&,
+  void RequestStatus(const std::string&, const StatusRequest&,
                      std::function<void(Result<ObjectStatus>)> done) override {
     done(Status::Unavailable("not in this test"));
   }
@@ -99,11 +99,16 @@ class DirectLinks final : public BorrowLinks {
   void RemoveBorrower(const std::string&, const BorrowerChange& change) override {
     owners->at(static_cast<std::uint32_t>(change.id.owner))->RemoveBorrower(change);
   }
-  void RequestStatus(const std::string&, const ObjectId& id,
+  void RequestStatus(const std::string&, const StatusRequest& request,
                      std::function<void(Result<ObjectStatus>)> done) override {
-    owners->at(static_cast<std::uint32_t>(id.owner))
-        ->WhenResolved(id,
-                       [done = std::move(done)](ObjectStatus status) { done(std::move(status)); });
+    Owner* owner = owners->at(static_cast<std::uint32_t>(request.id.owner));
+    auto answer = [done = std::move(done)](ObjectStatus status) { done(std::move(status)); };
+    if (request.rebuild) {
+      owner->WhenRebuilt(request.id, request.lost_on_node, request.rebuilds_seen,
+                         std::move(answer));
+    } else {
+      owner->WhenResolved(request.id, std::move(answer));
+    }
   }
   std::map<std::uint32_t, Owner*>* owners = nullptr;
 
@@ -200,6 +205,62 @@ TEST_F(TwoOwners, ABorrowedReferenceAsATaskArgumentIsResolvedByItsOwner) {
   ASSERT_EQ(borrower_sent_.size(), 1U);
   EXPECT_FALSE(borrower_sent_[0].arguments[0].by_reference);
   EXPECT_EQ(internal::Deserialize<std::int64_t>(borrower_sent_[0].arguments[0].value, "test"), 11);
+}
+
+// The owner's task result, kept in the store of `node`.
+TaskOutcome StoredOn(const TaskSpec& spec, std::uint32_t node) {
+  TaskOutcome outcome = FailedOutcome(spec, OutcomeKind::kStoredValue, "");
+  outcome.node = node;
+  outcome.size = 1 << 20;
+  return outcome;
+}
+
+TaskOutcome FirstArgumentLost(const TaskSpec& spec) {
+  TaskOutcome outcome =
+      FailedOutcome(spec, OutcomeKind::kArgumentLost, "cannot read argument object");
+  outcome.size = 0;
+  return outcome;
+}
+
+TEST_F(TwoOwners, ABorrowedArgumentThatWasLostIsRebuiltByItsOwnerAndTheTaskRunsAgain) {
+  const ObjectId produced = owner_.SubmitTask("make_block", {}, {});
+  owner_.OnTaskOutcome(StoredOn(submitted_.at(0), 2));
+  internal::TaskArgument argument;
+  argument.reference = borrower_.Borrow(produced, "rank-1");
+  (void)borrower_.SubmitTask("sum", {argument}, {});
+  ASSERT_EQ(borrower_sent_.size(), 1U);
+  EXPECT_EQ(borrower_sent_.at(0).arguments[0].node, 2U);
+
+  borrower_.OnTaskOutcome(FirstArgumentLost(borrower_sent_.at(0)));
+  ASSERT_EQ(submitted_.size(), 2U) << "the owner did not recompute the lost argument";
+  EXPECT_EQ(submitted_.at(1).function, "make_block");
+  EXPECT_EQ(borrower_sent_.size(), 1U);  // waits for the rebuilt copy
+
+  owner_.OnTaskOutcome(StoredOn(submitted_.at(1), 3));
+  ASSERT_EQ(borrower_sent_.size(), 2U);
+  EXPECT_EQ(borrower_sent_.at(1).attempt, 1);
+  EXPECT_EQ(borrower_sent_.at(1).arguments[0].node, 3U);
+}
+
+TEST_F(TwoOwners, ABorrowedArgumentThatCannotBeRebuiltFailsTheTaskWithTheOwnersReason) {
+  internal::TaskOptions once;
+  once.max_retries = 0;
+  const ObjectId produced = owner_.SubmitTask("make_block", {}, once);
+  owner_.OnTaskOutcome(StoredOn(submitted_.at(0), 2));
+  internal::TaskArgument argument;
+  argument.reference = borrower_.Borrow(produced, "rank-1");
+  const ObjectId sum = borrower_.SubmitTask("sum", {argument}, {});
+  borrower_.OnTaskOutcome(FirstArgumentLost(borrower_sent_.at(0)));
+  EXPECT_EQ(submitted_.size(), 1U);
+  EXPECT_EQ(borrower_sent_.size(), 1U);
+  try {
+    (void)borrower_.Get({sum}, std::chrono::seconds(5));
+    FAIL() << "Get did not throw";
+  } catch (const ObjectLostError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("node 2 no longer has it"), std::string::npos) << message;
+    EXPECT_NE(message.find("task make_block has no retries left"), std::string::npos) << message;
+  }
 }
 
 TEST_F(TwoOwners, LendingKeepsTheObjectForTheReceiverUntilItGivesItBack) {

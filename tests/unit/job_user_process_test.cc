@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <stdexcept>
 #include <string>
@@ -34,6 +35,21 @@ TEST(RunAsJobUser, TheChildRunsAsTheUser) {
   auto answer = RunAsJobUser(Me(), [] { return std::to_string(geteuid()); });
   ASSERT_TRUE(answer.ok());
   EXPECT_EQ(*answer, std::to_string(getuid()));
+}
+
+TEST(RunAsJobUser, WorkPastItsDeadlineIsKilledAndSaidSo) {
+  const auto started = std::chrono::steady_clock::now();
+  auto answer = RunAsJobUser(
+      Me(),
+      [] {
+        ::raise(SIGSTOP);  // as a user could stop it
+        return std::string("never");
+      },
+      std::chrono::milliseconds(300));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+  ASSERT_FALSE(answer.ok());
+  EXPECT_NE(answer.status().message().find("did not finish within 300 ms"), std::string::npos)
+      << answer.status().message();
 }
 
 TEST(RunAsJobUser, WorkThatThrowsIsReportedNotLost) {

@@ -138,6 +138,21 @@ TEST(NodeSetup, GivesUcxAPrivateDirectoryInDevShmThatTeardownRemoves) {
   }
 }
 
+TEST(NodeSetup, TeardownLeavesAnotherUsersEntryUnderTheStepsNameAndSucceeds) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to plant a file of another user";
+  ScratchDirectory scratch;
+  auto setup = PrepareNode(RequestFor(scratch.path(), 1));
+  ASSERT_TRUE(setup.ok()) << setup.status().message();
+  const auto planted = SharedMemoryPath(NodeSharedMemoryPrefix(TestJobId(), "0", 1) + ".planted");
+  std::ofstream(planted) << "x";
+  ASSERT_EQ(::chown(planted.c_str(), 65534, 65534), 0);
+  const Status torn_down = TeardownNode(*setup);
+  const bool kept = std::filesystem::exists(planted);
+  std::filesystem::remove(planted);
+  EXPECT_TRUE(torn_down.ok()) << torn_down.message();
+  EXPECT_TRUE(kept);
+}
+
 TEST(NodeSetup, RefusesAUcxDirectoryThatSomeoneElsePlanted) {
   ScratchDirectory scratch;
   const auto ucx = SharedMemoryPath(NodeSharedMemoryPrefix(TestJobId(), "0", 2) + ".ucx");

@@ -23,10 +23,17 @@ TaskOutcome ValueFor(const TaskSpec& spec, std::int64_t value) {
   return outcome;
 }
 
-// Inline values never reach the store; these tests use only those.
+// Records what the owner frees; reads fail as in NoStore.
+class FreeRecordingStore : public NoStore {
+ public:
+  void Free(const ObjectId& id, std::uint32_t node) override { freed.emplace_back(id, node); }
+  std::vector<std::pair<ObjectId, std::uint32_t>> freed;
+};
+
+// Results are inline values, or stored ones the tests never read.
 class OwnerTest : public ::testing::Test {
  protected:
-  NoStore store_;
+  FreeRecordingStore store_;
   std::vector<TaskSpec> submitted_;
   Owner owner_{OwnerIdentity{.rank = 5, .node_id = 1}, store_,
                [this](TaskSpec spec) { submitted_.push_back(std::move(spec)); }};
@@ -200,6 +207,65 @@ TEST_F(OwnerTest, TasksThatLoseTheSameArgumentShareOneRebuild) {
   for (const std::size_t index : {4u, 5u}) {
     EXPECT_EQ(submitted_.at(index).arguments.front().node, 1u) << submitted_.at(index).function;
   }
+}
+
+TEST_F(OwnerTest, ALateReportOfALossNeitherRebuildsAgainNorFreesTheNewCopy) {
+  const auto block = ReferenceTo(owner_.SubmitTask("make_block", {}, {}));
+  owner_.OnTaskOutcome(StoredOn(submitted_.at(0), 2));
+  (void)owner_.SubmitTask("first", {block}, {});
+  (void)owner_.SubmitTask("second", {block}, {});
+  owner_.OnTaskOutcome(ArgumentLost(submitted_.at(1), 0));
+  ASSERT_EQ(submitted_.size(), 4u);
+  // Rebuilt on the same node (its file had vanished, the node lived).
+  owner_.OnTaskOutcome(StoredOn(submitted_.at(3), 2));
+  ASSERT_EQ(submitted_.size(), 5u);
+  EXPECT_EQ(submitted_.at(4).function, "first");
+  const std::size_t freed_before = store_.freed.size();
+  // The second task read before the rebuild: its report comes late.
+  owner_.OnTaskOutcome(ArgumentLost(submitted_.at(2), 0));
+  ASSERT_EQ(submitted_.size(), 6u);
+  EXPECT_EQ(submitted_.at(5).function, "second") << "make_block ran a third time";
+  EXPECT_EQ(submitted_.at(5).arguments.front().node, 2u);
+  EXPECT_EQ(store_.freed.size(), freed_before) << "the rebuilt copy was freed";
+}
+
+TEST_F(OwnerTest, AnEarlierAttemptsOutcomeDoesNotSendATaskThatWaitsForItsArgument) {
+  const auto block = ReferenceTo(owner_.SubmitTask("make_block", {}, {}));
+  owner_.OnTaskOutcome(StoredOn(submitted_.at(0), 2));
+  (void)owner_.SubmitTask("sum", {block}, {});
+  const TaskSpec first_attempt = submitted_.at(1);
+  owner_.OnTaskOutcome(ArgumentLost(first_attempt, 0));
+  ASSERT_EQ(submitted_.size(), 3u);  // make_block again; sum waits
+  owner_.OnTaskOutcome(FailedOutcome(first_attempt, OutcomeKind::kWorkerDied, "node 2 was lost"));
+  EXPECT_EQ(submitted_.size(), 3u) << "sent before its argument was rebuilt";
+  owner_.OnTaskOutcome(StoredOn(submitted_.at(2), 1));
+  ASSERT_EQ(submitted_.size(), 4u);
+  EXPECT_EQ(submitted_.at(3).function, "sum");
+  EXPECT_EQ(submitted_.at(3).arguments.front().node, 1u);
+}
+
+TEST_F(OwnerTest, LosingSeveralArgumentsDoesNotUseUpTheTasksRetries) {
+  std::vector<internal::TaskArgument> blocks;
+  for (int index = 0; index < 4; ++index) {
+    blocks.push_back(ReferenceTo(owner_.SubmitTask("make_block", {}, {})));
+    owner_.OnTaskOutcome(StoredOn(submitted_.back(), 2));
+  }
+  internal::TaskOptions no_retries;
+  no_retries.max_retries = 0;
+  const auto sum = owner_.SubmitTask("sum", blocks, no_retries);
+  // The worker reports one lost argument at a time.
+  for (std::uint64_t index = 0; index < 4; ++index) {
+    ASSERT_EQ(submitted_.back().function, "sum") << index;
+    owner_.OnTaskOutcome(ArgumentLost(submitted_.back(), index));
+    ASSERT_EQ(submitted_.back().function, "make_block") << index;
+    owner_.OnTaskOutcome(StoredOn(submitted_.back(), 3));
+  }
+  ASSERT_EQ(submitted_.back().function, "sum");
+  for (const auto& argument : submitted_.back().arguments) EXPECT_EQ(argument.node, 3u);
+  owner_.OnTaskOutcome(ValueFor(submitted_.back(), 4));
+  EXPECT_EQ(internal::Deserialize<std::int64_t>(
+                owner_.Get({sum}, std::chrono::seconds(10)).front()->bytes(), "test"),
+            4);
 }
 
 TEST_F(OwnerTest, AnArgumentThatCannotBeRebuiltFailsTheTaskWithObjectLostError) {

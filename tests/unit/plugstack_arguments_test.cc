@@ -46,6 +46,9 @@ TEST(PlugstackArguments, StateDirectoryHasADefaultAndTakesAnAbsolutePath) {
   EXPECT_NE(relative.status().message().find("state_dir='spool' is not an absolute path"),
             std::string::npos);
   EXPECT_FALSE(Parse({"state_dir=/a", "state_dir=/b"}).ok());
+  auto trailing = Parse({"state_dir=/var/spool//sray/"});
+  ASSERT_TRUE(trailing.ok());
+  EXPECT_EQ(trailing->state_directory, "/var/spool/sray");
 }
 
 }  // namespace
