@@ -1,6 +1,7 @@
 #include "crashed_steps.h"
 
 #include <chrono>
+#include <optional>
 #include <system_error>
 
 #include "job_user_process.h"
@@ -43,9 +44,11 @@ Status CleanUpStep(const jobsetup::StepRecord& record, std::size_t& processes_en
   return Status::Ok();
 }
 
-bool ReplacedByALiveStep(const std::filesystem::path& file) {
+// The record in `file` now, if it is still one whose daemon is gone.
+std::optional<jobsetup::StepRecord> StillStale(const std::filesystem::path& file) {
   auto current = jobsetup::ReadStepRecord(file);
-  return current.ok() && jobsetup::DaemonRuns(*current);
+  if (!current.ok() || jobsetup::DaemonRuns(*current)) return std::nullopt;
+  return std::move(current).value();
 }
 
 }  // namespace
@@ -65,18 +68,20 @@ CrashedStepSweep CleanUpAfterCrashedSteps(const std::filesystem::path& record_di
       sweep.problems.push_back("dropped " + file.string() + ": " + record.status().message());
       continue;
     }
-    const std::string step =
-        record->job_id + "." + record->step_id + " (node " + std::to_string(record->node_id) + ")";
-    // A step of the same id may have started here since the look above (a
-    // job Slurm requeued keeps its id): its live daemon's record wins.
-    if (ReplacedByALiveStep(file)) continue;
-    const Status cleaned = CleanUpStep(*record, sweep.processes_ended);
+    // Read again: a step of the same id may have started here since the
+    // look above (a job Slurm requeued keeps its id), and its live daemon's
+    // record wins; a newer dead one is what is cleaned.
+    const auto current = StillStale(file);
+    if (!current) continue;
+    const std::string step = current->job_id + "." + current->step_id + " (node " +
+                             std::to_string(current->node_id) + ")";
+    const Status cleaned = CleanUpStep(*current, sweep.processes_ended);
     if (!cleaned.ok()) {
       sweep.problems.push_back("step " + step + " left by a slurmstepd that died: " +
                                cleaned.message() + "; tried again at the next sray step here");
       continue;
     }
-    if (ReplacedByALiveStep(file)) continue;
+    if (!StillStale(file)) continue;
     std::filesystem::remove(file, error);
     if (error) {
       sweep.problems.push_back(

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <thread>
 
 namespace sray::spank {
 namespace {
@@ -78,8 +79,10 @@ Result<std::string> RunAsJobUser(const JobUser& user, const std::function<std::s
       pollfd readable{.fd = fds[0], .events = POLLIN, .revents = 0};
       const int ready = left.count() > 0 ? poll(&readable, 1, static_cast<int>(left.count())) : 0;
       if (ready < 0 && errno == EINTR) continue;
-      if (ready == 0) {
-        timed_out = true;
+      if (ready <= 0) {
+        if (ready < 0)
+          read_status = Status::FromErrno(errno, "cannot wait for the job user's process");
+        timed_out = ready == 0;
         kill(child, SIGKILL);
         break;
       }
@@ -92,8 +95,26 @@ Result<std::string> RunAsJobUser(const JobUser& user, const std::function<std::s
   }
   close(fds[0]);
   int wait_status = 0;
-  while (waitpid(child, &wait_status, 0) < 0) {
-    if (errno != EINTR) return Status::FromErrno(errno, "cannot wait for the job user's process");
+  // Killed for its deadline, a child stuck in the kernel (a hung file
+  // system) may not go at once: waited for a second, then left to init's
+  // care when slurmstepd ends, rather than holding the step up.
+  const auto reap_by = deadline ? std::chrono::steady_clock::now() + std::chrono::seconds(1)
+                                : std::chrono::steady_clock::time_point::max();
+  for (;;) {
+    const pid_t reaped = waitpid(child, &wait_status, deadline ? WNOHANG : 0);
+    if (reaped == child) break;
+    if (reaped < 0 && errno != EINTR) {
+      return Status::FromErrno(errno, "cannot wait for the job user's process");
+    }
+    if (reaped == 0) {
+      if (std::chrono::steady_clock::now() >= reap_by) {
+        if (!timed_out) kill(child, SIGKILL);
+        return Status::Unavailable("the process working as uid " + std::to_string(user.uid) +
+                                   " did not end within 1 s of its answer or of SIGKILL: left "
+                                   "behind for slurmstepd's end");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
   }
   const std::string who = "the process working as uid " + std::to_string(user.uid);
   if (timed_out) {

@@ -90,7 +90,7 @@ std::optional<std::string> BorrowedObjects::OwnerAddressOf(const ObjectId& id) c
 void BorrowedObjects::RequestStatus(const ObjectId& id,
                                     std::function<void(Result<ObjectStatus>)> done,
                                     std::optional<std::uint32_t> lost_on_node,
-                                    std::uint32_t rebuilds_seen) {
+                                    std::uint16_t rebuilds_seen) {
   auto address = OwnerAddressOf(id);
   if (!address) {
     done(Status::NotFound("object " + id.ToString() + " is not held by this process"));

@@ -73,7 +73,7 @@ class BorrowedObjects {
   // copy was found there: the owner rebuilds the object first (StatusRequest).
   void RequestStatus(const ObjectId& id, std::function<void(Result<ObjectStatus>)> done,
                      std::optional<std::uint32_t> lost_on_node = std::nullopt,
-                     std::uint32_t rebuilds_seen = 0);
+                     std::uint16_t rebuilds_seen = 0);
   [[nodiscard]] std::size_t size() const;
 
  private:

@@ -140,7 +140,7 @@ bool LocalScheduler::Forward(TaskSpec& spec, ForwardTo where, SchedulerEffects& 
   spec.hops++;
   if (spec.owner_node == config_.node_id) {
     forwarded_[ForwardKey{spec.owner_rank, spec.task_id}] =
-        ForwardedTask{*best, spec.return_id};
+        ForwardedTask{*best, spec.return_id, spec.attempt};
   }
   effects.emplace_back(effects::ForwardToNode{nodes_[*best].rank, std::move(spec)});
   return true;
@@ -171,6 +171,7 @@ SchedulerEffects LocalScheduler::OnNodeLost(std::uint32_t node, const std::strin
     outcome.owner_rank = entry->first.owner_rank;
     outcome.owner_node = config_.node_id;
     outcome.return_id = entry->second.return_id;
+    outcome.attempt = entry->second.attempt;
     outcome.kind = static_cast<std::uint8_t>(OutcomeKind::kWorkerDied);
     outcome.node = node;
     outcome.error_message = "node " + std::to_string(node) + ", where it ran, was lost (" + cause + ")";

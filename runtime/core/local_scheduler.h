@@ -230,6 +230,7 @@ class LocalScheduler {
   struct ForwardedTask {
     std::uint32_t node = 0;
     ObjectId return_id;
+    std::int32_t attempt = 0;  // echoed in the outcome the node's loss makes
   };
   struct ForwardKey {
     std::uint32_t owner_rank = 0;

@@ -303,7 +303,7 @@ void Owner::ReleaseIfUnusedLocked(
 }
 
 bool Owner::Reconstruct(const internal::ObjectId& id, std::uint32_t lost_on_node,
-                        std::uint32_t rebuilds_seen) {
+                        std::uint16_t rebuilds_seen) {
   std::vector<TaskSpec> to_send;
   std::vector<std::pair<internal::ObjectId, std::uint32_t>> to_free;
   bool started = false;
@@ -317,7 +317,7 @@ bool Owner::Reconstruct(const internal::ObjectId& id, std::uint32_t lost_on_node
 }
 
 bool Owner::ReconstructLocked(const internal::ObjectId& id, std::uint32_t lost_on_node,
-                              std::uint32_t rebuilds_seen, std::vector<TaskSpec>& to_send,
+                              std::uint16_t rebuilds_seen, std::vector<TaskSpec>& to_send,
                               std::vector<std::pair<internal::ObjectId, std::uint32_t>>& to_free) {
   auto entry = objects_.find(id);
   if (entry == objects_.end()) return false;
@@ -328,7 +328,7 @@ bool Owner::ReconstructLocked(const internal::ObjectId& id, std::uint32_t lost_o
   auto lineage = lineage_.find(id);
   if (lineage == lineage_.end()) return false;
   PendingTask& task = lineage->second;
-  if (task.spec.attempt >= task.max_retries) return false;
+  if (RetriesUsed(task) >= task.max_retries) return false;
   PrepareRetry(task.spec);
   task.sent = true;
   for (const auto& argument : task.spec.arguments) {
@@ -347,12 +347,16 @@ bool Owner::ReconstructLocked(const internal::ObjectId& id, std::uint32_t lost_o
   return true;
 }
 
-std::string Owner::WhyNotRecomputed(const ObjectEntry& entry) {
-  return entry.producer.empty()
-             ? std::string(
-                   "it was Put, not computed by a task: keep a copy of data you Put, or "
-                   "Put it again")
-             : "task " + entry.producer + " has no retries left: raise its SetMaxRetries";
+std::string Owner::WhyNotRecomputedLocked(const internal::ObjectId& id,
+                                          const ObjectEntry& entry) const {
+  if (entry.producer.empty()) {
+    return "it was Put, not computed by a task: keep a copy of data you Put, or Put it again";
+  }
+  if (!lineage_.contains(id)) {
+    return "actor call " + entry.producer +
+           " returned it, and an actor's state has moved on since: keep a copy, or Put it";
+  }
+  return "task " + entry.producer + " has no retries left: raise its SetMaxRetries";
 }
 
 bool Owner::RunAgainWithLostArgumentLocked(
@@ -391,14 +395,15 @@ bool Owner::RunAgainWithLostArgumentLocked(
     if (entry->second.state == State::kReady && entry->second.in_store &&
         !ReconstructLocked(argument.id, argument.node, argument.rebuilds_seen, followups.to_send,
                            to_free)) {
-      return decline("it cannot be recomputed: " + WhyNotRecomputed(entry->second));
+      return decline("it cannot be recomputed: " +
+                     WhyNotRecomputedLocked(argument.id, entry->second));
     }
   }
   // Run again once the argument is resolved anew: when its rebuilt copy is
   // ready, or at once when a rebuild came first. The loss is not the task's:
   // its retries stay as they were (the argument's producer spends its own).
   PrepareRetry(task.spec);
-  ++task.max_retries;
+  ++task.argument_resends;
   argument.node = 0;
   argument.size = 0;
   task.sent = false;
@@ -424,10 +429,10 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
       contained.push_back(AdoptLocked(reference));
     }
     auto found = tasks_.find(outcome.task_id);
-    if (found != tasks_.end() && !found->second.sent &&
-        outcome.attempt < found->second.spec.attempt) {
-      // An earlier attempt's, while the next one waits for its arguments:
-      // the task is not running anywhere now.
+    if (found != tasks_.end() && outcome.attempt < found->second.spec.attempt) {
+      // An earlier attempt's, after the next one was made (a node's loss
+      // reported before its worker's own outcome, a producer's late result
+      // during its rebuild): the current attempt answers for the task.
       if (kind == OutcomeKind::kStoredValue) to_free.emplace_back(outcome.return_id, outcome.node);
       for (auto& handle : contained) released.push_back(std::move(handle));
     } else if (found == tasks_.end() || found->second.spec.return_id != outcome.return_id) {
@@ -443,8 +448,10 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
         kind = OutcomeKind::kObjectLost;
         outcome.kind = static_cast<std::uint8_t>(kind);
       }
+      // Only a task that was sent can have died or thrown: a failure of one
+      // still waiting is its argument's, copied, and final.
       const bool retry =
-          task.spec.attempt < task.max_retries &&
+          task.sent && RetriesUsed(task) < task.max_retries &&
           (kind == OutcomeKind::kWorkerDied || kind == OutcomeKind::kActorRestarting ||
            (kind == OutcomeKind::kTaskThrew && task.retry_exceptions));
       if (run_again) {
@@ -477,7 +484,7 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
             entry.state = State::kFailed;
             if (outcome.function.empty()) outcome.function = DisplayName(task.spec);
             outcome.error_message += kind == OutcomeKind::kWorkerDied
-                                         ? " (attempts: " + std::to_string(task.spec.attempt + 1) +
+                                         ? " (attempts: " + std::to_string(RetriesUsed(task) + 1) +
                                                ", max_retries=" + std::to_string(task.max_retries) +
                                                ")"
                                          : "";

@@ -95,7 +95,7 @@ class Owner final : public internal::Runtime {
   // object is recomputed from its lineage first while this owner still
   // believes it there; when it cannot be, `done` gets a failure that says why.
   void WhenRebuilt(const internal::ObjectId& id, std::uint32_t lost_on_node,
-                   std::uint32_t rebuilds_seen, std::function<void(ObjectStatus)> done);
+                   std::uint16_t rebuilds_seen, std::function<void(ObjectStatus)> done);
   // Drops every `done` still waiting (before the transport their answers
   // need goes away).
   void DropStatusWaiters();
@@ -176,6 +176,8 @@ class Owner final : public internal::Runtime {
     TaskSpec spec;
     std::vector<std::shared_ptr<internal::ObjectHandle>> argument_handles;
     int max_retries = 0;
+    // Resends after a lost argument (RunAgainWithLostArgumentLocked).
+    std::uint16_t argument_resends = 0;
     bool retry_exceptions = false;
     bool counted = false;  // in function_tasks_in_flight_
     std::size_t unresolved = 0;
@@ -191,7 +193,7 @@ class Owner final : public internal::Runtime {
     internal::ObjectId id;
     // The task found no copy there: the owner is asked to rebuild it.
     std::optional<std::uint32_t> lost_on_node;
-    std::uint32_t rebuilds_seen = 0;
+    std::uint16_t rebuilds_seen = 0;
   };
   // Work found under mutex_, done once it is released.
   struct Followups {
@@ -231,16 +233,22 @@ class Owner final : public internal::Runtime {
   // Resubmits the task that produced a lost object, if its retries allow.
   // False when the object cannot be recomputed.
   bool Reconstruct(const internal::ObjectId& id, std::uint32_t lost_on_node,
-                   std::uint32_t rebuilds_seen);
+                   std::uint16_t rebuilds_seen);
   // The same with mutex_ held: the task to send and the stale copy to free
   // are added for the caller to act on once it is released.
   // `rebuilds_seen` is the ObjectEntry::rebuilds of the copy found lost: a
   // rebuild made since counts as started (true, nothing done).
   bool ReconstructLocked(const internal::ObjectId& id, std::uint32_t lost_on_node,
-                         std::uint32_t rebuilds_seen, std::vector<TaskSpec>& to_send,
+                         std::uint16_t rebuilds_seen, std::vector<TaskSpec>& to_send,
                          std::vector<std::pair<internal::ObjectId, std::uint32_t>>& to_free);
-  // Why an object lost from `node` cannot be recomputed, for messages.
-  static std::string WhyNotRecomputed(const ObjectEntry& entry);
+  // Why a lost object cannot be recomputed, for messages.
+  [[nodiscard]] std::string WhyNotRecomputedLocked(const internal::ObjectId& id,
+                                                   const ObjectEntry& entry) const;
+  // A task's attempts that counted against its max_retries: resends after a
+  // lost argument do not.
+  static int RetriesUsed(const PendingTask& task) {
+    return task.spec.attempt - static_cast<int>(task.argument_resends);
+  }
   // A task whose argument was gone where its spec said (kArgumentLost): the
   // argument is rebuilt from its lineage, and the task, as a retry, waits to
   // run again until it is ready. False, with the reason added to `outcome`'s

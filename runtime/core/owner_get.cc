@@ -238,8 +238,8 @@ void Owner::GetOwned(const std::vector<internal::ObjectId>& ids,
       }
       const std::uint32_t node = entry.node;
       const std::uint64_t size = entry.size;
-      const std::uint32_t rebuilds = entry.rebuilds;
-      const std::string why_not = WhyNotRecomputed(entry);
+      const std::uint16_t rebuilds = entry.rebuilds;
+      const std::string why_not = WhyNotRecomputedLocked(id, entry);
       lock.unlock();
       value = ReadStored(id, node, size);
       if (value) break;

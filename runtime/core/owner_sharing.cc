@@ -124,7 +124,7 @@ void Owner::WhenResolved(const internal::ObjectId& id, std::function<void(Object
 }
 
 void Owner::WhenRebuilt(const internal::ObjectId& id, std::uint32_t lost_on_node,
-                        std::uint32_t rebuilds_seen, std::function<void(ObjectStatus)> done) {
+                        std::uint16_t rebuilds_seen, std::function<void(ObjectStatus)> done) {
   std::vector<TaskSpec> to_send;
   std::vector<std::pair<internal::ObjectId, std::uint32_t>> to_free;
   std::optional<ObjectStatus> lost;
@@ -140,7 +140,7 @@ void Owner::WhenRebuilt(const internal::ObjectId& id, std::uint32_t lost_on_node
       lost->failure.error_message =
           "object " + id.ToString() + " is lost: node " + std::to_string(lost_on_node) +
           " no longer has it, and its owner (rank " + std::to_string(identity_.rank) +
-          ") cannot recompute it: " + WhyNotRecomputed(found->second);
+          ") cannot recompute it: " + WhyNotRecomputedLocked(id, found->second);
     }
   }
   for (const auto& [object, node] : to_free) store_.Free(object, node);

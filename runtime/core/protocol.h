@@ -303,7 +303,7 @@ struct StatusRequest {
   ObjectId id;
   bool rebuild = false;
   std::uint32_t lost_on_node = 0;
-  std::uint32_t rebuilds_seen = 0;  // ObjectStatus::rebuilds of the location that failed
+  std::uint16_t rebuilds_seen = 0;  // ObjectStatus::rebuilds of the location that failed
   MSGPACK_DEFINE(id, rebuild, lost_on_node, rebuilds_seen)
 };
 
@@ -313,7 +313,7 @@ struct ObjectStatus {
   std::uint32_t node = 0;
   std::uint64_t size = 0;
   TaskOutcome failure;
-  std::uint32_t rebuilds = 0;  // how often the owner rebuilt it (StatusRequest)
+  std::uint16_t rebuilds = 0;  // how often the owner rebuilt it (StatusRequest)
   MSGPACK_DEFINE(kind, value, node, size, failure, rebuilds)
 };
 
