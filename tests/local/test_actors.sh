@@ -21,7 +21,7 @@ run_mode errors 5
 run_mode concurrency 1
 run_mode caller-death 1
 run_mode orphans 1
-run_mode reuse 10
+run_mode reuse 11
 
 "$SRAY" run -N3 "$SRAY_BUILD_DIR/examples/feature_cache" >"$WORK/example.out" 2>&1 ||
   { cat "$WORK/example.out" >&2; fail "the feature_cache example failed"; }
