@@ -429,10 +429,13 @@ void Owner::OnTaskOutcome(TaskOutcome outcome) {
       contained.push_back(AdoptLocked(reference));
     }
     auto found = tasks_.find(outcome.task_id);
-    if (found != tasks_.end() && outcome.attempt < found->second.spec.attempt) {
-      // An earlier attempt's, after the next one was made (a node's loss
-      // reported before its worker's own outcome, a producer's late result
-      // during its rebuild): the current attempt answers for the task.
+    if (found != tasks_.end() && !found->second.sent &&
+        outcome.attempt < found->second.spec.attempt) {
+      // An earlier attempt's, while the next one waits for its arguments:
+      // the task is not running anywhere now. (Once it is sent again, an
+      // earlier attempt's result is still taken: an actor's call may end
+      // in the same node and store as its retry, and dropping one frees
+      // both.)
       if (kind == OutcomeKind::kStoredValue) to_free.emplace_back(outcome.return_id, outcome.node);
       for (auto& handle : contained) released.push_back(std::move(handle));
     } else if (found == tasks_.end() || found->second.spec.return_id != outcome.return_id) {

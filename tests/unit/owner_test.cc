@@ -278,21 +278,6 @@ TEST_F(OwnerTest, ATaskWhoseArgumentsProducerDiedFailsAtOnceWithoutBeingSent) {
   EXPECT_THROW((void)owner_.Get({sum}, std::chrono::seconds(10)), WorkerDiedError);
 }
 
-TEST_F(OwnerTest, ALateProducerResultDuringItsRebuildIsDropped) {
-  const auto block = ReferenceTo(owner_.SubmitTask("make_block", {}, {}));
-  const TaskSpec first_attempt = submitted_.at(0);
-  owner_.OnTaskOutcome(StoredOn(first_attempt, 2));
-  (void)owner_.SubmitTask("sum", {block}, {});
-  owner_.OnTaskOutcome(ArgumentLost(submitted_.at(1), 0));
-  ASSERT_EQ(submitted_.back().function, "make_block");
-  // The first attempt's result again (a duplicate), while attempt 1 runs.
-  owner_.OnTaskOutcome(StoredOn(first_attempt, 2));
-  EXPECT_EQ(submitted_.back().function, "make_block") << "sum was sent to the stale copy";
-  owner_.OnTaskOutcome(StoredOn(submitted_.back(), 3));
-  ASSERT_EQ(submitted_.back().function, "sum");
-  EXPECT_EQ(submitted_.back().arguments.front().node, 3u);
-}
-
 TEST_F(OwnerTest, AnArgumentThatCannotBeRebuiltFailsTheTaskWithObjectLostError) {
   internal::TaskOptions once;
   once.max_retries = 0;
