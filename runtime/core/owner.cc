@@ -213,6 +213,21 @@ void Owner::RemovePlacementGroup(std::uint64_t id) {
   Actors().RemovePlacementGroup(id);
 }
 
+void Owner::AskOwnerLocked(PendingTask& task, std::size_t index, bool lost, Followups& followups) {
+  if (std::find(task.asked_owner.begin(), task.asked_owner.end(), index) !=
+      task.asked_owner.end()) {
+    return;  // asked already; one answer resolves it
+  }
+  task.asked_owner.push_back(index);
+  const ArgumentSpec& argument = task.spec.arguments[index];
+  followups.to_ask.push_back(OwnerQuestion{
+      .task_id = task.spec.task_id,
+      .index = index,
+      .id = argument.id,
+      .lost_on_node = lost ? std::optional<std::uint32_t>(argument.node) : std::nullopt,
+      .rebuilds_seen = lost ? argument.rebuilds_seen : std::uint16_t{0}});
+}
+
 void Owner::ResolveArgumentsLocked(PendingTask& task, Followups& followups) {
   auto& to_fail = followups.to_fail;
   task.unresolved = 0;
@@ -222,14 +237,7 @@ void Owner::ResolveArgumentsLocked(PendingTask& task, Followups& followups) {
     if (!argument.by_reference || argument.size != 0 || argument.node != 0) continue;
     if (!Owns(argument.id)) {
       // Borrowed: its owner says where it is once it is ready.
-      if (std::find(task.asked_owner.begin(), task.asked_owner.end(), index) ==
-          task.asked_owner.end()) {
-        task.asked_owner.push_back(index);
-        followups.to_ask.push_back(OwnerQuestion{.task_id = task.spec.task_id,
-                                                 .index = index,
-                                                 .id = argument.id,
-                                                 .lost_on_node = std::nullopt});
-      }
+      AskOwnerLocked(task, index, /*lost=*/false, followups);
       task.unresolved++;
       continue;
     }
@@ -380,15 +388,7 @@ bool Owner::RunAgainWithLostArgumentLocked(
   if (!Owns(argument.id)) {
     // Borrowed: its owner rebuilds it and answers once it is ready again (or
     // why it cannot be, which then fails the task).
-    if (std::find(task.asked_owner.begin(), task.asked_owner.end(), index) ==
-        task.asked_owner.end()) {
-      task.asked_owner.push_back(index);
-      followups.to_ask.push_back(OwnerQuestion{.task_id = task.spec.task_id,
-                                               .index = index,
-                                               .id = argument.id,
-                                               .lost_on_node = argument.node,
-                                               .rebuilds_seen = argument.rebuilds_seen});
-    }
+    AskOwnerLocked(task, index, /*lost=*/true, followups);
   } else {
     auto entry = objects_.find(argument.id);
     if (entry == objects_.end()) return decline("this process no longer holds it");

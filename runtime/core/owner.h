@@ -218,6 +218,10 @@ class Owner final : public internal::Runtime {
   ActorCalls& Actors();
   // Returns the work to do once mutex_ is released in `followups`.
   void ResolveArgumentsLocked(PendingTask& task, Followups& followups);
+  // Asks the owner of borrowed argument `index` where it is (to rebuild it
+  // first when `lost`: the task found no copy where the spec said), unless
+  // a question for it is open already.
+  void AskOwnerLocked(PendingTask& task, std::size_t index, bool lost, Followups& followups);
   void RunFollowups(Followups followups);
   // A borrowed argument's owner answered.
   void OnArgumentStatus(const OwnerQuestion& question, Result<ObjectStatus> status);
