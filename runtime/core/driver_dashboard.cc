@@ -15,6 +15,7 @@
 #include "common/whole_number.h"
 #include "core/protocol.h"
 #include "core/training_runs.h"
+#include "dashboard/dashboard_module.h"
 
 namespace sray::core {
 namespace {
@@ -291,7 +292,7 @@ std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnviro
                                .size = logs->size,
                                .data = std::move(logs->data)};
   };
-  auto server = dashboard::DashboardServer::Start(std::move(options));
+  auto server = dashboard::StartDashboardServer(std::move(options));
   if (!server.ok()) return refuse(server.status().message());
 
   auto result = std::make_unique<DriverDashboard>();

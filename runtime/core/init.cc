@@ -263,13 +263,18 @@ void CheckEnvironmentsMatch(const wire::WiredJob& job, const std::string& own_lo
 Result<transport::Bytes> CallHead(transport::Transport& transport, std::uint32_t method,
                                   const transport::Bytes& payload) {
   const auto deadline = std::chrono::steady_clock::now() + kRegistrationTimeout;
+  // The head registers its handlers a millisecond or so after its wire-up:
+  // the first retries come soon (each one was a whole launch's delay at a
+  // fixed 5 ms), later ones less often.
+  std::chrono::microseconds pause{200};
   while (true) {
     auto reply = transport.Call(0, method, payload, std::chrono::seconds(10));
     if (reply.ok() || reply.status().code() != StatusCode::kNotFound ||
         std::chrono::steady_clock::now() > deadline) {
       return reply;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(5000));
   }
 }
 
@@ -598,10 +603,32 @@ void Shutdown() {
     std::lock_guard lock(state->lost_nodes->mutex);
     state->lost_nodes->stopping = true;
   }
+  // Every node is told at once, and ends its workers while the others do.
+  struct Answers {
+    std::mutex mutex;
+    std::condition_variable arrived;
+    std::size_t missing = 0;  // guarded by mutex
+  };
+  auto answers = std::make_shared<Answers>();
   for (std::size_t node = 1; node < state->node_manager_ranks.size(); ++node) {
     if (state->lost_nodes->IsLost(static_cast<std::uint32_t>(node))) continue;
-    (void)transport.Call(state->node_manager_ranks[node], core::kShutdownNode, {},
-                         std::chrono::seconds(10));
+    {
+      std::lock_guard lock(answers->mutex);
+      ++answers->missing;
+    }
+    transport.CallAsync(state->node_manager_ranks[node], core::kShutdownNode, {},
+                        [answers](const Result<transport::Bytes>&) {
+                          {
+                            std::lock_guard lock(answers->mutex);
+                            --answers->missing;
+                          }
+                          answers->arrived.notify_all();
+                        });
+  }
+  {
+    std::unique_lock lock(answers->mutex);
+    (void)answers->arrived.wait_for(lock, std::chrono::seconds(10),
+                                    [&answers] { return answers->missing == 0; });
   }
   state->node_manager.reset();
   if (!state->actor_index.empty()) {

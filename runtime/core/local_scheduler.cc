@@ -57,6 +57,14 @@ SchedulerEffects LocalScheduler::OnResourceUpdate(const ResourceUpdate& update) 
   return effects;
 }
 
+void LocalScheduler::StartOneWorker(SchedulerEffects& effects) {
+  const std::uint32_t rank = kFirstWorkerRank + config_.node_id * kWorkersPerNodeLimit +
+                             (next_worker_++ % kWorkersPerNodeLimit);
+  workers_[rank] = Worker{};
+  ++starting_;
+  effects.emplace_back(effects::StartWorker{rank});
+}
+
 SchedulerEffects LocalScheduler::Submit(TaskSpec spec) {
   SchedulerEffects effects;
   Schedule(std::move(spec), effects);
@@ -220,6 +228,14 @@ void LocalScheduler::Dispatch(SchedulerEffects& effects) {
       for (std::size_t index = 0; index < fitting; ++index) {
         if (IsKind(tasks[index], TaskKind::kActorCreation)) ++waiting_actors;
       }
+      // Those right behind, beyond what fits here now, to nodes with room
+      // now (stopping at the first that stays: a scan must not walk a long
+      // queue on every event).
+      while (fitting < tasks.size() && tasks[fitting].hops == 0 && !tasks[fitting].placed &&
+             Forward(tasks[fitting], ForwardTo::kFree, effects)) {
+        tasks.erase(tasks.begin() + static_cast<std::ptrdiff_t>(fitting));
+        --queued_;
+      }
     }
     // 2. Other nodes with room or a short queue. Only tasks submitted here
     // move for load, so a task is not passed around; placed ones never do.
@@ -253,16 +269,15 @@ void LocalScheduler::Dispatch(SchedulerEffects& effects) {
   // Actors' workers, constructing ones too, do not count against the pool's
   // cap: each actor needs a process of its own. A worker retiring a killed
   // actor is idle within a millisecond or so, far sooner than a new one
-  // would start: it counts as one starting.
-  const auto task_workers = workers_.size() - actor_workers_ - constructing_;
+  // would start: it counts as one starting. Starting workers are in
+  // workers_ too: counted once, as starting.
+  const std::size_t not_task_workers = actor_workers_ + constructing_ + starting_;
+  const auto task_workers =
+      workers_.size() > not_task_workers ? workers_.size() - not_task_workers : std::size_t{0};
   while (waiting_for_worker > starting_ + retiring_ &&
          task_workers + starting_ < config_.max_workers + waiting_actors &&
          deaths_before_start_ < kDeathsBeforeStartLimit) {
-    const std::uint32_t rank = kFirstWorkerRank + config_.node_id * kWorkersPerNodeLimit +
-                               (next_worker_++ % kWorkersPerNodeLimit);
-    workers_[rank] = Worker{};
-    ++starting_;
-    effects.emplace_back(effects::StartWorker{rank});
+    StartOneWorker(effects);
   }
 }
 

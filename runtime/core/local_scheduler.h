@@ -13,6 +13,10 @@
 // - A task goes to an idle worker here with a fresh grant; a task submitted
 //   here that does not fit moves to a node with the resources free, or a
 //   short queue; one no node could ever run fails at once as infeasible.
+// - Tasks submitted here beyond what this node's free resources hold move
+//   at once to nodes with those resources free: waiting here would cost them
+//   a worker start or a task's run first (a burst's first tasks then start
+//   workers on every node together, not one node after another).
 // - Behind a busy worker of the same shape, up to kTasksPipelinedPerWorker
 //   tasks wait in the worker, only when this node has no room of its own.
 // - A task waiting in Get lends its CPUs (not GPUs) until it resumes.
@@ -202,12 +206,14 @@ class LocalScheduler {
     bool ending = false;  // killed as surplus; no longer idle
   };
   enum class ForwardTo {
+    kFree,              // resources free now
     kFreeOrShortQueue,  // resources free now, or a queue shorter than the limit
     kAnyFeasible,       // any node whose totals fit (this one's do not)
   };
 
   void Schedule(TaskSpec spec, SchedulerEffects& effects);
   void Dispatch(SchedulerEffects& effects);
+  void StartOneWorker(SchedulerEffects& effects);
   bool Forward(TaskSpec& spec, ForwardTo where, SchedulerEffects& effects);
   void Assign(std::uint32_t rank, Worker& worker, TaskSpec task, SchedulerEffects& effects);
   void ReleaseGrant(Worker& worker);

@@ -15,8 +15,6 @@
 
 #include <httplib.h>
 
-#include "common/hex.h"
-#include "common/random_bytes.h"
 #include "common/whole_number.h"
 #include "dashboard/dashboard_page.h"
 
@@ -69,17 +67,12 @@ void Secure(httplib::Response& response) {
 
 }  // namespace
 
-Result<std::string> RandomSecret(std::size_t bytes) {
-  std::vector<std::byte> secret(bytes);
-  const Status filled = FillRandom(secret, "the dashboard's token");
-  if (!filled.ok()) return filled;
-  return HexOf(secret);
-}
+namespace {
 
-class DashboardServer::Impl {
+class ServingDashboard final : public DashboardServer {
  public:
-  explicit Impl(DashboardOptions options) : options_(std::move(options)) {}
-  ~Impl() {
+  explicit ServingDashboard(DashboardOptions options) : options_(std::move(options)) {}
+  ~ServingDashboard() override {
     if (!thread_.joinable()) return;
     // stop() is lost on a server not yet running: repeat until it ended.
     while (!listening_ended_.load()) {
@@ -88,10 +81,10 @@ class DashboardServer::Impl {
     }
     thread_.join();
   }
-  Impl(const Impl&) = delete;
-  Impl& operator=(const Impl&) = delete;
+  ServingDashboard(const ServingDashboard&) = delete;
+  ServingDashboard& operator=(const ServingDashboard&) = delete;
 
-  Status Start() {
+  Status Listen() {
     server_.new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
     server_.set_keep_alive_timeout(kKeepAliveSeconds);
     // httplib sets SO_REUSEPORT by default, which lets a second server (a
@@ -245,13 +238,19 @@ class DashboardServer::Impl {
     return Status::Ok();
   }
 
-  [[nodiscard]] const std::string& host() const { return options_.host; }
-  [[nodiscard]] int port() const { return port_; }
-  [[nodiscard]] std::string Url() const {
+  [[nodiscard]] const std::string& host() const override { return options_.host; }
+  [[nodiscard]] int port() const override { return port_; }
+  [[nodiscard]] std::string Url() const override {
     return "http://" + options_.host + ":" + std::to_string(port_) + "/";
   }
   [[nodiscard]] std::string UrlOf(const std::string& login_code) const {
     return Url() + "login?code=" + login_code;
+  }
+
+  std::string NewLoginUrl() override {
+    auto code = NewLoginCode();
+    if (!code.ok()) return Url();
+    return UrlOf(*code);
   }
 
   Result<std::string> NewLoginCode() {
@@ -335,35 +334,16 @@ class DashboardServer::Impl {
   std::deque<std::string> sessions_;  // the logged-in browsers' cookies, oldest first; by mutex_
 };
 
+}  // namespace
+
 Result<std::unique_ptr<DashboardServer>> DashboardServer::Start(DashboardOptions options) {
   if (options.token.empty() || options.cookie_name.empty()) {
     return Status::InvalidArgument("the dashboard needs a token and a cookie name");
   }
-  auto impl = std::make_unique<Impl>(std::move(options));
-  const Status started = impl->Start();
+  auto server = std::make_unique<ServingDashboard>(std::move(options));
+  const Status started = server->Listen();
   if (!started.ok()) return started;
-  return std::unique_ptr<DashboardServer>(new DashboardServer(std::move(impl)));
-}
-
-DashboardServer::DashboardServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-DashboardServer::~DashboardServer() = default;
-
-const std::string& DashboardServer::host() const {
-  return impl_->host();
-}
-
-int DashboardServer::port() const {
-  return impl_->port();
-}
-
-std::string DashboardServer::Url() const {
-  return impl_->Url();
-}
-
-std::string DashboardServer::NewLoginUrl() {
-  auto code = impl_->NewLoginCode();
-  if (!code.ok()) return Url();
-  return impl_->UrlOf(*code);
+  return std::unique_ptr<DashboardServer>(std::move(server));
 }
 
 }  // namespace sray::dashboard

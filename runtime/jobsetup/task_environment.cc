@@ -39,6 +39,16 @@ Result<Number> RequiredNumber(const std::function<const char*(const char*)>& loo
   return *number;
 }
 
+// A directory that cannot be read counts as devices present: UCX then
+// looks for itself, as without sray.
+bool HasRdmaDevices(const std::filesystem::path& directory) {
+  std::error_code error;
+  if (!std::filesystem::exists(directory, error)) return error.value() != 0;
+  std::filesystem::directory_iterator entries(directory, error);
+  if (error) return true;
+  return entries != std::filesystem::directory_iterator();
+}
+
 }  // namespace
 
 std::string_view RoleForNode(std::uint32_t node_id) {
@@ -64,15 +74,19 @@ EnvironmentVariables ToEnvironmentVariables(const TaskEnvironment& environment) 
   return variables;
 }
 
-EnvironmentVariables TransportEnvironmentDefaults(const TaskEnvironment& environment) {
+EnvironmentVariables TransportEnvironmentDefaults(
+    const TaskEnvironment& environment, const std::filesystem::path& rdma_device_directory) {
   const std::string prefix =
       NodeSharedMemoryPrefix(environment.job_id, environment.step_id, environment.node_id);
-  return {{"UCX_POSIX_ERROR_HANDLING", "y"},
-          {"UCX_SYSV_ERROR_HANDLING", "y"},
-          {"UCX_POSIX_RX_BUFS_GROW", "128"},
-          {"UCX_SYSV_RX_BUFS_GROW", "128"},
-          {"UCX_WARN_UNUSED_ENV_VARS", "n"},
-          {"UCX_POSIX_DIR", UcxSegmentDirectory(kSharedMemoryDirectory, prefix).string()}};
+  EnvironmentVariables variables = {
+      {"UCX_POSIX_ERROR_HANDLING", "y"},
+      {"UCX_SYSV_ERROR_HANDLING", "y"},
+      {"UCX_POSIX_RX_BUFS_GROW", "128"},
+      {"UCX_SYSV_RX_BUFS_GROW", "128"},
+      {"UCX_WARN_UNUSED_ENV_VARS", "n"},
+      {"UCX_POSIX_DIR", UcxSegmentDirectory(kSharedMemoryDirectory, prefix).string()}};
+  if (!HasRdmaDevices(rdma_device_directory)) variables.emplace_back("UCX_MODULES", "^ib,rdmacm");
+  return variables;
 }
 
 std::pair<std::string, std::string> OutputPrivateVariable(bool output_private) {

@@ -4,9 +4,10 @@
 // library for both front ends and read back by the runtime. Keeping writer and
 // reader together guarantees they agree on names and formats.
 //
-// Thread-safety: pure functions.
+// Thread-safety: pure functions (TransportEnvironmentDefaults reads sysfs).
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -62,8 +63,15 @@ EnvironmentVariables ToEnvironmentVariables(const TaskEnvironment& environment);
 // allocates and registers the first chunk when each process makes its
 // worker, and 512 buffers of 8 KiB (4 MiB per transport) took 3 ms of each
 // process's 8 ms of UCX start here (bench/transport/process_start_cost); the
-// pool still grows on demand.
-EnvironmentVariables TransportEnvironmentDefaults(const TaskEnvironment& environment);
+// pool still grows on demand. On a node without RDMA devices (nothing in
+// `rdma_device_directory`), UCX does not load its InfiniBand and RDMA-CM
+// modules: they find nothing to use, but loading them (libibverbs opens every
+// provider library it knows) cost each process about 4 ms of CPU of its start
+// here, a fifth of a worker's (bench/launch).
+inline constexpr const char* kRdmaDeviceDirectory = "/sys/class/infiniband";
+EnvironmentVariables TransportEnvironmentDefaults(
+    const TaskEnvironment& environment,
+    const std::filesystem::path& rdma_device_directory = kRdmaDeviceDirectory);
 
 // Whether the step's output reaches the job user alone (a terminal, or a
 // file nobody else may read): only then does the driver print its

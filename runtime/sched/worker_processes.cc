@@ -115,16 +115,11 @@ void WorkerProcesses::StopAll() {
     for (const auto& [pid, fd] : pidfds_) running.push_back(pid);
   }
   // The watcher reaps them; wait until it has, or the grace period ends.
+  // (Woken by each reap: polling every 5 ms made every step's end wait
+  // 2.5 ms more on average.)
   auto all_reaped_within = [this](std::chrono::seconds grace) {
-    const auto deadline = std::chrono::steady_clock::now() + grace;
-    while (std::chrono::steady_clock::now() < deadline) {
-      {
-        std::lock_guard lock(mutex_);
-        if (pidfds_.empty()) return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return false;
+    std::unique_lock lock(mutex_);
+    return reaped_.wait_for(lock, grace, [this] { return pidfds_.empty(); });
   };
   for (const pid_t pid : running) Kill(pid, SIGTERM);
   if (all_reaped_within(std::chrono::seconds(3))) return;
@@ -166,6 +161,7 @@ void WorkerProcesses::Watch() {
           pidfds_.erase(found);
         }
       }
+      reaped_.notify_all();
       on_exit_(pid, wait_status);
     }
   }

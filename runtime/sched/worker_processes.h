@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -55,6 +56,7 @@ class WorkerProcesses {
   int wake_fd_;
   std::mutex mutex_;
   std::map<pid_t, int> pidfds_;  // running workers
+  std::condition_variable reaped_;  // a worker left pidfds_
   bool stopping_ = false;
   std::thread watcher_;
 };

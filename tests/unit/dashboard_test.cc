@@ -12,6 +12,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "dashboard/dashboard_module.h"
 #include "dashboard/dashboard_server.h"
 #include "dashboard/jobs_file.h"
 
@@ -503,6 +504,25 @@ TEST(JobsFile, IsPrivateToTheUserAndGoesWithTheStep) {
   EXPECT_NE(refused.status().message().find("not a directory private to this user"),
             std::string::npos);
   std::filesystem::remove_all(home);
+}
+
+// The server's module is looked for beside the library (here the test
+// program, which has none beside it): its absence is said with the path and
+// the fix, and asked again it is said again, not a crash.
+TEST(DashboardModule, AMissingModuleIsNamedWithItsPathAndTheFix) {
+  DashboardOptions options;
+  options.token = "t";
+  options.cookie_name = "c";
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto server = StartDashboardServer(options);
+    ASSERT_FALSE(server.ok());
+    const std::string& message = server.status().message();
+    const auto expected_path =
+        (std::filesystem::canonical("/proc/self/exe").parent_path() / kDashboardModuleName)
+            .string();
+    EXPECT_NE(message.find("cannot load " + expected_path), std::string::npos) << message;
+    EXPECT_NE(message.find("reinstall sray, or set dashboard=off"), std::string::npos) << message;
+  }
 }
 
 }  // namespace

@@ -107,6 +107,45 @@ TEST_F(LocalSchedulerTest, ATaskTooBigForThisNodeMovesToOneWhereItFits) {
   EXPECT_EQ(forwarded[0].task.hops, 1u);
 }
 
+// A burst's tasks beyond what this node holds do not wait for its workers
+// to start: they go to a node with room at once, so every node starts its
+// workers together; those that fit here stay, as do the rest once no node
+// has room.
+TEST_F(LocalSchedulerTest, TasksBeyondWhatThisNodeHoldsGoAtOnceToANodeWithRoom) {
+  std::vector<effects::ForwardToNode> forwarded;
+  std::size_t starts = 0;
+  for (std::uint64_t id = 1; id <= 5; ++id) {
+    const auto effects = scheduler_.Submit(Task(id, 1));
+    for (const auto& forward : All<effects::ForwardToNode>(effects)) forwarded.push_back(forward);
+    starts += All<effects::StartWorker>(effects).size();
+  }
+  ASSERT_EQ(forwarded.size(), 2u) << "node 1 has room for two";
+  EXPECT_EQ(forwarded[0].task.task_id, 3u);
+  EXPECT_EQ(forwarded[1].task.task_id, 4u);
+  for (const auto& forward : forwarded) EXPECT_EQ(forward.node_rank, 1u);
+  EXPECT_EQ(starts, 2u) << "tasks 1 and 2 start this node's workers";
+
+  pid_t pid = 100;
+  SchedulerEffects started;
+  for (std::uint32_t rank = kFirstWorkerRank; rank < kFirstWorkerRank + 2; ++rank) {
+    (void)scheduler_.OnWorkerSpawned(rank, pid++);
+    for (auto& effect : scheduler_.OnWorkerRegistered(rank)) started.push_back(effect);
+  }
+  std::vector<std::uint64_t> ran;
+  for (const auto& run : All<effects::RunOnWorker>(started)) ran.push_back(run.task.task_id);
+  EXPECT_EQ(ran, (std::vector<std::uint64_t>{1, 2})) << "task 5 waits behind them here";
+}
+
+TEST_F(LocalSchedulerTest, ASecondWholeNodeTaskGoesToTheOtherNodeWithoutWaitingForAWorker) {
+  EXPECT_EQ(All<effects::StartWorker>(scheduler_.Submit(Task(1, 2))).size(), 1u);
+  const auto second = scheduler_.Submit(Task(2, 2));
+  const auto forwarded = All<effects::ForwardToNode>(second);
+  ASSERT_EQ(forwarded.size(), 1u);
+  EXPECT_EQ(forwarded[0].node_rank, 1u);
+  EXPECT_EQ(forwarded[0].task.task_id, 2u);
+  EXPECT_TRUE(All<effects::StartWorker>(second).empty());
+}
+
 // A node lost: the tasks this node forwarded there (for owners here) come
 // back as kWorkerDied outcomes, which their owners retry; a task whose
 // outcome already came back does not; nothing goes there again.
@@ -184,6 +223,19 @@ TEST(LocalScheduler, WorkersStartedAreCappedByMaxWorkers) {
   for (std::uint64_t id = 1; id <= 6; ++id) EXPECT_TRUE(scheduler.Submit(Task(id, 0.25)).empty());
   const auto effects = scheduler.ApplyClusterView({CpuNode(0, 2)});
   EXPECT_EQ(All<effects::StartWorker>(effects).size(), 2u);
+}
+
+// Workers still starting count once against the cap, not twice: tasks
+// submitted one at a time start as many workers as tasks submitted together.
+TEST(LocalScheduler, TasksSubmittedOneAtATimeStartWorkersUpToMaxWorkers) {
+  LocalScheduler scheduler{LocalSchedulerConfig{
+      .node_id = 0, .total = {{"CPU", 2}}, .gpu_devices = 0, .max_workers = 2}};
+  (void)scheduler.ApplyClusterView({CpuNode(0, 2)});
+  std::size_t starts = 0;
+  for (std::uint64_t id = 1; id <= 6; ++id) {
+    starts += All<effects::StartWorker>(scheduler.Submit(Task(id, 0.25))).size();
+  }
+  EXPECT_EQ(starts, 2u);
 }
 
 TEST_F(LocalSchedulerTest, ADeadWorkersTaskFailsRetryablyAndTheTasksBehindItGoBack) {

@@ -7,6 +7,7 @@
 
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include "jobsetup/node_shared_memory.h"
 #include "test_files.h"
@@ -100,6 +101,28 @@ TEST(NodeSetup, EmulatedNodesGetTheirOwnSessionDirectories) {
 
 std::filesystem::path SharedMemoryPath(const std::string& name) {
   return std::filesystem::path(kSharedMemoryDirectory) / name;
+}
+
+// UCX's InfiniBand and RDMA-CM modules are left unloaded only where the
+// node has no RDMA device for them; a user's own UCX_MODULES wins (the front
+// ends export these defaults without overwriting).
+TEST(NodeSetup, LeavesUcxRdmaModulesUnloadedOnlyOnANodeWithoutRdmaDevices) {
+  ScratchDirectory scratch;
+  auto setup = PrepareNode(RequestFor(scratch.path(), 1));
+  ASSERT_TRUE(setup.ok()) << setup.status().message();
+  const auto modules = [&](const std::filesystem::path& devices) -> std::optional<std::string> {
+    for (const auto& [name, value] : TransportEnvironmentDefaults(setup->environment, devices)) {
+      if (name == "UCX_MODULES") return value;
+    }
+    return std::nullopt;
+  };
+  const auto devices = scratch.path() / "infiniband";
+  EXPECT_EQ(modules(devices), "^ib,rdmacm") << "no such directory: no RDMA devices";
+  std::filesystem::create_directory(devices);
+  EXPECT_EQ(modules(devices), "^ib,rdmacm") << "an empty class directory";
+  std::filesystem::create_directory(devices / "mlx5_0");
+  EXPECT_EQ(modules(devices), std::nullopt) << "a device: UCX loads every module";
+  ASSERT_TRUE(TeardownNode(*setup).ok());
 }
 
 TEST(NodeSetup, GivesUcxAPrivateDirectoryInDevShmThatTeardownRemoves) {

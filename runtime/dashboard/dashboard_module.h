@@ -1,0 +1,32 @@
+#pragma once
+
+// The dashboard's HTTP server, loaded on the head only: libsray_dashboard.so,
+// installed next to libsray, holds the server and cpp-httplib, OpenSSL and
+// the compression libraries behind it. Linked into libsray, they cost every
+// rank and worker process about 4 ms of CPU at its start (cpp-httplib sets
+// OpenSSL up as it is loaded), for a server one process of the job runs.
+//
+// Thread-safety: StartDashboardServer may be called from any thread. The
+// module is loaded once and never unloaded (servers it made may outlive any
+// one caller).
+
+#include <memory>
+
+#include "common/status.h"
+#include "dashboard/dashboard_server.h"
+
+namespace sray::dashboard {
+
+// The module's file name, looked for in libsray's own directory.
+inline constexpr const char* kDashboardModuleName = "libsray_dashboard.so";
+// The symbol the module exports (dashboard_module_entry.cc): it starts a
+// server, as DashboardServer::Start does.
+inline constexpr const char* kDashboardModuleEntry = "sray_dashboard_module_start";
+using DashboardModuleEntry = void (*)(DashboardOptions* options,
+                                      Result<std::unique_ptr<DashboardServer>>* result);
+
+// DashboardServer::Start, through the module; an error names the file that
+// could not be loaded and the fix.
+Result<std::unique_ptr<DashboardServer>> StartDashboardServer(DashboardOptions options);
+
+}  // namespace sray::dashboard
