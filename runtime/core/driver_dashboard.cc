@@ -215,6 +215,11 @@ std::vector<dashboard::TrainingRunSnapshot> TrainingSnapshot() {
 
 }  // namespace
 
+bool DashboardWanted() {
+  const char* configured = std::getenv("SRAY_DASHBOARD");
+  return configured == nullptr || std::string_view(configured) != "off";
+}
+
 std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnvironment& environment,
                                                       transport::Transport& transport,
                                                       std::vector<std::uint32_t> node_manager_ranks,

@@ -28,6 +28,9 @@ struct DriverDashboard {
   std::unique_ptr<dashboard::JobsFile> jobs_file;
 };
 
+// False when the dashboard option says off.
+bool DashboardWanted();
+
 // Null when the option says off, or when it cannot start (said on
 // `messages`: the job goes on without it). `transport` and `directory` (the
 // head's actors and placement groups) must outlive it.

@@ -40,6 +40,7 @@
 #include "core/process_runtime.h"
 #include "core/protocol.h"
 #include "core/worker_main.h"
+#include "dashboard/dashboard_module.h"
 #include "jobsetup/node_setup.h"
 #include "jobsetup/node_shared_memory.h"
 #include "jobsetup/task_environment.h"
@@ -543,8 +544,13 @@ void JoinJob(int argc, char** argv, const InitOptions& options) {
     LogJoinTimes(layout.rank, joining, wired, managed, "serving");
     ServeNode(std::move(job).value(), std::move(manager).value());
   }
+  // The dashboard's module loads while the head waits for the nodes (a
+  // jthread: joined however StartDriver ends).
+  std::jthread dashboard_module;
+  if (core::DashboardWanted()) dashboard_module = std::jthread(&dashboard::LoadDashboardModule);
   StartDriver(std::move(job).value(), std::move(manager).value(), environment->num_nodes,
               std::move(book));
+  if (dashboard_module.joinable()) dashboard_module.join();
   {
     std::lock_guard lock(driver_mutex);
     if (const char* log_dir = std::getenv("SRAY_LOG_DIR"); log_dir != nullptr && *log_dir != '\0') {

@@ -63,12 +63,21 @@ LoadedModule Load() {
   return {.entry = entry, .failure = Status::Ok()};
 }
 
-}  // namespace
-
-Result<std::unique_ptr<DashboardServer>> StartDashboardServer(DashboardOptions options) {
+const LoadedModule& TheModule() {
   static std::once_flag once;
   static LoadedModule module;
   std::call_once(once, [] { module = Load(); });
+  return module;
+}
+
+}  // namespace
+
+void LoadDashboardModule() {
+  (void)TheModule();
+}
+
+Result<std::unique_ptr<DashboardServer>> StartDashboardServer(DashboardOptions options) {
+  const LoadedModule& module = TheModule();
   if (module.entry == nullptr) return module.failure;
   Result<std::unique_ptr<DashboardServer>> result =
       Status::Internal("the dashboard module answered nothing");
