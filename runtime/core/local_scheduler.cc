@@ -128,8 +128,12 @@ bool LocalScheduler::Forward(TaskSpec& spec, ForwardTo where, SchedulerEffects& 
     const bool free = sched::Fits(spec.resources, node_available_[node]);
     const double cpus = Amount(nodes_[node].total, "CPU", 1.0);
     const auto queue_limit = static_cast<std::uint32_t>(kQueuedPerRemoteCpu * std::max(1.0, cpus));
+    // kFree also wants nothing queued there: tasks waiting for a worker to
+    // start do not show in a node's free resources, and without this a
+    // burst would keep filling the same "free" CPUs until workers started.
     const bool acceptable =
-        where == ForwardTo::kAnyFeasible || free ||
+        where == ForwardTo::kAnyFeasible ||
+        (where == ForwardTo::kFree ? free && node_queued_[node] == 0 : free) ||
         (where == ForwardTo::kFreeOrShortQueue && node_queued_[node] < queue_limit);
     if (!acceptable) continue;
     if (!best || (free && !best_free) || (free == best_free && node_queued_[node] < best_queued)) {

@@ -206,7 +206,7 @@ class LocalScheduler {
     bool ending = false;  // killed as surplus; no longer idle
   };
   enum class ForwardTo {
-    kFree,              // resources free now
+    kFree,              // resources free now and nothing queued
     kFreeOrShortQueue,  // resources free now, or a queue shorter than the limit
     kAnyFeasible,       // any node whose totals fit (this one's do not)
   };

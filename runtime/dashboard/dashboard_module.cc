@@ -8,6 +8,10 @@
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <string_view>
+
+#include "common/whole_number.h"
+#include "sray/version.h"
 
 namespace sray::dashboard {
 namespace {
@@ -26,32 +30,50 @@ std::filesystem::path OwnDirectory() {
   for (std::string line; std::getline(maps, line);) {
     std::istringstream fields(line);
     std::string range, permissions, offset, device, inode, path;
-    fields >> range >> permissions >> offset >> device >> inode >> path;
+    fields >> range >> permissions >> offset >> device >> inode;
+    std::getline(fields >> std::ws, path);  // the rest: a path may hold spaces
+    constexpr std::string_view kDeleted = " (deleted)";
+    if (path.ends_with(kDeleted)) path.resize(path.size() - kDeleted.size());
     const auto dash = range.find('-');
     if (dash == std::string::npos || path.empty() || path.front() != '/') continue;
-    const auto start = std::stoull(range.substr(0, dash), nullptr, 16);
-    const auto end = std::stoull(range.substr(dash + 1), nullptr, 16);
-    if (own >= start && own < end) return std::filesystem::path(path).parent_path();
+    const auto start = WholeNumber<std::uintptr_t>(range.substr(0, dash), 16);
+    const auto end = WholeNumber<std::uintptr_t>(range.substr(dash + 1), 16);
+    if (start && end && own >= *start && own < *end) {
+      return std::filesystem::path(path).parent_path();
+    }
   }
   Dl_info info{};
   if (::dladdr(reinterpret_cast<void*>(&StartDashboardServer), &info) == 0 ||
       info.dli_fname == nullptr) {
     return {};
   }
-  return std::filesystem::absolute(info.dli_fname).parent_path();
+  std::error_code error;
+  const auto absolute = std::filesystem::absolute(info.dli_fname, error);
+  return error ? std::filesystem::path() : absolute.parent_path();
 }
 
 LoadedModule Load() {
   const std::filesystem::path path = OwnDirectory() / kDashboardModuleName;
+  const std::string fix =
+      "install cpp-httplib and OpenSSL on the head node, or reinstall sray; or set dashboard=off";
   // RTLD_LOCAL: the module's httplib and OpenSSL stay out of the program's
   // symbol lookups; it still binds to libsray's symbols, loaded already.
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = ::dlerror();
     return {.entry = nullptr,
-            .failure = Status::NotFound(
-                "cannot load " + path.string() + " (" + (why != nullptr ? why : "unknown error") +
-                "): it is installed with libsray; reinstall sray, or set dashboard=off")};
+            .failure =
+                Status::NotFound("cannot load the dashboard's module: " +
+                                 std::string(why != nullptr ? why : path.string()) + ": " + fix)};
+  }
+  auto* version =
+      reinterpret_cast<DashboardModuleVersion>(::dlsym(handle, kDashboardModuleVersion));
+  const std::string built_with = version != nullptr ? version() : "no version";
+  if (built_with != SRAY_VERSION_STRING) {
+    return {.entry = nullptr,
+            .failure = Status::InvalidArgument(
+                path.string() + " belongs to sray " + built_with + ", this program's libsray is " +
+                SRAY_VERSION_STRING + ": reinstall sray, so both come from one version")};
   }
   auto* entry = reinterpret_cast<DashboardModuleEntry>(::dlsym(handle, kDashboardModuleEntry));
   if (entry == nullptr) {
@@ -79,8 +101,8 @@ void LoadDashboardModule() {
 Result<std::unique_ptr<DashboardServer>> StartDashboardServer(DashboardOptions options) {
   const LoadedModule& module = TheModule();
   if (module.entry == nullptr) return module.failure;
-  Result<std::unique_ptr<DashboardServer>> result =
-      Status::Internal("the dashboard module answered nothing");
+  Result<std::unique_ptr<DashboardServer>> result = Status::Internal(
+      "the dashboard's module returned no server: reinstall sray, or set dashboard=off");
   module.entry(&options, &result);
   return result;
 }

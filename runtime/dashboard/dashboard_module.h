@@ -19,9 +19,14 @@ namespace sray::dashboard {
 
 // The module's file name, looked for in libsray's own directory.
 inline constexpr const char* kDashboardModuleName = "libsray_dashboard.so";
-// The symbol the module exports (dashboard_module_entry.cc): it starts a
-// server, as DashboardServer::Start does.
+// The symbols the module exports (dashboard_module_entry.cc): the sray
+// version it was built with, checked before anything else, since C++ types
+// cross between the two (a module of another version, installed over this
+// one's, fails with the fix instead of misreading them); and the entry, which
+// starts a server as DashboardServer::Start does.
+inline constexpr const char* kDashboardModuleVersion = "sray_dashboard_module_version";
 inline constexpr const char* kDashboardModuleEntry = "sray_dashboard_module_start";
+using DashboardModuleVersion = const char* (*)();
 using DashboardModuleEntry = void (*)(DashboardOptions* options,
                                       Result<std::unique_ptr<DashboardServer>>* result);
 

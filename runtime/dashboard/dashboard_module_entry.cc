@@ -3,6 +3,11 @@
 // types passed by pointer agree.
 
 #include "dashboard/dashboard_module.h"
+#include "sray/version.h"
+
+extern "C" __attribute__((visibility("default"))) const char* sray_dashboard_module_version() {
+  return SRAY_VERSION_STRING;
+}
 
 extern "C" __attribute__((visibility("default"))) void sray_dashboard_module_start(
     sray::dashboard::DashboardOptions* options,

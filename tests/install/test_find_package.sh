@@ -8,7 +8,7 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 
 cmake --install "$build_dir" --prefix "$scratch/prefix" >/dev/null
-for file in bin/sray include/sray/node.h include/sray/version.h; do
+for file in bin/sray include/sray/node.h include/sray/version.h lib/libsray_dashboard.so; do
   [ -e "$scratch/prefix/$file" ] || { echo "FAIL: $file was not installed"; exit 1; }
 done
 "$scratch/prefix/bin/sray" --version | grep -q '^sray ' || { echo "FAIL: installed sray does not run"; exit 1; }

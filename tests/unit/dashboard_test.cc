@@ -520,8 +520,13 @@ TEST(DashboardModule, AMissingModuleIsNamedWithItsPathAndTheFix) {
     const auto expected_path =
         (std::filesystem::canonical("/proc/self/exe").parent_path() / kDashboardModuleName)
             .string();
-    EXPECT_NE(message.find("cannot load " + expected_path), std::string::npos) << message;
-    EXPECT_NE(message.find("reinstall sray, or set dashboard=off"), std::string::npos) << message;
+    EXPECT_NE(message.find("cannot load the dashboard's module: " + expected_path),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("install cpp-httplib and OpenSSL on the head node, or reinstall sray; "
+                           "or set dashboard=off"),
+              std::string::npos)
+        << message;
   }
 }
 

@@ -136,6 +136,18 @@ TEST_F(LocalSchedulerTest, TasksBeyondWhatThisNodeHoldsGoAtOnceToANodeWithRoom) 
   EXPECT_EQ(ran, (std::vector<std::uint64_t>{1, 2})) << "task 5 waits behind them here";
 }
 
+// A node whose CPUs look free but whose queue holds tasks (waiting for its
+// workers to start) takes no more of them: its free resources do not yet
+// show what is queued there.
+TEST_F(LocalSchedulerTest, TasksDoNotGoAheadToANodeThatLooksFreeButHasAQueue) {
+  (void)scheduler_.OnResourceUpdate(
+      ResourceUpdate{.node_id = 1, .available = {{"CPU", 2}}, .queued = 2});
+  for (std::uint64_t id = 1; id <= 4; ++id) {
+    EXPECT_TRUE(All<effects::ForwardToNode>(scheduler_.Submit(Task(id, 1))).empty())
+        << "task " << id << " went to node 1";
+  }
+}
+
 TEST_F(LocalSchedulerTest, ASecondWholeNodeTaskGoesToTheOtherNodeWithoutWaitingForAWorker) {
   EXPECT_EQ(All<effects::StartWorker>(scheduler_.Submit(Task(1, 2))).size(), 1u);
   const auto second = scheduler_.Submit(Task(2, 2));
