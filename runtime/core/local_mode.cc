@@ -44,7 +44,10 @@ class InMemoryStore final : public StoreAccess {
                              std::int32_t /*incarnation*/) override {
     return NoStore(id);
   }
-  void Seal(const ObjectId& /*id*/, std::uint64_t /*size*/) override {}
+  Status Seal(const ObjectId& id, std::uint64_t /*size*/, std::int32_t /*incarnation*/,
+              SealWait /*wait*/) override {
+    return NoStore(id);
+  }
   Result<std::string> MakeLocal(const ObjectId& id, std::uint32_t /*holder_node*/,
                                 std::uint64_t /*size*/) override {
     return NoStore(id);

@@ -10,6 +10,7 @@
 
 #include "common/host_load.h"
 #include "common/host_name.h"
+#include "common/log.h"
 #include "common/worker_log_files.h"
 #include "core/worker_launch.h"
 #include "core/worker_main.h"
@@ -40,7 +41,12 @@ class NodeManager::LocalStoreAccess final : public StoreAccess {
     if (!path.ok()) return path.status();
     return path->string();
   }
-  void Seal(const ObjectId& id, std::uint64_t /*size*/) override { manager_.store_->Seal(id); }
+  // In this process: sealed before it returns, whatever `wait` asks.
+  Status Seal(const ObjectId& id, std::uint64_t /*size*/, std::int32_t incarnation,
+              SealWait /*wait*/) override {
+    return manager_.store_->SealMadeBy(
+        id, {.rank = manager_.transport_.rank(), .incarnation = incarnation});
+  }
   Result<std::string> MakeLocal(const ObjectId& id, std::uint32_t holder,
                                 std::uint64_t size) override {
     return manager_.transfer_->MakeLocal(id, holder, size);
@@ -486,10 +492,22 @@ void NodeManager::RegisterHandlers() {
                    if (!source.ok()) return source.status();
                    return Encode(*source);
                  });
-  ServeOneWay<ObjectRequest>(transport, guard, kSealObject, "object request",
-                             [](NodeManager& manager, std::uint32_t, const ObjectRequest& request) {
-                               manager.store_->Seal(request.id);
-                             });
+  // Both forms on the transport's thread, in the order they arrive.
+  ServeOneWay<ObjectRequest>(
+      transport, guard, kSealObject, "object request",
+      [](NodeManager& manager, std::uint32_t sender, const ObjectRequest& request) {
+        const Status sealed = manager.store_->SealMadeBy(
+            request.id, {.rank = sender, .incarnation = request.incarnation});
+        if (!sealed.ok()) Log(LogLevel::kDebug, "seal ignored: " + sealed.message());
+      });
+  ServeRequest<ObjectRequest>(
+      transport, guard, kSealObjectAndAnswer, "object request",
+      [](NodeManager& manager, std::uint32_t sender,
+         const ObjectRequest& request) -> Result<transport::Bytes> {
+        SRAY_RETURN_IF_ERROR(manager.store_->SealMadeBy(
+            request.id, {.rank = sender, .incarnation = request.incarnation}));
+        return transport::Bytes{};
+      });
   ServeOneWay<FreeObject>(transport, guard, kFreeObject, "free",
                           [](NodeManager& manager, std::uint32_t, const FreeObject& request) {
                             if (request.node == manager.config_.node_id) {

@@ -65,26 +65,31 @@ Result<std::string> ObjectTransfer::MakeLocal(const ObjectId& id, std::uint32_t 
 }
 
 Result<PullSource> ObjectTransfer::PinForPull(const ObjectId& id, std::uint32_t puller_node) {
-  auto path = store_.Locate(id);
+  // Found and pinned at once: a spill between the two would move the file
+  // away before it is opened. (Outside pulls_mutex_: it may restore from disk.)
+  auto path = store_.LocateAndPin(id);
   if (!path.ok()) return path.status();
   std::lock_guard lock(pulls_mutex_);
   PullRegistration& registration = pull_sources_[id];
-  if (!registration.file) {
+  if (registration.file) {
+    store_.Unpin(id);  // the registration holds its pin already
+  } else {
     auto file = object::MappedFile::OpenReadOnly(*path);
     if (!file.ok()) {
       pull_sources_.erase(id);
+      store_.Unpin(id);
       return file.status();
     }
     if ((*file)->size() > 0) {
       auto registered = links_.Register((*file)->data(), (*file)->size());
       if (!registered.ok()) {
         pull_sources_.erase(id);
+        store_.Unpin(id);
         return registered.status();
       }
       registration.registration = std::move(registered).value();
     }
     registration.file = std::move(file).value();
-    store_.Pin(id);
   }
   registration.pulls++;
   copies_[id].insert(puller_node);

@@ -613,7 +613,14 @@ class StoreBuilder final : public internal::ObjectBuilder {
   internal::ObjectId Seal(internal::ContainedRefs contained) override {
     const std::uint64_t size = file_->size();
     file_.reset();
-    store_.Seal(id_, size);
+    // Its reference may leave this process by any way at once.
+    const Status sealed = store_.Seal(id_, size, 0, SealWait::kUntilSealed);
+    if (!sealed.ok()) {
+      store_.Free(id_, node_);
+      throw Error("sray: cannot seal object " + id_.ToString() + " in node " +
+                  std::to_string(node_) + "'s store: " + sealed.message() +
+                  ": its node manager may have ended; check the job's log");
+    }
     if (size >= kLargeTransferBytes && LogEnabled(LogLevel::kDebug)) {
       Log(LogLevel::kDebug,
           "put object " + id_.ToString() + " into node " + std::to_string(node_) + "'s store: " +

@@ -261,9 +261,11 @@ class Owner final : public internal::Runtime {
       PendingTask& task, TaskOutcome& outcome, Followups& followups,
       std::vector<std::pair<internal::ObjectId, std::uint32_t>>& to_free);
   [[noreturn]] void ThrowFailure(const TaskOutcome& failure) const;
-  // Null when the object is lost (NotFound); throws for other failures.
+  // Null when the object is lost (NotFound), with the store's words in
+  // `why_lost`; throws for other failures.
   std::shared_ptr<const internal::ObjectValue> ReadStored(const internal::ObjectId& id,
-                                                          std::uint32_t node, std::uint64_t size);
+                                                          std::uint32_t node, std::uint64_t size,
+                                                          std::string& why_lost);
 
   const OwnerIdentity identity_;
   StoreAccess& store_;

@@ -241,12 +241,13 @@ void Owner::GetOwned(const std::vector<internal::ObjectId>& ids,
       const std::uint16_t rebuilds = entry.rebuilds;
       const std::string why_not = WhyNotRecomputedLocked(id, entry);
       lock.unlock();
-      value = ReadStored(id, node, size);
+      std::string why_lost;
+      value = ReadStored(id, node, size, why_lost);
       if (value) break;
       if (!Reconstruct(id, node, rebuilds)) {
         throw ObjectLostError("sray: object " + id.ToString() + " is lost: node " +
-                              std::to_string(node) +
-                              " no longer has it, and it cannot be recomputed: " + why_not);
+                              std::to_string(node) + " no longer has it (" + why_lost +
+                              "), and it cannot be recomputed: " + why_not);
       }
     }
   }
@@ -285,12 +286,13 @@ void Owner::GetBorrowed(const std::vector<internal::ObjectId>& ids,
         values[slots[index]] = std::make_shared<InlineValue>(answer->value);
         break;
       case ObjectStatusKind::kStored: {
-        auto value = ReadStored(id, answer->node, answer->size);
+        std::string why_lost;
+        auto value = ReadStored(id, answer->node, answer->size, why_lost);
         if (!value) {
           throw ObjectLostError("sray: object " + id.ToString() + " is lost: node " +
-                                std::to_string(answer->node) +
-                                " no longer has it; only its owner (rank " +
-                                std::to_string(id.owner) + ") can recompute it: Get it there");
+                                std::to_string(answer->node) + " no longer has it (" + why_lost +
+                                "); only its owner (rank " + std::to_string(id.owner) +
+                                ") can recompute it: Get it there");
         }
         values[slots[index]] = std::move(value);
         break;
@@ -306,7 +308,8 @@ void Owner::GetBorrowed(const std::vector<internal::ObjectId>& ids,
 
 std::shared_ptr<const internal::ObjectValue> Owner::ReadStored(const internal::ObjectId& id,
                                                                std::uint32_t node,
-                                                               std::uint64_t size) {
+                                                               std::uint64_t size,
+                                                               std::string& why_lost) {
   Status last = Status::Ok();
   // The store may spill the object between MakeLocal and the open; ask again.
   for (int attempt = 0; attempt < 5; ++attempt) {
@@ -319,7 +322,10 @@ std::shared_ptr<const internal::ObjectValue> Owner::ReadStored(const internal::O
     if (file.ok()) return std::make_shared<MappedValue>(std::move(file).value());
     last = file.status();
   }
-  if (last.code() == StatusCode::kNotFound) return nullptr;
+  if (last.code() == StatusCode::kNotFound) {
+    why_lost = last.message();
+    return nullptr;
+  }
   const std::string message = "sray: cannot read object " + id.ToString() + " of node " +
                               std::to_string(node) + ": " + last.message();
   if (last.code() == StatusCode::kResourceExhausted) throw ObjectStoreFullError(message);

@@ -27,21 +27,23 @@ using internal::ObjectId;
 using ResourceMap = std::map<std::string, double>;
 
 enum Method : std::uint32_t {
-  kRegisterNode = 100,     // node manager -> head, request: NodeDescription
-  kClusterView = 101,      // head -> node managers, one-way: ClusterView
-  kResourceUpdate = 102,   // node manager -> node managers, one-way: ResourceUpdate
-  kShutdownNode = 103,     // head -> node manager, request
-  kHeartbeat = 104,        // node manager -> head, request
-  kNodeLost = 105,         // head -> node managers, one-way: NodeLost
-  kNodeFailed = 106,       // the head's transport -> the head itself, one-way: NodeLost
-  kSubmitTask = 110,       // owner -> its node manager, or forwarded, one-way: TaskSpec
-  kExecuteTask = 111,      // node manager -> worker, one-way: TaskSpec
-  kTaskDone = 112,         // worker -> node manager, one-way: TaskOutcome
-  kTaskOutcome = 113,      // node manager -> the owner's node manager, one-way: TaskOutcome
-  kOwnerOutcome = 114,     // node manager -> an owner on its node, one-way: TaskOutcome
-  kRegisterWorker = 120,   // worker -> node manager, request: WorkerRegistration
-  kCreateObject = 130,     // process -> its node manager, request: ObjectRequest -> ObjectPath
-  kSealObject = 131,       // process -> its node manager, one-way: ObjectRequest
+  kRegisterNode = 100,    // node manager -> head, request: NodeDescription
+  kClusterView = 101,     // head -> node managers, one-way: ClusterView
+  kResourceUpdate = 102,  // node manager -> node managers, one-way: ResourceUpdate
+  kShutdownNode = 103,    // head -> node manager, request
+  kHeartbeat = 104,       // node manager -> head, request
+  kNodeLost = 105,        // head -> node managers, one-way: NodeLost
+  kNodeFailed = 106,      // the head's transport -> the head itself, one-way: NodeLost
+  kSubmitTask = 110,      // owner -> its node manager, or forwarded, one-way: TaskSpec
+  kExecuteTask = 111,     // node manager -> worker, one-way: TaskSpec
+  kTaskDone = 112,        // worker -> node manager, one-way: TaskOutcome
+  kTaskOutcome = 113,     // node manager -> the owner's node manager, one-way: TaskOutcome
+  kOwnerOutcome = 114,    // node manager -> an owner on its node, one-way: TaskOutcome
+  kRegisterWorker = 120,  // worker -> node manager, request: WorkerRegistration
+  kCreateObject = 130,    // process -> its node manager, request: ObjectRequest -> ObjectPath
+  kSealObject = 131,      // process -> its node manager, one-way: ObjectRequest
+  // The same as a request, answered once sealed (SealWait, core/store_access.h).
+  kSealObjectAndAnswer = 129,
   kMakeLocal = 132,        // process -> its node manager, request: ObjectRequest -> ObjectPath
   kDiscardOrphan = 133,    // owner -> holder node manager, one-way: OrphanedResult
   kFreeObject = 134,       // owner -> holder node manager, one-way: FreeObject

@@ -47,9 +47,10 @@ namespace {
 using Body = std::function<std::string(const std::vector<std::string_view>& arguments)>;
 
 // Maps the arguments, runs `body`, and stores its result: the steps every
-// kind of task shares.
+// kind of task shares. `seal`: kUntilSealed where the outcome does not go
+// through the node manager (actors answer their callers directly).
 TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id, const Body& body,
-                const std::function<std::string()>& missing) {
+                const std::function<std::string()>& missing, SealWait seal) {
   TaskOutcome outcome;
   outcome.task_id = spec.task_id;
   outcome.return_id = spec.return_id;
@@ -141,7 +142,10 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
   }
   std::memcpy((*file)->data(), result.data(), result.size());
   file->reset();
-  store.Seal(spec.return_id, result.size());
+  const Status sealed = store.Seal(spec.return_id, result.size(), spec.incarnation, seal);
+  if (!sealed.ok()) {
+    return fail(OutcomeKind::kSystemError, "", "cannot seal its result: " + sealed.message());
+  }
   outcome.kind = static_cast<std::uint8_t>(OutcomeKind::kStoredValue);
   outcome.size = result.size();
   return outcome;
@@ -156,8 +160,10 @@ std::string NotRegistered(const std::string& what, const std::string& name) {
 
 TaskOutcome ExecuteTask(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id) {
   const internal::Invoker* invoker = internal::FindInvoker(spec.function);
-  return Run(spec, store, node_id, invoker != nullptr ? *invoker : Body(),
-             [&] { return NotRegistered("function", spec.function); });
+  return Run(
+      spec, store, node_id, invoker != nullptr ? *invoker : Body(),
+      [&] { return NotRegistered("function", spec.function); },
+      SealWait::kBeforeNextManagerMessage);
 }
 
 TaskOutcome ConstructActor(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
@@ -170,8 +176,9 @@ TaskOutcome ConstructActor(const TaskSpec& spec, StoreAccess& store, std::uint32
       return internal::Serialize(msgpack::type::nil_t());
     };
   }
-  return Run(spec, store, node_id, body,
-             [&] { return NotRegistered("actor factory", spec.function); });
+  return Run(
+      spec, store, node_id, body, [&] { return NotRegistered("actor factory", spec.function); },
+      SealWait::kUntilSealed);
 }
 
 TaskOutcome ExecuteActorCall(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
@@ -183,8 +190,9 @@ TaskOutcome ExecuteActorCall(const TaskSpec& spec, StoreAccess& store, std::uint
       return (*method)(instance, arguments);
     };
   }
-  return Run(spec, store, node_id, body,
-             [&] { return NotRegistered("actor method", "&" + spec.function); });
+  return Run(
+      spec, store, node_id, body,
+      [&] { return NotRegistered("actor method", "&" + spec.function); }, SealWait::kUntilSealed);
 }
 
 }  // namespace sray::core

@@ -42,9 +42,9 @@ constexpr std::chrono::microseconds kDriveBetweenTasks{100};
   std::_Exit(1);
 }
 
-// The worker's way to its node's store: RPCs to the node manager. Seal and
-// Free are posted (owners free objects from transport handlers too, and a
-// Seal must reach the manager before the outcome posted after it).
+// The worker's way to its node's store: RPCs to the node manager. Free is
+// posted (owners free objects from transport handlers too), and so is a
+// Seal that only has to reach the manager before the outcome posted after it.
 class RemoteStoreAccess final : public StoreAccess {
  public:
   RemoteStoreAccess(transport::Transport& transport, std::uint32_t manager)
@@ -59,11 +59,21 @@ class RemoteStoreAccess final : public StoreAccess {
                                                  .owner_rank = 0,
                                                  .incarnation = incarnation});
   }
-  void Seal(const ObjectId& id, std::uint64_t size) override {
-    transport_.Post(
-        manager_, kSealObject,
-        Encode(ObjectRequest{
-            .id = id, .size = size, .holder_node = 0, .puller_node = 0, .owner_rank = 0}));
+  Status Seal(const ObjectId& id, std::uint64_t size, std::int32_t incarnation,
+              SealWait wait) override {
+    const ObjectRequest request{.id = id,
+                                .size = size,
+                                .holder_node = 0,
+                                .puller_node = 0,
+                                .owner_rank = 0,
+                                .incarnation = incarnation};
+    if (wait == SealWait::kBeforeNextManagerMessage) {
+      transport_.Post(manager_, kSealObject, Encode(request));
+      return Status::Ok();
+    }
+    return transport_
+        .Call(manager_, kSealObjectAndAnswer, Encode(request), std::chrono::minutes(10))
+        .status();
   }
   Result<std::string> MakeLocal(const ObjectId& id, std::uint32_t holder,
                                 std::uint64_t size) override {

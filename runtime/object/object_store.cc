@@ -95,6 +95,19 @@ void ObjectStore::Seal(const ObjectId& id) {
   }
 }
 
+Status ObjectStore::SealMadeBy(const ObjectId& id, ObjectMaker maker) {
+  std::lock_guard lock(mutex_);
+  auto found = entries_.find(id);
+  if (found == entries_.end() || !found->second.primary || found->second.maker != maker) {
+    return Status::NotFound(
+        "object " + id.ToString() + " was not created by rank " + std::to_string(maker.rank) +
+        " (incarnation " + std::to_string(maker.incarnation) + ") in the store of node " +
+        std::to_string(config_.node_id) + ": it was freed, or a later attempt created it since");
+  }
+  if (found->second.where == Where::kCreating) found->second.where = Where::kMemory;
+  return Status::Ok();
+}
+
 void ObjectStore::Abort(const ObjectId& id) {
   std::lock_guard lock(mutex_);
   auto found = entries_.find(id);
@@ -167,6 +180,17 @@ Status ObjectStore::SpillLocked(const ObjectId& id, Entry& entry) {
 
 Result<std::filesystem::path> ObjectStore::Locate(const ObjectId& id) {
   std::lock_guard lock(mutex_);
+  return LocateLocked(id);
+}
+
+Result<std::filesystem::path> ObjectStore::LocateAndPin(const ObjectId& id) {
+  std::lock_guard lock(mutex_);
+  auto path = LocateLocked(id);
+  if (path.ok()) entries_.at(id).pins++;
+  return path;
+}
+
+Result<std::filesystem::path> ObjectStore::LocateLocked(const ObjectId& id) {
   auto found = entries_.find(id);
   if (found == entries_.end() || found->second.where == Where::kCreating) {
     return Status::NotFound("object " + id.ToString() + " is not in the store of node " +

@@ -70,11 +70,19 @@ class ObjectStore {
   Result<std::filesystem::path> Create(const ObjectId& id, std::uint64_t size, bool primary,
                                        ObjectMaker maker = {});
   void Seal(const ObjectId& id);
+  // Seal of a primary entry by the attempt that made it. NotFound, leaving
+  // the entry as it is, when the store has no such entry or a later attempt
+  // (a retry, another incarnation) created it since: a seal that arrives late
+  // from a dead attempt must not make a retry's unwritten file readable.
+  Status SealMadeBy(const ObjectId& id, ObjectMaker maker);
   // Removes an object that was created but never sealed (its writer failed).
   void Abort(const ObjectId& id);
   // The path of the object in shared memory, restoring it from disk when it
   // was spilled. NotFound when the store does not have it.
   Result<std::filesystem::path> Locate(const ObjectId& id);
+  // Locate, and Pin in the same step, so that nothing spills or frees the
+  // object between finding it and opening its file (Unpin when done).
+  Result<std::filesystem::path> LocateAndPin(const ObjectId& id);
   [[nodiscard]] bool Contains(const ObjectId& id) const;
   [[nodiscard]] std::uint64_t SizeOf(const ObjectId& id) const;
   // Pinned objects are neither spilled nor dropped (a pull or a task reads them).
@@ -109,6 +117,7 @@ class ObjectStore {
   // Frees memory until `size` more bytes fit. Caller holds mutex_.
   Status MakeRoom(std::uint64_t size, const ObjectId& for_id);
   Status SpillLocked(const ObjectId& id, Entry& entry);
+  Result<std::filesystem::path> LocateLocked(const ObjectId& id);
 
   // Freed files of at least this size are kept and reused: a fresh tmpfs
   // page costs more than copying into it (allocation, zeroing, freeing).

@@ -1,7 +1,8 @@
 // The actor's side of Kill and restarts, between two real transports in one
 // process: ActorHost refuses to retire while a call runs, retires when none
-// does (Serve returns, the last counts go out), and drops calls meant for
-// an earlier incarnation, which a restart in the same process may receive.
+// does (Serve returns, the last counts go out), drops calls meant for an
+// earlier incarnation, which a restart in the same process may receive, and
+// answers with a stored result only once the store has sealed it.
 
 #include "core/actor_host.h"
 
@@ -19,6 +20,7 @@
 
 #include "core/protocol.h"
 #include "no_store.h"
+#include "test_files.h"
 #include "transport/transport.h"
 
 namespace actor_host_test {
@@ -32,6 +34,8 @@ class Gate {
     return value;
   }
   int Echo(int value) { return value; }
+  // Above the inline limit: the result goes to the store.
+  std::string Blob(int size) { return std::string(static_cast<std::size_t>(size), 'b'); }
 
   struct Latch {
     std::mutex mutex;
@@ -53,7 +57,8 @@ class Gate {
 
 }  // namespace actor_host_test
 
-SRAY_REMOTE(actor_host_test::Gate::Create, &actor_host_test::Gate::Hold, &actor_host_test::Gate::Echo);
+SRAY_REMOTE(actor_host_test::Gate::Create, &actor_host_test::Gate::Hold,
+            &actor_host_test::Gate::Echo, &actor_host_test::Gate::Blob);
 
 namespace sray::core {
 namespace {
@@ -66,6 +71,28 @@ constexpr std::uint64_t kActor = 7;
 constexpr std::int32_t kIncarnation = 1;
 constexpr std::uint32_t kHostRank = 1;
 constexpr std::uint32_t kCallerRank = 2;
+
+// Files in a scratch directory, and how each object was sealed.
+class RecordingStore final : public NoStore {
+ public:
+  Result<std::string> Create(const ObjectId& id, std::uint64_t, std::int32_t) override {
+    return (directory_.path() / id.ToString()).string();
+  }
+  Status Seal(const ObjectId&, std::uint64_t, std::int32_t, SealWait wait) override {
+    std::lock_guard lock(mutex_);
+    seals_.push_back(wait);
+    return Status::Ok();
+  }
+  std::vector<SealWait> seals() {
+    std::lock_guard lock(mutex_);
+    return seals_;
+  }
+
+ private:
+  testing::ScratchDirectory directory_;
+  std::mutex mutex_;
+  std::vector<SealWait> seals_;
+};
 
 // The caller's side: answers and call counts that reach it.
 struct Received {
@@ -166,7 +193,7 @@ class ActorHostTest : public ::testing::Test {
 
   std::mutex mutex_;
   std::map<std::uint32_t, Bytes> addresses_;
-  NoStore store_;
+  RecordingStore store_;
   std::unique_ptr<Transport> host_transport_;
   std::unique_ptr<Transport> caller_;
   std::shared_ptr<Received> received_;
@@ -214,6 +241,18 @@ TEST_F(ActorHostTest, ACallForAnEarlierIncarnationIsDroppedNotRun) {
                                   std::chrono::milliseconds(300)));
   ASSERT_EQ(received_->answers.size(), 1u);
   EXPECT_EQ(received_->answers[0].task_id, 2u) << "only the current incarnation's call ran";
+}
+
+// The answer goes straight to the caller, not through the node manager:
+// with the seal only posted to the manager, the caller's pull could reach
+// the store before the seal did and find the object still being created
+// (a chaos run lost an actor's result that way).
+TEST_F(ActorHostTest, AStoredResultIsSealedBeforeItsCallerHearsOfIt) {
+  Call(1, "actor_host_test::Gate::Blob", static_cast<int>(kInlineObjectLimit) + 1, kIncarnation, 0);
+  ASSERT_TRUE(received_->WaitFor([](Received& got) { return !got.answers.empty(); }));
+  ASSERT_EQ(received_->answers[0].kind, static_cast<std::uint8_t>(OutcomeKind::kStoredValue))
+      << received_->answers[0].error_message;
+  EXPECT_EQ(store_.seals(), std::vector<SealWait>{SealWait::kUntilSealed});
 }
 
 }  // namespace

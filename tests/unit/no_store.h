@@ -15,7 +15,9 @@ class NoStore : public StoreAccess {
   Result<std::string> Create(const ObjectId&, std::uint64_t, std::int32_t) override {
     return Status::Internal("no store in this test");
   }
-  void Seal(const ObjectId&, std::uint64_t) override {}
+  Status Seal(const ObjectId&, std::uint64_t, std::int32_t, SealWait) override {
+    return Status::Internal("no store in this test");
+  }
   Result<std::string> MakeLocal(const ObjectId&, std::uint32_t, std::uint64_t) override {
     return Status::Internal("no store in this test");
   }

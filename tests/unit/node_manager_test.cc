@@ -236,5 +236,45 @@ TEST_F(NodeManagerTest, APinIsAnsweredWhileThisNodesOwnPullWaitsOnThatPeer) {
   (void)owner_transport_->Send(kManagerRank, kUnpinForPull, Encode(held));
 }
 
+// An actor's worker answers its caller directly, so its result must be
+// readable by a pull from another node once the seal is answered; a seal
+// from an attempt that did not create the object is refused and leaves it
+// unreadable.
+TEST_F(NodeManagerTest, AnAnsweredSealMakesTheObjectPullableAndAnotherAttemptsIsRefused) {
+  StartManager("/nonexistent/sray-worker");
+  const ObjectRequest made{.id = ObjectId{kOwnerRank, 7},
+                           .size = 4096,
+                           .holder_node = 0,
+                           .puller_node = 1,
+                           .owner_rank = kOwnerRank,
+                           .incarnation = 3};
+  const auto created = owner_transport_->Call(kManagerRank, kCreateObject, Encode(made));
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  auto path = Decode<ObjectPath>(*created, "object path");
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  {
+    std::ofstream file(path->path, std::ios::binary);
+    file << std::string(made.size, 'x');
+    ASSERT_TRUE(file.flush()) << path->path;
+  }
+  auto pin = [&] {
+    return other_manager_transport_->Call(kManagerRank, kPinForPull, Encode(made),
+                                          std::chrono::milliseconds(5000));
+  };
+  EXPECT_EQ(pin().status().code(), StatusCode::kNotFound) << "readable before its seal";
+
+  ObjectRequest earlier = made;
+  earlier.incarnation = 2;
+  const auto refused = owner_transport_->Call(kManagerRank, kSealObjectAndAnswer, Encode(earlier));
+  EXPECT_EQ(refused.status().code(), StatusCode::kNotFound) << refused.status().message();
+  EXPECT_EQ(pin().status().code(), StatusCode::kNotFound) << "another attempt's seal counted";
+
+  const auto sealed = owner_transport_->Call(kManagerRank, kSealObjectAndAnswer, Encode(made));
+  ASSERT_TRUE(sealed.ok()) << sealed.status().message();
+  const auto pinned = pin();
+  EXPECT_TRUE(pinned.ok()) << pinned.status().message();
+  (void)other_manager_transport_->Send(kManagerRank, kUnpinForPull, Encode(made));
+}
+
 }  // namespace
 }  // namespace sray::core

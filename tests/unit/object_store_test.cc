@@ -267,6 +267,43 @@ TEST(StoreCapacity, AConfiguredSizeThatFitsIsKept) {
   EXPECT_EQ(*capacity, 512 * (std::uint64_t{1} << 20));
 }
 
+// A seal that arrives late from a dead attempt (still in flight when its
+// retry created the object again) must not make the retry's file, not yet
+// written, readable; the retry's own seal does.
+TEST_F(ObjectStoreTest, ASealOfAnotherAttemptLeavesTheObjectUnreadable) {
+  constexpr ObjectMaker kDeadAttempt{.rank = 7, .incarnation = 1};
+  constexpr ObjectMaker kRetry{.rank = 7, .incarnation = 2};
+  auto store = Open(10000);
+  ASSERT_TRUE(store->Create({1, 1}, 1000, true, kRetry).ok());
+  const Status late = store->SealMadeBy({1, 1}, kDeadAttempt);
+  EXPECT_EQ(late.code(), StatusCode::kNotFound) << late.message();
+  EXPECT_FALSE(store->Contains({1, 1}));
+  EXPECT_FALSE(store->Locate({1, 1}).ok());
+  EXPECT_TRUE(store->SealMadeBy({1, 1}, kRetry).ok());
+  EXPECT_TRUE(store->Contains({1, 1}));
+  EXPECT_TRUE(store->SealMadeBy({1, 1}, kRetry).ok()) << "sealing twice is harmless";
+  EXPECT_EQ(store->SealMadeBy({1, 2}, kRetry).code(), StatusCode::kNotFound) << "no such object";
+}
+
+// A pull finds its source and pins it in one step: an object found but not
+// yet pinned could be spilled (its file moved to disk) before the pull opens it.
+TEST_F(ObjectStoreTest, AnObjectLocatedAndPinnedIsNotSpilledToMakeRoom) {
+  auto store = Open(2000);
+  Write(*store, {1, 1}, 'a', 1000);
+  Write(*store, {1, 2}, 'b', 1000);
+  store->Pin({1, 2});
+  auto path = store->LocateAndPin({1, 1});
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  EXPECT_EQ(store->Create({1, 3}, 1000, true).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(std::filesystem::exists(*path)) << "the pinned object was spilled";
+  EXPECT_EQ(FirstByte(*store, {1, 1}), 'a');
+  store->Unpin({1, 1});
+  store->Unpin({1, 2});
+  Write(*store, {1, 3}, 'c', 1000);  // unpinned, it may go to disk again
+  EXPECT_EQ(store->Usage().spilled, 1000u);
+  EXPECT_FALSE(store->LocateAndPin({9, 9}).ok());
+}
+
 TEST(StoreCapacity, AConfiguredSizeBeyondDevShmFailsNamingSizesAndFix) {
   auto capacity = StoreCapacity(5 * kGiB, 12 * kGiB, 3);
   ASSERT_FALSE(capacity.ok());
