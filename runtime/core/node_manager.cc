@@ -382,9 +382,30 @@ void NodeManager::RegisterHandlers() {
           manager.Route(std::move(outcome));
         });
       });
+  ServeOneWay<OwnerGone>(
+      transport, guard, kOwnerGone, "owner gone",
+      [](NodeManager& manager, std::uint32_t source, OwnerGone gone) {
+        // Only node managers see their workers end.
+        if (!manager.IsNodeManagerRank(source) || gone.rank < kFirstWorkerRank) return;
+        manager.gone_owners_.Add(gone.rank);
+        // Behind the store requests already queued (a Create for it).
+        manager.blocking_->Post([&manager, rank = gone.rank] {
+          (void)manager.store_->FreeOwnedBy([rank](std::uint64_t owner) { return owner == rank; });
+        });
+      });
   ServeOneWay<NodeLost>(transport, guard, kNodeLost, "node lost",
                         [](NodeManager& manager, std::uint32_t source, NodeLost lost) {
                           if (source != manager.config_.head_rank) return;  // the head decides
+                          {
+                            std::lock_guard lock(manager.lost_nodes_mutex_);
+                            manager.lost_nodes_.insert(lost.node);
+                          }
+                          // Every worker of that node owned its objects.
+                          manager.blocking_->Post([&manager] {
+                            (void)manager.store_->FreeOwnedBy([&manager](std::uint64_t owner) {
+                              return manager.IsGoneOwner(owner);
+                            });
+                          });
                           manager.loop_->Post([&manager, lost = std::move(lost)] {
                             manager.Apply(manager.scheduler_.OnNodeLost(lost.node, lost.cause));
                           });
@@ -504,8 +525,16 @@ void NodeManager::RegisterHandlers() {
       transport, guard, kSealObjectAndAnswer, "object request",
       [](NodeManager& manager, std::uint32_t sender,
          const ObjectRequest& request) -> Result<transport::Bytes> {
-        SRAY_RETURN_IF_ERROR(manager.store_->SealMadeBy(
-            request.id, {.rank = sender, .incarnation = request.incarnation}));
+        const object::ObjectMaker maker{.rank = sender, .incarnation = request.incarnation};
+        if (manager.IsGoneOwner(request.id.owner)) {
+          // An actor call's result for a caller that has ended: nobody
+          // will read it, and its owner's frees are done already.
+          manager.store_->DiscardOrphan(request.id, maker);
+          return Status::NotFound("object " + request.id.ToString() +
+                                  " is not kept: its owner (rank " +
+                                  std::to_string(request.id.owner) + ") has ended");
+        }
+        SRAY_RETURN_IF_ERROR(manager.store_->SealMadeBy(request.id, maker));
         return transport::Bytes{};
       });
   ServeOneWay<FreeObject>(transport, guard, kFreeObject, "free",
@@ -596,6 +625,7 @@ void NodeManager::Apply(SchedulerEffects effects) {
                    [&](effects::ActorProcessDied& died) { ReportActorDeath(died.death); },
                    [&](effects::StartWorker& start) {
                      gone_workers_.Remove(start.rank);
+                     gone_owners_.Remove(start.rank);
                      SpawnWorker(start.rank);
                    },
                    [&](effects::KillWorker& kill) { processes_->Kill(kill.pid, SIGKILL); },
@@ -607,6 +637,7 @@ void NodeManager::Apply(SchedulerEffects effects) {
                      transport_.NotePeerGone();
                      gone_workers_.Add(forget.rank);
                      ReleaseOrphans(forget.rank);
+                     AnnounceOwnerGone(forget.rank);
                    },
                    [&](effects::DiscardResult& discard) {
                      // On the blocking executor, behind any store request the
@@ -644,6 +675,36 @@ void NodeManager::DiscardNow(const OrphanedResult& orphan) {
   blocking_->Post([this, orphan] {
     store_->DiscardOrphan(orphan.id, {.rank = orphan.made_by, .incarnation = orphan.incarnation});
   });
+}
+
+bool NodeManager::IsNodeManagerRank(std::uint32_t rank) const {
+  std::lock_guard lock(view_mutex_);
+  return std::find(node_ranks_.begin(), node_ranks_.end(), rank) != node_ranks_.end();
+}
+
+bool NodeManager::IsGoneOwner(std::uint64_t owner) const {
+  if (owner < kFirstWorkerRank) return false;  // the driver, node managers: the job ends with them
+  if (gone_owners_.Contains(owner)) return true;
+  const std::uint64_t node = (owner - kFirstWorkerRank) / kWorkersPerNodeLimit;
+  std::lock_guard lock(lost_nodes_mutex_);
+  return lost_nodes_.contains(static_cast<std::uint32_t>(node));
+}
+
+void NodeManager::AnnounceOwnerGone(std::uint32_t worker_rank) {
+  const transport::Bytes message = Encode(OwnerGone{.rank = worker_rank});
+  for (const auto& node : scheduler_.nodes()) {
+    if (!scheduler_.IsLost(node.node_id)) transport_.Post(node.rank, kOwnerGone, message);
+  }
+}
+
+void NodeManager::FreeResultOfGoneOwner(const TaskOutcome& outcome) {
+  if (outcome.node == config_.node_id) {
+    blocking_->Post([this, id = outcome.return_id] { transfer_->FreeLocal(id); });
+    return;
+  }
+  if (scheduler_.IsLost(outcome.node)) return;
+  transport_.Post(RankOfNode(outcome.node), kFreeObject,
+                  Encode(FreeObject{.id = outcome.return_id, .node = outcome.node}));
 }
 
 void NodeManager::ReleaseOrphans(std::uint32_t worker_rank) {
@@ -711,9 +772,14 @@ void NodeManager::Route(TaskOutcome outcome) {
     return;
   }
   if (outcome.owner_node == config_.node_id) scheduler_.OnOutcomeRouted(outcome);
-  // If the owner is gone, so is everyone who could use the result; a stored
-  // value then stays until the step ends and the store is removed. The
-  // driver's owner shares node 0's rank: its post loops back in-process.
+  if (static_cast<OutcomeKind>(outcome.kind) == OutcomeKind::kStoredValue &&
+      IsGoneOwner(outcome.owner_rank)) {
+    FreeResultOfGoneOwner(outcome);
+    return;
+  }
+  // An owner that ended without this node hearing of it yet drops the post;
+  // its node manager frees the stored value when the outcome passes there.
+  // The driver's owner shares node 0's rank: its post loops back in-process.
   if (outcome.owner_node == config_.node_id) {
     transport_.Post(outcome.owner_rank, kOwnerOutcome, Encode(outcome));
   } else {

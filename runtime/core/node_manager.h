@@ -131,6 +131,7 @@ class NodeManager {
 
   // Any thread.
   std::uint32_t RankOfNode(std::uint32_t node) const;
+  [[nodiscard]] bool IsNodeManagerRank(std::uint32_t rank) const;
   // Frees an actor call's result its process stored without the caller
   // hearing of it, here or on the node that holds it; once that process has
   // ended or its actor retired.
@@ -138,6 +139,15 @@ class NodeManager {
   // Event loop only.
   void DiscardNow(const OrphanedResult& orphan);
   void ReleaseOrphans(std::uint32_t worker_rank);
+  // Owners that ended (any node's workers, and whole lost nodes): their
+  // objects are freed here when told (kOwnerGone, kNodeLost), and what is
+  // made for them afterwards (a result of a task or an actor call still
+  // running then) as soon as it is stored. Any thread.
+  [[nodiscard]] bool IsGoneOwner(std::uint64_t owner) const;
+  // Event loop only: tells every node manager left, this one too.
+  void AnnounceOwnerGone(std::uint32_t worker_rank);
+  // Event loop only: the stored result of a task whose owner has ended.
+  void FreeResultOfGoneOwner(const TaskOutcome& outcome);
   // Workers whose end was seen: a store request of theirs that the
   // transport delivers afterwards (it was in flight when the process was
   // killed) is refused, or its object would stay with nobody to free it.
@@ -164,6 +174,12 @@ class NodeManager {
   // 65,536 spawns on a node; in-flight requests arrive within milliseconds).
   static constexpr std::size_t kGoneWorkersKept = 4'096;
   RecentIds gone_workers_{kGoneWorkersKept};
+  // Workers of any node that ended, as told by kOwnerGone (a rank is reused
+  // only after 65,536 spawns on its node, and as many ends push it out of
+  // here first); lost nodes, whose every process ended. Any thread.
+  RecentIds gone_owners_{kGoneWorkersKept};
+  mutable std::mutex lost_nodes_mutex_;
+  std::set<std::uint32_t> lost_nodes_;  // guarded by lost_nodes_mutex_
   // Event loop only: discards that name a worker still alive, by its rank.
   std::unordered_map<std::uint32_t, std::vector<OrphanedResult>> orphans_of_live_workers_;
   TaskTally task_tally_;

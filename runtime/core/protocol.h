@@ -34,6 +34,7 @@ enum Method : std::uint32_t {
   kHeartbeat = 104,       // node manager -> head, request
   kNodeLost = 105,        // head -> node managers, one-way: NodeLost
   kNodeFailed = 106,      // the head's transport -> the head itself, one-way: NodeLost
+  kOwnerGone = 107,       // node manager -> every node manager, itself too, one-way: OwnerGone
   kSubmitTask = 110,      // owner -> its node manager, or forwarded, one-way: TaskSpec
   kExecuteTask = 111,     // node manager -> worker, one-way: TaskSpec
   kTaskDone = 112,        // worker -> node manager, one-way: TaskOutcome
@@ -462,6 +463,13 @@ struct NodeLost {
   std::uint32_t node = 0;
   std::string cause;
   MSGPACK_DEFINE(node, cause)
+};
+
+// A worker process of the sender's node ended: nobody can read the objects
+// it owned any more (a Get asks the owner), so every store frees them.
+struct OwnerGone {
+  std::uint32_t rank = 0;
+  MSGPACK_DEFINE(rank)
 };
 
 struct ActorDeath {

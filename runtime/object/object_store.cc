@@ -278,14 +278,29 @@ void ObjectStore::Free(const ObjectId& id) {
   EraseLocked(found);
 }
 
-void ObjectStore::EraseLocked(Entries::iterator found) {
+std::size_t ObjectStore::FreeOwnedBy(const std::function<bool(std::uint64_t owner)>& owned) {
+  std::lock_guard lock(mutex_);
+  std::size_t freed = 0;
+  for (auto entry = entries_.begin(); entry != entries_.end();) {
+    auto next = std::next(entry);
+    if (owned(entry->first.owner)) {
+      EraseLocked(entry, false);
+      ++freed;
+    }
+    entry = next;
+  }
+  return freed;
+}
+
+void ObjectStore::EraseLocked(Entries::iterator found, bool may_recycle) {
   const ObjectId id = found->first;
   if (found->second.where == Where::kDisk) {
     ::unlink(SpillPathOf(id).c_str());
     spilled_ -= found->second.size;
   } else {
     in_memory_ -= found->second.size;
-    if (found->second.where == Where::kMemory && found->second.size >= kRecycleMinimum) {
+    if (may_recycle && found->second.where == Where::kMemory &&
+        found->second.size >= kRecycleMinimum) {
       RecycleLocked(id, found->second.size);
     } else {
       ::unlink(PathOf(id).c_str());

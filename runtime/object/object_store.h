@@ -89,6 +89,11 @@ class ObjectStore {
   void Pin(const ObjectId& id);
   void Unpin(const ObjectId& id);
   void Free(const ObjectId& id);
+  // Frees every object (primary or copy, sealed or not) whose owner rank
+  // `owned` accepts, and returns how many: its owner has ended, so nobody can
+  // read it again. Files are unlinked, never recycled: a task that mapped one
+  // as an argument may still be reading it.
+  std::size_t FreeOwnedBy(const std::function<bool(std::uint64_t owner)>& owned);
   // Frees the object only if a worker of this node made it (Create with
   // `primary`) and nothing pins it: what a dead task attempt left. A copy
   // pulled from another node (a retry's result, read here) stays.
@@ -134,8 +139,9 @@ class ObjectStore {
   std::uint64_t recycled_bytes_ = 0;
   std::uint64_t next_recycled_ = 0;
   using Entries = std::unordered_map<ObjectId, Entry, internal::ObjectIdHash>;
-  // Removes the entry and its file (or recycles the file); mutex_ held.
-  void EraseLocked(Entries::iterator found);
+  // Removes the entry and its file (or recycles the file when
+  // `may_recycle`); mutex_ held.
+  void EraseLocked(Entries::iterator found, bool may_recycle = true);
   Entries entries_;
   std::uint64_t in_memory_ = 0;
   std::uint64_t spilled_ = 0;

@@ -42,7 +42,7 @@ constexpr Decoder kDecoders[] = {
     RoundTrip<ActorLookup>,        RoundTrip<ActorWait>,          RoundTrip<ActorChanged>,
     RoundTrip<ActorKill>,          RoundTrip<ActorDeath>,         RoundTrip<PlacementGroupCreation>,
     RoundTrip<PlacementGroupInfo>, RoundTrip<PlacementGroupWait>, RoundTrip<PlacementGroupRemoval>,
-    RoundTrip<ActorCallTally>,     RoundTrip<NodeLost>,
+    RoundTrip<ActorCallTally>,     RoundTrip<NodeLost>,           RoundTrip<OwnerGone>,
 };
 
 }  // namespace

@@ -22,7 +22,7 @@ run_mode spill 5 "object_store_memory=512M,log_level=debug"
 # rate, and so is each pull of one between nodes.
 expect_lines "$WORK/tasks_check.spill.out" '^sray: \[debug\] put object [0-9]+\.[0-9]+ into node 0.s store: 1[0-9]{8} bytes in [0-9.]+ s \([0-9]+ MiB/s\)$' 16
 expect_lines "$WORK/tasks_check.spill.out" '^sray: \[debug\] node [12] pulled object [0-9]+\.[0-9]+ from node 0: 1[0-9]{8} bytes in [0-9.]+ s \([0-9]+ MiB/s\)$'
-run_mode worker-death 3 ""
+run_mode worker-death 4 ""
 # A worker crashing on SIGSEGV on both tries: UCX's backtrace goes to the
 # worker's log (kept here by log_dir=), the job's output gets one sray line a try.
 run_mode worker-crash 2 "log_dir=$WORK/crash-logs"

@@ -76,6 +76,11 @@ class Counter {
   static Counter* Create() { return new Counter(); }
   // {calls so far, node}
   std::vector<std::uint64_t> Add() { return {++calls_, Node()}; }
+  // An object this actor's process owns (a 1 MiB Put), for the driver to
+  // borrow: wrapped in a vector so that it travels as a reference.
+  std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> Stash() {
+    return {sray::Put(std::vector<std::uint64_t>(128 * 1024, 5))};
+  }
 
  private:
   std::uint64_t calls_ = 0;
@@ -83,8 +88,19 @@ class Counter {
 
 }  // namespace
 
-SRAY_REMOTE(whereabouts, make_block, sum_plus, maker_of_block, node_of_task);
-SRAY_REMOTE(Counter::Create, &Counter::Add);
+// A borrower on another node reading an object whose owner is gone: 1 when
+// its Get fails with ObjectLostError, 0 when it returns.
+std::uint32_t read_orphan(const std::vector<sray::ObjectRef<std::vector<std::uint64_t>>>& refs) {
+  try {
+    (void)sray::Get(refs[0], std::chrono::seconds(60));
+    return 0;
+  } catch (const sray::ObjectLostError&) {
+    return 1;
+  }
+}
+
+SRAY_REMOTE(whereabouts, make_block, sum_plus, maker_of_block, node_of_task, read_orphan);
+SRAY_REMOTE(Counter::Create, &Counter::Add, &Counter::Stash);
 
 int main(int argc, char** argv) {
   sray::Init(argc, argv);
@@ -128,6 +144,17 @@ int main(int argc, char** argv) {
   for (int index = 0; index < 6; ++index) {
     first_node[index] = sray::Get(counters[static_cast<std::size_t>(index)].Task(&Counter::Add).Remote())[1];
   }
+
+  // Objects owned by a process of node 2 (an actor there), borrowed by the
+  // driver before the loss.
+  std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> orphans;
+  for (int index = 0; index < 6; ++index) {
+    if (first_node[index] != 2) continue;
+    orphans = sray::Get(counters[static_cast<std::size_t>(index)].Task(&Counter::Stash).Remote());
+    break;
+  }
+  Expect(!orphans.empty(), "an actor on node 2 lends the driver an object it owns");
+  Expect(sray::Get(orphans[0]).size() == 128 * 1024, "the borrowed object reads before the loss");
 
   std::vector<std::uint64_t> values(256 * 1024, 3);  // 2 MiB, Put on node 0
   const std::uint64_t values_sum = 3ULL * values.size();
@@ -191,6 +218,25 @@ int main(int argc, char** argv) {
   Expect(answered && moved && were_on_node_2 > 0,
          "actors answer after the loss: " + std::to_string(were_on_node_2) +
              " of node 2 restarted on other nodes, the others kept their state");
+
+  // The owner died with its node: reads fail at once with ObjectLostError,
+  // in the driver and in a borrower on another node, instead of waiting.
+  const auto asked = std::chrono::steady_clock::now();
+  std::string driver_saw = "no error";
+  try {
+    (void)sray::Get(orphans[0], std::chrono::seconds(60));
+  } catch (const sray::ObjectLostError& error) {
+    driver_saw = std::string("ObjectLostError: ") + error.what();
+  } catch (const std::exception& error) {
+    driver_saw = std::string("another error: ") + error.what();
+  }
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - asked);
+  Expect(driver_saw.starts_with("ObjectLostError") && waited < std::chrono::seconds(10),
+         "the driver's read of an object whose owner was lost with node 2 fails in " +
+             std::to_string(waited.count()) + " ms: " + driver_saw);
+  Expect(sray::Get(sray::Task(read_orphan).Remote(orphans), std::chrono::seconds(90)) == 1,
+         "a task borrowing that object fails its read with ObjectLostError");
 
   std::vector<sray::ObjectRef<std::uint32_t>> later;
   for (std::uint64_t index = 0; index < 300; ++index) later.push_back(sray::Task(node_of_task).Remote(index));

@@ -80,6 +80,20 @@ std::int64_t die_once(std::string marker, std::int64_t value) {
   return value * 2;
 }
 
+// Owns objects on several nodes (a Put here, results of its own tasks
+// wherever they ran), then kills its own worker with them still held.
+std::int64_t own_then_die(std::int64_t tasks) {
+  auto held = sray::Put(std::vector<std::uint64_t>(256 * 1024, 1));
+  std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> blocks;
+  for (std::int64_t index = 0; index < tasks; ++index) {
+    blocks.push_back(sray::Task(make_block)
+                         .Remote(static_cast<std::uint64_t>(index), std::uint64_t{256 * 1024}));
+  }
+  (void)sray::Wait(blocks, blocks.size(), std::chrono::seconds(60));
+  ::kill(::getpid(), SIGKILL);
+  return 0;
+}
+
 std::int64_t always_die(std::int64_t) {
   ::kill(::getpid(), SIGKILL);
   return 0;
@@ -136,7 +150,7 @@ std::vector<std::int64_t> occupy_memory(std::int64_t milliseconds) {
 }
 SRAY_REMOTE(occupy_memory);
 SRAY_REMOTE(square, add, sleep_then, node_after_work, checksum_on_node, make_block, die_once,
-            always_die, always_crash, throws_invalid_argument, visible_devices);
+            own_then_die, always_die, always_crash, throws_invalid_argument, visible_devices);
 
 std::uint64_t InMemory() {
   std::uint64_t total = 0;
@@ -333,6 +347,21 @@ void WorkerDeath() {
   }
   Expect(died, "retries run out with WorkerDiedError");
   Expect(sray::Get(sray::Task(square).Remote(9)) == 81, "the pool recovers for later tasks");
+
+  // What the killed worker owned is nobody's: no process can read it now.
+  bool owner_died = false;
+  try {
+    (void)sray::Get(sray::Task(own_then_die).SetMaxRetries(0).Remote(6));
+  } catch (const sray::WorkerDiedError&) {
+    owner_died = true;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (InMemory() != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  Expect(owner_died && InMemory() == 0,
+         "objects a killed worker owned (a Put, its tasks' results on any node) are freed: " +
+             std::to_string(InMemory()) + " bytes left in the stores");
 }
 
 void WorkerCrash() {

@@ -276,5 +276,51 @@ TEST_F(NodeManagerTest, AnAnsweredSealMakesTheObjectPullableAndAnotherAttemptsIs
   (void)other_manager_transport_->Send(kManagerRank, kUnpinForPull, Encode(made));
 }
 
+// A worker that ended took with it the only way to read what it owned (a
+// Get asks the owner): its node manager tells every node, and each frees
+// those objects; an actor call's result made for it afterwards is refused
+// and freed at its seal. Objects of other owners stay.
+TEST_F(NodeManagerTest, AnEndedOwnersObjectsAreFreedAndLaterResultsForItRefused) {
+  StartManager("/nonexistent/sray-worker");
+  constexpr std::uint32_t kEndedWorker = kFirstWorkerRank + 0x10000 + 3;  // of node 1
+  auto make = [&](const ObjectId& id) {
+    const ObjectRequest request{
+        .id = id, .size = 4096, .holder_node = 0, .puller_node = 0, .owner_rank = 0};
+    auto created = owner_transport_->Call(kManagerRank, kCreateObject, Encode(request));
+    EXPECT_TRUE(created.ok()) << created.status().message();
+    return request;
+  };
+  auto objects = [&]() -> std::uint64_t {
+    auto reply = owner_transport_->Call(kManagerRank, kStoreUsage, {});
+    return reply.ok() ? Decode<StoreUsage>(*reply, "usage")->objects : 0;
+  };
+  auto wait_for = [&](std::uint64_t count) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (objects() != count && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return objects();
+  };
+  owner_transport_->Post(kManagerRank, kSealObject, Encode(make(ObjectId{kEndedWorker, 1})));
+  (void)make(ObjectId{kEndedWorker, 2});  // still being written
+  owner_transport_->Post(kManagerRank, kSealObject, Encode(make(ObjectId{kOwnerRank, 1})));
+  ASSERT_EQ(wait_for(3), 3u);
+
+  // Only a node manager's word counts. (The create after it is served
+  // behind any free it would have queued.)
+  owner_transport_->Post(kManagerRank, kOwnerGone, Encode(OwnerGone{.rank = kEndedWorker}));
+  owner_transport_->Post(kManagerRank, kSealObject, Encode(make(ObjectId{kOwnerRank, 2})));
+  EXPECT_EQ(wait_for(4), 4u) << "a worker's claim freed objects";
+  other_manager_transport_->Post(kManagerRank, kOwnerGone, Encode(OwnerGone{.rank = kEndedWorker}));
+  EXPECT_EQ(wait_for(2), 2u) << "the ended owner's objects stayed";
+
+  const ObjectRequest late = make(ObjectId{kEndedWorker, 3});
+  const auto sealed = owner_transport_->Call(kManagerRank, kSealObjectAndAnswer, Encode(late));
+  EXPECT_EQ(sealed.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(sealed.status().message().find("has ended"), std::string::npos)
+      << sealed.status().message();
+  EXPECT_EQ(objects(), 2u) << "a result made for the ended owner stayed";
+}
+
 }  // namespace
 }  // namespace sray::core

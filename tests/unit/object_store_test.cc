@@ -304,6 +304,27 @@ TEST_F(ObjectStoreTest, AnObjectLocatedAndPinnedIsNotSpilledToMakeRoom) {
   EXPECT_FALSE(store->LocateAndPin({9, 9}).ok());
 }
 
+// An ended owner's objects go, wherever they are (in memory, on disk, still
+// being written, copies); their files are removed, not kept for reuse: a
+// task may still map one as its argument.
+TEST_F(ObjectStoreTest, AnEndedOwnersObjectsAreFreedAndTheirFilesNotRecycled) {
+  constexpr std::uint64_t kSize = std::uint64_t{1} << 20;  // recycled when freed by id
+  auto store = Open(3 * kSize);
+  Write(*store, {7, 1}, 'a', kSize);
+  Write(*store, {7, 2}, 'b', kSize);
+  Write(*store, {8, 1}, 'c', kSize);
+  Write(*store, {7, 3}, 'd', kSize);  // {7, 1} goes to disk
+  ASSERT_EQ(store->Usage().spilled, kSize);
+  ASSERT_TRUE(store->Create({7, 4}, 1000, false).ok());  // a copy, being written
+  EXPECT_EQ(store->FreeOwnedBy([](std::uint64_t owner) { return owner == 7; }), 4u);
+  EXPECT_TRUE(store->Contains({8, 1}));
+  const auto usage = store->Usage();
+  EXPECT_EQ(usage.objects, 1u);
+  EXPECT_EQ(usage.spilled, 0u);
+  EXPECT_EQ(usage.in_memory, kSize);
+  EXPECT_EQ(usage.recycled, 0u);
+}
+
 TEST(StoreCapacity, AConfiguredSizeBeyondDevShmFailsNamingSizesAndFix) {
   auto capacity = StoreCapacity(5 * kGiB, 12 * kGiB, 3);
   ASSERT_FALSE(capacity.ok());
