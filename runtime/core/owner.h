@@ -96,6 +96,11 @@ class Owner final : public internal::Runtime {
   // believes it there; when it cannot be, `done` gets a failure that says why.
   void WhenRebuilt(const internal::ObjectId& id, std::uint32_t lost_on_node,
                    std::uint16_t rebuilds_seen, std::function<void(ObjectStatus)> done);
+  // An actor's side: its call's argument, owned by `argument.id.owner`, is
+  // no longer on `argument.node`; asks that owner to rebuild it (as
+  // WhenRebuilt) and waits for where it is now. Unavailable without borrow
+  // links or when the owner cannot be reached.
+  Result<ObjectStatus> AskOwnerToRebuild(const ArgumentSpec& argument);
   // Drops every `done` still waiting (before the transport their answers
   // need goes away).
   void DropStatusWaiters();

@@ -4,6 +4,8 @@
 // a task result that holds references.
 
 #include <algorithm>
+#include <future>
+#include <memory>
 #include <set>
 
 #include "core/owner.h"
@@ -150,6 +152,24 @@ void Owner::WhenRebuilt(const internal::ObjectId& id, std::uint32_t lost_on_node
     return;
   }
   WhenResolved(id, std::move(done));
+}
+
+Result<ObjectStatus> Owner::AskOwnerToRebuild(const ArgumentSpec& argument) {
+  BorrowLinks* links = borrow_links_.load();
+  if (links == nullptr) return Status::Unavailable("this process cannot reach other owners");
+  auto answer = std::make_shared<std::promise<Result<ObjectStatus>>>();
+  auto answered = answer->get_future();
+  // No address: the owner is a process this one already reaches (the caller).
+  links->RequestStatus(
+      "",
+      StatusRequest{.id = argument.id,
+                    .rebuild = true,
+                    .lost_on_node = argument.node,
+                    .rebuilds_seen = argument.rebuilds_seen},
+      [answer](Result<ObjectStatus> status) { answer->set_value(std::move(status)); });
+  // The owner answers once the object is ready again, however long its
+  // producer runs, or the transport fails the request when the owner dies.
+  return answered.get();
 }
 
 void Owner::DropStatusWaiters() {

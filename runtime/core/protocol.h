@@ -110,15 +110,16 @@ struct ResourceUpdate {
 
 struct ArgumentSpec {
   bool by_reference = false;
-  // The owner's own note, never sent: which rebuild of the object this
-  // location came from (ObjectEntry::rebuilds), so a late report of a loss
-  // does not rebuild a copy made since.
+  // Which rebuild of the object this location came from (the owner's
+  // ObjectEntry::rebuilds), so a late report of a loss does not rebuild a
+  // copy made since. An actor that finds the object lost sends it back with
+  // its request to rebuild.
   std::uint16_t rebuilds_seen = 0;
   std::string value;  // the serialized value when not by reference
   ObjectId id;
   std::uint32_t node = 0;  // node whose store holds the object
   std::uint64_t size = 0;
-  MSGPACK_DEFINE(by_reference, value, id, node, size)
+  MSGPACK_DEFINE(by_reference, rebuilds_seen, value, id, node, size)
 };
 
 struct TaskSpec {

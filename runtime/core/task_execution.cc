@@ -46,9 +46,22 @@ namespace {
 
 using Body = std::function<std::string(const std::vector<std::string_view>& arguments)>;
 
+// An actor call's argument that its caller owns, lost where it was: the
+// caller rebuilds it from lineage while the actor waits, so the actor's
+// calls keep their order (a task is instead sent again by its owner).
+// Where it is now; kFailed with the owner's reason when it cannot be rebuilt.
+Result<ObjectStatus> RebuildLostArgument(const TaskSpec& spec, const ArgumentSpec& argument) {
+  Owner* owner = ProcessRuntime();
+  if (owner == nullptr || argument.id.owner != spec.owner_rank) {
+    return Status::NotFound("only its caller's own objects are rebuilt for an actor");
+  }
+  return owner->AskOwnerToRebuild(argument);
+}
+
 // Maps the arguments, runs `body`, and stores its result: the steps every
 // kind of task shares. `seal`: kUntilSealed where the outcome does not go
-// through the node manager (actors answer their callers directly).
+// through the node manager (actors answer their callers directly), which is
+// also where a lost argument is rebuilt in place.
 TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id, const Body& body,
                 const std::function<std::string()>& missing, SealWait seal) {
   TaskOutcome outcome;
@@ -72,6 +85,8 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
   if (!body) return fail(OutcomeKind::kSystemError, "", missing());
 
   std::vector<std::unique_ptr<object::MappedFile>> mapped;
+  std::vector<std::string> rebuilt_inline;  // small values rebuilt for an actor
+  rebuilt_inline.reserve(spec.arguments.size());
   std::vector<std::string_view> arguments;
   arguments.reserve(spec.arguments.size());
   for (const auto& argument : spec.arguments) {
@@ -80,6 +95,28 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
       continue;
     }
     auto file = MapArgument(argument, store);
+    if (!file.ok() && file.status().code() == StatusCode::kNotFound &&
+        seal == SealWait::kUntilSealed) {
+      auto status = RebuildLostArgument(spec, argument);
+      if (status.ok()) {
+        switch (static_cast<ObjectStatusKind>(status->kind)) {
+          case ObjectStatusKind::kStored: {
+            ArgumentSpec moved = argument;
+            moved.node = status->node;
+            moved.size = status->size;
+            file = MapArgument(moved, store);
+            break;
+          }
+          case ObjectStatusKind::kInline:
+            rebuilt_inline.push_back(std::move(status->value));
+            arguments.emplace_back(rebuilt_inline.back());
+            continue;
+          case ObjectStatusKind::kFailed:
+            return fail(OutcomeKind::kObjectLost, "", status->failure.error_message);
+          default: break;
+        }
+      }
+    }
     if (!file.ok()) {
       const bool lost = file.status().code() == StatusCode::kNotFound;
       fail(lost ? OutcomeKind::kArgumentLost : OutcomeKind::kSystemError, "",

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <numeric>
@@ -51,6 +52,16 @@ std::vector<std::uint64_t> make_block(std::uint64_t seed) {
   return block;
 }
 
+// make_block, noting "SEED NODE" in `notes` (one short append: whole lines
+// from any process), so the driver knows where each block lives without
+// reading it (a read would leave a copy on the reader's node).
+std::vector<std::uint64_t> make_noted_block(std::uint64_t seed, const std::string& notes) {
+  auto block = make_block(seed);
+  std::ofstream(notes, std::ios::app)
+      << (std::to_string(seed) + " " + std::to_string(Node()) + "\n") << std::flush;
+  return block;
+}
+
 // Runs until the script has killed node 2 (SIGNAL_FILE exists): the tasks
 // node 2 holds then are surely lost with it.
 std::uint64_t sum_plus(const std::vector<std::uint64_t>& values, std::uint64_t index, const std::string& signal_file) {
@@ -76,6 +87,13 @@ class Counter {
   static Counter* Create() { return new Counter(); }
   // {calls so far, node}
   std::vector<std::uint64_t> Add() { return {++calls_, Node()}; }
+  // The node that made a block passed as an argument (99 when it is not the
+  // block of `seed`), as maker_of_block.
+  std::uint64_t MakerOf(const std::vector<std::uint64_t>& block, std::uint64_t seed) {
+    const bool intact = block.size() == 128 * 1024 && block[1] == seed * 1000003 + 1 &&
+                        block.back() == seed * 1000003 + 128 * 1024 - 1;
+    return intact ? block[0] : 99;
+  }
   // An object this actor's process owns (a 1 MiB Put), for the driver to
   // borrow: wrapped in a vector so that it travels as a reference.
   std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> Stash() {
@@ -99,8 +117,9 @@ std::uint32_t read_orphan(const std::vector<sray::ObjectRef<std::vector<std::uin
   }
 }
 
-SRAY_REMOTE(whereabouts, make_block, sum_plus, maker_of_block, node_of_task, read_orphan);
-SRAY_REMOTE(Counter::Create, &Counter::Add, &Counter::Stash);
+SRAY_REMOTE(whereabouts, make_block, make_noted_block, sum_plus, maker_of_block, node_of_task,
+            read_orphan);
+SRAY_REMOTE(Counter::Create, &Counter::Add, &Counter::MakerOf, &Counter::Stash);
 
 int main(int argc, char** argv) {
   sray::Init(argc, argv);
@@ -123,12 +142,18 @@ int main(int argc, char** argv) {
   // The first 30 are read after the loss, the other 30 passed to new tasks.
   std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> blocks;
   std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> argument_blocks;
+  std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> actor_blocks;  // seeds 60-89
+  const std::string notes = signal_file + ".blocks";
   for (std::uint64_t seed = 0; seed < 60; ++seed) {
     (seed < 30 ? blocks : argument_blocks)
         .push_back(sray::Task(make_block).SetMaxRetries(3).Remote(seed));
   }
+  for (std::uint64_t seed = 60; seed < 90; ++seed) {
+    actor_blocks.push_back(sray::Task(make_noted_block).SetMaxRetries(3).Remote(seed, notes));
+  }
   (void)sray::Wait(blocks, blocks.size(), std::chrono::seconds(60));
   (void)sray::Wait(argument_blocks, argument_blocks.size(), std::chrono::seconds(60));
+  (void)sray::Wait(actor_blocks, actor_blocks.size(), std::chrono::seconds(60));
   std::uint64_t objects_on_node_2 = 0;
   for (const auto& node : sray::StoreUsage()) {
     if (node.node_id == 2) objects_on_node_2 = node.objects;
@@ -143,6 +168,23 @@ int main(int argc, char** argv) {
   std::map<int, std::uint64_t> first_node;
   for (int index = 0; index < 6; ++index) {
     first_node[index] = sray::Get(counters[static_cast<std::size_t>(index)].Task(&Counter::Add).Remote())[1];
+  }
+
+  // An actor that stays, and which of actor_blocks node 2 made.
+  int survivor = -1;
+  for (int index = 0; index < 6 && survivor < 0; ++index) {
+    if (first_node[index] != 2) survivor = index;
+  }
+  Expect(survivor >= 0, "an actor lives on a node that stays");
+  auto& reader = counters[static_cast<std::size_t>(survivor)];
+  std::set<std::uint64_t> actor_blocks_of_node_2;
+  {
+    std::ifstream noted(notes);
+    std::uint64_t seed = 0;
+    std::uint32_t node = 0;
+    while (noted >> seed >> node) {
+      if (node == 2) actor_blocks_of_node_2.insert(seed);
+    }
   }
 
   // Objects owned by a process of node 2 (an actor there), borrowed by the
@@ -218,6 +260,23 @@ int main(int argc, char** argv) {
   Expect(answered && moved && were_on_node_2 > 0,
          "actors answer after the loss: " + std::to_string(were_on_node_2) +
              " of node 2 restarted on other nodes, the others kept their state");
+
+  // Actor calls whose argument lived only on node 2: the caller rebuilds it
+  // while the actor waits, in the call's place.
+  std::vector<sray::ObjectRef<std::uint64_t>> made_after;
+  for (std::uint64_t index = 0; index < actor_blocks.size(); ++index) {
+    made_after.push_back(reader.Task(&Counter::MakerOf).Remote(actor_blocks[index], index + 60));
+  }
+  bool actor_arguments_intact = true;
+  const auto answers = sray::Get(made_after, std::chrono::seconds(120));
+  for (std::uint64_t index = 0; index < answers.size(); ++index) {
+    actor_arguments_intact = actor_arguments_intact && answers[index] != 99 &&
+                             (answers[index] != 2 || !actor_blocks_of_node_2.contains(index + 60));
+  }
+  Expect(actor_arguments_intact && !actor_blocks_of_node_2.empty(),
+         "30 actor calls whose argument objects were made before the loss answer, the " +
+             std::to_string(actor_blocks_of_node_2.size()) +
+             " of node 2 rebuilt on another node first");
 
   // The owner died with its node: reads fail at once with ObjectLostError,
   // in the driver and in a borrower on another node, instead of waiting.

@@ -13,7 +13,7 @@ run_mode basic 7 ""
 run_mode objects 4 ""
 run_mode refcount 2 ""
 run_mode spill 5 "object_store_memory=512M"
-run_mode worker-death 3 ""
+run_mode worker-death 4 ""
 run_mode exception 4 ""
 run_mode infeasible 3 ""
 run_mode memory 3 "" --mem=1G
