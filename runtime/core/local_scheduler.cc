@@ -58,8 +58,15 @@ SchedulerEffects LocalScheduler::OnResourceUpdate(const ResourceUpdate& update) 
 }
 
 void LocalScheduler::StartOneWorker(SchedulerEffects& effects) {
-  const std::uint32_t rank = kFirstWorkerRank + config_.node_id * kWorkersPerNodeLimit +
-                             (next_worker_++ % kWorkersPerNodeLimit);
+  // Ranks wrap after 65,536 spawns; one still in use (a long-lived actor's)
+  // is skipped: two live processes of one rank would share their objects'
+  // ids, and the end of one would free the other's (kOwnerGone).
+  std::uint32_t rank = 0;
+  for (std::uint32_t tried = 0; tried < kWorkersPerNodeLimit; ++tried) {
+    rank = kFirstWorkerRank + config_.node_id * kWorkersPerNodeLimit +
+           (next_worker_++ % kWorkersPerNodeLimit);
+    if (!workers_.contains(rank)) break;
+  }
   workers_[rank] = Worker{};
   ++starting_;
   effects.emplace_back(effects::StartWorker{rank});

@@ -49,7 +49,7 @@ class NodeManager::LocalStoreAccess final : public StoreAccess {
   }
   Result<std::string> MakeLocal(const ObjectId& id, std::uint32_t holder,
                                 std::uint64_t size) override {
-    return manager_.transfer_->MakeLocal(id, holder, size);
+    return manager_.MakeLocalCopy(id, holder, size);
   }
   void Free(const ObjectId& id, std::uint32_t holder) override {
     if (holder == manager_.config_.node_id) {
@@ -385,12 +385,15 @@ void NodeManager::RegisterHandlers() {
   ServeOneWay<OwnerGone>(
       transport, guard, kOwnerGone, "owner gone",
       [](NodeManager& manager, std::uint32_t source, OwnerGone gone) {
-        // Only node managers see their workers end.
-        if (!manager.IsNodeManagerRank(source) || gone.rank < kFirstWorkerRank) return;
+        // Only a node manager sees its own workers end.
+        if (gone.rank < kFirstWorkerRank ||
+            manager.RankOfNode((gone.rank - kFirstWorkerRank) / kWorkersPerNodeLimit) != source) {
+          return;
+        }
         manager.gone_owners_.Add(gone.rank);
         // Behind the store requests already queued (a Create for it).
         manager.blocking_->Post([&manager, rank = gone.rank] {
-          (void)manager.store_->FreeOwnedBy([rank](std::uint64_t owner) { return owner == rank; });
+          manager.transfer_->FreeOwnedBy([rank](std::uint64_t owner) { return owner == rank; });
         });
       });
   ServeOneWay<NodeLost>(transport, guard, kNodeLost, "node lost",
@@ -402,7 +405,7 @@ void NodeManager::RegisterHandlers() {
                           }
                           // Every worker of that node owned its objects.
                           manager.blocking_->Post([&manager] {
-                            (void)manager.store_->FreeOwnedBy([&manager](std::uint64_t owner) {
+                            manager.transfer_->FreeOwnedBy([&manager](std::uint64_t owner) {
                               return manager.IsGoneOwner(owner);
                             });
                           });
@@ -501,8 +504,7 @@ void NodeManager::RegisterHandlers() {
   serve_on(&NodeManager::pulls_, kMakeLocal,
            [](NodeManager& manager, std::uint32_t,
               const ObjectRequest& request) -> Result<transport::Bytes> {
-             auto path =
-                 manager.transfer_->MakeLocal(request.id, request.holder_node, request.size);
+             auto path = manager.MakeLocalCopy(request.id, request.holder_node, request.size);
              if (!path.ok()) return path.status();
              return Encode(ObjectPath{.path = *path, .size = request.size});
            });
@@ -513,7 +515,8 @@ void NodeManager::RegisterHandlers() {
                    if (!source.ok()) return source.status();
                    return Encode(*source);
                  });
-  // Both forms on the transport's thread, in the order they arrive.
+  // On the transport's thread, in the order it arrives: before the outcome
+  // the worker posts after it.
   ServeOneWay<ObjectRequest>(
       transport, guard, kSealObject, "object request",
       [](NodeManager& manager, std::uint32_t sender, const ObjectRequest& request) {
@@ -521,8 +524,10 @@ void NodeManager::RegisterHandlers() {
             request.id, {.rank = sender, .incarnation = request.incarnation});
         if (!sealed.ok()) Log(LogLevel::kDebug, "seal ignored: " + sealed.message());
       });
-  ServeRequest<ObjectRequest>(
-      transport, guard, kSealObjectAndAnswer, "object request",
+  // On the blocking executor, behind the process's Create (and away from the
+  // transport's thread: the store's lock is held while it spills).
+  serve_blocking(
+      kSealObjectAndAnswer,
       [](NodeManager& manager, std::uint32_t sender,
          const ObjectRequest& request) -> Result<transport::Bytes> {
         const object::ObjectMaker maker{.rank = sender, .incarnation = request.incarnation};
@@ -677,9 +682,17 @@ void NodeManager::DiscardNow(const OrphanedResult& orphan) {
   });
 }
 
-bool NodeManager::IsNodeManagerRank(std::uint32_t rank) const {
-  std::lock_guard lock(view_mutex_);
-  return std::find(node_ranks_.begin(), node_ranks_.end(), rank) != node_ranks_.end();
+Result<std::string> NodeManager::MakeLocalCopy(const ObjectId& id, std::uint32_t holder,
+                                               std::uint64_t size) {
+  auto path = transfer_->MakeLocal(id, holder, size);
+  // A pull that began before this node heard that the object's owner ended
+  // would leave a copy nobody frees.
+  if (path.ok() && IsGoneOwner(id.owner)) {
+    store_->Free(id);
+    return Status::NotFound("object " + id.ToString() + " is gone: its owner (rank " +
+                            std::to_string(id.owner) + ") has ended");
+  }
+  return path;
 }
 
 bool NodeManager::IsGoneOwner(std::uint64_t owner) const {

@@ -131,7 +131,9 @@ class NodeManager {
 
   // Any thread.
   std::uint32_t RankOfNode(std::uint32_t node) const;
-  [[nodiscard]] bool IsNodeManagerRank(std::uint32_t rank) const;
+  // MakeLocal through the transfer, refusing (and dropping) a copy of an
+  // object whose owner has ended.
+  Result<std::string> MakeLocalCopy(const ObjectId& id, std::uint32_t holder, std::uint64_t size);
   // Frees an actor call's result its process stored without the caller
   // hearing of it, here or on the node that holds it; once that process has
   // ended or its actor retired.

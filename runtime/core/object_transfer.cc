@@ -107,6 +107,12 @@ void ObjectTransfer::UnpinForPull(const ObjectId& id) {
   store_.Unpin(id);
 }
 
+void ObjectTransfer::FreeOwnedBy(const std::function<bool(std::uint64_t owner)>& owned) {
+  const std::vector<ObjectId> freed = store_.FreeOwnedBy(owned);
+  std::lock_guard lock(pulls_mutex_);
+  for (const ObjectId& id : freed) copies_.erase(id);
+}
+
 void ObjectTransfer::FreeLocal(const ObjectId& id) {
   store_.Free(id);
   std::set<std::uint32_t> holders;

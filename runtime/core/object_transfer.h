@@ -13,6 +13,7 @@
 // pin) from its pulls executor, the rest from its blocking executor.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -59,6 +60,10 @@ class ObjectTransfer {
   void UnpinForPull(const ObjectId& id);
   // Frees a local object and asks the nodes that pulled copies to free them.
   void FreeLocal(const ObjectId& id);
+  // The store's FreeOwnedBy, and this node's record of who pulled copies of
+  // those objects (each node frees its own copies: every node hears of an
+  // ended owner).
+  void FreeOwnedBy(const std::function<bool(std::uint64_t owner)>& owned);
   // Drops every registration (the node manager stops).
   void Clear();
   [[nodiscard]] std::size_t pinned_objects() const;

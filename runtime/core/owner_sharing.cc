@@ -169,6 +169,9 @@ Result<ObjectStatus> Owner::AskOwnerToRebuild(const ArgumentSpec& argument) {
       [answer](Result<ObjectStatus> status) { answer->set_value(std::move(status)); });
   // The owner answers once the object is ready again, however long its
   // producer runs, or the transport fails the request when the owner dies.
+  // Meanwhile this process lends its CPUs, as in Get: the producer may need them.
+  BlockedScope blocked(blocking_notifier_, blocked_depth_);
+  blocked.Announce();
   return answered.get();
 }
 

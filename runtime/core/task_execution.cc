@@ -98,7 +98,10 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
     if (!file.ok() && file.status().code() == StatusCode::kNotFound &&
         seal == SealWait::kUntilSealed) {
       auto status = RebuildLostArgument(spec, argument);
-      if (status.ok()) {
+      if (!status.ok()) {
+        file = Status::NotFound(file.status().message() + "; asked to rebuild it, its caller " +
+                                "did not answer: " + status.status().message());
+      } else {
         switch (static_cast<ObjectStatusKind>(status->kind)) {
           case ObjectStatusKind::kStored: {
             ArgumentSpec moved = argument;
@@ -113,7 +116,10 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
             continue;
           case ObjectStatusKind::kFailed:
             return fail(OutcomeKind::kObjectLost, "", status->failure.error_message);
-          default: break;
+          default:
+            file = Status::NotFound(file.status().message() +
+                                    "; its caller, asked to rebuild it, no longer knows it");
+            break;
         }
       }
     }

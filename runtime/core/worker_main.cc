@@ -47,8 +47,8 @@ constexpr std::chrono::microseconds kDriveBetweenTasks{100};
 // Seal that only has to reach the manager before the outcome posted after it.
 class RemoteStoreAccess final : public StoreAccess {
  public:
-  RemoteStoreAccess(transport::Transport& transport, std::uint32_t manager)
-      : transport_(transport), manager_(manager) {}
+  RemoteStoreAccess(transport::Transport& transport, std::uint32_t manager, std::uint32_t node_id)
+      : transport_(transport), manager_(manager), node_id_(node_id) {}
 
   Result<std::string> Create(const ObjectId& id, std::uint64_t size,
                              std::int32_t incarnation) override {
@@ -71,9 +71,20 @@ class RemoteStoreAccess final : public StoreAccess {
       transport_.Post(manager_, kSealObject, Encode(request));
       return Status::Ok();
     }
-    return transport_
-        .Call(manager_, kSealObjectAndAnswer, Encode(request), std::chrono::minutes(10))
-        .status();
+    const Status sealed =
+        transport_.Call(manager_, kSealObjectAndAnswer, Encode(request), std::chrono::minutes(10))
+            .status();
+    if (!sealed.ok() && sealed.code() != StatusCode::kNotFound) {
+      // Unanswered, the entry may stay created and unsealed: this attempt's
+      // entry goes (a retry's, made since, stays).
+      transport_.Post(manager_, kDiscardOrphan,
+                      Encode(OrphanedResult{.id = id,
+                                            .node = node_id_,
+                                            .made_by = transport_.rank(),
+                                            .actor_id = 0,
+                                            .incarnation = incarnation}));
+    }
+    return sealed;
   }
   Result<std::string> MakeLocal(const ObjectId& id, std::uint32_t holder,
                                 std::uint64_t size) override {
@@ -100,6 +111,7 @@ class RemoteStoreAccess final : public StoreAccess {
 
   transport::Transport& transport_;
   std::uint32_t manager_;
+  std::uint32_t node_id_;
 };
 
 // Tasks the node manager sent, waiting for this worker's main thread (or
@@ -308,7 +320,7 @@ void RunWorker() {
   auto own_address = transport->LocalAddress(false);
   if (!own_address.ok()) Die(own_address.status().message());
 
-  RemoteStoreAccess store(*transport, manager);
+  RemoteStoreAccess store(*transport, manager, node_id);
   transport::Transport* raw_transport = transport.get();
   auto owner = std::make_unique<Owner>(OwnerIdentity{.rank = rank, .node_id = node_id}, store,
                                        [raw_transport, manager](const TaskSpec& spec) {

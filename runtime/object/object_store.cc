@@ -278,14 +278,15 @@ void ObjectStore::Free(const ObjectId& id) {
   EraseLocked(found);
 }
 
-std::size_t ObjectStore::FreeOwnedBy(const std::function<bool(std::uint64_t owner)>& owned) {
+std::vector<ObjectId> ObjectStore::FreeOwnedBy(
+    const std::function<bool(std::uint64_t owner)>& owned) {
   std::lock_guard lock(mutex_);
-  std::size_t freed = 0;
+  std::vector<ObjectId> freed;
   for (auto entry = entries_.begin(); entry != entries_.end();) {
     auto next = std::next(entry);
     if (owned(entry->first.owner)) {
+      freed.push_back(entry->first);
       EraseLocked(entry, false);
-      ++freed;
     }
     entry = next;
   }

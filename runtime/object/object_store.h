@@ -19,6 +19,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "common/status.h"
 #include "sray/internal/object_id.h"
@@ -90,10 +91,10 @@ class ObjectStore {
   void Unpin(const ObjectId& id);
   void Free(const ObjectId& id);
   // Frees every object (primary or copy, sealed or not) whose owner rank
-  // `owned` accepts, and returns how many: its owner has ended, so nobody can
-  // read it again. Files are unlinked, never recycled: a task that mapped one
-  // as an argument may still be reading it.
-  std::size_t FreeOwnedBy(const std::function<bool(std::uint64_t owner)>& owned);
+  // `owned` accepts, and returns their ids: its owner has ended, so nobody
+  // can read it again. Files are unlinked, never recycled: a task that mapped
+  // one as an argument may still be reading it.
+  std::vector<ObjectId> FreeOwnedBy(const std::function<bool(std::uint64_t owner)>& owned);
   // Frees the object only if a worker of this node made it (Create with
   // `primary`) and nothing pins it: what a dead task attempt left. A copy
   // pulled from another node (a retry's result, read here) stays.

@@ -306,11 +306,13 @@ TEST_F(NodeManagerTest, AnEndedOwnersObjectsAreFreedAndLaterResultsForItRefused)
   owner_transport_->Post(kManagerRank, kSealObject, Encode(make(ObjectId{kOwnerRank, 1})));
   ASSERT_EQ(wait_for(3), 3u);
 
-  // Only a node manager's word counts. (The create after it is served
-  // behind any free it would have queued.)
-  owner_transport_->Post(kManagerRank, kOwnerGone, Encode(OwnerGone{.rank = kEndedWorker}));
+  // Only the ended worker's own node manager's word counts. (Sent, not
+  // posted: the create after it is then served behind any free it queued.)
+  ASSERT_TRUE(
+      owner_transport_->Send(kManagerRank, kOwnerGone, Encode(OwnerGone{.rank = kEndedWorker}))
+          .ok());
   owner_transport_->Post(kManagerRank, kSealObject, Encode(make(ObjectId{kOwnerRank, 2})));
-  EXPECT_EQ(wait_for(4), 4u) << "a worker's claim freed objects";
+  EXPECT_EQ(wait_for(4), 4u) << "another process's claim freed objects";
   other_manager_transport_->Post(kManagerRank, kOwnerGone, Encode(OwnerGone{.rank = kEndedWorker}));
   EXPECT_EQ(wait_for(2), 2u) << "the ended owner's objects stayed";
 
@@ -320,6 +322,21 @@ TEST_F(NodeManagerTest, AnEndedOwnersObjectsAreFreedAndLaterResultsForItRefused)
   EXPECT_NE(sealed.status().message().find("has ended"), std::string::npos)
       << sealed.status().message();
   EXPECT_EQ(objects(), 2u) << "a result made for the ended owner stayed";
+
+  // A task's result for it, stored here after it ended: freed when its
+  // outcome passes this node's manager.
+  const ObjectRequest task_result = make(ObjectId{kEndedWorker, 4});
+  owner_transport_->Post(kManagerRank, kSealObject, Encode(task_result));
+  ASSERT_EQ(wait_for(3), 3u);
+  TaskOutcome outcome;
+  outcome.kind = static_cast<std::uint8_t>(OutcomeKind::kStoredValue);
+  outcome.return_id = task_result.id;
+  outcome.owner_rank = kEndedWorker;
+  outcome.owner_node = 0;
+  outcome.node = 0;
+  outcome.size = task_result.size;
+  other_manager_transport_->Post(kManagerRank, kTaskOutcome, Encode(outcome));
+  EXPECT_EQ(wait_for(2), 2u) << "a task's result for the ended owner stayed";
 }
 
 }  // namespace

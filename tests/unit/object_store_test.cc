@@ -316,7 +316,7 @@ TEST_F(ObjectStoreTest, AnEndedOwnersObjectsAreFreedAndTheirFilesNotRecycled) {
   Write(*store, {7, 3}, 'd', kSize);  // {7, 1} goes to disk
   ASSERT_EQ(store->Usage().spilled, kSize);
   ASSERT_TRUE(store->Create({7, 4}, 1000, false).ok());  // a copy, being written
-  EXPECT_EQ(store->FreeOwnedBy([](std::uint64_t owner) { return owner == 7; }), 4u);
+  EXPECT_EQ(store->FreeOwnedBy([](std::uint64_t owner) { return owner == 7; }).size(), 4u);
   EXPECT_TRUE(store->Contains({8, 1}));
   const auto usage = store->Usage();
   EXPECT_EQ(usage.objects, 1u);
