@@ -60,8 +60,7 @@ Result<ObjectStatus> RebuildLostArgument(const TaskSpec& spec, const ArgumentSpe
 
 // Maps the arguments, runs `body`, and stores its result: the steps every
 // kind of task shares. `seal`: kUntilSealed where the outcome does not go
-// through the node manager (actors answer their callers directly), which is
-// also where a lost argument is rebuilt in place.
+// through the node manager (actors answer their callers directly).
 TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id, const Body& body,
                 const std::function<std::string()>& missing, SealWait seal) {
   TaskOutcome outcome;
@@ -95,8 +94,9 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
       continue;
     }
     auto file = MapArgument(argument, store);
+    // A task is sent again by its owner instead (kArgumentLost).
     if (!file.ok() && file.status().code() == StatusCode::kNotFound &&
-        seal == SealWait::kUntilSealed) {
+        spec.kind != TaskKind::kFunction) {
       auto status = RebuildLostArgument(spec, argument);
       if (!status.ok()) {
         file = Status::NotFound(file.status().message() + "; asked to rebuild it, its caller " +

@@ -565,5 +565,26 @@ TEST_F(LocalSchedulerTest, OtherNodesHearOfChangesOnlyWhenThereAreAny) {
   EXPECT_FALSE(scheduler_.NeedsBroadcast());
 }
 
+// Worker ranks wrap after 65,536 spawns on a node. A rank still in use (a
+// long-lived worker's) is skipped: two live processes of one rank would share
+// their objects' ids, and the end of either frees both's objects (kOwnerGone).
+TEST_F(LocalSchedulerTest, AWrappedWorkerRankStillInUseIsSkipped) {
+  pid_t next_pid = 100;
+  const auto first = scheduler_.Submit(Task(1, 1));
+  const auto first_starts = All<effects::StartWorker>(first);
+  ASSERT_EQ(first_starts.size(), 1u);
+  const std::uint32_t kept = first_starts[0].rank;
+  ASSERT_EQ(All<effects::RunOnWorker>(StartAll(first, next_pid)).size(), 1u);  // busy from now
+  std::vector<std::uint32_t> last_starts;
+  for (std::uint64_t task = 2; task <= kWorkersPerNodeLimit + 1; ++task) {
+    const auto starts = All<effects::StartWorker>(scheduler_.Submit(Task(task, 1)));
+    ASSERT_EQ(starts.size(), 1u) << "task " << task;
+    last_starts = {starts[0].rank};
+    (void)scheduler_.OnWorkerSpawnFailed(starts[0].rank, "test");
+  }
+  // 65,536 starts after the kept one: the counter is back at its rank.
+  EXPECT_EQ(last_starts[0], kept + 1) << "the start that wrapped onto the kept rank took the next";
+}
+
 }  // namespace
 }  // namespace sray::core

@@ -104,6 +104,15 @@ class NodeManagerTest : public ::testing::Test {
   std::unique_ptr<NodeManager> manager_;
 };
 
+// Writes `size` bytes into the file a kCreateObject reply names.
+void FillCreatedObject(const transport::Bytes& created, std::uint64_t size) {
+  auto path = Decode<ObjectPath>(created, "object path");
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  std::ofstream file(path->path, std::ios::binary);
+  file << std::string(size, 'x');
+  ASSERT_TRUE(file.flush()) << path->path;
+}
+
 TEST_F(NodeManagerTest, AnOutcomeForAnOwnerOnItsNodeGoesToTheOwner) {
   StartManager("/nonexistent/sray-worker");
   auto outcome = NextOutcome(*owner_transport_, kOwnerOutcome);
@@ -201,13 +210,7 @@ TEST_F(NodeManagerTest, APinIsAnsweredWhileThisNodesOwnPullWaitsOnThatPeer) {
                            .puller_node = 1, .owner_rank = kOwnerRank};
   const auto created = owner_transport_->Call(kManagerRank, kCreateObject, Encode(held));
   ASSERT_TRUE(created.ok()) << created.status().message();
-  auto path = Decode<ObjectPath>(*created, "object path");
-  ASSERT_TRUE(path.ok()) << path.status().message();
-  {
-    std::ofstream file(path->path, std::ios::binary);
-    file << std::string(held.size, 'x');
-    ASSERT_TRUE(file.flush()) << path->path;
-  }
+  FillCreatedObject(*created, held.size);
   ASSERT_TRUE(owner_transport_->Send(kManagerRank, kSealObject, Encode(held)).ok());
 
   // Node 1 answers node 0's pin only after its own pin at node 0 is answered.
@@ -250,13 +253,7 @@ TEST_F(NodeManagerTest, AnAnsweredSealMakesTheObjectPullableAndAnotherAttemptsIs
                            .incarnation = 3};
   const auto created = owner_transport_->Call(kManagerRank, kCreateObject, Encode(made));
   ASSERT_TRUE(created.ok()) << created.status().message();
-  auto path = Decode<ObjectPath>(*created, "object path");
-  ASSERT_TRUE(path.ok()) << path.status().message();
-  {
-    std::ofstream file(path->path, std::ios::binary);
-    file << std::string(made.size, 'x');
-    ASSERT_TRUE(file.flush()) << path->path;
-  }
+  FillCreatedObject(*created, made.size);
   auto pin = [&] {
     return other_manager_transport_->Call(kManagerRank, kPinForPull, Encode(made),
                                           std::chrono::milliseconds(5000));

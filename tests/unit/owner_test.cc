@@ -458,5 +458,33 @@ TEST_F(LimitedOwnerTest, NoLimitByDefault) {
   EXPECT_EQ(Submitted().size(), 1000u);
 }
 
+// A stored object its node no longer has: the error names the store's own
+// reason, so that a loss seen once (a chaos run) says which way it was lost.
+TEST(OwnerLostObject, TheErrorCarriesTheStoresReason) {
+  class LosingStore final : public NoStore {
+   public:
+    Result<std::string> MakeLocal(const ObjectId& id, std::uint32_t, std::uint64_t) override {
+      return Status::NotFound("object " + id.ToString() + " is not in the store of node 2");
+    }
+  } store;
+  std::vector<TaskSpec> submitted;
+  Owner owner{OwnerIdentity{.rank = 5, .node_id = 1}, store,
+              [&submitted](TaskSpec spec) { submitted.push_back(std::move(spec)); }};
+  internal::TaskOptions once;
+  once.max_retries = 0;
+  const auto id = owner.SubmitTask("make_block", {}, once);
+  owner.OnTaskOutcome(StoredOn(submitted.at(0), 2));
+  try {
+    (void)owner.Get({id}, std::chrono::seconds(5));
+    FAIL() << "Get did not throw";
+  } catch (const ObjectLostError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("node 2 no longer has it (object " + id.ToString() +
+                           " is not in the store of node 2)"),
+              std::string::npos)
+        << message;
+  }
+}
+
 }  // namespace
 }  // namespace sray::core
