@@ -538,44 +538,98 @@ bool LocalScheduler::ServesActor(std::uint32_t rank, std::uint64_t actor_id,
          found->second.incarnation == incarnation;
 }
 
-void LocalScheduler::MarkIdle(std::uint32_t rank, Worker& worker) {
-  worker.idle_since = std::chrono::steady_clock::now();
+void LocalScheduler::MarkIdle(std::uint32_t rank, Worker& worker,
+                              std::chrono::steady_clock::time_point now) {
+  worker.idle_since = now;
   idle_.push_back(rank);
 }
 
 bool LocalScheduler::HasSurplusIdle() const {
+  return SurplusIdle() > 0;
+}
+
+std::size_t LocalScheduler::SurplusIdle() const {
   // A worker running a constructor is an actor's already.
   const std::size_t task_workers = workers_.size() - actor_workers_ - constructing_ - ending_;
-  return !idle_.empty() && task_workers > config_.max_workers;
+  if (idle_.empty() || task_workers <= config_.max_workers) return 0;
+  return std::min(idle_.size(), task_workers - config_.max_workers);
 }
 
 SchedulerEffects LocalScheduler::EndOverdue(std::chrono::steady_clock::time_point now) {
   SchedulerEffects effects;
   for (auto& [rank, worker] : workers_) {
-    if (worker.retiring && worker.retire_deadline <= now && worker.pid > 0) {
+    if (worker.pid <= 0) continue;
+    if (worker.retiring && worker.retire_deadline <= now) {
       // Its exit frees the grant and reports the death; asked once.
       worker.retire_deadline = std::chrono::steady_clock::time_point::max();
       effects.emplace_back(effects::KillWorker{worker.pid});
     }
+    if (worker.ending && worker.end_reply_deadline <= now) {
+      // Asked to end and silent: an idle worker that cannot answer is
+      // broken, whatever it owns.
+      worker.end_reply_deadline = std::chrono::steady_clock::time_point::max();
+      effects.emplace_back(effects::KillWorker{worker.pid});
+    }
   }
   // The longest idle first: idle_ is a stack, its front the oldest.
-  while (HasSurplusIdle()) {
-    Worker& oldest = workers_[idle_.front()];
-    if (oldest.idle_since + kSurplusIdleLimit > now || oldest.pid <= 0) break;
-    idle_.erase(idle_.begin());
-    oldest.ending = true;
+  std::size_t surplus = SurplusIdle();
+  for (auto position = idle_.begin(); surplus > 0 && position != idle_.end();) {
+    Worker& worker = workers_[*position];
+    if (worker.idle_since + kSurplusIdleLimit > now) break;
+    if (worker.pid <= 0) {
+      ++position;
+      continue;
+    }
+    worker.ending = true;
+    worker.end_reply_deadline = now + kRetireLimit;
     ++ending_;
-    effects.emplace_back(effects::KillWorker{oldest.pid});
+    effects.emplace_back(effects::AskWorkerToEnd{*position});
+    position = idle_.erase(position);
+    --surplus;
   }
+  return effects;
+}
+
+SchedulerEffects LocalScheduler::OnWorkerEndReply(std::uint32_t worker_rank,
+                                                  std::uint64_t owned_objects,
+                                                  std::chrono::steady_clock::time_point now) {
+  SchedulerEffects effects;
+  auto found = workers_.find(worker_rank);
+  // Not asked, or already being killed for answering too late.
+  if (found == workers_.end() || !found->second.ending ||
+      found->second.end_reply_deadline == std::chrono::steady_clock::time_point::max()) {
+    return effects;
+  }
+  Worker& worker = found->second;
+  worker.end_reply_deadline = std::chrono::steady_clock::time_point::max();
+  if (owned_objects == 0) {
+    effects.emplace_back(effects::KillWorker{worker.pid});
+    return effects;
+  }
+  // Other processes may still read what it owns, and those objects end
+  // with it: it stays, idle, and is asked again kSurplusIdleLimit from now
+  // (a message a second while it owns any, as Ray's idle worker killing).
+  worker.ending = false;
+  --ending_;
+  MarkIdle(worker_rank, worker, now);
+  Dispatch(effects);
   return effects;
 }
 
 std::optional<std::chrono::steady_clock::time_point> LocalScheduler::NextDeadline() const {
   std::optional<std::chrono::steady_clock::time_point> next;
-  if (HasSurplusIdle()) next = workers_.at(idle_.front()).idle_since + kSurplusIdleLimit;
-  if (retiring_ == 0) return next;
+  // max: a process being killed, whose exit is awaited, not a deadline.
+  const auto earlier = [&next](std::chrono::steady_clock::time_point when) {
+    if (when == std::chrono::steady_clock::time_point::max()) return;
+    if (!next || when < *next) next = when;
+  };
+  if (HasSurplusIdle()) {
+    earlier(workers_.at(idle_.front()).idle_since + kSurplusIdleLimit);
+  }
+  if (retiring_ == 0 && ending_ == 0) return next;
   for (const auto& [rank, worker] : workers_) {
-    if (worker.retiring && (!next || worker.retire_deadline < *next)) next = worker.retire_deadline;
+    if (worker.retiring) earlier(worker.retire_deadline);
+    if (worker.ending) earlier(worker.end_reply_deadline);
   }
   return next;
 }

@@ -27,7 +27,8 @@
 //   call running): the next actor or task here needs no process start.
 //   Otherwise its process is killed, as a constructor's that is still
 //   running always is. Idle workers above max_workers end after
-//   kSurplusIdleLimit.
+//   kSurplusIdleLimit, asked first (AskWorkerToEnd): one that still owns
+//   objects stays, idle, and is asked again after the same time.
 //
 // Thread-safety: none; the node manager calls it from its event loop only.
 
@@ -98,6 +99,11 @@ struct StartWorker {
 struct KillWorker {
   pid_t pid = 0;
 };
+// Ask the idle worker `worker` whether it may end (kMayWorkerEnd); it
+// answers through OnWorkerEndReply. Until then it takes no task.
+struct AskWorkerToEnd {
+  std::uint32_t worker = 0;
+};
 // Ask worker `worker` to destroy its actor and return to the pool
 // (kRetireActor); it answers through OnActorRetired, or ends its process.
 struct RetireActor {
@@ -120,8 +126,8 @@ struct DiscardResult {
 using SchedulerEffect =
     std::variant<effects::RunOnWorker, effects::ForwardToNode, effects::DeliverOutcome,
                  effects::ActorReady, effects::ActorProcessDied, effects::StartWorker,
-                 effects::KillWorker, effects::RetireActor, effects::ForgetWorker,
-                 effects::DiscardResult>;
+                 effects::KillWorker, effects::AskWorkerToEnd, effects::RetireActor,
+                 effects::ForgetWorker, effects::DiscardResult>;
 using SchedulerEffects = std::vector<SchedulerEffect>;
 
 struct LocalSchedulerConfig {
@@ -160,10 +166,16 @@ class LocalScheduler {
                              std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
   // The worker destroyed the actor `retired` names and is idle again.
   SchedulerEffects OnActorRetired(std::uint32_t worker_rank, const ActorKill& retired);
-  // Kills the processes of workers asked to retire an actor more than
-  // kRetireLimit before `now` that neither answered nor ended, and of idle
-  // workers above max_workers idle for kSurplusIdleLimit.
+  // Kills the processes of workers asked to retire an actor, or to end,
+  // more than kRetireLimit before `now` that neither answered nor ended, and
+  // asks idle workers above max_workers idle for kSurplusIdleLimit to end.
   SchedulerEffects EndOverdue(std::chrono::steady_clock::time_point now);
+  // Worker `worker_rank`, asked to end, owns `owned_objects`: with none its
+  // process is killed; otherwise ending it would lose objects other
+  // processes may read, so it is idle again, from `now`.
+  SchedulerEffects OnWorkerEndReply(
+      std::uint32_t worker_rank, std::uint64_t owned_objects,
+      std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
   // When EndOverdue has work next, if ever.
   [[nodiscard]] std::optional<std::chrono::steady_clock::time_point> NextDeadline() const;
 
@@ -203,7 +215,11 @@ class LocalScheduler {
     bool retiring = false;
     std::chrono::steady_clock::time_point retire_deadline{};
     std::chrono::steady_clock::time_point idle_since{};
-    bool ending = false;  // killed as surplus; no longer idle
+    // Asked to end as surplus, or being killed; no longer idle. Waits for
+    // its answer until end_reply_deadline (max once it answered).
+    bool ending = false;
+    std::chrono::steady_clock::time_point end_reply_deadline =
+        std::chrono::steady_clock::time_point::max();
   };
   enum class ForwardTo {
     kFree,              // resources free now and nothing queued
@@ -217,8 +233,10 @@ class LocalScheduler {
   bool Forward(TaskSpec& spec, ForwardTo where, SchedulerEffects& effects);
   void Assign(std::uint32_t rank, Worker& worker, TaskSpec task, SchedulerEffects& effects);
   void ReleaseGrant(Worker& worker);
-  void MarkIdle(std::uint32_t rank, Worker& worker);
+  void MarkIdle(std::uint32_t rank, Worker& worker,
+                std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
   [[nodiscard]] bool HasSurplusIdle() const;
+  [[nodiscard]] std::size_t SurplusIdle() const;
   void FailQueued(OutcomeKind kind, const std::string& message, SchedulerEffects& effects);
   [[nodiscard]] TaskOutcome OutcomeFor(const TaskSpec& spec, OutcomeKind kind,
                                        std::string message) const;

@@ -425,6 +425,14 @@ void NodeManager::RegisterHandlers() {
           manager.ReleaseOrphans(source);
         });
       });
+  ServeOneWay<WorkerEndReply>(
+      transport, guard, kWorkerEndReply, "worker's answer to ending",
+      [](NodeManager& manager, std::uint32_t source, WorkerEndReply reply) {
+        // Only from a worker of this node asked to end (the scheduler checks).
+        manager.loop_->RunHereOrPost([&manager, source, reply] {
+          manager.Apply(manager.scheduler_.OnWorkerEndReply(source, reply.owned_objects));
+        });
+      });
   ServeOneWay<ActorChanged>(transport, guard, kActorChanged, "actor change",
                             [](NodeManager& manager, std::uint32_t, const ActorChanged& changed) {
                               manager.ForwardActorChange(changed);
@@ -605,54 +613,55 @@ void NodeManager::Apply(SchedulerEffects effects) {
                      std::holds_alternative<effects::StartWorker>(effect))) {
       continue;
     }
-    std::visit(Overloaded{
-                   [&](effects::RunOnWorker& run) {
-                     // If the worker is dying, its exit (seen through its pidfd)
-                     // hands the assigned tasks back.
-                     transport_.Post(run.worker, kExecuteTask, Encode(run.task));
-                   },
-                   [&](effects::ForwardToNode& forward) {
-                     transport_.Post(forward.node_rank, kSubmitTask, Encode(forward.task));
-                   },
-                   [&](effects::DeliverOutcome& deliver) {
-                     task_tally_.Record(deliver.outcome);
-                     Route(std::move(deliver.outcome));
-                   },
-                   [&](effects::ActorReady& ready) {
-                     task_tally_.Record(ready.outcome);
-                     if (auto entry = address_book_->Find(ready.outcome.worker_rank)) {
-                       ready.outcome.worker_address =
-                           std::string(transport::TextOf(entry->address));
-                     }
-                     ready.outcome.hostname = HostName();
-                     ReportActorCreated(ready.outcome);
-                   },
-                   [&](effects::ActorProcessDied& died) { ReportActorDeath(died.death); },
-                   [&](effects::StartWorker& start) {
-                     gone_workers_.Remove(start.rank);
-                     gone_owners_.Remove(start.rank);
-                     SpawnWorker(start.rank);
-                   },
-                   [&](effects::KillWorker& kill) { processes_->Kill(kill.pid, SIGKILL); },
-                   [&](effects::RetireActor& retire) {
-                     transport_.Post(retire.worker, kRetireActor, Encode(retire.kill));
-                   },
-                   [&](effects::ForgetWorker& forget) {
-                     address_book_->Remove(forget.rank);
-                     transport_.NotePeerGone();
-                     gone_workers_.Add(forget.rank);
-                     ReleaseOrphans(forget.rank);
-                     AnnounceOwnerGone(forget.rank);
-                   },
-                   [&](effects::DiscardResult& discard) {
-                     // On the blocking executor, behind any store request the
-                     // dead worker sent before it died, and before any Create
-                     // of a retry here. Only a primary entry: a copy pulled
-                     // from the retry's node meanwhile stays.
-                     blocking_->Post([this, id = discard.id] { store_->DiscardPrimary(id); });
-                   },
-               },
-               effect);
+    std::visit(
+        Overloaded{
+            [&](effects::RunOnWorker& run) {
+              // If the worker is dying, its exit (seen through its pidfd)
+              // hands the assigned tasks back.
+              transport_.Post(run.worker, kExecuteTask, Encode(run.task));
+            },
+            [&](effects::ForwardToNode& forward) {
+              transport_.Post(forward.node_rank, kSubmitTask, Encode(forward.task));
+            },
+            [&](effects::DeliverOutcome& deliver) {
+              task_tally_.Record(deliver.outcome);
+              Route(std::move(deliver.outcome));
+            },
+            [&](effects::ActorReady& ready) {
+              task_tally_.Record(ready.outcome);
+              if (auto entry = address_book_->Find(ready.outcome.worker_rank)) {
+                ready.outcome.worker_address = std::string(transport::TextOf(entry->address));
+              }
+              ready.outcome.hostname = HostName();
+              ReportActorCreated(ready.outcome);
+            },
+            [&](effects::ActorProcessDied& died) { ReportActorDeath(died.death); },
+            [&](effects::StartWorker& start) {
+              gone_workers_.Remove(start.rank);
+              gone_owners_.Remove(start.rank);
+              SpawnWorker(start.rank);
+            },
+            [&](effects::KillWorker& kill) { processes_->Kill(kill.pid, SIGKILL); },
+            [&](effects::AskWorkerToEnd& ask) { transport_.Post(ask.worker, kMayWorkerEnd, {}); },
+            [&](effects::RetireActor& retire) {
+              transport_.Post(retire.worker, kRetireActor, Encode(retire.kill));
+            },
+            [&](effects::ForgetWorker& forget) {
+              address_book_->Remove(forget.rank);
+              transport_.NotePeerGone();
+              gone_workers_.Add(forget.rank);
+              ReleaseOrphans(forget.rank);
+              AnnounceOwnerGone(forget.rank);
+            },
+            [&](effects::DiscardResult& discard) {
+              // On the blocking executor, behind any store request the
+              // dead worker sent before it died, and before any Create
+              // of a retry here. Only a primary entry: a copy pulled
+              // from the retry's node meanwhile stays.
+              blocking_->Post([this, id = discard.id] { store_->DiscardPrimary(id); });
+            },
+        },
+        effect);
   }
 }
 

@@ -60,6 +60,11 @@ enum Method : std::uint32_t {
   // instance and answers kActorRetired, or ends its process when it cannot.
   kRetireActor = 124,   // node manager -> actor's worker, one-way: ActorKill
   kActorRetired = 125,  // actor's worker -> node manager, one-way: ActorKill (the one it got)
+  // An idle worker above the node's pool size may end only when it owns no
+  // object another process may still read (Ray's idle worker killing asks
+  // the same): the node manager asks, the worker answers how many it owns.
+  kMayWorkerEnd = 126,    // node manager -> idle worker, one-way, empty
+  kWorkerEndReply = 127,  // worker -> node manager, one-way: WorkerEndReply
   // The head's actor directory (requests from any process of the job).
   kCreateActor = 140,           // request: ActorCreation -> ActorInfo
   kLookupActor = 141,           // request: ActorLookup -> ActorInfo
@@ -456,6 +461,11 @@ struct ActorKill {
   bool no_restart = true;
   std::int32_t incarnation = 0;  // kStopActorWorker: which process to end
   MSGPACK_DEFINE(id, no_restart, incarnation)
+};
+
+struct WorkerEndReply {
+  std::uint64_t owned_objects = 0;  // objects the worker's process owns now
+  MSGPACK_DEFINE(owned_objects)
 };
 
 // A node whose manager the head can no longer reach: the job goes on

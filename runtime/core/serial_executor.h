@@ -79,8 +79,8 @@ class SerialExecutor {
  private:
   // Finishes an inline run (also when the work throws): drains what was
   // queued meanwhile, runs the idle handler, and wakes the thread only when
-  // that asked to be called again later while the thread sleeps without a
-  // deadline.
+  // that asked to be called again before the thread would wake by itself
+  // (with no deadline, or a later one).
   class InlineRun {
    public:
     explicit InlineRun(SerialExecutor& executor) : executor_(executor) {}
@@ -105,11 +105,14 @@ class SerialExecutor {
         lock.lock();
       }
       executor_.running_ = false;
-      // Once: the thread, woken, then sleeps with the handler's deadline.
-      const bool wake = again.count() > 0 && executor_.sleeping_untimed_;
-      if (wake) {
-        executor_.sleeping_untimed_ = false;
-        executor_.idle_again_after_ = again;
+      // A Stop meanwhile: the thread waits for this run to end.
+      bool wake = executor_.stopped_ && executor_.sleeping_;
+      if (again.count() > 0 && executor_.sleeping_) {
+        const auto at = std::chrono::steady_clock::now() + again;
+        if (at < executor_.wake_at_) {
+          executor_.wake_at_ = at;
+          wake = true;
+        }
       }
       lock.unlock();
       if (wake) executor_.wake_.notify_one();
@@ -148,20 +151,28 @@ class SerialExecutor {
         running_ = false;
         if (!queue_.empty() || stopped_) continue;
       }
-      if (again.count() > 0) {
-        wake_.wait_for(lock, again);
-      } else {
-        sleeping_untimed_ = true;
-        wake_.wait(lock, [this] { return !queue_.empty() || stopped_ || !sleeping_untimed_; });
-        sleeping_untimed_ = false;
-        // An inline run asked for the handler later, not now: calling it at
-        // once would run it before the moment it named.
-        const auto later = std::exchange(idle_again_after_, std::chrono::milliseconds{0});
-        if (later.count() > 0) {
-          wake_.wait_for(lock, later, [this] { return !queue_.empty() || stopped_; });
-        }
+      SleepLocked(lock, again);
+    }
+  }
+
+  // Sleeps until something is posted, or `again` from now (zero: no
+  // deadline). An inline run may bring the wake-up forward (wake_at_), but
+  // the idle handler is never called before the moment it named.
+  void SleepLocked(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds again) {
+    wake_at_ = again.count() > 0 ? std::chrono::steady_clock::now() + again
+                                 : std::chrono::steady_clock::time_point::max();
+    sleeping_ = true;
+    // While a caller runs closures inline, what it leaves queued is its to
+    // run, and a Stop waits for it (the lock must be let go meanwhile).
+    while (running_ || (!stopped_ && queue_.empty())) {
+      if (wake_at_ == std::chrono::steady_clock::time_point::max()) {
+        wake_.wait(lock);
+      } else if (wake_.wait_until(lock, wake_at_) == std::cv_status::timeout &&
+                 std::chrono::steady_clock::now() >= wake_at_) {
+        break;
       }
     }
+    sleeping_ = false;
   }
 
   static constexpr std::chrono::milliseconds kIdleRecheck{2};
@@ -172,11 +183,9 @@ class SerialExecutor {
   std::deque<std::function<void()>> queue_;
   bool stopped_ = false;
   bool running_ = false;  // a closure or the idle handler runs, here or inline
-  // The thread waits for a post with no deadline; cleared (under the lock)
-  // to have it call the idle handler again.
-  bool sleeping_untimed_ = false;
-  // What the idle handler asked for in the inline run that woke the thread.
-  std::chrono::milliseconds idle_again_after_{0};
+  // The thread sleeps (SleepLocked) until wake_at_ (max: until a post).
+  bool sleeping_ = false;
+  std::chrono::steady_clock::time_point wake_at_ = std::chrono::steady_clock::time_point::max();
   std::thread thread_;
 };
 

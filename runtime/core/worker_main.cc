@@ -357,8 +357,17 @@ void RunWorker() {
     if (kill.ok()) served.Retire(*kill);
   });
 
-  TaskInbox inbox;
   Owner* raw_owner = owner.get();
+  // Idle above the node's pool size: this process may end only when it owns
+  // nothing, or objects others hold would be lost with it.
+  transport->RegisterOneWayHandler(
+      kMayWorkerEnd, [raw_owner, raw_transport, manager](std::uint32_t source, auto) {
+        if (source != manager) return;
+        raw_transport->Post(manager, kWorkerEndReply,
+                            Encode(WorkerEndReply{.owned_objects = raw_owner->counts().owned}));
+      });
+
+  TaskInbox inbox;
   transport->RegisterOneWayHandler(kExecuteTask, [&inbox, raw_owner](std::uint32_t, auto payload) {
     auto spec = Decode<TaskSpec>(payload, "task");
     if (!spec.ok()) return;

@@ -43,6 +43,7 @@ constexpr Decoder kDecoders[] = {
     RoundTrip<ActorKill>,          RoundTrip<ActorDeath>,         RoundTrip<PlacementGroupCreation>,
     RoundTrip<PlacementGroupInfo>, RoundTrip<PlacementGroupWait>, RoundTrip<PlacementGroupRemoval>,
     RoundTrip<ActorCallTally>,     RoundTrip<NodeLost>,           RoundTrip<OwnerGone>,
+    RoundTrip<WorkerEndReply>,
 };
 
 }  // namespace

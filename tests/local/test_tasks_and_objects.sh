@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Remote tasks and the object store under `sray run -N3`: results, objects
 # crossing nodes (shared memory and UCX_TLS=tcp,self), reference counting,
-# ObjectRefs inside values borrowed across processes, spilling 2 GiB
+# ObjectRefs inside values borrowed across processes, surplus idle workers
+# kept while they own objects, spilling 2 GiB
 # through 512 MiB stores, a SIGKILLed worker's task retried, a crashing
 # worker reported in one line with its backtrace in its log,
 # remote exceptions, infeasible requests, fractional GPUs declared in
@@ -50,6 +51,9 @@ run_mode short-after-long 1 ""
 # ObjectRefs inside values: arguments, results, Put values, actor state,
 # borrowed across processes and freed once the last borrower lets go.
 run_job_check "$REFS" values 13 ""
+# Workers above a node's pool size that own objects others hold stay until
+# they own none (they were killed after 1 s idle, losing the objects).
+run_job_check "$REFS" idle_owners 4 ""
 
 # Started directly, without a launcher: one sray line and exit status 1, not
 # "terminate called after throwing" and a core dump (status 134 before).

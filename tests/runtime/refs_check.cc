@@ -6,10 +6,18 @@
 //
 //   refs_check values
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <map>
 #include <numeric>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -117,13 +125,16 @@ class Keeper {
     kept_.clear();
     return true;
   }
+  // A block put by this actor's process, which owns it.
+  BlockRef PutBlock(std::uint64_t seed) { return sray::Put(MakeBlock(seed)); }
 
  private:
   std::vector<BlockRef> kept_;
 };
 
 SRAY_REMOTE(sum_blocks, make_blocks, pass_on, block_sum, sum_through_ref, count_valid, relabel);
-SRAY_REMOTE(Keeper::Create, Keeper::Holding, &Keeper::Keep, &Keeper::Sum, &Keeper::Forget);
+SRAY_REMOTE(Keeper::Create, Keeper::Holding, &Keeper::Keep, &Keeper::Sum, &Keeper::Forget,
+            &Keeper::PutBlock);
 
 std::uint64_t InStores() {
   std::uint64_t total = 0;
@@ -220,12 +231,94 @@ void Values() {
 
 }  // namespace
 
+// Workers of this job's node managers under `sray run` (grandchildren of
+// the launcher, this process's parent), from /proc.
+std::size_t WorkersOfTheJob() {
+  std::map<pid_t, pid_t> parents;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // pid (comm) state ppid ...: comm may hold spaces, so after the last ')'.
+    std::istringstream rest(line.substr(line.rfind(')') + 2));
+    char state = 0;
+    pid_t parent = 0;
+    // Zombies have ended: not counted, nor seen as parents.
+    if (rest >> state >> parent && state != 'Z') parents[std::stoi(name)] = parent;
+  }
+  const pid_t launcher = ::getppid();
+  std::size_t workers = 0;
+  for (const auto& [pid, parent] : parents) {
+    const auto grandparent = parents.find(parent);
+    if (parent != launcher && grandparent != parents.end() && grandparent->second == launcher)
+      ++workers;
+  }
+  return workers;
+}
+
+// Waits up to `limit` for the job to have fewer than `workers` workers;
+// returns how many it has then.
+std::size_t WaitForFewerWorkers(std::size_t workers, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::size_t now = WorkersOfTheJob();
+  while (now >= workers && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    now = WorkersOfTheJob();
+  }
+  return now;
+}
+
+// A worker that owns objects others still hold stays when its node ends
+// surplus idle workers (those above max_workers: here the workers of killed
+// actors, back in the pool), and ends once it owns none. Ending it earlier
+// lost the objects.
+void IdleOwners() {
+  // Actors spread evenly over the 3 nodes: two more per node than a node's
+  // pool size, max(4, 2 x its CPUs) (core/init.cc).
+  const char* cpus_variable = std::getenv("SRAY_NODE_CPUS");
+  const std::uint64_t cpus = cpus_variable != nullptr ? std::stoull(cpus_variable) : 1;
+  const std::uint64_t actors = 3 * (std::max<std::uint64_t>(4, 2 * cpus) + 2);
+  const std::size_t before = WorkersOfTheJob();
+  std::vector<sray::ActorHandle<Keeper>> keepers;
+  for (std::uint64_t i = 0; i < actors; ++i)
+    keepers.push_back(sray::Actor(Keeper::Create).Remote());
+  std::vector<sray::ObjectRef<BlockRef>> made;
+  for (std::uint64_t seed = 0; seed < actors; ++seed) {
+    made.push_back(keepers[seed].Task(&Keeper::PutBlock).Remote(seed));
+  }
+  std::vector<BlockRef> blocks = sray::Get(made);
+  made.clear();
+  const std::size_t with_actors = WorkersOfTheJob();
+  Expect(with_actors >= before + actors, "each actor has a worker of its own");
+  // Their workers go back to the pools of their nodes, above max_workers,
+  // each still owning its block: asked to end, they stay.
+  for (auto& keeper : keepers) keeper.Kill();
+  keepers.clear();
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  std::uint64_t sum = 0;
+  for (const auto& block : sray::Get(blocks)) sum += SumOf(block);
+  Expect(sum == ExpectedSum(0, actors),
+         "blocks owned by surplus idle workers are read seconds later");
+  const std::size_t kept = WorkersOfTheJob();
+  Expect(kept >= before + actors,
+         "workers owning objects stay above the pool size (" + std::to_string(kept) + " workers)");
+
+  blocks.clear();
+  const std::size_t now = WaitForFewerWorkers(kept, std::chrono::seconds(10));
+  Expect(now < kept, "surplus workers end once they own nothing (" + std::to_string(kept) +
+                         " workers, then " + std::to_string(now) + ")");
+}
+
 int main(int argc, char** argv) {
   sray::Init(argc, argv);
   const std::string mode = argc > 1 ? argv[1] : "values";
   try {
     if (mode == "values") {
       Values();
+    } else if (mode == "idle_owners") {
+      IdleOwners();
     } else {
       Fail("unknown mode " + mode);
     }

@@ -437,10 +437,15 @@ TEST_F(LocalSchedulerTest, WorkersBackFromABurstOfActorsAboveThePoolSizeEndWhenI
   }
   ASSERT_TRUE(scheduler_.NextDeadline().has_value()) << "one worker above the pool size";
   EXPECT_TRUE(scheduler_.EndOverdue(retired_at).empty()) << "kept a while for the next actors";
-  const auto ended = All<effects::KillWorker>(
-      scheduler_.EndOverdue(std::chrono::steady_clock::now() + kSurplusIdleLimit));
-  ASSERT_EQ(ended.size(), 1u);
-  EXPECT_EQ(ended[0].pid, 30) << "the longest idle goes";
+  const auto asked_at = std::chrono::steady_clock::now() + kSurplusIdleLimit;
+  const auto asked = All<effects::AskWorkerToEnd>(scheduler_.EndOverdue(asked_at));
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0].worker, workers[0]) << "the longest idle is asked first";
+  EXPECT_EQ(scheduler_.NextDeadline(), asked_at + kRetireLimit) << "its answer is awaited";
+  const auto ended = All<effects::KillWorker>(scheduler_.OnWorkerEndReply(workers[0], 0, asked_at));
+  ASSERT_EQ(ended.size(), 1u) << "it owns nothing: it ends";
+  EXPECT_EQ(ended[0].pid, 30);
+  EXPECT_TRUE(scheduler_.OnWorkerEndReply(workers[0], 0, asked_at).empty()) << "killed once";
   EXPECT_FALSE(scheduler_.NextDeadline().has_value()) << "the pool is at its size";
   EXPECT_TRUE(All<effects::KillWorker>(
                   scheduler_.EndOverdue(std::chrono::steady_clock::now() + 10 * kSurplusIdleLimit))
@@ -450,6 +455,73 @@ TEST_F(LocalSchedulerTest, WorkersBackFromABurstOfActorsAboveThePoolSizeEndWhenI
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_NE(runs[0].worker, workers[0]);
   EXPECT_TRUE(All<effects::DeliverOutcome>(scheduler_.OnWorkerExited(30, "signal 9")).empty());
+}
+
+TEST_F(LocalSchedulerTest, ASurplusIdleWorkerThatOwnsObjectsStaysUntilItOwnsNone) {
+  pid_t pid = 35;
+  std::vector<std::uint32_t> workers;
+  for (std::uint64_t actor = 1; actor <= 3; ++actor)
+    workers.push_back(MakeActor(scheduler_, actor, 0, pid));
+  for (std::uint64_t actor = 1; actor <= 3; ++actor) {
+    (void)scheduler_.StopActor(ActorKill{.id = actor, .no_restart = true, .incarnation = 0});
+    (void)scheduler_.OnActorRetired(workers[actor - 1],
+                                    ActorKill{.id = actor, .no_restart = true, .incarnation = 0});
+  }
+  // Two tasks take the two newest idle workers: the first stays idle, one
+  // above max_workers (2).
+  std::vector<effects::RunOnWorker> busy;
+  for (std::uint64_t id = 100; id < 102; ++id) {
+    for (const auto& run : All<effects::RunOnWorker>(scheduler_.Submit(Task(id, 1))))
+      busy.push_back(run);
+  }
+  ASSERT_EQ(busy.size(), 2u);
+  ASSERT_NE(busy[0].worker, workers[0]);
+  ASSERT_NE(busy[1].worker, workers[0]);
+
+  auto now = std::chrono::steady_clock::now() + kSurplusIdleLimit;
+  ASSERT_EQ(All<effects::AskWorkerToEnd>(scheduler_.EndOverdue(now)).size(), 1u);
+  // It owns two objects: killing it would lose them.
+  EXPECT_TRUE(scheduler_.OnWorkerEndReply(workers[0], 2, now).empty());
+  EXPECT_EQ(scheduler_.workers(), 3u);
+  EXPECT_EQ(scheduler_.NextDeadline(), now + kSurplusIdleLimit) << "asked again a limit later";
+  EXPECT_TRUE(scheduler_.EndOverdue(now + kSurplusIdleLimit / 2).empty());
+
+  // Idle again: a task may run there meanwhile.
+  (void)scheduler_.OnTaskDone(busy[0].worker, Done(busy[0].task));
+  const auto runs = All<effects::RunOnWorker>(scheduler_.Submit(Task(102, 1)));
+  ASSERT_EQ(runs.size(), 1u);
+  (void)scheduler_.OnTaskDone(runs[0].worker, Done(runs[0].task));
+
+  // Its objects were freed since: the next ask ends it, or the other idle
+  // one (each owns nothing now).
+  now += 2 * kSurplusIdleLimit;
+  const auto asked = All<effects::AskWorkerToEnd>(scheduler_.EndOverdue(now));
+  ASSERT_EQ(asked.size(), 1u);
+  const auto ended = All<effects::KillWorker>(scheduler_.OnWorkerEndReply(asked[0].worker, 0, now));
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_FALSE(scheduler_.NextDeadline().has_value()) << "the pool is at its size";
+}
+
+TEST_F(LocalSchedulerTest, ASurplusWorkerThatDoesNotAnswerTheAskToEndIsKilled) {
+  pid_t pid = 38;
+  std::vector<std::uint32_t> workers;
+  for (std::uint64_t actor = 1; actor <= 3; ++actor)
+    workers.push_back(MakeActor(scheduler_, actor, 0, pid));
+  for (std::uint64_t actor = 1; actor <= 3; ++actor) {
+    (void)scheduler_.StopActor(ActorKill{.id = actor, .no_restart = true, .incarnation = 0});
+    (void)scheduler_.OnActorRetired(workers[actor - 1],
+                                    ActorKill{.id = actor, .no_restart = true, .incarnation = 0});
+  }
+  const auto asked_at = std::chrono::steady_clock::now() + kSurplusIdleLimit;
+  ASSERT_EQ(All<effects::AskWorkerToEnd>(scheduler_.EndOverdue(asked_at)).size(), 1u);
+  EXPECT_TRUE(All<effects::KillWorker>(scheduler_.EndOverdue(asked_at + kRetireLimit / 2)).empty());
+  const auto killed = All<effects::KillWorker>(scheduler_.EndOverdue(asked_at + kRetireLimit));
+  ASSERT_EQ(killed.size(), 1u);
+  EXPECT_EQ(killed[0].pid, 38);
+  EXPECT_TRUE(scheduler_.OnWorkerEndReply(workers[0], 3, asked_at + kRetireLimit).empty())
+      << "an answer after the kill changes nothing";
+  EXPECT_TRUE(All<effects::KillWorker>(scheduler_.EndOverdue(asked_at + 2 * kRetireLimit)).empty())
+      << "killed once";
 }
 
 TEST_F(LocalSchedulerTest, AWorkerThatDoesNotRetireInTimeIsKilled) {

@@ -158,6 +158,71 @@ TEST(SerialExecutor, AnIdleHandlerAskingForLaterIsCalledAgainAfterAnInlineRun) {
   EXPECT_GE(calls[before + 1].second - inline_call, 20ms);
 }
 
+// The node manager's thread slept out an actor's 5 s retire deadline while
+// retired workers, answering inline, asked for the idle handler in 1 s: the
+// surplus workers were asked to end 5 s late.
+TEST(SerialExecutor, AnInlineRunsEarlierDeadlineWakesAThreadSleepingWithALaterOne) {
+  std::mutex mutex;
+  std::vector<std::chrono::steady_clock::time_point> calls;
+  std::atomic<int> next_wait_ms{10'000};
+  SerialExecutor executor([&] {
+    std::lock_guard lock(mutex);
+    calls.push_back(std::chrono::steady_clock::now());
+    return std::chrono::milliseconds(next_wait_ms.load());
+  });
+  // The thread's own first call: it then sleeps with a 10 s deadline.
+  const auto started = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < started) {
+    {
+      std::lock_guard lock(mutex);
+      if (!calls.empty()) break;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  std::this_thread::sleep_for(50ms);
+  next_wait_ms = 20;
+  const auto inline_run = std::chrono::steady_clock::now();
+  std::size_t before = 0;
+  {
+    std::lock_guard lock(mutex);
+    before = calls.size();
+  }
+  executor.RunHereOrPost([] {});  // its idle handler asks for 20 ms
+  next_wait_ms = 10'000;
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    {
+      std::lock_guard lock(mutex);
+      if (calls.size() > before + 1) break;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  std::lock_guard lock(mutex);
+  ASSERT_GT(calls.size(), before + 1) << "the thread slept on to its own 10 s deadline";
+  EXPECT_GE(calls[before + 1] - inline_run, 20ms) << "called before the moment asked for";
+  EXPECT_LT(calls[before + 1] - inline_run, 2s);
+}
+
+TEST(SerialExecutor, StopDuringASlowInlineRunWaitsForItAndEnds) {
+  for (const int idle_wait_ms : {0, 20}) {
+    SerialExecutor executor([idle_wait_ms] { return std::chrono::milliseconds(idle_wait_ms); });
+    std::this_thread::sleep_for(20ms);  // the thread sleeps, with or without a deadline
+    std::atomic<bool> inside{false};
+    std::atomic<bool> ran{false};
+    std::thread caller([&] {
+      executor.RunHereOrPost([&] {
+        inside = true;
+        std::this_thread::sleep_for(100ms);
+        ran = true;
+      });
+    });
+    while (!inside.load()) std::this_thread::sleep_for(1ms);
+    executor.Stop();  // hung here: the thread held the lock the inline run needed to end
+    caller.join();
+    EXPECT_TRUE(ran.load());
+  }
+}
+
 TEST(SerialExecutor, StopRunsWhatWasPostedThenRefusesMore) {
   auto executor = std::make_unique<SerialExecutor>();
   std::atomic<int> ran{0};
