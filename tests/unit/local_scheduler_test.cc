@@ -457,16 +457,24 @@ TEST_F(LocalSchedulerTest, WorkersBackFromABurstOfActorsAboveThePoolSizeEndWhenI
   EXPECT_TRUE(All<effects::DeliverOutcome>(scheduler_.OnWorkerExited(30, "signal 9")).empty());
 }
 
+// Three actors made and killed: their workers are idle task workers now,
+// one above max_workers (2), the first the longest idle.
+std::vector<std::uint32_t> RetiredActorWorkers(LocalScheduler& scheduler, pid_t& next_pid) {
+  std::vector<std::uint32_t> workers;
+  for (std::uint64_t actor = 1; actor <= 3; ++actor) {
+    workers.push_back(MakeActor(scheduler, actor, 0, next_pid));
+  }
+  for (std::uint64_t actor = 1; actor <= 3; ++actor) {
+    (void)scheduler.StopActor(ActorKill{.id = actor, .no_restart = true, .incarnation = 0});
+    (void)scheduler.OnActorRetired(workers[actor - 1],
+                                   ActorKill{.id = actor, .no_restart = true, .incarnation = 0});
+  }
+  return workers;
+}
+
 TEST_F(LocalSchedulerTest, ASurplusIdleWorkerThatOwnsObjectsStaysUntilItOwnsNone) {
   pid_t pid = 35;
-  std::vector<std::uint32_t> workers;
-  for (std::uint64_t actor = 1; actor <= 3; ++actor)
-    workers.push_back(MakeActor(scheduler_, actor, 0, pid));
-  for (std::uint64_t actor = 1; actor <= 3; ++actor) {
-    (void)scheduler_.StopActor(ActorKill{.id = actor, .no_restart = true, .incarnation = 0});
-    (void)scheduler_.OnActorRetired(workers[actor - 1],
-                                    ActorKill{.id = actor, .no_restart = true, .incarnation = 0});
-  }
+  const std::vector<std::uint32_t> workers = RetiredActorWorkers(scheduler_, pid);
   // Two tasks take the two newest idle workers: the first stays idle, one
   // above max_workers (2).
   std::vector<effects::RunOnWorker> busy;
@@ -504,14 +512,7 @@ TEST_F(LocalSchedulerTest, ASurplusIdleWorkerThatOwnsObjectsStaysUntilItOwnsNone
 
 TEST_F(LocalSchedulerTest, ASurplusWorkerThatDoesNotAnswerTheAskToEndIsKilled) {
   pid_t pid = 38;
-  std::vector<std::uint32_t> workers;
-  for (std::uint64_t actor = 1; actor <= 3; ++actor)
-    workers.push_back(MakeActor(scheduler_, actor, 0, pid));
-  for (std::uint64_t actor = 1; actor <= 3; ++actor) {
-    (void)scheduler_.StopActor(ActorKill{.id = actor, .no_restart = true, .incarnation = 0});
-    (void)scheduler_.OnActorRetired(workers[actor - 1],
-                                    ActorKill{.id = actor, .no_restart = true, .incarnation = 0});
-  }
+  const std::vector<std::uint32_t> workers = RetiredActorWorkers(scheduler_, pid);
   const auto asked_at = std::chrono::steady_clock::now() + kSurplusIdleLimit;
   ASSERT_EQ(All<effects::AskWorkerToEnd>(scheduler_.EndOverdue(asked_at)).size(), 1u);
   EXPECT_TRUE(All<effects::KillWorker>(scheduler_.EndOverdue(asked_at + kRetireLimit / 2)).empty());

@@ -16,6 +16,20 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// Waits up to `limit` for `size()` (read under `mutex`) to exceed `than`.
+template <typename Size>
+void WaitForMoreThan(std::mutex& mutex, std::size_t than, Size size,
+                     std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    {
+      std::lock_guard lock(mutex);
+      if (size() > than) return;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+}
+
 TEST(SerialExecutor, AnIdleExecutorRunsWorkOnTheCallingThread) {
   SerialExecutor executor;
   std::thread::id ran_on;
@@ -119,14 +133,8 @@ TEST(SerialExecutor, AnIdleHandlerAskingForLaterIsCalledAgainAfterAnInlineRun) {
   });
   // The thread calls the handler once when it starts, then sleeps with no
   // deadline (given a moment after that first call, however late it came).
-  const auto started = std::chrono::steady_clock::now() + 10s;
-  while (std::chrono::steady_clock::now() < started) {
-    {
-      std::lock_guard lock(mutex);
-      if (!calls.empty()) break;
-    }
-    std::this_thread::sleep_for(1ms);
-  }
+  WaitForMoreThan(
+      mutex, 0, [&] { return calls.size(); }, 10s);
   std::this_thread::sleep_for(50ms);
   std::size_t before = 0;
   {
@@ -144,14 +152,8 @@ TEST(SerialExecutor, AnIdleHandlerAskingForLaterIsCalledAgainAfterAnInlineRun) {
   EXPECT_EQ(inline_caller, std::this_thread::get_id());  // the inline run called it
   // The handler said "again in 20 ms" and nothing else happens: the thread
   // must call it once more by itself, and not before then.
-  const auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    {
-      std::lock_guard lock(mutex);
-      if (calls.size() > before + 1) break;
-    }
-    std::this_thread::sleep_for(1ms);
-  }
+  WaitForMoreThan(
+      mutex, before + 1, [&] { return calls.size(); }, 5s);
   std::lock_guard lock(mutex);
   ASSERT_GT(calls.size(), before + 1);
   EXPECT_NE(calls[before + 1].first, std::this_thread::get_id());
@@ -171,14 +173,8 @@ TEST(SerialExecutor, AnInlineRunsEarlierDeadlineWakesAThreadSleepingWithALaterOn
     return std::chrono::milliseconds(next_wait_ms.load());
   });
   // The thread's own first call: it then sleeps with a 10 s deadline.
-  const auto started = std::chrono::steady_clock::now() + 10s;
-  while (std::chrono::steady_clock::now() < started) {
-    {
-      std::lock_guard lock(mutex);
-      if (!calls.empty()) break;
-    }
-    std::this_thread::sleep_for(1ms);
-  }
+  WaitForMoreThan(
+      mutex, 0, [&] { return calls.size(); }, 10s);
   std::this_thread::sleep_for(50ms);
   next_wait_ms = 20;
   const auto inline_run = std::chrono::steady_clock::now();
@@ -189,14 +185,8 @@ TEST(SerialExecutor, AnInlineRunsEarlierDeadlineWakesAThreadSleepingWithALaterOn
   }
   executor.RunHereOrPost([] {});  // its idle handler asks for 20 ms
   next_wait_ms = 10'000;
-  const auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    {
-      std::lock_guard lock(mutex);
-      if (calls.size() > before + 1) break;
-    }
-    std::this_thread::sleep_for(1ms);
-  }
+  WaitForMoreThan(
+      mutex, before + 1, [&] { return calls.size(); }, 5s);
   std::lock_guard lock(mutex);
   ASSERT_GT(calls.size(), before + 1) << "the thread slept on to its own 10 s deadline";
   EXPECT_GE(calls[before + 1] - inline_run, 20ms) << "called before the moment asked for";
