@@ -61,9 +61,19 @@ void TransportBorrowLinks::RequestStatus(const std::string& owner_address,
                        });
 }
 
-OwnerService::OwnerService(transport::Transport& transport, Owner& owner)
+OwnerService::OwnerService(transport::Transport& transport, Owner& owner,
+                           std::uint32_t node_manager_rank)
     : guard_(std::make_shared<Guard>()) {
   guard_->owner.store(&owner);
+  transport.RegisterOneWayHandler(
+      kBorrowerGone, [guard = guard_, node_manager_rank](std::uint32_t source,
+                                                         std::span<const std::byte> payload) {
+        // Its node manager checked where the news came from.
+        if (source != node_manager_rank) return;
+        auto gone = Decode<OwnerGone>(payload, "borrower gone");
+        if (!gone.ok()) return;
+        guard->With([&](Owner& served_owner) { served_owner.ForgetBorrower(gone->rank); });
+      });
   transport.RegisterOneWayHandler(
       kOwnerOutcome, [guard = guard_](std::uint32_t, std::span<const std::byte> payload) {
         auto outcome = Decode<TaskOutcome>(payload, "task outcome");

@@ -40,13 +40,14 @@ class TransportBorrowLinks final : public BorrowLinks {
 };
 
 // Serves what other processes send an Owner (kOwnerOutcome: its tasks'
-// outcomes from its node manager; kAddBorrower, kRemoveBorrower and
+// outcomes, and kBorrowerGone: a process of the job ended, from its node
+// manager `node_manager_rank`; kAddBorrower, kRemoveBorrower and
 // kObjectStatus from borrowers) while it lives; destroy it before the Owner and the transport
 // (messages arriving afterwards are refused, and answers still owed are dropped: their callers get
 // an error).
 class OwnerService {
  public:
-  OwnerService(transport::Transport& transport, Owner& owner);
+  OwnerService(transport::Transport& transport, Owner& owner, std::uint32_t node_manager_rank);
   ~OwnerService();
   OwnerService(const OwnerService&) = delete;
   OwnerService& operator=(const OwnerService&) = delete;

@@ -616,6 +616,14 @@ SchedulerEffects LocalScheduler::OnWorkerEndReply(std::uint32_t worker_rank,
   return effects;
 }
 
+std::vector<std::uint32_t> LocalScheduler::RegisteredWorkers() const {
+  std::vector<std::uint32_t> ranks;
+  for (const auto& [rank, worker] : workers_) {
+    if (worker.registered) ranks.push_back(rank);
+  }
+  return ranks;
+}
+
 std::optional<std::chrono::steady_clock::time_point> LocalScheduler::NextDeadline() const {
   std::optional<std::chrono::steady_clock::time_point> next;
   // max: a process being killed, whose exit is awaited, not a deadline.

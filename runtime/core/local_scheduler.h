@@ -191,6 +191,8 @@ class LocalScheduler {
   [[nodiscard]] std::size_t queued() const { return queued_; }
   [[nodiscard]] const sched::ResourceMap& available() const { return available_; }
   [[nodiscard]] std::size_t workers() const { return workers_.size(); }
+  // Ranks of the workers that registered and whose end was not seen.
+  [[nodiscard]] std::vector<std::uint32_t> RegisteredWorkers() const;
   // Tasks waiting here and handed to workers now, by function, for the
   // dashboard (the queued and running counts; the rest stay 0).
   [[nodiscard]] std::map<std::string, FunctionTasks> CurrentTasks() const;

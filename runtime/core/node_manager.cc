@@ -391,6 +391,7 @@ void NodeManager::RegisterHandlers() {
           return;
         }
         manager.gone_owners_.Add(gone.rank);
+        manager.loop_->RunHereOrPost([&manager, gone] { manager.PassOnBorrowerGone(gone); });
         // Behind the store requests already queued (a Create for it).
         manager.blocking_->Post([&manager, rank = gone.rank] {
           manager.transfer_->FreeOwnedBy([rank](std::uint64_t owner) { return owner == rank; });
@@ -716,6 +717,16 @@ void NodeManager::AnnounceOwnerGone(std::uint32_t worker_rank) {
   const transport::Bytes message = Encode(OwnerGone{.rank = worker_rank});
   for (const auto& node : scheduler_.nodes()) {
     if (!scheduler_.IsLost(node.node_id)) transport_.Post(node.rank, kOwnerGone, message);
+  }
+}
+
+void NodeManager::PassOnBorrowerGone(const OwnerGone& gone) {
+  const transport::Bytes message = Encode(gone);
+  // To this process too: where it holds the driver, its owner serves the
+  // message; elsewhere nothing is registered for it and it is dropped.
+  transport_.Post(config_.rank, kBorrowerGone, message);
+  for (const std::uint32_t worker : scheduler_.RegisteredWorkers()) {
+    if (worker != gone.rank) transport_.Post(worker, kBorrowerGone, message);
   }
 }
 

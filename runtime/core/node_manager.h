@@ -148,6 +148,9 @@ class NodeManager {
   [[nodiscard]] bool IsGoneOwner(std::uint64_t owner) const;
   // Event loop only: tells every node manager left, this one too.
   void AnnounceOwnerGone(std::uint32_t worker_rank);
+  // Event loop only: passes a process's end on to the owners on this node
+  // (kBorrowerGone), the driver's included; none is the ended one.
+  void PassOnBorrowerGone(const OwnerGone& gone);
   // Event loop only: the stored result of a task whose owner has ended.
   void FreeResultOfGoneOwner(const TaskOutcome& outcome);
   // Workers whose end was seen: a store request of theirs that the

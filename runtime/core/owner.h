@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/borrowed_objects.h"
@@ -88,6 +89,10 @@ class Owner final : public internal::Runtime {
   // The owner's side of borrowing (from transport handlers: none blocks).
   Status AddBorrower(const BorrowerChange& change);
   void RemoveBorrower(const BorrowerChange& change);
+  // The process of `rank` ended: every registration it held as a borrower
+  // goes (a dead borrower never removes them), and what only it kept is
+  // freed. Walks every object this process owns.
+  void ForgetBorrower(std::uint32_t rank);
   // `done` runs once `id` is resolved (at once when it is), maybe on
   // another thread.
   void WhenResolved(const internal::ObjectId& id, std::function<void(ObjectStatus)> done);
@@ -370,6 +375,9 @@ class Owner final : public internal::Runtime {
   std::uint64_t next_index_ = 1;
   std::uint64_t next_task_ = 1;
   std::unordered_map<internal::ObjectId, ObjectEntry, internal::ObjectIdHash> objects_;
+  // Every rank ever registered as a borrower here and not ended since:
+  // ForgetBorrower walks objects_ only for those.
+  std::unordered_set<std::uint32_t> borrower_ranks_;
   std::unordered_map<std::uint64_t, PendingTask> tasks_;
   std::size_t max_tasks_in_flight_ = 0;  // 0: no limit
   std::size_t function_tasks_in_flight_ = 0;

@@ -70,6 +70,7 @@ Status Owner::AddBorrower(const BorrowerChange& change) {
     return Status::NotFound("object " + change.id.ToString() + " was already freed by its owner");
   }
   found->second.shared().borrowers[change.borrower] += change.count;
+  borrower_ranks_.insert(change.borrower);
   return Status::Ok();
 }
 
@@ -86,6 +87,24 @@ void Owner::RemoveBorrower(const BorrowerChange& change) {
     borrower->second -= std::min(borrower->second, change.count);
     if (borrower->second == 0) borrowers.erase(borrower);
     ReleaseIfUnusedLocked(change.id, to_free, released);
+  }
+  for (const auto& [object, node] : to_free) store_.Free(object, node);
+  released.clear();  // may call RemoveReference, which takes mutex_
+}
+
+void Owner::ForgetBorrower(std::uint32_t rank) {
+  std::vector<std::pair<internal::ObjectId, std::uint32_t>> to_free;
+  std::vector<std::shared_ptr<internal::ObjectHandle>> released;
+  {
+    std::lock_guard lock(mutex_);
+    // Most processes that end never borrowed from this one: no walk then.
+    if (borrower_ranks_.erase(rank) == 0) return;
+    std::vector<internal::ObjectId> lent;
+    for (auto& [id, entry] : objects_) {
+      if (entry.sharing && entry.sharing->borrowers.erase(rank) > 0) lent.push_back(id);
+    }
+    // Apart from the walk: a release erases entries.
+    for (const auto& id : lent) ReleaseIfUnusedLocked(id, to_free, released);
   }
   for (const auto& [object, node] : to_free) store_.Free(object, node);
   released.clear();  // may call RemoveReference, which takes mutex_
@@ -220,7 +239,10 @@ Result<std::vector<ContainedRef>> Owner::Lend(const internal::ContainedRefs& con
       std::lock_guard lock(mutex_);
       auto found = objects_.find(id);
       // Held by `handle`, so still here.
-      if (found != objects_.end()) found->second.shared().borrowers[receiver]++;
+      if (found != objects_.end()) {
+        found->second.shared().borrowers[receiver]++;
+        borrower_ranks_.insert(receiver);
+      }
     }
     lent.push_back(ContainedRef{.id = id, .owner_address = OwnerAddress(id)});
   }

@@ -35,6 +35,10 @@ enum Method : std::uint32_t {
   kNodeLost = 105,        // head -> node managers, one-way: NodeLost
   kNodeFailed = 106,      // the head's transport -> the head itself, one-way: NodeLost
   kOwnerGone = 107,       // node manager -> every node manager, itself too, one-way: OwnerGone
+  // The same news, passed on by each node manager to the owners on its node
+  // (its workers, and the driver where it runs): they drop the ended
+  // process's borrower registrations.
+  kBorrowerGone = 128,    // node manager -> owners on its node, one-way: OwnerGone
   kSubmitTask = 110,      // owner -> its node manager, or forwarded, one-way: TaskSpec
   kExecuteTask = 111,     // node manager -> worker, one-way: TaskSpec
   kTaskDone = 112,        // worker -> node manager, one-way: TaskOutcome

@@ -54,6 +54,9 @@ run_job_check "$REFS" values 13 ""
 # Workers above a node's pool size that own objects others hold stay until
 # they own none (they were killed after 1 s idle, losing the objects).
 run_job_check "$REFS" idle_owners 4 ""
+# A borrower killed without giving its registrations back: its owners (the
+# driver, an actor) free what only it held.
+run_job_check "$REFS" dead_borrower 5 ""
 
 # Started directly, without a launcher: one sray line and exit status 1, not
 # "terminate called after throwing" and a core dump (status 134 before).

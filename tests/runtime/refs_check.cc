@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -127,6 +128,7 @@ class Keeper {
   }
   // A block put by this actor's process, which owns it.
   BlockRef PutBlock(std::uint64_t seed) { return sray::Put(MakeBlock(seed)); }
+  std::int64_t Pid() { return ::getpid(); }
 
  private:
   std::vector<BlockRef> kept_;
@@ -134,12 +136,22 @@ class Keeper {
 
 SRAY_REMOTE(sum_blocks, make_blocks, pass_on, block_sum, sum_through_ref, count_valid, relabel);
 SRAY_REMOTE(Keeper::Create, Keeper::Holding, &Keeper::Keep, &Keeper::Sum, &Keeper::Forget,
-            &Keeper::PutBlock);
+            &Keeper::PutBlock, &Keeper::Pid);
 
 std::uint64_t InStores() {
   std::uint64_t total = 0;
   for (const auto& node : sray::StoreUsage()) total += node.in_memory + node.spilled;
   return total;
+}
+
+// Releases travel as messages: gives them up to 10 s.
+void ExpectStoresReturnTo(std::uint64_t before, const std::string& when) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (InStores() != before && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  Expect(InStores() == before, "store usage returns to " + std::to_string(before) + " bytes once " +
+                                   when + " (" + std::to_string(InStores()) + " now)");
 }
 
 void Values() {
@@ -219,14 +231,41 @@ void Values() {
     Expect(InStores() > before, "the objects are in the stores while referenced");
   }
   // Every reference is gone: the driver's, the workers', the actor's.
-  // Releases travel as messages: give them a moment.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (InStores() != before && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ExpectStoresReturnTo(before, "no process holds a reference");
+}
+
+// Kills the process of `keeper`, a borrower, as a crash would.
+void KillProcessOf(const sray::ActorHandle<Keeper>& keeper) {
+  const auto pid = static_cast<pid_t>(sray::Get(keeper.Task(&Keeper::Pid).Remote()));
+  ::kill(pid, SIGKILL);
+}
+
+// A borrower that dies never gives its registrations back: its owner drops
+// them when its node manager passes the process's end on, and frees what
+// only the dead borrower held (it kept it to the end of the job before).
+void DeadBorrower() {
+  const std::uint64_t before = InStores();
+  {
+    // The driver owns the block; an actor borrows it and dies.
+    auto keeper = sray::Actor(Keeper::Create).Remote();
+    (void)sray::Get(
+        keeper.Task(&Keeper::Keep).Remote(std::vector<BlockRef>{sray::Put(MakeBlock(70))}));
+    Expect(InStores() > before, "a block the driver put is in a store while an actor keeps it");
+    KillProcessOf(keeper);
   }
-  Expect(InStores() == before, "store usage returns to " + std::to_string(before) +
-                                   " bytes once no process holds a reference (" +
-                                   std::to_string(InStores()) + " now)");
+  ExpectStoresReturnTo(before, "the actor that borrowed the driver's block died");
+  {
+    // An actor's process owns the block; another actor borrows it and dies.
+    auto maker = sray::Actor(Keeper::Create).Remote();
+    auto keeper = sray::Actor(Keeper::Create).Remote();
+    (void)sray::Get(
+        keeper.Task(&Keeper::Keep)
+            .Remote(std::vector<BlockRef>{sray::Get(maker.Task(&Keeper::PutBlock).Remote(71))}));
+    Expect(InStores() > before, "a block an actor put is in a store while another keeps it");
+    KillProcessOf(keeper);
+    ExpectStoresReturnTo(before, "the actor that borrowed another actor's block died");
+    Expect(sray::Get(maker.Task(&Keeper::Forget).Remote()), "the owner goes on");
+  }
 }
 
 }  // namespace
@@ -319,6 +358,8 @@ int main(int argc, char** argv) {
       Values();
     } else if (mode == "idle_owners") {
       IdleOwners();
+    } else if (mode == "dead_borrower") {
+      DeadBorrower();
     } else {
       Fail("unknown mode " + mode);
     }

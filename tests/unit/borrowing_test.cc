@@ -160,6 +160,23 @@ TEST_F(TwoOwners, AnObjectABorrowerHoldsOutlivesTheOwnersLastReference) {
   EXPECT_EQ(borrower_.counts().borrowed, 0U);
 }
 
+TEST_F(TwoOwners, AnObjectOnlyADeadBorrowerHeldIsFreedWhenItsEndIsPassedOn) {
+  const ObjectId id = owner_.AddInlineObject(internal::Serialize(std::int64_t{42}), {});
+  const ObjectId other = owner_.AddInlineObject(internal::Serialize(std::int64_t{7}), {});
+  auto handle = borrower_.Borrow(id, owner_.OwnerAddress(id));
+  owner_.RemoveReference(id);
+  ASSERT_EQ(owner_.counts().owned, 2U) << "the borrower keeps it";
+  owner_.ForgetBorrower(3);  // another process ended: nothing it held here
+  EXPECT_EQ(owner_.counts().owned, 2U);
+  // The borrower dies without giving its registration back.
+  owner_.ForgetBorrower(2);
+  EXPECT_EQ(owner_.counts().owned, 1U) << "only the dead borrower held it";
+  EXPECT_EQ(ValueOf(owner_.Get({other}, std::chrono::seconds(5)).front()), 7)
+      << "what the owner holds itself stays";
+  owner_.RemoveReference(other);
+  EXPECT_EQ(owner_.counts().owned, 0U);
+}
+
 TEST_F(TwoOwners, ABorrowersGetWaitsForThePendingObject) {
   const ObjectId id = owner_.SubmitTask("f", {}, {});
   auto handle = borrower_.Borrow(id, "rank-1");
