@@ -285,9 +285,13 @@ void LocalScheduler::Dispatch(SchedulerEffects& effects) {
   const std::size_t not_task_workers = actor_workers_ + constructing_ + starting_;
   const auto task_workers =
       workers_.size() > not_task_workers ? workers_.size() - not_task_workers : std::size_t{0};
+  // Starts stop after kDeathsBeforeStartLimit deaths before registering only
+  // while no worker ever registered (a program that cannot start them, whose
+  // queue fails): once one has, such deaths are workers killed while
+  // starting, and stopping would leave the queue waiting forever.
   while (waiting_for_worker > starting_ + retiring_ &&
          task_workers + starting_ < config_.max_workers + waiting_actors &&
-         deaths_before_start_ < kDeathsBeforeStartLimit) {
+         (ever_registered_ || deaths_before_start_ < kDeathsBeforeStartLimit)) {
     StartOneWorker(effects);
   }
 }

@@ -314,6 +314,38 @@ TEST_F(LocalSchedulerTest, WorkersThatDieBeforeRegisteringFailTheQueueWithTheFix
   EXPECT_EQ(pid, 503) << "the queue failed after " << pid - 500 << " deaths, not 3";
 }
 
+// Chaos worker-kill hung a job: three workers killed while starting, after
+// others had run tasks, stopped the node from starting any more, and its
+// queued task waited forever.
+TEST_F(LocalSchedulerTest, WorkersKilledWhileStartingAfterOthersRanDoNotStopNewStarts) {
+  LocalScheduler scheduler{LocalSchedulerConfig{
+      .node_id = 0, .total = {{"CPU", 1}}, .gpu_devices = 0, .max_workers = 1}};
+  (void)scheduler.ApplyClusterView({CpuNode(0, 1)});
+  pid_t pid = 600;
+  auto effects = scheduler.Submit(Task(1, 1));
+  auto start = All<effects::StartWorker>(effects).at(0);
+  (void)scheduler.OnWorkerSpawned(start.rank, pid);
+  const auto runs = All<effects::RunOnWorker>(scheduler.OnWorkerRegistered(start.rank));
+  ASSERT_EQ(runs.size(), 1u);
+  (void)scheduler.OnTaskDone(runs[0].worker, Done(runs[0].task));
+  // The worker is killed; a task comes; each worker started for it is killed
+  // before it registers.
+  effects = scheduler.OnWorkerExited(pid++, "signal 9");
+  effects = scheduler.Submit(Task(2, 1));
+  for (int round = 0; round < 5; ++round) {
+    const auto starts = All<effects::StartWorker>(effects);
+    ASSERT_EQ(starts.size(), 1u) << "no worker started after " << round << " deaths while starting";
+    start = starts[0];
+    (void)scheduler.OnWorkerSpawned(start.rank, pid);
+    effects = scheduler.OnWorkerExited(pid++, "signal 9");
+    EXPECT_TRUE(All<effects::DeliverOutcome>(effects).empty()) << "the task is not failed";
+  }
+  start = All<effects::StartWorker>(effects).at(0);
+  (void)scheduler.OnWorkerSpawned(start.rank, pid);
+  EXPECT_EQ(All<effects::RunOnWorker>(scheduler.OnWorkerRegistered(start.rank)).size(), 1u)
+      << "the queued task runs on the next worker that starts";
+}
+
 TEST_F(LocalSchedulerTest, AFailedSpawnFailsTheQueueInsteadOfRetryingForever) {
   const auto effects = scheduler_.Submit(Task(1, 1));
   const auto start = All<effects::StartWorker>(effects).at(0);
