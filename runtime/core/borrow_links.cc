@@ -20,16 +20,21 @@ TransportBorrowLinks::TransportBorrowLinks(transport::Transport& transport,
   if (address.ok()) own_address_ = std::string(transport::TextOf(*address));
 }
 
+void NoteOwnerAddress(transport::AddressBook& book, std::uint32_t own_rank,
+                      const ContainedRef& reference) {
+  const auto rank = static_cast<std::uint32_t>(reference.id.owner);
+  if (reference.owner_address.empty() || rank == own_rank || book.Find(rank)) return;
+  book.Add(rank, transport::AddressBook::Entry{
+                     .address = transport::BytesOf(reference.owner_address),
+                     .pid = 0,
+                     .description = "rank " + std::to_string(rank) + " (the owner of object " +
+                                    reference.id.ToString() + ")"});
+}
+
 std::uint32_t TransportBorrowLinks::Reach(const ObjectId& id, const std::string& owner_address) {
-  const auto rank = static_cast<std::uint32_t>(id.owner);
-  if (!owner_address.empty() && rank != transport_.rank() && !book_->Find(rank)) {
-    book_->Add(rank, transport::AddressBook::Entry{
-                         .address = transport::BytesOf(owner_address),
-                         .pid = 0,
-                         .description = "rank " + std::to_string(rank) +
-                                        " (the owner of borrowed object " + id.ToString() + ")"});
-  }
-  return rank;
+  NoteOwnerAddress(*book_, transport_.rank(),
+                   ContainedRef{.id = id, .owner_address = owner_address});
+  return static_cast<std::uint32_t>(id.owner);
 }
 
 Status TransportBorrowLinks::AddBorrower(const std::string& owner_address,
@@ -73,6 +78,14 @@ OwnerService::OwnerService(transport::Transport& transport, Owner& owner,
         auto gone = Decode<OwnerGone>(payload, "borrower gone");
         if (!gone.ok()) return;
         guard->With([&](Owner& served_owner) { served_owner.ForgetBorrower(gone->rank); });
+      });
+  transport.RegisterOneWayHandler(
+      kBorrowerNodeLost, [guard = guard_, node_manager_rank](std::uint32_t source,
+                                                             std::span<const std::byte> payload) {
+        if (source != node_manager_rank) return;
+        auto lost = Decode<NodeLost>(payload, "borrower node lost");
+        if (!lost.ok()) return;
+        guard->With([&](Owner& served_owner) { served_owner.ForgetBorrowersOn(lost->node); });
       });
   transport.RegisterOneWayHandler(
       kOwnerOutcome, [guard = guard_](std::uint32_t, std::span<const std::byte> payload) {

@@ -18,6 +18,11 @@
 
 namespace sray::core {
 
+// Adds the owner of `reference` to `book` from the address it travels with,
+// unless it is `own_rank` or already there, so that it can be reached.
+void NoteOwnerAddress(transport::AddressBook& book, std::uint32_t own_rank,
+                      const ContainedRef& reference);
+
 class TransportBorrowLinks final : public BorrowLinks {
  public:
   // Both must outlive this.
@@ -40,8 +45,8 @@ class TransportBorrowLinks final : public BorrowLinks {
 };
 
 // Serves what other processes send an Owner (kOwnerOutcome: its tasks'
-// outcomes, and kBorrowerGone: a process of the job ended, from its node
-// manager `node_manager_rank`; kAddBorrower, kRemoveBorrower and
+// outcomes; kBorrowerGone and kBorrowerNodeLost: a process or a whole node of
+// the job ended, from its node manager `node_manager_rank`; kAddBorrower, kRemoveBorrower and
 // kObjectStatus from borrowers) while it lives; destroy it before the Owner and the transport
 // (messages arriving afterwards are refused, and answers still owed are dropped: their callers get
 // an error).

@@ -56,9 +56,6 @@ inline constexpr std::size_t kTasksPipelinedPerWorker = 4;
 // this many per CPU.
 inline constexpr double kQueuedPerRemoteCpu = 32;
 
-// Transport ranks of workers a node manager starts: above every PMIx rank.
-inline constexpr std::uint32_t kFirstWorkerRank = 0x40000000;
-inline constexpr std::uint32_t kWorkersPerNodeLimit = 0x10000;
 // How long a worker asked to retire its actor may take (its destructor has
 // a second, core/worker_reuse.h) before its process is killed.
 inline constexpr std::chrono::seconds kRetireLimit{5};

@@ -12,6 +12,7 @@
 #include "common/host_name.h"
 #include "common/log.h"
 #include "common/worker_log_files.h"
+#include "core/borrow_links.h"
 #include "core/worker_launch.h"
 #include "core/worker_main.h"
 
@@ -386,10 +387,8 @@ void NodeManager::RegisterHandlers() {
       transport, guard, kOwnerGone, "owner gone",
       [](NodeManager& manager, std::uint32_t source, OwnerGone gone) {
         // Only a node manager sees its own workers end.
-        if (gone.rank < kFirstWorkerRank ||
-            manager.RankOfNode((gone.rank - kFirstWorkerRank) / kWorkersPerNodeLimit) != source) {
-          return;
-        }
+        const std::optional<std::uint32_t> node = NodeOfWorkerRank(gone.rank);
+        if (!node || manager.RankOfNode(*node) != source) return;
         manager.gone_owners_.Add(gone.rank);
         manager.loop_->RunHereOrPost([&manager, gone] { manager.PassOnBorrowerGone(gone); });
         // Behind the store requests already queued (a Create for it).
@@ -412,6 +411,7 @@ void NodeManager::RegisterHandlers() {
                           });
                           manager.loop_->Post([&manager, lost = std::move(lost)] {
                             manager.Apply(manager.scheduler_.OnNodeLost(lost.node, lost.cause));
+                            manager.PassOnBorrowerNodeLost(lost);
                           });
                         });
   ServeOneWay<ActorKill>(
@@ -706,11 +706,11 @@ Result<std::string> NodeManager::MakeLocalCopy(const ObjectId& id, std::uint32_t
 }
 
 bool NodeManager::IsGoneOwner(std::uint64_t owner) const {
-  if (owner < kFirstWorkerRank) return false;  // the driver, node managers: the job ends with them
+  const std::optional<std::uint32_t> node = NodeOfWorkerRank(owner);
+  if (!node) return false;  // the driver, node managers: the job ends with them
   if (gone_owners_.Contains(owner)) return true;
-  const std::uint64_t node = (owner - kFirstWorkerRank) / kWorkersPerNodeLimit;
   std::lock_guard lock(lost_nodes_mutex_);
-  return lost_nodes_.contains(static_cast<std::uint32_t>(node));
+  return lost_nodes_.contains(*node);
 }
 
 void NodeManager::AnnounceOwnerGone(std::uint32_t worker_rank) {
@@ -727,6 +727,26 @@ void NodeManager::PassOnBorrowerGone(const OwnerGone& gone) {
   transport_.Post(config_.rank, kBorrowerGone, message);
   for (const std::uint32_t worker : scheduler_.RegisteredWorkers()) {
     if (worker != gone.rank) transport_.Post(worker, kBorrowerGone, message);
+  }
+}
+
+void NodeManager::PassOnBorrowerNodeLost(const NodeLost& lost) {
+  const transport::Bytes message = Encode(lost);
+  transport_.Post(config_.rank, kBorrowerNodeLost, message);
+  for (const std::uint32_t worker : scheduler_.RegisteredWorkers()) {
+    transport_.Post(worker, kBorrowerNodeLost, message);
+  }
+}
+
+void NodeManager::GiveBackLentTo(const TaskOutcome& outcome) {
+  for (const ContainedRef& reference : outcome.contained) {
+    const auto owner = static_cast<std::uint32_t>(reference.id.owner);
+    // The gone owner's own objects went with it.
+    if (owner == outcome.owner_rank || IsGoneOwner(owner)) continue;
+    NoteOwnerAddress(*address_book_, config_.rank, reference);
+    transport_.Post(
+        owner, kRemoveBorrower,
+        Encode(BorrowerChange{.id = reference.id, .borrower = outcome.owner_rank, .count = 1}));
   }
 }
 
@@ -805,9 +825,14 @@ void NodeManager::Route(TaskOutcome outcome) {
     return;
   }
   if (outcome.owner_node == config_.node_id) scheduler_.OnOutcomeRouted(outcome);
-  if (static_cast<OutcomeKind>(outcome.kind) == OutcomeKind::kStoredValue &&
-      IsGoneOwner(outcome.owner_rank)) {
-    FreeResultOfGoneOwner(outcome);
+  if (IsGoneOwner(outcome.owner_rank)) {
+    // Nobody will read it: its value, and the registrations the worker made
+    // for the owner with the owners of the references inside, go back (they
+    // may have come after the owners dropped those of its process).
+    if (static_cast<OutcomeKind>(outcome.kind) == OutcomeKind::kStoredValue) {
+      FreeResultOfGoneOwner(outcome);
+    }
+    GiveBackLentTo(outcome);
     return;
   }
   // An owner that ended without this node hearing of it yet drops the post;

@@ -151,8 +151,15 @@ class NodeManager {
   // Event loop only: passes a process's end on to the owners on this node
   // (kBorrowerGone), the driver's included; none is the ended one.
   void PassOnBorrowerGone(const OwnerGone& gone);
+  // Event loop only: the same for every process of a lost node
+  // (kBorrowerNodeLost).
+  void PassOnBorrowerNodeLost(const NodeLost& lost);
   // Event loop only: the stored result of a task whose owner has ended.
   void FreeResultOfGoneOwner(const TaskOutcome& outcome);
+  // Event loop only: a result whose owner has ended is read by nobody, so
+  // the registrations its worker made for that owner with the owners of
+  // the references inside (Owner::Lend) are given back.
+  void GiveBackLentTo(const TaskOutcome& outcome);
   // Workers whose end was seen: a store request of theirs that the
   // transport delivers afterwards (it was in flight when the process was
   // killed) is refused, or its object would stay with nobody to free it.

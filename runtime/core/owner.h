@@ -20,10 +20,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "common/recent_ids.h"
 #include "core/borrowed_objects.h"
 #include "core/protocol.h"
 #include "core/store_access.h"
@@ -93,6 +95,8 @@ class Owner final : public internal::Runtime {
   // goes (a dead borrower never removes them), and what only it kept is
   // freed. Walks every object this process owns.
   void ForgetBorrower(std::uint32_t rank);
+  // The same for every process of a lost node.
+  void ForgetBorrowersOn(std::uint32_t node);
   // `done` runs once `id` is resolved (at once when it is), maybe on
   // another thread.
   void WhenResolved(const internal::ObjectId& id, std::function<void(ObjectStatus)> done);
@@ -378,6 +382,16 @@ class Owner final : public internal::Runtime {
   // Every rank ever registered as a borrower here and not ended since:
   // ForgetBorrower walks objects_ only for those.
   std::unordered_set<std::uint32_t> borrower_ranks_;
+  // Borrowers known to have ended: a registration for one that arrives
+  // after the news (a worker lending a task's result to its dead submitter)
+  // is not kept. Ranks are reused only after 65,536 starts on their node,
+  // and as many ends push them out of here first; lost nodes never return.
+  RecentIds ended_borrowers_{4'096};
+  std::set<std::uint32_t> lost_borrower_nodes_;  // guarded by mutex_
+  bool IsEndedBorrowerLocked(std::uint32_t rank) const;
+  // Drops the registrations of borrowers `ended` picks (their ranks are
+  // taken out of borrower_ranks_), and frees what only they kept.
+  void ForgetBorrowersWhere(const std::function<bool(std::uint32_t)>& ended);
   std::unordered_map<std::uint64_t, PendingTask> tasks_;
   std::size_t max_tasks_in_flight_ = 0;  // 0: no limit
   std::size_t function_tasks_in_flight_ = 0;

@@ -69,9 +69,17 @@ Status Owner::AddBorrower(const BorrowerChange& change) {
   if (found == objects_.end()) {
     return Status::NotFound("object " + change.id.ToString() + " was already freed by its owner");
   }
+  // Answered as done: the registration of an ended process would never go.
+  if (IsEndedBorrowerLocked(change.borrower)) return Status::Ok();
   found->second.shared().borrowers[change.borrower] += change.count;
   borrower_ranks_.insert(change.borrower);
   return Status::Ok();
+}
+
+bool Owner::IsEndedBorrowerLocked(std::uint32_t rank) const {
+  if (ended_borrowers_.Contains(rank)) return true;
+  const std::optional<std::uint32_t> node = NodeOfWorkerRank(rank);
+  return node && lost_borrower_nodes_.contains(*node);
 }
 
 void Owner::RemoveBorrower(const BorrowerChange& change) {
@@ -93,15 +101,38 @@ void Owner::RemoveBorrower(const BorrowerChange& change) {
 }
 
 void Owner::ForgetBorrower(std::uint32_t rank) {
+  ended_borrowers_.Add(rank);
+  ForgetBorrowersWhere([rank](std::uint32_t borrower) { return borrower == rank; });
+}
+
+void Owner::ForgetBorrowersOn(std::uint32_t node) {
+  {
+    std::lock_guard lock(mutex_);
+    lost_borrower_nodes_.insert(node);
+  }
+  ForgetBorrowersWhere(
+      [node](std::uint32_t borrower) { return NodeOfWorkerRank(borrower) == node; });
+}
+
+void Owner::ForgetBorrowersWhere(const std::function<bool(std::uint32_t)>& ended) {
   std::vector<std::pair<internal::ObjectId, std::uint32_t>> to_free;
   std::vector<std::shared_ptr<internal::ObjectHandle>> released;
   {
     std::lock_guard lock(mutex_);
     // Most processes that end never borrowed from this one: no walk then.
-    if (borrower_ranks_.erase(rank) == 0) return;
+    std::vector<std::uint32_t> gone;
+    for (const std::uint32_t rank : borrower_ranks_) {
+      if (ended(rank)) gone.push_back(rank);
+    }
+    if (gone.empty()) return;
+    for (const std::uint32_t rank : gone) borrower_ranks_.erase(rank);
     std::vector<internal::ObjectId> lent;
     for (auto& [id, entry] : objects_) {
-      if (entry.sharing && entry.sharing->borrowers.erase(rank) > 0) lent.push_back(id);
+      if (!entry.sharing) continue;
+      bool dropped = false;
+      for (const std::uint32_t rank : gone)
+        dropped = entry.sharing->borrowers.erase(rank) > 0 || dropped;
+      if (dropped) lent.push_back(id);
     }
     // Apart from the walk: a release erases entries.
     for (const auto& id : lent) ReleaseIfUnusedLocked(id, to_free, released);
@@ -239,7 +270,7 @@ Result<std::vector<ContainedRef>> Owner::Lend(const internal::ContainedRefs& con
       std::lock_guard lock(mutex_);
       auto found = objects_.find(id);
       // Held by `handle`, so still here.
-      if (found != objects_.end()) {
+      if (found != objects_.end() && !IsEndedBorrowerLocked(receiver)) {
         found->second.shared().borrowers[receiver]++;
         borrower_ranks_.insert(receiver);
       }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -26,6 +27,17 @@ namespace sray::core {
 using internal::ObjectId;
 using ResourceMap = std::map<std::string, double>;
 
+// Transport ranks of workers a node manager starts: above every PMIx rank,
+// a block of kWorkersPerNodeLimit per node, so a worker's rank names its node.
+inline constexpr std::uint32_t kFirstWorkerRank = 0x40000000;
+inline constexpr std::uint32_t kWorkersPerNodeLimit = 0x10000;
+// The node whose manager started the worker of `rank`; none for the
+// driver's and the node managers' ranks.
+inline std::optional<std::uint32_t> NodeOfWorkerRank(std::uint64_t rank) {
+  if (rank < kFirstWorkerRank) return std::nullopt;
+  return static_cast<std::uint32_t>((rank - kFirstWorkerRank) / kWorkersPerNodeLimit);
+}
+
 enum Method : std::uint32_t {
   kRegisterNode = 100,    // node manager -> head, request: NodeDescription
   kClusterView = 101,     // head -> node managers, one-way: ClusterView
@@ -38,15 +50,18 @@ enum Method : std::uint32_t {
   // The same news, passed on by each node manager to the owners on its node
   // (its workers, and the driver where it runs): they drop the ended
   // process's borrower registrations.
-  kBorrowerGone = 128,    // node manager -> owners on its node, one-way: OwnerGone
-  kSubmitTask = 110,      // owner -> its node manager, or forwarded, one-way: TaskSpec
-  kExecuteTask = 111,     // node manager -> worker, one-way: TaskSpec
-  kTaskDone = 112,        // worker -> node manager, one-way: TaskOutcome
-  kTaskOutcome = 113,     // node manager -> the owner's node manager, one-way: TaskOutcome
-  kOwnerOutcome = 114,    // node manager -> an owner on its node, one-way: TaskOutcome
-  kRegisterWorker = 120,  // worker -> node manager, request: WorkerRegistration
-  kCreateObject = 130,    // process -> its node manager, request: ObjectRequest -> ObjectPath
-  kSealObject = 131,      // process -> its node manager, one-way: ObjectRequest
+  kBorrowerGone = 128,  // node manager -> owners on its node, one-way: OwnerGone
+  // The head's news of a lost node, passed on likewise: every process of
+  // that node ended.
+  kBorrowerNodeLost = 108,  // node manager -> owners on its node, one-way: NodeLost
+  kSubmitTask = 110,        // owner -> its node manager, or forwarded, one-way: TaskSpec
+  kExecuteTask = 111,       // node manager -> worker, one-way: TaskSpec
+  kTaskDone = 112,          // worker -> node manager, one-way: TaskOutcome
+  kTaskOutcome = 113,       // node manager -> the owner's node manager, one-way: TaskOutcome
+  kOwnerOutcome = 114,      // node manager -> an owner on its node, one-way: TaskOutcome
+  kRegisterWorker = 120,    // worker -> node manager, request: WorkerRegistration
+  kCreateObject = 130,      // process -> its node manager, request: ObjectRequest -> ObjectPath
+  kSealObject = 131,        // process -> its node manager, one-way: ObjectRequest
   // The same as a request, answered once sealed (SealWait, core/store_access.h).
   kSealObjectAndAnswer = 129,
   kMakeLocal = 132,        // process -> its node manager, request: ObjectRequest -> ObjectPath

@@ -55,8 +55,9 @@ run_job_check "$REFS" values 13 ""
 # they own none (they were killed after 1 s idle, losing the objects).
 run_job_check "$REFS" idle_owners 4 ""
 # A borrower killed without giving its registrations back: its owners (the
-# driver, an actor) free what only it held.
-run_job_check "$REFS" dead_borrower 5 ""
+# driver, an actor) free what only it held; and a task whose submitter was
+# killed while it ran returns a ref lent to the dead submitter: freed too.
+run_job_check "$REFS" dead_borrower 8 ""
 
 # Started directly, without a launcher: one sray line and exit status 1, not
 # "terminate called after throwing" and a core dump (status 134 before).

@@ -20,6 +20,7 @@
 #include <iostream>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -99,10 +100,22 @@ class Counter {
   std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> Stash() {
     return {sray::Put(std::vector<std::uint64_t>(128 * 1024, 5))};
   }
+  // Borrows the objects of `refs` until this instance ends.
+  bool Keep(std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> refs) {
+    kept_.insert(kept_.end(), refs.begin(), refs.end());
+    return true;
+  }
 
  private:
   std::uint64_t calls_ = 0;
+  std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> kept_;
 };
+
+std::uint64_t InStores() {
+  std::uint64_t total = 0;
+  for (const auto& node : sray::StoreUsage()) total += node.in_memory + node.spilled;
+  return total;
+}
 
 }  // namespace
 
@@ -119,7 +132,7 @@ std::uint32_t read_orphan(const std::vector<sray::ObjectRef<std::vector<std::uin
 
 SRAY_REMOTE(whereabouts, make_block, make_noted_block, sum_plus, maker_of_block, node_of_task,
             read_orphan);
-SRAY_REMOTE(Counter::Create, &Counter::Add, &Counter::MakerOf, &Counter::Stash);
+SRAY_REMOTE(Counter::Create, &Counter::Add, &Counter::MakerOf, &Counter::Stash, &Counter::Keep);
 
 int main(int argc, char** argv) {
   sray::Init(argc, argv);
@@ -196,6 +209,21 @@ int main(int argc, char** argv) {
     break;
   }
   Expect(!orphans.empty(), "an actor on node 2 lends the driver an object it owns");
+
+  // An object the driver owns that an actor on node 2 borrows (it keeps the
+  // reference): 1.1 MiB in node 0's store (words above 2^32 take 9 bytes).
+  constexpr std::uint64_t kLentBytes = 128 * 1024 * 9;
+  std::optional<sray::ObjectRef<std::vector<std::uint64_t>>> lent_to_node_2 =
+      sray::Put(std::vector<std::uint64_t>(128 * 1024, std::uint64_t{1} << 40));
+  for (int index = 0; index < 6; ++index) {
+    if (first_node[index] != 2) continue;
+    Expect(sray::Get(counters[static_cast<std::size_t>(index)]
+                         .Task(&Counter::Keep)
+                         .Remote(std::vector<sray::ObjectRef<std::vector<std::uint64_t>>>{
+                             *lent_to_node_2})),
+           "an actor on node 2 borrows an object the driver owns");
+    break;
+  }
   Expect(sray::Get(orphans[0]).size() == 128 * 1024, "the borrowed object reads before the loss");
 
   std::vector<std::uint64_t> values(256 * 1024, 3);  // 2 MiB, Put on node 0
@@ -306,5 +334,19 @@ int main(int argc, char** argv) {
   std::set<std::uint32_t> reported;
   for (const auto& node : sray::StoreUsage()) reported.insert(node.node_id);
   Expect(!reported.contains(2) && reported.contains(0), "StoreUsage reports the nodes left");
+
+  // The borrower died with its node without giving its registration back:
+  // once the driver drops its own reference, nothing may keep the object
+  // (it stayed to the end of the job before).
+  const std::uint64_t with_lent = InStores();
+  lent_to_node_2.reset();
+  const auto freed_by = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (InStores() + kLentBytes > with_lent && std::chrono::steady_clock::now() < freed_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  Expect(InStores() + kLentBytes <= with_lent,
+         "an object only an actor lost with node 2 borrowed is freed when the driver drops it "
+         "(stores held " +
+             std::to_string(with_lent) + " bytes, now " + std::to_string(InStores()) + ")");
   return 0;
 }

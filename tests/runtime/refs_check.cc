@@ -80,6 +80,16 @@ std::vector<BlockRef> make_blocks(std::uint64_t first_seed, std::uint64_t count)
   return refs;
 }
 
+// make_blocks after `sleep_milliseconds`; creates the file `made` once the
+// blocks are in the store.
+std::vector<BlockRef> make_blocks_later(std::uint64_t first_seed, std::uint64_t count,
+                                        std::int64_t sleep_milliseconds, std::string made) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(sleep_milliseconds));
+  auto refs = make_blocks(first_seed, count);
+  std::ofstream{made};
+  return refs;
+}
+
 // A borrower passing borrowed refs on, to a task of its own.
 std::uint64_t pass_on(std::vector<BlockRef> refs) {
   return sray::Get(sray::Task(sum_blocks).Remote(refs, 0));
@@ -128,15 +138,23 @@ class Keeper {
   }
   // A block put by this actor's process, which owns it.
   BlockRef PutBlock(std::uint64_t seed) { return sray::Put(MakeBlock(seed)); }
+  // Submits make_blocks_later for one block, and keeps the result's ref
+  // without waiting for it.
+  bool StartMaking(std::uint64_t seed, std::int64_t sleep_milliseconds, std::string made) {
+    making_.push_back(sray::Task(make_blocks_later).Remote(seed, 1, sleep_milliseconds, made));
+    return true;
+  }
   std::int64_t Pid() { return ::getpid(); }
 
  private:
   std::vector<BlockRef> kept_;
+  std::vector<sray::ObjectRef<std::vector<BlockRef>>> making_;
 };
 
-SRAY_REMOTE(sum_blocks, make_blocks, pass_on, block_sum, sum_through_ref, count_valid, relabel);
+SRAY_REMOTE(sum_blocks, make_blocks, make_blocks_later, pass_on, block_sum, sum_through_ref,
+            count_valid, relabel);
 SRAY_REMOTE(Keeper::Create, Keeper::Holding, &Keeper::Keep, &Keeper::Sum, &Keeper::Forget,
-            &Keeper::PutBlock, &Keeper::Pid);
+            &Keeper::PutBlock, &Keeper::StartMaking, &Keeper::Pid);
 
 std::uint64_t InStores() {
   std::uint64_t total = 0;
@@ -265,6 +283,24 @@ void DeadBorrower() {
     KillProcessOf(keeper);
     ExpectStoresReturnTo(before, "the actor that borrowed another actor's block died");
     Expect(sray::Get(maker.Task(&Keeper::Forget).Remote()), "the owner goes on");
+  }
+  {
+    // An actor submits a task and dies while it runs; the task then puts a
+    // block and returns its ref, lent to the dead submitter after the news
+    // of its end reached the task's worker (the block stayed before).
+    const std::filesystem::path made = std::filesystem::temp_directory_path() /
+                                       ("sray-refs-check-made-" + std::to_string(::getpid()));
+    auto submitter = sray::Actor(Keeper::Create).Remote();
+    Expect(sray::Get(submitter.Task(&Keeper::StartMaking).Remote(72, 1000, made.string())),
+           "an actor starts a task that puts a block later");
+    KillProcessOf(submitter);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!std::filesystem::exists(made) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    const bool was_made = std::filesystem::remove(made);
+    Expect(was_made, "the task of the dead actor put its block");
+    ExpectStoresReturnTo(before, "a task whose submitter died returned a block's ref");
   }
 }
 

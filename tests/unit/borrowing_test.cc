@@ -177,6 +177,60 @@ TEST_F(TwoOwners, AnObjectOnlyADeadBorrowerHeldIsFreedWhenItsEndIsPassedOn) {
   EXPECT_EQ(owner_.counts().owned, 0U);
 }
 
+// A worker lends a task's result to its submitter after the submitter's
+// end reached the owners (it ended while the task ran): the registration
+// came too late for the walk and kept the object to the end of the job.
+TEST_F(TwoOwners, ARegistrationForABorrowerThatHasEndedIsNotKept) {
+  const ObjectId id = owner_.AddInlineObject(internal::Serialize(std::int64_t{3}), {});
+  owner_.ForgetBorrower(9);
+  // Over the transport, from the lending worker (answered as done).
+  EXPECT_TRUE(owner_.AddBorrower(BorrowerChange{.id = id, .borrower = 9, .count = 1}).ok());
+  // In the owner's own process.
+  SetProcessRuntime(&owner_);
+  {
+    auto handle = std::make_shared<internal::ObjectHandle>(id);
+    auto lent = owner_.Lend({handle}, 9);
+    ASSERT_TRUE(lent.ok());
+    EXPECT_EQ(lent->size(), 1U);
+  }
+  SetProcessRuntime(nullptr);
+  EXPECT_EQ(owner_.counts().owned, 0U) << "the dead receiver keeps nothing";
+  // A rank whose end was not reported still registers.
+  const ObjectId other = owner_.AddInlineObject(internal::Serialize(std::int64_t{4}), {});
+  ASSERT_TRUE(owner_.AddBorrower(BorrowerChange{.id = other, .borrower = 8, .count = 1}).ok());
+  owner_.RemoveReference(other);
+  EXPECT_EQ(owner_.counts().owned, 1U);
+}
+
+TEST_F(TwoOwners, BorrowersLostWithTheirNodeKeepNothing) {
+  const std::uint32_t on_node_2 = kFirstWorkerRank + 2 * kWorkersPerNodeLimit + 5;
+  const std::uint32_t on_node_1 = kFirstWorkerRank + 1 * kWorkersPerNodeLimit + 5;
+  const ObjectId lost_borrowers = owner_.AddInlineObject(internal::Serialize(std::int64_t{1}), {});
+  const ObjectId kept = owner_.AddInlineObject(internal::Serialize(std::int64_t{2}), {});
+  ASSERT_TRUE(
+      owner_.AddBorrower(BorrowerChange{.id = lost_borrowers, .borrower = on_node_2, .count = 2})
+          .ok());
+  ASSERT_TRUE(
+      owner_
+          .AddBorrower(BorrowerChange{.id = lost_borrowers, .borrower = on_node_2 + 1, .count = 1})
+          .ok());
+  ASSERT_TRUE(
+      owner_.AddBorrower(BorrowerChange{.id = kept, .borrower = on_node_1, .count = 1}).ok());
+  owner_.RemoveReference(lost_borrowers);
+  owner_.RemoveReference(kept);
+  ASSERT_EQ(owner_.counts().owned, 2U);
+  owner_.ForgetBorrowersOn(2);
+  EXPECT_EQ(owner_.counts().owned, 1U) << "only node 2's processes held the first";
+  // A registration from the lost node that was still on its way.
+  const ObjectId later = owner_.AddInlineObject(internal::Serialize(std::int64_t{3}), {});
+  ASSERT_TRUE(
+      owner_.AddBorrower(BorrowerChange{.id = later, .borrower = on_node_2 + 7, .count = 1}).ok());
+  owner_.RemoveReference(later);
+  EXPECT_EQ(owner_.counts().owned, 1U) << "node 1's borrower still holds the second";
+  owner_.RemoveBorrower(BorrowerChange{.id = kept, .borrower = on_node_1, .count = 1});
+  EXPECT_EQ(owner_.counts().owned, 0U);
+}
+
 TEST_F(TwoOwners, ABorrowersGetWaitsForThePendingObject) {
   const ObjectId id = owner_.SubmitTask("f", {}, {});
   auto handle = borrower_.Borrow(id, "rank-1");

@@ -336,5 +336,59 @@ TEST_F(NodeManagerTest, AnEndedOwnersObjectsAreFreedAndLaterResultsForItRefused)
   EXPECT_EQ(wait_for(2), 2u) << "a task's result for the ended owner stayed";
 }
 
+// A worker lends a task's result to the task's owner (Owner::Lend) before
+// the outcome leaves; when that owner has ended, nobody adopts those
+// registrations, and one made after the owners dropped the ended process's
+// kept its object to the end of the job. The node manager gives them back.
+TEST_F(NodeManagerTest, AResultForAnEndedOwnerGivesBackWhatItsWorkerLentThatOwner) {
+  StartManager("/nonexistent/sray-worker");
+  constexpr std::uint32_t kEndedWorker = kFirstWorkerRank + 0x10000 + 3;  // of node 1
+  auto removals = std::make_shared<std::promise<BorrowerChange>>();
+  owner_transport_->RegisterOneWayHandler(
+      kRemoveBorrower, [removals](std::uint32_t, std::span<const std::byte> payload) {
+        auto change = Decode<BorrowerChange>(payload, "remove borrower");
+        if (change.ok()) removals->set_value(*change);
+      });
+  ASSERT_TRUE(other_manager_transport_
+                  ->Send(kManagerRank, kOwnerGone, Encode(OwnerGone{.rank = kEndedWorker}))
+                  .ok());
+  TaskOutcome outcome;
+  outcome.kind = static_cast<std::uint8_t>(OutcomeKind::kInlineValue);
+  outcome.return_id = ObjectId{kEndedWorker, 9};
+  outcome.owner_rank = kEndedWorker;
+  outcome.owner_node = 1;
+  outcome.node = 0;
+  outcome.value = "x";
+  // The ended owner's own object went with it; the other owner's is given back.
+  outcome.contained = {ContainedRef{.id = ObjectId{kEndedWorker, 2}, .owner_address = ""},
+                       ContainedRef{.id = ObjectId{kOwnerRank, 5}, .owner_address = ""}};
+  other_manager_transport_->Post(kManagerRank, kTaskOutcome, Encode(outcome));
+  auto removed = removals->get_future();
+  ASSERT_EQ(removed.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "the registration for the ended owner stayed";
+  const BorrowerChange change = removed.get();
+  EXPECT_EQ(change.id, (ObjectId{kOwnerRank, 5}));
+  EXPECT_EQ(change.borrower, kEndedWorker);
+  EXPECT_EQ(change.count, 1U);
+}
+
+// The head's news of a lost node reaches the owners on this node (here the
+// manager's own rank, where the driver's owner would serve it), which drop
+// the registrations of that node's processes.
+TEST_F(NodeManagerTest, ALostNodeIsPassedOnToTheOwnersHere) {
+  StartManager("/nonexistent/sray-worker");
+  auto passed_on = std::make_shared<std::promise<NodeLost>>();
+  manager_transport_->RegisterOneWayHandler(
+      kBorrowerNodeLost, [passed_on](std::uint32_t, std::span<const std::byte> payload) {
+        auto lost = Decode<NodeLost>(payload, "node lost");
+        if (lost.ok()) passed_on->set_value(*lost);
+      });
+  // The head is this manager's rank in this test.
+  manager_transport_->Post(kManagerRank, kNodeLost, Encode(NodeLost{.node = 1, .cause = "killed"}));
+  auto lost = passed_on->get_future();
+  ASSERT_EQ(lost.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(lost.get().node, 1U);
+}
+
 }  // namespace
 }  // namespace sray::core
