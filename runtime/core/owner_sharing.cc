@@ -241,9 +241,20 @@ Result<std::vector<ContainedRef>> Owner::Lend(const internal::ContainedRefs& con
                                               std::uint32_t receiver) {
   std::vector<ContainedRef> lent;
   std::set<internal::ObjectId> seen;
+  bool receiver_ended = false;
+  {
+    std::lock_guard lock(mutex_);
+    receiver_ended = IsEndedBorrowerLocked(receiver);
+  }
   for (const auto& handle : contained) {
     const internal::ObjectId& id = handle->id();
     if (!seen.insert(id).second) continue;
+    // A receiver known to have ended never gives registrations back, and
+    // another owner may not have heard of its end: none is made.
+    if (receiver_ended) {
+      lent.push_back(ContainedRef{.id = id, .owner_address = OwnerAddress(id)});
+      continue;
+    }
     if (!Owns(id)) {
       Result<ContainedRef> reference =
           borrowed_
@@ -270,7 +281,7 @@ Result<std::vector<ContainedRef>> Owner::Lend(const internal::ContainedRefs& con
       std::lock_guard lock(mutex_);
       auto found = objects_.find(id);
       // Held by `handle`, so still here.
-      if (found != objects_.end() && !IsEndedBorrowerLocked(receiver)) {
+      if (found != objects_.end()) {
         found->second.shared().borrowers[receiver]++;
         borrower_ranks_.insert(receiver);
       }

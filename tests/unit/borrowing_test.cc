@@ -202,6 +202,21 @@ TEST_F(TwoOwners, ARegistrationForABorrowerThatHasEndedIsNotKept) {
   EXPECT_EQ(owner_.counts().owned, 1U);
 }
 
+// The lending process heard of the receiver's end, the owner of what it
+// lends did not (it started after the news): no registration is made.
+TEST_F(TwoOwners, LendingToAReceiverKnownToHaveEndedRegistersNothingWithOtherOwners) {
+  const ObjectId id = owner_.AddInlineObject(internal::Serialize(std::int64_t{3}), {});
+  auto handle = borrower_.Borrow(id, "rank-1");
+  borrower_.ForgetBorrower(9);
+  auto lent = borrower_.Lend({handle}, 9);
+  ASSERT_TRUE(lent.ok());
+  ASSERT_EQ(lent->size(), 1U);
+  EXPECT_EQ((*lent)[0].owner_address, "rank-1") << "the reference still names its owner";
+  owner_.RemoveReference(id);
+  borrower_.RemoveReference(id);
+  EXPECT_EQ(owner_.counts().owned, 0U) << "a registration for the ended receiver was made";
+}
+
 TEST_F(TwoOwners, BorrowersLostWithTheirNodeKeepNothing) {
   const std::uint32_t on_node_2 = kFirstWorkerRank + 2 * kWorkersPerNodeLimit + 5;
   const std::uint32_t on_node_1 = kFirstWorkerRank + 1 * kWorkersPerNodeLimit + 5;
