@@ -54,9 +54,13 @@ void TransportBorrowLinks::RemoveBorrower(const std::string& owner_address,
 void TransportBorrowLinks::RequestStatus(const std::string& owner_address,
                                          const StatusRequest& request,
                                          std::function<void(Result<ObjectStatus>)> done) {
-  const std::uint32_t owner = Reach(request.id, owner_address);
+  RequestStatusFrom(Reach(request.id, owner_address), request, std::move(done));
+}
+
+void TransportBorrowLinks::RequestStatusFrom(std::uint32_t asked, const StatusRequest& request,
+                                             std::function<void(Result<ObjectStatus>)> done) {
   auto payload = std::make_shared<const transport::Bytes>(Encode(request));
-  transport_.CallAsync(owner, kObjectStatus, *payload,
+  transport_.CallAsync(asked, kObjectStatus, *payload,
                        [payload, done = std::move(done)](Result<transport::Bytes> reply) {
                          if (!reply.ok()) {
                            done(reply.status());

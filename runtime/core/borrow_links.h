@@ -34,6 +34,8 @@ class TransportBorrowLinks final : public BorrowLinks {
   void RemoveBorrower(const std::string& owner_address, const BorrowerChange& change) override;
   void RequestStatus(const std::string& owner_address, const StatusRequest& request,
                      std::function<void(Result<ObjectStatus>)> done) override;
+  void RequestStatusFrom(std::uint32_t asked, const StatusRequest& request,
+                         std::function<void(Result<ObjectStatus>)> done) override;
 
  private:
   // The owner's rank, reachable from now on.

@@ -45,6 +45,10 @@ class BorrowLinks {
   // this returns.
   virtual void RequestStatus(const std::string& owner_address, const StatusRequest& request,
                              std::function<void(Result<ObjectStatus>)> done) = 0;
+  // The same, asked of `asked` (a process this one reaches already): the
+  // object's owner, or a borrower of it, which asks the owner in turn.
+  virtual void RequestStatusFrom(std::uint32_t asked, const StatusRequest& request,
+                                 std::function<void(Result<ObjectStatus>)> done) = 0;
 };
 
 class BorrowedObjects {

@@ -103,13 +103,15 @@ class Owner final : public internal::Runtime {
   // The same after a borrower found no copy of `id` on `lost_on_node`: the
   // object is recomputed from its lineage first while this owner still
   // believes it there; when it cannot be, `done` gets a failure that says why.
+  // An object this process only borrows is asked of its owner the same way
+  // (an actor's caller, passing on the actor's question).
   void WhenRebuilt(const internal::ObjectId& id, std::uint32_t lost_on_node,
                    std::uint16_t rebuilds_seen, std::function<void(ObjectStatus)> done);
-  // An actor's side: its call's argument, owned by `argument.id.owner`, is
-  // no longer on `argument.node`; asks that owner to rebuild it (as
-  // WhenRebuilt) and waits for where it is now. Unavailable without borrow
-  // links or when the owner cannot be reached.
-  Result<ObjectStatus> AskOwnerToRebuild(const ArgumentSpec& argument);
+  // An actor's side: its call's argument is no longer on `argument.node`;
+  // asks the call's `caller`, which owns or borrows it, to have it rebuilt
+  // (as WhenRebuilt) and waits for where it is now. Unavailable without
+  // borrow links or when the caller cannot be reached.
+  Result<ObjectStatus> AskCallerToRebuild(const ArgumentSpec& argument, std::uint32_t caller);
   // Drops every `done` still waiting (before the transport their answers
   // need goes away).
   void DropStatusWaiters();

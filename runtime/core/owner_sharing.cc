@@ -177,6 +177,27 @@ void Owner::WhenResolved(const internal::ObjectId& id, std::function<void(Object
 
 void Owner::WhenRebuilt(const internal::ObjectId& id, std::uint32_t lost_on_node,
                         std::uint16_t rebuilds_seen, std::function<void(ObjectStatus)> done) {
+  if (!Owns(id) && borrowed_) {
+    borrowed_->RequestStatus(
+        id,
+        [id, lost_on_node, done = std::move(done)](Result<ObjectStatus> status) {
+          if (status.ok()) {
+            done(std::move(status).value());
+            return;
+          }
+          ObjectStatus failed;
+          failed.kind = static_cast<std::uint8_t>(ObjectStatusKind::kFailed);
+          failed.failure.kind = static_cast<std::uint8_t>(OutcomeKind::kObjectLost);
+          failed.failure.node = lost_on_node;
+          failed.failure.error_message =
+              "object " + id.ToString() + " is lost: node " + std::to_string(lost_on_node) +
+              " no longer has it, and its owner could not be asked to rebuild it: " +
+              status.status().message();
+          done(std::move(failed));
+        },
+        lost_on_node, rebuilds_seen);
+    return;
+  }
   std::vector<TaskSpec> to_send;
   std::vector<std::pair<internal::ObjectId, std::uint32_t>> to_free;
   std::optional<ObjectStatus> lost;
@@ -204,14 +225,13 @@ void Owner::WhenRebuilt(const internal::ObjectId& id, std::uint32_t lost_on_node
   WhenResolved(id, std::move(done));
 }
 
-Result<ObjectStatus> Owner::AskOwnerToRebuild(const ArgumentSpec& argument) {
+Result<ObjectStatus> Owner::AskCallerToRebuild(const ArgumentSpec& argument, std::uint32_t caller) {
   BorrowLinks* links = borrow_links_.load();
   if (links == nullptr) return Status::Unavailable("this process cannot reach other owners");
   auto answer = std::make_shared<std::promise<Result<ObjectStatus>>>();
   auto answered = answer->get_future();
-  // No address: the owner is a process this one already reaches (the caller).
-  links->RequestStatus(
-      "",
+  links->RequestStatusFrom(
+      caller,
       StatusRequest{.id = argument.id,
                     .rebuild = true,
                     .lost_on_node = argument.node,

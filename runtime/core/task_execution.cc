@@ -46,16 +46,16 @@ namespace {
 
 using Body = std::function<std::string(const std::vector<std::string_view>& arguments)>;
 
-// An actor call's argument that its caller owns, lost where it was: the
-// caller rebuilds it from lineage while the actor waits, so the actor's
-// calls keep their order (a task is instead sent again by its owner).
-// Where it is now; kFailed with the owner's reason when it cannot be rebuilt.
+// An actor call's argument lost where it was: its owner rebuilds it from
+// lineage while the actor waits, so the actor's calls keep their order (a
+// task is instead sent again by its owner). The caller is asked, since the
+// actor may not know the owner: the caller owns the argument, or borrows it
+// and asks its owner in turn. Where it is now; kFailed with the owner's
+// reason when it cannot be rebuilt.
 Result<ObjectStatus> RebuildLostArgument(const TaskSpec& spec, const ArgumentSpec& argument) {
   Owner* owner = ProcessRuntime();
-  if (owner == nullptr || argument.id.owner != spec.owner_rank) {
-    return Status::NotFound("only its caller's own objects are rebuilt for an actor");
-  }
-  return owner->AskOwnerToRebuild(argument);
+  if (owner == nullptr) return Status::Unavailable("this process's runtime is gone");
+  return owner->AskCallerToRebuild(argument, spec.owner_rank);
 }
 
 // Maps the arguments, runs `body`, and stores its result: the steps every

@@ -119,6 +119,19 @@ std::uint64_t InStores() {
 
 }  // namespace
 
+// Calls `reader`'s MakerOf with refs[0], an object this task borrows: the
+// actor's answer, or 98 when the call fails with ObjectLostError.
+std::uint64_t ask_reader(sray::ActorHandle<Counter> reader,
+                         std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> refs,
+                         std::uint64_t seed) {
+  try {
+    return sray::Get(reader.Task(&Counter::MakerOf).Remote(refs[0], seed),
+                     std::chrono::seconds(90));
+  } catch (const sray::ObjectLostError&) {
+    return 98;
+  }
+}
+
 // A borrower on another node reading an object whose owner is gone: 1 when
 // its Get fails with ObjectLostError, 0 when it returns.
 std::uint32_t read_orphan(const std::vector<sray::ObjectRef<std::vector<std::uint64_t>>>& refs) {
@@ -131,7 +144,7 @@ std::uint32_t read_orphan(const std::vector<sray::ObjectRef<std::vector<std::uin
 }
 
 SRAY_REMOTE(whereabouts, make_block, make_noted_block, sum_plus, maker_of_block, node_of_task,
-            read_orphan);
+            read_orphan, ask_reader);
 SRAY_REMOTE(Counter::Create, &Counter::Add, &Counter::MakerOf, &Counter::Stash, &Counter::Keep);
 
 int main(int argc, char** argv) {
@@ -156,6 +169,8 @@ int main(int argc, char** argv) {
   std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> blocks;
   std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> argument_blocks;
   std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> actor_blocks;  // seeds 60-89
+  // Seeds 90-109: passed to tasks that pass them on to an actor.
+  std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> borrowed_blocks;
   const std::string notes = signal_file + ".blocks";
   for (std::uint64_t seed = 0; seed < 60; ++seed) {
     (seed < 30 ? blocks : argument_blocks)
@@ -164,9 +179,13 @@ int main(int argc, char** argv) {
   for (std::uint64_t seed = 60; seed < 90; ++seed) {
     actor_blocks.push_back(sray::Task(make_noted_block).SetMaxRetries(3).Remote(seed, notes));
   }
+  for (std::uint64_t seed = 90; seed < 110; ++seed) {
+    borrowed_blocks.push_back(sray::Task(make_noted_block).SetMaxRetries(3).Remote(seed, notes));
+  }
   (void)sray::Wait(blocks, blocks.size(), std::chrono::seconds(60));
   (void)sray::Wait(argument_blocks, argument_blocks.size(), std::chrono::seconds(60));
   (void)sray::Wait(actor_blocks, actor_blocks.size(), std::chrono::seconds(60));
+  (void)sray::Wait(borrowed_blocks, borrowed_blocks.size(), std::chrono::seconds(60));
   std::uint64_t objects_on_node_2 = 0;
   for (const auto& node : sray::StoreUsage()) {
     if (node.node_id == 2) objects_on_node_2 = node.objects;
@@ -191,12 +210,13 @@ int main(int argc, char** argv) {
   Expect(survivor >= 0, "an actor lives on a node that stays");
   auto& reader = counters[static_cast<std::size_t>(survivor)];
   std::set<std::uint64_t> actor_blocks_of_node_2;
+  std::set<std::uint64_t> borrowed_blocks_of_node_2;
   {
     std::ifstream noted(notes);
     std::uint64_t seed = 0;
     std::uint32_t node = 0;
     while (noted >> seed >> node) {
-      if (node == 2) actor_blocks_of_node_2.insert(seed);
+      if (node == 2) (seed < 90 ? actor_blocks_of_node_2 : borrowed_blocks_of_node_2).insert(seed);
     }
   }
 
@@ -305,6 +325,29 @@ int main(int argc, char** argv) {
          "30 actor calls whose argument objects were made before the loss answer, the " +
              std::to_string(actor_blocks_of_node_2.size()) +
              " of node 2 rebuilt on another node first");
+
+  // The same when the actor's caller only borrows the argument (a task the
+  // driver passed it to): the actor asks the caller, which asks the owner
+  // (the call failed with ObjectLostError before).
+  std::vector<sray::ObjectRef<std::uint64_t>> passed_on;
+  for (std::uint64_t index = 0; index < borrowed_blocks.size(); ++index) {
+    passed_on.push_back(sray::Task(ask_reader)
+                            .Remote(reader,
+                                    std::vector<sray::ObjectRef<std::vector<std::uint64_t>>>{
+                                        borrowed_blocks[index]},
+                                    index + 90));
+  }
+  bool borrowed_arguments_intact = true;
+  const auto passed_answers = sray::Get(passed_on, std::chrono::seconds(120));
+  for (std::uint64_t index = 0; index < passed_answers.size(); ++index) {
+    borrowed_arguments_intact =
+        borrowed_arguments_intact && passed_answers[index] < 98 &&
+        (passed_answers[index] != 2 || !borrowed_blocks_of_node_2.contains(index + 90));
+  }
+  Expect(borrowed_arguments_intact && !borrowed_blocks_of_node_2.empty(),
+         "20 actor calls from tasks that borrowed their argument objects answer, the " +
+             std::to_string(borrowed_blocks_of_node_2.size()) +
+             " of node 2 rebuilt by their owner first");
 
   // The owner died with its node: reads fail at once with ObjectLostError,
   // in the driver and in a borrower on another node, instead of waiting.

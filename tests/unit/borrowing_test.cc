@@ -7,6 +7,8 @@
 #include <chrono>
 #include <future>
 #include <map>
+#include <optional>
+#include <thread>
 #include <vector>
 
 #include "core/borrowed_objects.h"
@@ -33,6 +35,10 @@ class RecordingLinks final : public BorrowLinks {
   }
   void RequestStatus(const std::string&, const StatusRequest&,
                      std::function<void(Result<ObjectStatus>)> done) override {
+    done(Status::Unavailable("not in this test"));
+  }
+  void RequestStatusFrom(std::uint32_t, const StatusRequest&,
+                         std::function<void(Result<ObjectStatus>)> done) override {
     done(Status::Unavailable("not in this test"));
   }
   Status add_result = Status::Ok();
@@ -101,7 +107,11 @@ class DirectLinks final : public BorrowLinks {
   }
   void RequestStatus(const std::string&, const StatusRequest& request,
                      std::function<void(Result<ObjectStatus>)> done) override {
-    Owner* owner = owners->at(static_cast<std::uint32_t>(request.id.owner));
+    RequestStatusFrom(static_cast<std::uint32_t>(request.id.owner), request, std::move(done));
+  }
+  void RequestStatusFrom(std::uint32_t asked, const StatusRequest& request,
+                         std::function<void(Result<ObjectStatus>)> done) override {
+    Owner* owner = owners->at(asked);
     auto answer = [done = std::move(done)](ObjectStatus status) { done(std::move(status)); };
     if (request.rebuild) {
       owner->WhenRebuilt(request.id, request.lost_on_node, request.rebuilds_seen,
@@ -306,6 +316,54 @@ TaskOutcome FirstArgumentLost(const TaskSpec& spec) {
       FailedOutcome(spec, OutcomeKind::kArgumentLost, "cannot read argument object");
   outcome.size = 0;
   return outcome;
+}
+
+// An actor whose call's argument was lost with its node asks the caller;
+// a caller that only borrows the argument asks its owner in turn (the
+// call failed with ObjectLostError before).
+TEST_F(TwoOwners, AnActorsLostArgumentThatItsCallerBorrowsIsRebuiltByTheOwner) {
+  const ObjectId produced = owner_.SubmitTask("make_block", {}, {});
+  owner_.OnTaskOutcome(StoredOn(submitted_.at(0), 2));
+  auto handle = borrower_.Borrow(produced, "rank-1");  // the caller, rank 2
+
+  NoStore actor_store;
+  Owner actor{OwnerIdentity{.rank = 3, .node_id = 1}, actor_store, [](TaskSpec) {}};
+  DirectLinks actor_links{3};
+  actor_links.owners = &owners_;
+  actor.SetBorrowLinks(actor_links);
+  const ArgumentSpec argument{.by_reference = true,
+                              .rebuilds_seen = 0,
+                              .value = "",
+                              .id = produced,
+                              .node = 2,
+                              .size = 1 << 20};
+  auto asked = std::async(std::launch::async,
+                          [&] { return actor.AskCallerToRebuild(argument, /*caller=*/2); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (submitted_.size() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(submitted_.size(), 2U) << "the owner was not asked to recompute it";
+  EXPECT_EQ(submitted_.at(1).function, "make_block");
+  EXPECT_EQ(asked.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout)
+      << "answered before the rebuild";
+  owner_.OnTaskOutcome(StoredOn(submitted_.at(1), 3));
+  const Result<ObjectStatus> status = asked.get();
+  ASSERT_TRUE(status.ok()) << status.status().message();
+  EXPECT_EQ(status->kind, static_cast<std::uint8_t>(ObjectStatusKind::kStored));
+  EXPECT_EQ(status->node, 3U);
+}
+
+TEST_F(TwoOwners, AnActorsLostArgumentItsCallerNoLongerHoldsFailsWithTheReason) {
+  const ObjectId produced = owner_.SubmitTask("make_block", {}, {});
+  owner_.OnTaskOutcome(StoredOn(submitted_.at(0), 2));
+  std::optional<ObjectStatus> answer;
+  borrower_.WhenRebuilt(produced, 2, 0, [&](ObjectStatus status) { answer = std::move(status); });
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->kind, static_cast<std::uint8_t>(ObjectStatusKind::kFailed));
+  EXPECT_NE(answer->failure.error_message.find("could not be asked to rebuild it"),
+            std::string::npos)
+      << answer->failure.error_message;
 }
 
 TEST_F(TwoOwners, ABorrowedArgumentThatWasLostIsRebuiltByItsOwnerAndTheTaskRunsAgain) {

@@ -372,6 +372,24 @@ TEST_F(NodeManagerTest, AResultForAnEndedOwnerGivesBackWhatItsWorkerLentThatOwne
   EXPECT_EQ(change.count, 1U);
 }
 
+// A worker's end, as its node manager announces it, reaches the owners on
+// this node (here the manager's own rank, where the driver's owner would
+// serve it), which drop that borrower's registrations.
+TEST_F(NodeManagerTest, AnEndedWorkerIsPassedOnToTheOwnersHere) {
+  StartManager("/nonexistent/sray-worker");
+  constexpr std::uint32_t kEndedWorker = kFirstWorkerRank + 0x10000 + 4;  // of node 1
+  auto passed_on = std::make_shared<std::promise<OwnerGone>>();
+  manager_transport_->RegisterOneWayHandler(
+      kBorrowerGone, [passed_on](std::uint32_t, std::span<const std::byte> payload) {
+        auto gone = Decode<OwnerGone>(payload, "borrower gone");
+        if (gone.ok()) passed_on->set_value(*gone);
+      });
+  other_manager_transport_->Post(kManagerRank, kOwnerGone, Encode(OwnerGone{.rank = kEndedWorker}));
+  auto gone = passed_on->get_future();
+  ASSERT_EQ(gone.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(gone.get().rank, kEndedWorker);
+}
+
 // The head's news of a lost node reaches the owners on this node (here the
 // manager's own rank, where the driver's owner would serve it), which drop
 // the registrations of that node's processes.
