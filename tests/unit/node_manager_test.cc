@@ -63,18 +63,22 @@ class NodeManagerTest : public ::testing::Test {
     manager_->ApplyClusterView(view);
   }
 
-  // The next outcome `transport` receives as `method`.
-  static std::future<TaskOutcome> NextOutcome(transport::Transport& transport,
-                                              std::uint32_t method) {
-    auto promise = std::make_shared<std::promise<TaskOutcome>>();
+  // The next `Message` that `transport` receives as `method`.
+  template <typename Message>
+  static std::future<Message> NextMessage(transport::Transport& transport, std::uint32_t method) {
+    auto promise = std::make_shared<std::promise<Message>>();
     auto once = std::make_shared<std::once_flag>();
     transport.RegisterOneWayHandler(
         method, [promise, once](std::uint32_t, std::span<const std::byte> payload) {
-          auto outcome = Decode<TaskOutcome>(payload, "task outcome");
-          if (!outcome.ok()) return;
-          std::call_once(*once, [&] { promise->set_value(std::move(outcome).value()); });
+          auto message = Decode<Message>(payload, "test message");
+          if (!message.ok()) return;
+          std::call_once(*once, [&] { promise->set_value(std::move(message).value()); });
         });
     return promise->get_future();
+  }
+  static std::future<TaskOutcome> NextOutcome(transport::Transport& transport,
+                                              std::uint32_t method) {
+    return NextMessage<TaskOutcome>(transport, method);
   }
 
   static TaskSpec TaskOf(std::uint32_t owner_rank, std::uint32_t owner_node, double cpus) {
@@ -343,12 +347,7 @@ TEST_F(NodeManagerTest, AnEndedOwnersObjectsAreFreedAndLaterResultsForItRefused)
 TEST_F(NodeManagerTest, AResultForAnEndedOwnerGivesBackWhatItsWorkerLentThatOwner) {
   StartManager("/nonexistent/sray-worker");
   constexpr std::uint32_t kEndedWorker = kFirstWorkerRank + 0x10000 + 3;  // of node 1
-  auto removals = std::make_shared<std::promise<BorrowerChange>>();
-  owner_transport_->RegisterOneWayHandler(
-      kRemoveBorrower, [removals](std::uint32_t, std::span<const std::byte> payload) {
-        auto change = Decode<BorrowerChange>(payload, "remove borrower");
-        if (change.ok()) removals->set_value(*change);
-      });
+  auto removed = NextMessage<BorrowerChange>(*owner_transport_, kRemoveBorrower);
   ASSERT_TRUE(other_manager_transport_
                   ->Send(kManagerRank, kOwnerGone, Encode(OwnerGone{.rank = kEndedWorker}))
                   .ok());
@@ -363,7 +362,6 @@ TEST_F(NodeManagerTest, AResultForAnEndedOwnerGivesBackWhatItsWorkerLentThatOwne
   outcome.contained = {ContainedRef{.id = ObjectId{kEndedWorker, 2}, .owner_address = ""},
                        ContainedRef{.id = ObjectId{kOwnerRank, 5}, .owner_address = ""}};
   other_manager_transport_->Post(kManagerRank, kTaskOutcome, Encode(outcome));
-  auto removed = removals->get_future();
   ASSERT_EQ(removed.wait_for(std::chrono::seconds(10)), std::future_status::ready)
       << "the registration for the ended owner stayed";
   const BorrowerChange change = removed.get();
@@ -378,14 +376,8 @@ TEST_F(NodeManagerTest, AResultForAnEndedOwnerGivesBackWhatItsWorkerLentThatOwne
 TEST_F(NodeManagerTest, AnEndedWorkerIsPassedOnToTheOwnersHere) {
   StartManager("/nonexistent/sray-worker");
   constexpr std::uint32_t kEndedWorker = kFirstWorkerRank + 0x10000 + 4;  // of node 1
-  auto passed_on = std::make_shared<std::promise<OwnerGone>>();
-  manager_transport_->RegisterOneWayHandler(
-      kBorrowerGone, [passed_on](std::uint32_t, std::span<const std::byte> payload) {
-        auto gone = Decode<OwnerGone>(payload, "borrower gone");
-        if (gone.ok()) passed_on->set_value(*gone);
-      });
+  auto gone = NextMessage<OwnerGone>(*manager_transport_, kBorrowerGone);
   other_manager_transport_->Post(kManagerRank, kOwnerGone, Encode(OwnerGone{.rank = kEndedWorker}));
-  auto gone = passed_on->get_future();
   ASSERT_EQ(gone.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   EXPECT_EQ(gone.get().rank, kEndedWorker);
 }
@@ -395,15 +387,9 @@ TEST_F(NodeManagerTest, AnEndedWorkerIsPassedOnToTheOwnersHere) {
 // the registrations of that node's processes.
 TEST_F(NodeManagerTest, ALostNodeIsPassedOnToTheOwnersHere) {
   StartManager("/nonexistent/sray-worker");
-  auto passed_on = std::make_shared<std::promise<NodeLost>>();
-  manager_transport_->RegisterOneWayHandler(
-      kBorrowerNodeLost, [passed_on](std::uint32_t, std::span<const std::byte> payload) {
-        auto lost = Decode<NodeLost>(payload, "node lost");
-        if (lost.ok()) passed_on->set_value(*lost);
-      });
+  auto lost = NextMessage<NodeLost>(*manager_transport_, kBorrowerNodeLost);
   // The head is this manager's rank in this test.
   manager_transport_->Post(kManagerRank, kNodeLost, Encode(NodeLost{.node = 1, .cause = "killed"}));
-  auto lost = passed_on->get_future();
   ASSERT_EQ(lost.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   EXPECT_EQ(lost.get().node, 1U);
 }
