@@ -60,12 +60,15 @@ SchedulerEffects LocalScheduler::OnResourceUpdate(const ResourceUpdate& update) 
 void LocalScheduler::StartOneWorker(SchedulerEffects& effects) {
   // Ranks wrap after 65,536 spawns; one still in use (a long-lived actor's)
   // is skipped: two live processes of one rank would share their objects'
-  // ids, and the end of one would free the other's (kOwnerGone).
+  // ids, and the end of one would free the other's (kOwnerGone). So is one
+  // that ended lately: owners keep no registration for a rank among the
+  // last ends they heard of (Owner::ForgetBorrower), every end on this node
+  // among them, and would take the new process for the ended one.
   std::uint32_t rank = 0;
   for (std::uint32_t tried = 0; tried < kWorkersPerNodeLimit; ++tried) {
     rank = kFirstWorkerRank + config_.node_id * kWorkersPerNodeLimit +
            (next_worker_++ % kWorkersPerNodeLimit);
-    if (!workers_.contains(rank)) break;
+    if (!workers_.contains(rank) && !recently_ended_.Contains(rank)) break;
   }
   workers_[rank] = Worker{};
   ++starting_;
@@ -409,6 +412,7 @@ SchedulerEffects LocalScheduler::OnWorkerExited(pid_t pid, const std::string& ho
   if (by_pid == worker_by_pid_.end()) return effects;
   const std::uint32_t rank = by_pid->second;
   worker_by_pid_.erase(by_pid);
+  recently_ended_.Add(rank);
   effects.emplace_back(effects::ForgetWorker{rank});
   auto found = workers_.find(rank);
   if (found == workers_.end()) return effects;

@@ -44,6 +44,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/recent_ids.h"
 #include "core/protocol.h"
 #include "sched/resources.h"
 
@@ -279,6 +280,9 @@ class LocalScheduler {
   std::uint32_t ending_ = 0;
   std::uint32_t constructing_ = 0;  // workers whose front task is a constructor
   std::uint32_t next_worker_ = 0;
+  // The ranks of this node's workers that ended last, not given out again
+  // (StartOneWorker): as many as an owner remembers (Owner::ended_borrowers_).
+  RecentIds recently_ended_{kEndedBorrowersRemembered};
   std::uint32_t deaths_before_start_ = 0;
   bool ever_registered_ = false;
   bool dirty_ = false;

@@ -390,6 +390,9 @@ void NodeManager::RegisterHandlers() {
         const std::optional<std::uint32_t> node = NodeOfWorkerRank(gone.rank);
         if (!node || manager.RankOfNode(*node) != source) return;
         manager.gone_owners_.Add(gone.rank);
+        // Added when a result held one of its objects (GiveBackLentTo); its
+        // own node's workers leave the book when they end.
+        if (*node != manager.config_.node_id) manager.address_book_->Remove(gone.rank);
         manager.loop_->RunHereOrPost([&manager, gone] { manager.PassOnBorrowerGone(gone); });
         // Behind the store requests already queued (a Create for it).
         manager.blocking_->Post([&manager, rank = gone.rank] {
@@ -457,8 +460,10 @@ void NodeManager::RegisterHandlers() {
                             " (pid " + std::to_string(registration.pid) + ") of node " +
                             std::to_string(manager.config_.node_id)});
         const std::uint32_t rank = registration.rank;
-        manager.loop_->Post(
-            [&manager, rank] { manager.Apply(manager.scheduler_.OnWorkerRegistered(rank)); });
+        manager.loop_->Post([&manager, rank] {
+          manager.Apply(manager.scheduler_.OnWorkerRegistered(rank));
+          manager.TellOfLostNodes(rank);
+        });
         return Empty();
       });
   // Log files are read on the blocking executor.
@@ -738,6 +743,18 @@ void NodeManager::PassOnBorrowerNodeLost(const NodeLost& lost) {
   }
 }
 
+void NodeManager::TellOfLostNodes(std::uint32_t worker_rank) {
+  std::vector<std::uint32_t> lost;
+  {
+    std::lock_guard lock(lost_nodes_mutex_);
+    lost.assign(lost_nodes_.begin(), lost_nodes_.end());
+  }
+  for (const std::uint32_t node : lost) {
+    transport_.Post(worker_rank, kBorrowerNodeLost,
+                    Encode(NodeLost{.node = node, .cause = "lost before this worker started"}));
+  }
+}
+
 void NodeManager::GiveBackLentTo(const TaskOutcome& outcome) {
   for (const ContainedRef& reference : outcome.contained) {
     const auto owner = static_cast<std::uint32_t>(reference.id.owner);
@@ -824,6 +841,12 @@ void NodeManager::Route(TaskOutcome outcome) {
     ReportActorCreated(outcome);
     return;
   }
+  // The owner's node manager decides: it tracks the task (OnOutcomeRouted),
+  // and it hears of the owner's end first (it announces it).
+  if (outcome.owner_node != config_.node_id && !scheduler_.IsLost(outcome.owner_node)) {
+    transport_.Post(RankOfNode(outcome.owner_node), kTaskOutcome, Encode(outcome));
+    return;
+  }
   if (outcome.owner_node == config_.node_id) scheduler_.OnOutcomeRouted(outcome);
   if (IsGoneOwner(outcome.owner_rank)) {
     // Nobody will read it: its value, and the registrations the worker made
@@ -836,13 +859,11 @@ void NodeManager::Route(TaskOutcome outcome) {
     return;
   }
   // An owner that ended without this node hearing of it yet drops the post;
-  // its node manager frees the stored value when the outcome passes there.
-  // The driver's owner shares node 0's rank: its post loops back in-process.
-  if (outcome.owner_node == config_.node_id) {
-    transport_.Post(outcome.owner_rank, kOwnerOutcome, Encode(outcome));
-  } else {
-    transport_.Post(RankOfNode(outcome.owner_node), kTaskOutcome, Encode(outcome));
-  }
+  // this node frees the stored value with the rest of the owner's objects
+  // once it hears (kOwnerGone), and the owners of the references inside drop
+  // its registrations then (kBorrowerGone). The driver's owner shares node
+  // 0's rank: its post loops back in-process.
+  transport_.Post(outcome.owner_rank, kOwnerOutcome, Encode(outcome));
 }
 
 std::chrono::milliseconds NodeManager::OnIdle() {

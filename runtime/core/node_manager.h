@@ -154,6 +154,9 @@ class NodeManager {
   // Event loop only: the same for every process of a lost node
   // (kBorrowerNodeLost).
   void PassOnBorrowerNodeLost(const NodeLost& lost);
+  // Event loop only: the same news for a worker that registers after it
+  // was passed on.
+  void TellOfLostNodes(std::uint32_t worker_rank);
   // Event loop only: the stored result of a task whose owner has ended.
   void FreeResultOfGoneOwner(const TaskOutcome& outcome);
   // Event loop only: a result whose owner has ended is read by nobody, so

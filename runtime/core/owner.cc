@@ -378,12 +378,13 @@ bool Owner::RunAgainWithLostArgumentLocked(
     return decline("the worker named no argument of the task (this is a bug, please report it)");
   }
   // Actor calls keep their order in the actor: one is not held back while
-  // an argument is rebuilt. The actor itself has its caller rebuild what
-  // the caller owns (core/task_execution.cc); this is what it could not.
+  // an argument is rebuilt. The actor itself has its caller rebuild it (or
+  // ask its owner to) while it waits (core/task_execution.cc); this is what
+  // it could not.
   if (task.spec.kind != TaskKind::kFunction) {
     return decline(
-        "an actor call's argument is rebuilt only when its caller owns it, and this one was "
-        "borrowed or its rebuild failed: keep a copy, or pass it by value");
+        "the actor asked its caller to have the argument rebuilt, and that failed: keep a "
+        "copy, or pass it by value");
   }
   const std::size_t index = outcome.size;
   ArgumentSpec& argument = task.spec.arguments[index];

@@ -386,10 +386,13 @@ class Owner final : public internal::Runtime {
   std::unordered_set<std::uint32_t> borrower_ranks_;
   // Borrowers known to have ended: a registration for one that arrives
   // after the news (a worker lending a task's result to its dead submitter)
-  // is not kept. Ranks are reused only after 65,536 starts on their node,
-  // and as many ends push them out of here first; lost nodes never return.
-  RecentIds ended_borrowers_{4'096};
+  // is not kept. A node gives out none of its last kEndedBorrowersRemembered
+  // ended ranks again (LocalScheduler::StartOneWorker), so none here names
+  // a live process; lost nodes never return.
+  RecentIds ended_borrowers_{kEndedBorrowersRemembered};
   std::set<std::uint32_t> lost_borrower_nodes_;  // guarded by mutex_
+  // Whether the process of `rank` ended (or its node was lost), as this
+  // owner was told.
   bool IsEndedBorrowerLocked(std::uint32_t rank) const;
   // Drops the registrations of borrowers `ended` picks (their ranks are
   // taken out of borrower_ranks_), and frees what only they kept.

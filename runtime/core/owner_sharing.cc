@@ -102,6 +102,11 @@ void Owner::RemoveBorrower(const BorrowerChange& change) {
 
 void Owner::ForgetBorrower(std::uint32_t rank) {
   ended_borrowers_.Add(rank);
+  {
+    std::lock_guard lock(mutex_);
+    // Most processes that end never borrowed from this one: no walk then.
+    if (!borrower_ranks_.contains(rank)) return;
+  }
   ForgetBorrowersWhere([rank](std::uint32_t borrower) { return borrower == rank; });
 }
 
@@ -119,7 +124,6 @@ void Owner::ForgetBorrowersWhere(const std::function<bool(std::uint32_t)>& ended
   std::vector<std::shared_ptr<internal::ObjectHandle>> released;
   {
     std::lock_guard lock(mutex_);
-    // Most processes that end never borrowed from this one: no walk then.
     std::vector<std::uint32_t> gone;
     for (const std::uint32_t rank : borrower_ranks_) {
       if (ended(rank)) gone.push_back(rank);
@@ -191,8 +195,9 @@ void Owner::WhenRebuilt(const internal::ObjectId& id, std::uint32_t lost_on_node
           failed.failure.node = lost_on_node;
           failed.failure.error_message =
               "object " + id.ToString() + " is lost: node " + std::to_string(lost_on_node) +
-              " no longer has it, and its owner could not be asked to rebuild it: " +
-              status.status().message();
+              " no longer has it, and the caller could not have its owner rebuild it (" +
+              status.status().message() +
+              "): keep a reference to it in the caller until the call has answered";
           done(std::move(failed));
         },
         lost_on_node, rebuilds_seen);
@@ -300,8 +305,9 @@ Result<std::vector<ContainedRef>> Owner::Lend(const internal::ContainedRefs& con
     {
       std::lock_guard lock(mutex_);
       auto found = objects_.find(id);
-      // Held by `handle`, so still here.
-      if (found != objects_.end()) {
+      // Held by `handle`, so still here. The receiver's end may have been
+      // passed on since the check above.
+      if (found != objects_.end() && !IsEndedBorrowerLocked(receiver)) {
         found->second.shared().borrowers[receiver]++;
         borrower_ranks_.insert(receiver);
       }

@@ -31,6 +31,10 @@ using ResourceMap = std::map<std::string, double>;
 // a block of kWorkersPerNodeLimit per node, so a worker's rank names its node.
 inline constexpr std::uint32_t kFirstWorkerRank = 0x40000000;
 inline constexpr std::uint32_t kWorkersPerNodeLimit = 0x10000;
+// How many ended processes an owner remembers, to keep no registration
+// for them; a node does not give out the rank of one of its last this many
+// ended workers again, so that no owner takes a new process for an ended one.
+inline constexpr std::size_t kEndedBorrowersRemembered = 4'096;
 // The node whose manager started the worker of `rank`; none for the
 // driver's and the node managers' ranks.
 inline std::optional<std::uint32_t> NodeOfWorkerRank(std::uint64_t rank) {

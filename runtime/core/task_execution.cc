@@ -99,8 +99,9 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
         spec.kind != TaskKind::kFunction) {
       auto status = RebuildLostArgument(spec, argument);
       if (!status.ok()) {
-        file = Status::NotFound(file.status().message() + "; asked to rebuild it, its caller " +
-                                "did not answer: " + status.status().message());
+        file = Status::NotFound(
+            file.status().message() +
+            "; it could not be rebuilt through its caller: " + status.status().message());
       } else {
         switch (static_cast<ObjectStatusKind>(status->kind)) {
           case ObjectStatusKind::kStored: {
@@ -117,8 +118,9 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
           case ObjectStatusKind::kFailed:
             return fail(OutcomeKind::kObjectLost, "", status->failure.error_message);
           default:
-            file = Status::NotFound(file.status().message() +
-                                    "; its caller, asked to rebuild it, no longer knows it");
+            file =
+                Status::NotFound(file.status().message() +
+                                 "; asked to rebuild it, its caller or owner no longer knows it");
             break;
         }
       }

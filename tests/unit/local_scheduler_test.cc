@@ -691,5 +691,27 @@ TEST_F(LocalSchedulerTest, AWrappedWorkerRankStillInUseIsSkipped) {
   EXPECT_EQ(last_starts[0], kept + 1) << "the start that wrapped onto the kept rank took the next";
 }
 
+// A rank whose process ended lately is not given out again either: owners
+// keep no registration for a rank among the last ends they heard of, and
+// would take the new process for the ended one (its borrowed objects freed
+// under it).
+TEST_F(LocalSchedulerTest, ARankWhoseWorkerEndedLatelyIsNotGivenOutAgain) {
+  pid_t next_pid = 100;
+  const auto first = scheduler_.Submit(Task(1, 1));
+  const auto first_starts = All<effects::StartWorker>(first);
+  ASSERT_EQ(first_starts.size(), 1u);
+  const std::uint32_t ended = first_starts[0].rank;
+  ASSERT_EQ(All<effects::RunOnWorker>(StartAll(first, next_pid)).size(), 1u);
+  (void)scheduler_.OnWorkerExited(100, "killed by signal 9");
+  std::vector<std::uint32_t> last_starts;
+  for (std::uint64_t task = 2; task <= kWorkersPerNodeLimit + 1; ++task) {
+    const auto starts = All<effects::StartWorker>(scheduler_.Submit(Task(task, 1)));
+    ASSERT_EQ(starts.size(), 1u) << "task " << task;
+    last_starts = {starts[0].rank};
+    (void)scheduler_.OnWorkerSpawnFailed(starts[0].rank, "test");
+  }
+  EXPECT_EQ(last_starts[0], ended + 1) << "the start that wrapped onto the ended rank took it";
+}
+
 }  // namespace
 }  // namespace sray::core

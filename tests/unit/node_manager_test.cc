@@ -346,17 +346,18 @@ TEST_F(NodeManagerTest, AnEndedOwnersObjectsAreFreedAndLaterResultsForItRefused)
 // kept its object to the end of the job. The node manager gives them back.
 TEST_F(NodeManagerTest, AResultForAnEndedOwnerGivesBackWhatItsWorkerLentThatOwner) {
   StartManager("/nonexistent/sray-worker");
-  constexpr std::uint32_t kEndedWorker = kFirstWorkerRank + 0x10000 + 3;  // of node 1
+  constexpr std::uint32_t kEndedWorker = kFirstWorkerRank + 3;  // of node 0, this one
   auto removed = NextMessage<BorrowerChange>(*owner_transport_, kRemoveBorrower);
-  ASSERT_TRUE(other_manager_transport_
-                  ->Send(kManagerRank, kOwnerGone, Encode(OwnerGone{.rank = kEndedWorker}))
-                  .ok());
+  // As this node manager announces the end of its own worker.
+  auto heard = NextMessage<OwnerGone>(*manager_transport_, kBorrowerGone);
+  manager_transport_->Post(kManagerRank, kOwnerGone, Encode(OwnerGone{.rank = kEndedWorker}));
+  ASSERT_EQ(heard.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   TaskOutcome outcome;
   outcome.kind = static_cast<std::uint8_t>(OutcomeKind::kInlineValue);
   outcome.return_id = ObjectId{kEndedWorker, 9};
   outcome.owner_rank = kEndedWorker;
-  outcome.owner_node = 1;
-  outcome.node = 0;
+  outcome.owner_node = 0;
+  outcome.node = 1;
   outcome.value = "x";
   // The ended owner's own object went with it; the other owner's is given back.
   outcome.contained = {ContainedRef{.id = ObjectId{kEndedWorker, 2}, .owner_address = ""},

@@ -114,11 +114,11 @@ TEST_F(StepProcessesTest, AProcessWithNoEnvironmentIsUndecidedNotTheSteps) {
   KillAndReap(bare);
   const auto settled_by = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   std::size_t after = ScanStepProcesses(selector).undecided;
-  while (after != before && std::chrono::steady_clock::now() < settled_by) {
+  while (after > before && std::chrono::steady_clock::now() < settled_by) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     after = ScanStepProcesses(selector).undecided;
   }
-  EXPECT_EQ(after, before);
+  EXPECT_LE(after, before);
 }
 
 }  // namespace
