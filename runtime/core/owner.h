@@ -394,9 +394,9 @@ class Owner final : public internal::Runtime {
   // Whether the process of `rank` ended (or its node was lost), as this
   // owner was told.
   bool IsEndedBorrowerLocked(std::uint32_t rank) const;
-  // Drops the registrations of borrowers `ended` picks (their ranks are
-  // taken out of borrower_ranks_), and frees what only they kept.
-  void ForgetBorrowersWhere(const std::function<bool(std::uint32_t)>& ended);
+  // Drops the registrations of `ranks` (those that borrowed here), and
+  // frees what only they kept.
+  void DropBorrowers(const std::vector<std::uint32_t>& ranks);
   std::unordered_map<std::uint64_t, PendingTask> tasks_;
   std::size_t max_tasks_in_flight_ = 0;  // 0: no limit
   std::size_t function_tasks_in_flight_ = 0;

@@ -102,34 +102,34 @@ void Owner::RemoveBorrower(const BorrowerChange& change) {
 
 void Owner::ForgetBorrower(std::uint32_t rank) {
   ended_borrowers_.Add(rank);
-  {
-    std::lock_guard lock(mutex_);
-    // Most processes that end never borrowed from this one: no walk then.
-    if (!borrower_ranks_.contains(rank)) return;
-  }
-  ForgetBorrowersWhere([rank](std::uint32_t borrower) { return borrower == rank; });
+  DropBorrowers({rank});
 }
 
 void Owner::ForgetBorrowersOn(std::uint32_t node) {
+  std::vector<std::uint32_t> on_node;
   {
+    // Under the same lock as the registrations: none from that node slips
+    // in between the two.
     std::lock_guard lock(mutex_);
     lost_borrower_nodes_.insert(node);
+    for (const std::uint32_t rank : borrower_ranks_) {
+      if (NodeOfWorkerRank(rank) == node) on_node.push_back(rank);
+    }
   }
-  ForgetBorrowersWhere(
-      [node](std::uint32_t borrower) { return NodeOfWorkerRank(borrower) == node; });
+  DropBorrowers(on_node);
 }
 
-void Owner::ForgetBorrowersWhere(const std::function<bool(std::uint32_t)>& ended) {
+void Owner::DropBorrowers(const std::vector<std::uint32_t>& ranks) {
   std::vector<std::pair<internal::ObjectId, std::uint32_t>> to_free;
   std::vector<std::shared_ptr<internal::ObjectHandle>> released;
   {
     std::lock_guard lock(mutex_);
+    // Most processes that end never borrowed from this one: no walk then.
     std::vector<std::uint32_t> gone;
-    for (const std::uint32_t rank : borrower_ranks_) {
-      if (ended(rank)) gone.push_back(rank);
+    for (const std::uint32_t rank : ranks) {
+      if (borrower_ranks_.erase(rank) > 0) gone.push_back(rank);
     }
     if (gone.empty()) return;
-    for (const std::uint32_t rank : gone) borrower_ranks_.erase(rank);
     std::vector<internal::ObjectId> lent;
     for (auto& [id, entry] : objects_) {
       if (!entry.sharing) continue;

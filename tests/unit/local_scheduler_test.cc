@@ -58,6 +58,20 @@ class LocalSchedulerTest : public ::testing::Test {
     }
     return later;
   }
+
+  // Submits tasks 2 to 65,537, each start failing at once, until the rank
+  // counter has come round once more to where task 1's worker started; the
+  // rank that last start took (0 when one asked no start or several).
+  std::uint32_t RankOfTheStartThatWraps() {
+    std::uint32_t last = 0;
+    for (std::uint64_t task = 2; task <= kWorkersPerNodeLimit + 1; ++task) {
+      const auto starts = All<effects::StartWorker>(scheduler_.Submit(Task(task, 1)));
+      if (starts.size() != 1) return 0;
+      last = starts[0].rank;
+      (void)scheduler_.OnWorkerSpawnFailed(last, "test");
+    }
+    return last;
+  }
 };
 
 TEST_F(LocalSchedulerTest, ATaskStartsAWorkerAndRunsThereOnceItRegisters) {
@@ -680,15 +694,9 @@ TEST_F(LocalSchedulerTest, AWrappedWorkerRankStillInUseIsSkipped) {
   ASSERT_EQ(first_starts.size(), 1u);
   const std::uint32_t kept = first_starts[0].rank;
   ASSERT_EQ(All<effects::RunOnWorker>(StartAll(first, next_pid)).size(), 1u);  // busy from now
-  std::vector<std::uint32_t> last_starts;
-  for (std::uint64_t task = 2; task <= kWorkersPerNodeLimit + 1; ++task) {
-    const auto starts = All<effects::StartWorker>(scheduler_.Submit(Task(task, 1)));
-    ASSERT_EQ(starts.size(), 1u) << "task " << task;
-    last_starts = {starts[0].rank};
-    (void)scheduler_.OnWorkerSpawnFailed(starts[0].rank, "test");
-  }
   // 65,536 starts after the kept one: the counter is back at its rank.
-  EXPECT_EQ(last_starts[0], kept + 1) << "the start that wrapped onto the kept rank took the next";
+  EXPECT_EQ(RankOfTheStartThatWraps(), kept + 1)
+      << "the start that wrapped onto the kept rank took the next";
 }
 
 // A rank whose process ended lately is not given out again either: owners
@@ -703,14 +711,8 @@ TEST_F(LocalSchedulerTest, ARankWhoseWorkerEndedLatelyIsNotGivenOutAgain) {
   const std::uint32_t ended = first_starts[0].rank;
   ASSERT_EQ(All<effects::RunOnWorker>(StartAll(first, next_pid)).size(), 1u);
   (void)scheduler_.OnWorkerExited(100, "killed by signal 9");
-  std::vector<std::uint32_t> last_starts;
-  for (std::uint64_t task = 2; task <= kWorkersPerNodeLimit + 1; ++task) {
-    const auto starts = All<effects::StartWorker>(scheduler_.Submit(Task(task, 1)));
-    ASSERT_EQ(starts.size(), 1u) << "task " << task;
-    last_starts = {starts[0].rank};
-    (void)scheduler_.OnWorkerSpawnFailed(starts[0].rank, "test");
-  }
-  EXPECT_EQ(last_starts[0], ended + 1) << "the start that wrapped onto the ended rank took it";
+  EXPECT_EQ(RankOfTheStartThatWraps(), ended + 1)
+      << "the start that wrapped onto the ended rank took it";
 }
 
 }  // namespace

@@ -395,5 +395,27 @@ TEST_F(NodeManagerTest, ALostNodeIsPassedOnToTheOwnersHere) {
   EXPECT_EQ(lost.get().node, 1U);
 }
 
+// A worker that registers after a node was lost never got the news passed
+// on: its node manager tells it when it registers.
+TEST_F(NodeManagerTest, AWorkerThatRegistersAfterANodeLossIsToldOfIt) {
+  StartManager("/nonexistent/sray-worker");
+  auto passed_on = NextMessage<NodeLost>(*manager_transport_, kBorrowerNodeLost);
+  manager_transport_->Post(kManagerRank, kNodeLost, Encode(NodeLost{.node = 1, .cause = "killed"}));
+  ASSERT_EQ(passed_on.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+
+  constexpr std::uint32_t kLateWorker = kFirstWorkerRank + 7;  // of node 0, this one
+  auto worker_transport = MakeTransport(kLateWorker);
+  auto told = NextMessage<NodeLost>(*worker_transport, kBorrowerNodeLost);
+  const WorkerRegistration registration{
+      .rank = kLateWorker,
+      .pid = ::getpid(),
+      .address = std::string(transport::TextOf(transports_.AddressOf(kLateWorker)))};
+  ASSERT_TRUE(worker_transport->Call(kManagerRank, kRegisterWorker, Encode(registration)).ok());
+  ASSERT_EQ(told.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "the late worker never heard of node 1's loss";
+  EXPECT_EQ(told.get().node, 1U);
+  manager_.reset();  // before the worker's transport, which it may still reach
+}
+
 }  // namespace
 }  // namespace sray::core
