@@ -9,6 +9,7 @@
 //
 // Thread-safety: pure functions.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 

@@ -163,6 +163,12 @@ bool LocalScheduler::Forward(TaskSpec& spec, ForwardTo where, SchedulerEffects& 
   if (spec.owner_node == config_.node_id) {
     forwarded_[ForwardKey{spec.owner_rank, spec.task_id}] =
         ForwardedTask{*best, spec.return_id, spec.attempt};
+  } else {
+    effects.emplace_back(
+        effects::TellTaskMoved{spec.owner_node, TaskMoved{.owner_rank = spec.owner_rank,
+                                                          .task_id = spec.task_id,
+                                                          .attempt = spec.attempt,
+                                                          .node = nodes_[*best].node_id}});
   }
   effects.emplace_back(effects::ForwardToNode{nodes_[*best].rank, std::move(spec)});
   return true;
@@ -178,29 +184,52 @@ void LocalScheduler::OnOutcomeRouted(const TaskOutcome& outcome) {
   forwarded_.erase(found);
 }
 
+TaskOutcome LocalScheduler::LostWithItsNode(const ForwardKey& key, const ForwardedTask& task,
+                                            const std::string& cause) const {
+  TaskOutcome outcome;
+  outcome.task_id = key.task_id;
+  outcome.owner_rank = key.owner_rank;
+  outcome.owner_node = config_.node_id;
+  outcome.return_id = task.return_id;
+  outcome.attempt = task.attempt;
+  outcome.kind = static_cast<std::uint8_t>(OutcomeKind::kWorkerDied);
+  outcome.node = task.node;
+  outcome.error_message =
+      "node " + std::to_string(task.node) + ", where it ran, was lost (" + cause + ")";
+  return outcome;
+}
+
 SchedulerEffects LocalScheduler::OnNodeLost(std::uint32_t node, const std::string& cause) {
   SchedulerEffects effects;
   if (node >= lost_.size() || lost_[node] || node == config_.node_id) return effects;
   lost_[node] = true;
+  lost_causes_[node] = cause;
   node_available_[node].clear();
   for (auto entry = forwarded_.begin(); entry != forwarded_.end();) {
     if (entry->second.node != node) {
       ++entry;
       continue;
     }
-    TaskOutcome outcome;
-    outcome.task_id = entry->first.task_id;
-    outcome.owner_rank = entry->first.owner_rank;
-    outcome.owner_node = config_.node_id;
-    outcome.return_id = entry->second.return_id;
-    outcome.attempt = entry->second.attempt;
-    outcome.kind = static_cast<std::uint8_t>(OutcomeKind::kWorkerDied);
-    outcome.node = node;
-    outcome.error_message = "node " + std::to_string(node) + ", where it ran, was lost (" + cause + ")";
-    effects.emplace_back(effects::DeliverOutcome{std::move(outcome)});
+    effects.emplace_back(
+        effects::DeliverOutcome{LostWithItsNode(entry->first, entry->second, cause)});
     entry = forwarded_.erase(entry);
   }
   Dispatch(effects);
+  return effects;
+}
+
+SchedulerEffects LocalScheduler::OnTaskMoved(const TaskMoved& moved) {
+  SchedulerEffects effects;
+  // None: its outcome came back first (it travels another way), or it is
+  // not this node's to track.
+  auto found = forwarded_.find(ForwardKey{moved.owner_rank, moved.task_id});
+  if (found == forwarded_.end() || found->second.attempt != moved.attempt) return effects;
+  found->second.node = moved.node;
+  if (IsLost(moved.node)) {
+    effects.emplace_back(effects::DeliverOutcome{
+        LostWithItsNode(found->first, found->second, lost_causes_[moved.node])});
+    forwarded_.erase(found);
+  }
   return effects;
 }
 
@@ -251,11 +280,14 @@ void LocalScheduler::Dispatch(SchedulerEffects& effects) {
         --queued_;
       }
     }
-    // 2. Other nodes with room or a short queue. Only tasks submitted here
-    // move for load, so a task is not passed around; placed ones never do.
-    while (!tasks.empty() && tasks.front().hops == 0 && !tasks.front().placed &&
+    // 2. Other nodes with room or a short queue, for tasks submitted here;
+    // a task forwarded here moves on once more, only to a node with room now
+    // (spillback), so it is not passed around. Placed ones never move.
+    while (!tasks.empty() && tasks.front().hops < kMostHops && !tasks.front().placed &&
            !sched::Fits(shape->first, available_) &&
-           Forward(tasks.front(), ForwardTo::kFreeOrShortQueue, effects)) {
+           Forward(tasks.front(),
+                   tasks.front().hops == 0 ? ForwardTo::kFreeOrShortQueue : ForwardTo::kFree,
+                   effects)) {
       tasks.pop_front();
       --queued_;
     }
@@ -286,8 +318,19 @@ void LocalScheduler::Dispatch(SchedulerEffects& effects) {
   // would start: it counts as one starting. Starting workers are in
   // workers_ too: counted once, as starting.
   const std::size_t not_task_workers = actor_workers_ + constructing_ + starting_;
-  const auto task_workers =
+  auto task_workers =
       workers_.size() > not_task_workers ? workers_.size() - not_task_workers : std::size_t{0};
+  // Workers whose task waits in Get lent their CPUs and do not count against
+  // the cap: once every worker of the pool waited, the tasks those waits
+  // need (a lineage rebuild, a child) found no worker to run them, and the
+  // job hung (Ray starts workers for them too). Counted only at the cap.
+  if (waiting_for_worker > starting_ + retiring_ &&
+      task_workers + starting_ >= config_.max_workers + waiting_actors) {
+    const auto waiting_in_get = static_cast<std::size_t>(
+        std::count_if(workers_.begin(), workers_.end(),
+                      [](const auto& entry) { return entry.second.lent_cpus > 0; }));
+    task_workers -= std::min(task_workers, waiting_in_get);
+  }
   // Starts stop after kDeathsBeforeStartLimit deaths before registering only
   // while no worker ever registered (a program that cannot start them, whose
   // queue fails): once one has, such deaths are workers killed while

@@ -17,6 +17,11 @@
 //   at once to nodes with those resources free: waiting here would cost them
 //   a worker start or a task's run first (a burst's first tasks then start
 //   workers on every node together, not one node after another).
+// - A task forwarded here that finds no room moves on once more, to a node
+//   with the resources free now (Ray's spillback): views of other nodes lag
+//   their updates, so two forwards can meet on a node with room for one, and
+//   the second must not wait behind a long task while a node is idle. The
+//   owner's node manager, which tracks where its tasks run, is told.
 // - Behind a busy worker of the same shape, up to kTasksPipelinedPerWorker
 //   tasks wait in the worker, only when this node has no room of its own.
 // - A task waiting in Get lends its CPUs (not GPUs) until it resumes.
@@ -56,6 +61,9 @@ inline constexpr std::size_t kTasksPipelinedPerWorker = 4;
 // A node takes tasks from busy neighbours while its queue is shorter than
 // this many per CPU.
 inline constexpr double kQueuedPerRemoteCpu = 32;
+// Node managers a task is forwarded through at most: its submitter's, and
+// one that found no room for it.
+inline constexpr std::uint32_t kMostHops = 2;
 
 // How long a worker asked to retire its actor may take (its destructor has
 // a second, core/worker_reuse.h) before its process is killed.
@@ -108,6 +116,11 @@ struct RetireActor {
   std::uint32_t worker = 0;
   ActorKill kill;
 };
+// Tell the manager of node `owner_node` that its task moved on (kTaskMoved).
+struct TellTaskMoved {
+  std::uint32_t owner_node = 0;
+  TaskMoved moved;
+};
 // The worker's process is gone: forget its address.
 struct ForgetWorker {
   std::uint32_t rank = 0;
@@ -125,7 +138,7 @@ using SchedulerEffect =
     std::variant<effects::RunOnWorker, effects::ForwardToNode, effects::DeliverOutcome,
                  effects::ActorReady, effects::ActorProcessDied, effects::StartWorker,
                  effects::KillWorker, effects::AskWorkerToEnd, effects::RetireActor,
-                 effects::ForgetWorker, effects::DiscardResult>;
+                 effects::ForgetWorker, effects::DiscardResult, effects::TellTaskMoved>;
 using SchedulerEffects = std::vector<SchedulerEffect>;
 
 struct LocalSchedulerConfig {
@@ -156,6 +169,9 @@ class LocalScheduler {
   // An outcome on its way to an owner on this node: the task is no longer
   // out on another node.
   void OnOutcomeRouted(const TaskOutcome& outcome);
+  // A task this node forwarded moved on from there: its loss now follows
+  // the node it went to (at once, when that node is already lost).
+  SchedulerEffects OnTaskMoved(const TaskMoved& moved);
   [[nodiscard]] bool IsLost(std::uint32_t node) const { return node < lost_.size() && lost_[node]; }
   // Ends an actor: its worker, if it serves the actor and holds no GPU, is
   // asked to retire it (RetireActor); otherwise, or while
@@ -247,6 +263,7 @@ class LocalScheduler {
   std::vector<sched::ResourceMap> node_available_;
   std::vector<std::uint32_t> node_queued_;
   std::vector<bool> lost_;  // per node
+  std::unordered_map<std::uint32_t, std::string> lost_causes_;  // of the lost nodes
   // Tasks of owners on this node that it forwarded, until their outcomes
   // pass through Route: what a kWorkerDied outcome needs if their node is
   // lost. (A task forwarded again by the node it went to is not followed.)
@@ -267,6 +284,9 @@ class LocalScheduler {
     }
   };
   std::unordered_map<ForwardKey, ForwardedTask, ForwardKeyHash> forwarded_;
+  // The kWorkerDied outcome of a forwarded task whose node was lost.
+  [[nodiscard]] TaskOutcome LostWithItsNode(const ForwardKey& key, const ForwardedTask& task,
+                                            const std::string& cause) const;
   sched::ResourceMap available_;
   sched::GpuDevices gpus_;
   std::map<sched::ResourceMap, std::deque<TaskSpec>> queues_;

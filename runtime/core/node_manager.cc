@@ -383,6 +383,12 @@ void NodeManager::RegisterHandlers() {
           manager.Route(std::move(outcome));
         });
       });
+  ServeOneWay<TaskMoved>(transport, guard, kTaskMoved, "task moved",
+                         [](NodeManager& manager, std::uint32_t, TaskMoved moved) {
+                           manager.loop_->RunHereOrPost([&manager, moved] {
+                             manager.Apply(manager.scheduler_.OnTaskMoved(moved));
+                           });
+                         });
   ServeOneWay<OwnerGone>(
       transport, guard, kOwnerGone, "owner gone",
       [](NodeManager& manager, std::uint32_t source, OwnerGone gone) {
@@ -658,6 +664,9 @@ void NodeManager::Apply(SchedulerEffects effects) {
               gone_workers_.Add(forget.rank);
               ReleaseOrphans(forget.rank);
               AnnounceOwnerGone(forget.rank);
+            },
+            [&](effects::TellTaskMoved& tell) {
+              transport_.Post(RankOfNode(tell.owner_node), kTaskMoved, Encode(tell.moved));
             },
             [&](effects::DiscardResult& discard) {
               // On the blocking executor, behind any store request the

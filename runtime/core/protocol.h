@@ -63,9 +63,12 @@ enum Method : std::uint32_t {
   kTaskDone = 112,          // worker -> node manager, one-way: TaskOutcome
   kTaskOutcome = 113,       // node manager -> the owner's node manager, one-way: TaskOutcome
   kOwnerOutcome = 114,      // node manager -> an owner on its node, one-way: TaskOutcome
-  kRegisterWorker = 120,    // worker -> node manager, request: WorkerRegistration
-  kCreateObject = 130,      // process -> its node manager, request: ObjectRequest -> ObjectPath
-  kSealObject = 131,        // process -> its node manager, one-way: ObjectRequest
+  // A forwarded task that moved on from the node it was sent to: the owner's
+  // node manager, which tracks where it runs, follows it.
+  kTaskMoved = 115,       // node manager -> the owner's node manager, one-way: TaskMoved
+  kRegisterWorker = 120,  // worker -> node manager, request: WorkerRegistration
+  kCreateObject = 130,    // process -> its node manager, request: ObjectRequest -> ObjectPath
+  kSealObject = 131,      // process -> its node manager, one-way: ObjectRequest
   // The same as a request, answered once sealed (SealWait, core/store_access.h).
   kSealObjectAndAnswer = 129,
   kMakeLocal = 132,        // process -> its node manager, request: ObjectRequest -> ObjectPath
@@ -489,6 +492,16 @@ struct ActorKill {
 struct WorkerEndReply {
   std::uint64_t owned_objects = 0;  // objects the worker's process owns now
   MSGPACK_DEFINE(owned_objects)
+};
+
+// Task `task_id` of owner `owner_rank`, its try `attempt`, now goes to
+// node `node`.
+struct TaskMoved {
+  std::uint32_t owner_rank = 0;
+  std::uint64_t task_id = 0;
+  std::int32_t attempt = 0;
+  std::uint32_t node = 0;
+  MSGPACK_DEFINE(owner_rank, task_id, attempt, node)
 };
 
 // A node whose manager the head can no longer reach: the job goes on

@@ -31,6 +31,12 @@ constexpr std::size_t kServerThreads = 4;
 // its third request (on a third connection) was never answered. Idle
 // connections now close after a second.
 constexpr time_t kKeepAliveSeconds = 1;
+// How often the accepting thread looks up from a quiet socket. httplib's
+// stop() relies on shutdown() waking a blocked accept(), which gVisor (the
+// sandbox of some GPU clouds) does not do: the job then never ended, its
+// driver waiting for the server at Shutdown. Polling with this timeout, the
+// thread sees the stop within one interval wherever it runs.
+constexpr time_t kStopCheckMicroseconds = 100'000;
 
 // Compares in time that does not depend on where they differ.
 bool SameSecret(const std::string& given, const std::string& expected) {
@@ -87,6 +93,7 @@ class ServingDashboard final : public DashboardServer {
   Status Listen() {
     server_.new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
     server_.set_keep_alive_timeout(kKeepAliveSeconds);
+    server_.set_idle_interval(0, kStopCheckMicroseconds);
     // httplib sets SO_REUSEPORT by default, which lets a second server (a
     // second job given the same dashboard=HOST:PORT) listen on the port too
     // and take half the requests: only SO_REUSEADDR here, so it fails.

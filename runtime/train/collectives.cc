@@ -22,9 +22,19 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/version.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
+// Debian's LibTorch comes with Gloo's headers; a pip wheel's has none (its
+// Gloo is inside libtorch_cpu), and then only the NCCL path is built.
+#if __has_include(<gloo/algorithm.h>)
+#define SRAY_TRAIN_WITH_GLOO 1
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
 #ifdef SRAY_TRAIN_WITH_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
@@ -40,6 +50,13 @@ using GroupBase = c10d::ProcessGroup;
 
 c10::intrusive_ptr<GroupBase> MakeGloo(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                        int world_size, std::chrono::milliseconds timeout) {
+#ifndef SRAY_TRAIN_WITH_GLOO
+  (void)store, (void)rank, (void)world_size, (void)timeout;
+  // Fit refuses such a run first (GlooAvailable); this stops any other way in.
+  throw std::runtime_error(
+      "sray: this sray was built without Gloo (no Gloo headers beside its LibTorch): "
+      "train with use_gpu=true, or rebuild it against a LibTorch with Gloo's headers");
+#else
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   // GLOO_SOCKET_IFNAME picks the network as in PyTorch; otherwise the
   // address this host's name resolves to (loopback when it resolves to none).
@@ -51,6 +68,7 @@ c10::intrusive_ptr<GroupBase> MakeGloo(const c10::intrusive_ptr<c10d::Store>& st
   // Two threads: one bucket's all-reduce can run while the next is queued.
   options->threads = 2;
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size, options);
+#endif
 }
 
 #ifdef SRAY_TRAIN_WITH_NCCL
@@ -160,6 +178,14 @@ std::uint16_t PickFreePort() {
   }
   ::close(descriptor);
   return port;
+}
+
+bool GlooAvailable() {
+#ifdef SRAY_TRAIN_WITH_GLOO
+  return true;
+#else
+  return false;
+#endif
 }
 
 bool NcclAvailable() {

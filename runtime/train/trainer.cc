@@ -458,6 +458,15 @@ Result Fit(const TrainingRequest& request) {
         "sray: ScalingConfig::use_gpu needs sray's NCCL path, and this sray was built without it "
         "(LibTorch without CUDA, or SRAY_WITH_CUDA=OFF): rebuild against a CUDA LibTorch, or set use_gpu=false");
   }
+  if (!scaling.use_gpu && !GlooAvailable()) {
+    throw sray::ConfigError(
+        "sray: training on CPU needs Gloo, and this sray was built against a LibTorch without "
+        "Gloo's "
+        "headers (a pip wheel ships none): rebuild against Debian's LibTorch (libtorch-dev "
+        "libgloo-dev) "
+        "or with that LibTorch's Gloo headers on the include path, or set "
+        "ScalingConfig::use_gpu=true");
+  }
   if (request.torch.timeout.count() <= 0) {
     throw sray::ConfigError("sray: TorchConfig::timeout must be positive");
   }

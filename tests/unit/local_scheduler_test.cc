@@ -242,6 +242,101 @@ TEST_F(LocalSchedulerTest, TasksForwardedToALostNodeComeBackAsWorkerDeathsAndNot
   EXPECT_TRUE(small.IsLost(1));
 }
 
+// Views of other nodes lag their updates: two nodes' forwards can meet on a
+// node with room for one. The second moves on to a node with room now
+// (spillback) instead of waiting behind a long task, and its owner's node,
+// which tracks where it runs, is told. A task moves on once only, and only
+// to a node with room.
+TEST(LocalScheduler, AForwardedTaskThatFindsNoRoomMovesOnToANodeWithRoomAndItsOwnersNodeIsTold) {
+  LocalScheduler middle{LocalSchedulerConfig{
+      .node_id = 1, .total = {{"CPU", 1}}, .gpu_devices = 0, .max_workers = 2}};
+  (void)middle.ApplyClusterView({CpuNode(0, 1), CpuNode(1, 1), CpuNode(2, 1)});
+  (void)middle.OnResourceUpdate(
+      ResourceUpdate{.node_id = 0, .available = {{"CPU", 0}}, .queued = 0});
+  TaskSpec long_task = Task(1, 1);
+  long_task.owner_node = 1;
+  const auto start = All<effects::StartWorker>(middle.Submit(long_task));
+  ASSERT_EQ(start.size(), 1u);
+  (void)middle.OnWorkerSpawned(start[0].rank, 100);
+  ASSERT_EQ(All<effects::RunOnWorker>(middle.OnWorkerRegistered(start[0].rank)).size(), 1u);
+
+  TaskSpec arrived = Task(7, 1);
+  arrived.owner_node = 0;
+  arrived.owner_rank = 5;
+  arrived.attempt = 2;
+  arrived.hops = 1;
+  const auto effects = middle.Submit(arrived);
+  const auto forwarded = All<effects::ForwardToNode>(effects);
+  ASSERT_EQ(forwarded.size(), 1u) << "it waits behind the long task";
+  EXPECT_EQ(forwarded[0].node_rank, 2u);
+  EXPECT_EQ(forwarded[0].task.hops, 2u);
+  EXPECT_TRUE(All<effects::RunOnWorker>(effects).empty());
+  const auto told = All<effects::TellTaskMoved>(effects);
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_EQ(told[0].owner_node, 0u);
+  EXPECT_EQ(told[0].moved.owner_rank, 5u);
+  EXPECT_EQ(told[0].moved.task_id, 7u);
+  EXPECT_EQ(told[0].moved.attempt, 2);
+  EXPECT_EQ(told[0].moved.node, 2u);
+
+  // Node 2 is taken now (assumed until its next update): the next one stays.
+  TaskSpec next = arrived;
+  next.task_id = 8;
+  EXPECT_TRUE(All<effects::ForwardToNode>(middle.Submit(next)).empty())
+      << "moved on to a node without room";
+  // One already moved on twice stays too, even with room elsewhere.
+  (void)middle.OnResourceUpdate(
+      ResourceUpdate{.node_id = 2, .available = {{"CPU", 1}}, .queued = 0});
+  TaskSpec twice = arrived;
+  twice.task_id = 9;
+  twice.hops = 2;
+  EXPECT_TRUE(All<effects::ForwardToNode>(middle.Submit(twice)).empty()) << "a task passed around";
+}
+
+// The owner's node follows a task that moved on: the loss of the node it
+// was first sent to no longer fails it, the loss of the node it went to
+// does, at once when that node is lost already. A move of another try, or
+// one heard of after the outcome, changes nothing.
+TEST(LocalScheduler, ATaskThatMovedOnFailsWithTheNodeItWentTo) {
+  LocalScheduler owners{LocalSchedulerConfig{
+      .node_id = 0, .total = {{"CPU", 1}}, .gpu_devices = 0, .max_workers = 2}};
+  (void)owners.ApplyClusterView({CpuNode(0, 1), CpuNode(1, 4), CpuNode(2, 4), CpuNode(3, 4)});
+  std::map<std::uint64_t, std::uint32_t> went_to;
+  for (std::uint64_t id = 1; id <= 2; ++id) {
+    for (const auto& forward : All<effects::ForwardToNode>(owners.Submit(Task(id, 3)))) {
+      went_to[forward.task.task_id] = forward.node_rank;
+    }
+  }
+  ASSERT_EQ(went_to, (std::map<std::uint64_t, std::uint32_t>{{1, 1}, {2, 2}}))
+      << "one per node with room";
+  EXPECT_TRUE(owners.OnTaskMoved(TaskMoved{.owner_rank = 0, .task_id = 1, .attempt = 0, .node = 3})
+                  .empty());
+  EXPECT_TRUE(
+      owners.OnTaskMoved(TaskMoved{.owner_rank = 0, .task_id = 2, .attempt = 1, .node = 3}).empty())
+      << "another try's move";
+
+  EXPECT_TRUE(All<effects::DeliverOutcome>(owners.OnNodeLost(1, "gone")).empty())
+      << "task 1 moved on from node 1";
+  const auto lost = All<effects::DeliverOutcome>(owners.OnNodeLost(3, "unreachable"));
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].outcome.task_id, 1u);
+  EXPECT_EQ(static_cast<OutcomeKind>(lost[0].outcome.kind), OutcomeKind::kWorkerDied);
+  EXPECT_NE(lost[0].outcome.error_message.find("node 3, where it ran, was lost (unreachable)"),
+            std::string::npos)
+      << lost[0].outcome.error_message;
+
+  // Task 2 moves on to node 3, lost already: it fails at once; heard of
+  // again after that, the move changes nothing.
+  const TaskMoved late{.owner_rank = 0, .task_id = 2, .attempt = 0, .node = 3};
+  const auto at_once = All<effects::DeliverOutcome>(owners.OnTaskMoved(late));
+  ASSERT_EQ(at_once.size(), 1u);
+  EXPECT_EQ(at_once[0].outcome.task_id, 2u);
+  EXPECT_NE(at_once[0].outcome.error_message.find("(unreachable)"), std::string::npos);
+  EXPECT_TRUE(owners.OnTaskMoved(late).empty());
+  EXPECT_TRUE(All<effects::DeliverOutcome>(owners.OnNodeLost(2, "gone too")).empty())
+      << "task 2 was settled";
+}
+
 TEST(LocalScheduler, WorkersStartedAreCappedByMaxWorkers) {
   LocalScheduler scheduler{LocalSchedulerConfig{
       .node_id = 0, .total = {{"CPU", 2}}, .gpu_devices = 0, .max_workers = 2}};
@@ -384,6 +479,27 @@ TEST_F(LocalSchedulerTest, ATaskWaitingInGetLendsItsCpusUntilItResumes) {
   (void)blocked;
   (void)scheduler_.OnWorkerBlocked(runs[0].worker, false);
   EXPECT_EQ(scheduler_.available().at("CPU"), 0.0);
+}
+
+// Every worker of the pool waits in Get: their CPUs are lent, and a task
+// those waits may need gets a worker of its own beyond max_workers instead
+// of waiting for ever.
+TEST_F(LocalSchedulerTest, WorkersWaitingInGetDoNotCountAgainstThePoolsCap) {
+  pid_t pid = 100;
+  SchedulerEffects started;
+  for (std::uint64_t id = 1; id <= 2; ++id) {
+    for (auto& effect : StartAll(scheduler_.Submit(Task(id, 1)), pid)) started.push_back(effect);
+  }
+  const auto running = All<effects::RunOnWorker>(started);
+  ASSERT_EQ(running.size(), 2u);
+  const auto third = scheduler_.Submit(Task(3, 1));
+  EXPECT_TRUE(All<effects::StartWorker>(third).empty()) << "the pool is full and its tasks run";
+  std::size_t starts = 0;
+  for (const auto& run : running)
+    starts += All<effects::StartWorker>(scheduler_.OnWorkerBlocked(run.worker, true)).size();
+  // Their CPUs are lent: a task submitted now fits here and needs a worker.
+  starts += All<effects::StartWorker>(scheduler_.Submit(Task(4, 1))).size();
+  EXPECT_EQ(starts, 1u) << "no worker starts while every worker of the pool waits in Get";
 }
 
 TEST_F(LocalSchedulerTest, AnActorsWorkerKeepsItsGrantAndItsProcessDeathIsReported) {

@@ -53,7 +53,10 @@ class ActorTaskCaller {
   ObjectRef<Result> Remote(Arguments&&... arguments) {
     static_assert(!std::is_void_v<Result>, "sray: an actor method called remotely must return a value");
     auto packed = internal::PackArguments<Parameters...>(std::forward<Arguments>(arguments)...);
-    const std::string& method = internal::FunctionName(internal::KeyOf(method_));
+    // A named key: GCC 13 takes a reference returned for a temporary
+    // argument as dangling (-Wdangling-reference); the name lives in the registry.
+    const auto key = internal::KeyOf(method_);
+    const std::string& method = internal::FunctionName(key);
     const internal::ObjectId id = internal::CurrentRuntime().SubmitActorTask(
         actor_, max_task_retries_, method, std::move(packed), name_);
     return ObjectRef<Result>(std::make_shared<internal::ObjectHandle>(id));
@@ -150,7 +153,8 @@ class ActorCreator {
   template <typename... Arguments>
   ActorHandle<Class> Remote(Arguments&&... arguments) {
     auto packed = internal::PackArguments<Parameters...>(std::forward<Arguments>(arguments)...);
-    const std::string& factory = internal::FunctionName(internal::KeyOf(factory_));
+    const auto key = internal::KeyOf(factory_);
+    const std::string& factory = internal::FunctionName(key);
     const internal::ActorId id =
         internal::CurrentRuntime().CreateActor(factory, std::move(packed), options_);
     return ActorHandle<Class>(id, options_.max_task_retries);
