@@ -26,7 +26,9 @@
 //   tasks wait in the worker, only when this node has no room of its own.
 // - A task waiting in Get lends its CPUs (not GPUs) until it resumes.
 // - Workers are started for tasks that fit but find no idle worker, capped
-//   by max_workers (actors' workers not counted); three workers dying
+//   by max_workers (actors' workers, and workers whose task waits in Get,
+//   not counted: a pool all waiting would leave nothing to run what the
+//   waits need); three workers dying
 //   before they register, before any ever did, fail the queue with the fix.
 // - A killed actor's worker goes back to the pool when it can (no GPU, no
 //   call running): the next actor or task here needs no process start.
