@@ -178,6 +178,9 @@ void LocalScheduler::OnOutcomeRouted(const TaskOutcome& outcome) {
   if (forwarded_.empty()) return;
   auto found = forwarded_.find(ForwardKey{outcome.owner_rank, outcome.task_id});
   if (found == forwarded_.end()) return;
+  // An earlier try's outcome (from a node it moved on to, after the node it
+  // was sent to was lost): the entry follows the retry.
+  if (outcome.attempt < found->second.attempt) return;
   // A late outcome from a lost node, of a try already given up on there:
   // the entry now follows the retry elsewhere.
   if (IsLost(outcome.node) && found->second.node != outcome.node) return;
@@ -326,10 +329,7 @@ void LocalScheduler::Dispatch(SchedulerEffects& effects) {
   // job hung (Ray starts workers for them too). Counted only at the cap.
   if (waiting_for_worker > starting_ + retiring_ &&
       task_workers + starting_ >= config_.max_workers + waiting_actors) {
-    const auto waiting_in_get = static_cast<std::size_t>(
-        std::count_if(workers_.begin(), workers_.end(),
-                      [](const auto& entry) { return entry.second.lent_cpus > 0; }));
-    task_workers -= std::min(task_workers, waiting_in_get);
+    task_workers -= std::min(task_workers, TaskWorkersWaitingInGet());
   }
   // Starts stop after kDeathsBeforeStartLimit deaths before registering only
   // while no worker ever registered (a program that cannot start them, whose
@@ -599,10 +599,24 @@ bool LocalScheduler::HasSurplusIdle() const {
   return SurplusIdle() > 0;
 }
 
+std::size_t LocalScheduler::TaskWorkersWaitingInGet() const {
+  // A constructor waiting in Get lends its CPUs too, but counts as an
+  // actor's worker already (constructing_).
+  return static_cast<std::size_t>(
+      std::count_if(workers_.begin(), workers_.end(), [](const auto& entry) {
+        const Worker& worker = entry.second;
+        return worker.lent_cpus > 0 && !worker.assigned.empty() &&
+               IsKind(worker.assigned.front(), TaskKind::kFunction);
+      }));
+}
+
 std::size_t LocalScheduler::SurplusIdle() const {
-  // A worker running a constructor is an actor's already.
-  const std::size_t task_workers = workers_.size() - actor_workers_ - constructing_ - ending_;
-  if (idle_.empty() || task_workers <= config_.max_workers) return 0;
+  // A worker running a constructor is an actor's already; one waiting in
+  // Get does not count (Dispatch started another for it).
+  std::size_t task_workers = workers_.size() - actor_workers_ - constructing_ - ending_;
+  if (idle_.empty() || task_workers <= config_.max_workers) return 0;  // the common case, cheaply
+  task_workers -= std::min(task_workers, TaskWorkersWaitingInGet());
+  if (task_workers <= config_.max_workers) return 0;
   return std::min(idle_.size(), task_workers - config_.max_workers);
 }
 

@@ -255,6 +255,9 @@ class LocalScheduler {
                 std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
   [[nodiscard]] bool HasSurplusIdle() const;
   [[nodiscard]] std::size_t SurplusIdle() const;
+  // Workers whose function task waits in Get, its CPUs lent: not counted
+  // against max_workers.
+  [[nodiscard]] std::size_t TaskWorkersWaitingInGet() const;
   void FailQueued(OutcomeKind kind, const std::string& message, SchedulerEffects& effects);
   [[nodiscard]] TaskOutcome OutcomeFor(const TaskSpec& spec, OutcomeKind kind,
                                        std::string message) const;
@@ -268,7 +271,8 @@ class LocalScheduler {
   std::unordered_map<std::uint32_t, std::string> lost_causes_;  // of the lost nodes
   // Tasks of owners on this node that it forwarded, until their outcomes
   // pass through Route: what a kWorkerDied outcome needs if their node is
-  // lost. (A task forwarded again by the node it went to is not followed.)
+  // lost. A task that moves on from the node it went to is followed
+  // (kTaskMoved, OnTaskMoved).
   // (The owner names the function in the outcome: nothing is copied here.)
   struct ForwardedTask {
     std::uint32_t node = 0;

@@ -622,6 +622,7 @@ void NodeManager::Apply(SchedulerEffects effects) {
   for (auto& effect : effects) {
     if (stopping && (std::holds_alternative<effects::RunOnWorker>(effect) ||
                      std::holds_alternative<effects::ForwardToNode>(effect) ||
+                     std::holds_alternative<effects::TellTaskMoved>(effect) ||
                      std::holds_alternative<effects::StartWorker>(effect))) {
       continue;
     }

@@ -43,7 +43,7 @@ constexpr Decoder kDecoders[] = {
     RoundTrip<ActorKill>,          RoundTrip<ActorDeath>,         RoundTrip<PlacementGroupCreation>,
     RoundTrip<PlacementGroupInfo>, RoundTrip<PlacementGroupWait>, RoundTrip<PlacementGroupRemoval>,
     RoundTrip<ActorCallTally>,     RoundTrip<NodeLost>,           RoundTrip<OwnerGone>,
-    RoundTrip<WorkerEndReply>,
+    RoundTrip<WorkerEndReply>,     RoundTrip<TaskMoved>,
 };
 
 }  // namespace

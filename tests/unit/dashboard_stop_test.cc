@@ -23,7 +23,7 @@ std::atomic<bool> shutdown_wakes_nobody{false};
 }  // namespace
 
 // NOLINTNEXTLINE(readability-identifier-naming): the C library's name
-extern "C" int shutdown(int socket, int how) {
+extern "C" int shutdown(int socket, int how) noexcept {
   if (shutdown_wakes_nobody.load()) return 0;
   using Shutdown = int (*)(int, int);
   static const auto real = reinterpret_cast<Shutdown>(::dlsym(RTLD_NEXT, "shutdown"));

@@ -337,6 +337,22 @@ TEST(LocalScheduler, ATaskThatMovedOnFailsWithTheNodeItWentTo) {
       << "task 2 was settled";
 }
 
+// An earlier try's outcome, arriving after its retry went out (from a node
+// it had moved on to), leaves the retry's entry: its node's loss still
+// fails the retry.
+TEST(LocalScheduler, AnEarlierTrysOutcomeDoesNotDropTheRetrysEntry) {
+  LocalScheduler owners{LocalSchedulerConfig{
+      .node_id = 0, .total = {{"CPU", 1}}, .gpu_devices = 0, .max_workers = 2}};
+  (void)owners.ApplyClusterView({CpuNode(0, 1), CpuNode(1, 4)});
+  TaskSpec retry = Task(1, 3);
+  retry.attempt = 1;
+  ASSERT_EQ(All<effects::ForwardToNode>(owners.Submit(retry)).size(), 1u);
+  owners.OnOutcomeRouted(Done(Task(1, 3)));
+  const auto lost = All<effects::DeliverOutcome>(owners.OnNodeLost(1, "gone"));
+  ASSERT_EQ(lost.size(), 1u) << "try 0's outcome dropped try 1's entry";
+  EXPECT_EQ(lost[0].outcome.attempt, 1);
+}
+
 TEST(LocalScheduler, WorkersStartedAreCappedByMaxWorkers) {
   LocalScheduler scheduler{LocalSchedulerConfig{
       .node_id = 0, .total = {{"CPU", 2}}, .gpu_devices = 0, .max_workers = 2}};
@@ -492,8 +508,10 @@ TEST_F(LocalSchedulerTest, WorkersWaitingInGetDoNotCountAgainstThePoolsCap) {
   }
   const auto running = All<effects::RunOnWorker>(started);
   ASSERT_EQ(running.size(), 2u);
+  // Node 1 has room for the next task, and takes it.
   const auto third = scheduler_.Submit(Task(3, 1));
-  EXPECT_TRUE(All<effects::StartWorker>(third).empty()) << "the pool is full and its tasks run";
+  EXPECT_EQ(All<effects::ForwardToNode>(third).size(), 1u);
+  EXPECT_TRUE(All<effects::StartWorker>(third).empty());
   std::size_t starts = 0;
   for (const auto& run : running)
     starts += All<effects::StartWorker>(scheduler_.OnWorkerBlocked(run.worker, true)).size();
