@@ -53,7 +53,7 @@ class TaskCaller<Result (*)(Parameters...)> {
   ObjectRef<Result> Remote(Arguments&&... arguments) {
     static_assert(!std::is_void_v<Result>, "sray: a remote function must return a value");
     auto packed = internal::PackArguments<Parameters...>(std::forward<Arguments>(arguments)...);
-    const auto key = internal::KeyOf(function_);  // named: see ActorMethod::Remote
+    const auto key = internal::KeyOf(function_);  // named: see ActorTaskCaller::Remote
     const std::string& name = internal::FunctionName(key);
     const internal::ObjectId id =
         internal::CurrentRuntime().SubmitTask(name, std::move(packed), options_);
