@@ -6,6 +6,11 @@ memory) and epochs as sray's side, one intra-op thread per rank. Ranks are
 started by the run script with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT,
 as torchrun's static rendezvous does (Debian's torchrun crashes on Python
 3.11). Rank 0 prints one line "result {json}".
+
+    ddp_peer.py EPOCHS [TRAIN_LIMIT [DEVICE [DATA_DIR]]]
+
+DEVICE "cuda" trains on GPU LOCAL_RANK (default 0) with nccl, as sray's use_gpu
+path does; batches go from host memory to the GPU each step on both sides.
 """
 import gzip
 import json
@@ -13,7 +18,6 @@ import os
 import sys
 import time
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -25,12 +29,13 @@ DATA = "/usr/share/datasets/fashion-mnist"
 
 
 def read_idx(images, labels, limit):
+    # torch.frombuffer, not numpy: a pip LibTorch's Python may have no numpy.
     with gzip.open(images) as file:
-        raw = np.frombuffer(file.read(), dtype=np.uint8, offset=16)
+        raw = torch.frombuffer(bytearray(file.read()), dtype=torch.uint8, offset=16)
     with gzip.open(labels) as file:
-        targets = np.frombuffer(file.read(), dtype=np.uint8, offset=8)
-    pixels = torch.from_numpy(raw.reshape(-1, 1, 28, 28).copy()).float().div_(255.0)
-    targets = torch.from_numpy(targets.astype(np.int64))
+        targets = torch.frombuffer(bytearray(file.read()), dtype=torch.uint8, offset=8)
+    pixels = raw.reshape(-1, 1, 28, 28).float().div_(255.0)
+    targets = targets.long()
     if limit > 0:
         pixels, targets = pixels[:limit], targets[:limit]
     return pixels, targets
@@ -55,16 +60,24 @@ class SimpleCNN(nn.Module):
 def main():
     epochs = int(sys.argv[1])
     limit = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+    device = torch.device(sys.argv[3] if len(sys.argv) > 3 else "cpu")
+    data = sys.argv[4] if len(sys.argv) > 4 else DATA
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
-    dist.init_process_group("gloo")
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(42)
-    train_x, train_y = read_idx(f"{DATA}/train-images-idx3-ubyte.gz", f"{DATA}/train-labels-idx1-ubyte.gz", limit)
-    test_x, test_y = read_idx(f"{DATA}/t10k-images-idx3-ubyte.gz", f"{DATA}/t10k-labels-idx1-ubyte.gz", 0)
+    train_x, train_y = read_idx(f"{data}/train-images-idx3-ubyte.gz", f"{data}/train-labels-idx1-ubyte.gz", limit)
+    test_x, test_y = read_idx(f"{data}/t10k-images-idx3-ubyte.gz", f"{data}/t10k-labels-idx1-ubyte.gz", 0)
     mean, std = train_x.mean(dim=(0, 2, 3), keepdim=True), train_x.std(dim=(0, 2, 3), keepdim=True)
     train_x, test_x = (train_x - mean) / std, (test_x - mean) / std
-    model = nn.parallel.DistributedDataParallel(SimpleCNN())
+    if device.type == "cuda":
+        model = nn.parallel.DistributedDataParallel(SimpleCNN().to(device), device_ids=[device.index])
+    else:
+        model = nn.parallel.DistributedDataParallel(SimpleCNN())
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     sampler = DistributedSampler(TensorDataset(train_x, train_y))
     loader = DataLoader(TensorDataset(train_x, train_y), batch_size=64, sampler=sampler)
@@ -75,21 +88,24 @@ def main():
         started = time.perf_counter()
         for inputs, targets in loader:
             optimizer.zero_grad()
-            loss = F.cross_entropy(model(inputs), targets)
+            loss = F.cross_entropy(model(inputs.to(device)), targets.to(device))
             loss.backward()
             optimizer.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         seconds += time.perf_counter() - started
         samples += len(sampler) * world
         model.eval()
         with torch.no_grad():
-            correct = sum(int((model(test_x[i:i + 1000]).argmax(1) == test_y[i:i + 1000]).sum())
+            correct = sum(int((model(test_x[i:i + 1000].to(device)).argmax(1).cpu() == test_y[i:i + 1000]).sum())
                           for i in range(0, len(test_x), 1000))
         accuracy = correct / len(test_x)
         if rank == 0:
             print(f"ddp epoch {epoch}: {len(sampler) * world / (time.perf_counter() - started):.0f} samples/s "
                   f"(with evaluation), test accuracy {accuracy:.4f}", flush=True)
     if rank == 0:
-        print("result " + json.dumps({"workers": world, "epochs": epochs, "samples_per_second": samples / seconds,
+        print("result " + json.dumps({"workers": world, "device": device.type, "epochs": epochs,
+                                      "samples_per_second": samples / seconds,
                                       "test_accuracy": accuracy}), flush=True)
     dist.destroy_process_group()
 

@@ -4,6 +4,8 @@
 // Prints one JSON line "result {...}" for the run script.
 //
 //   sray run -N2 build/bench/train_bench --workers 2 --epochs 3
+//   sray run -N1 --ray-cluster=config=FILE build/bench/train_bench --workers 1 --use-gpu
+//       (FILE says resources = "GPU:1")
 
 #include <cstdio>
 #include <iostream>
@@ -43,16 +45,21 @@ int main(int argc, char** argv) {
   config.training.dataset = "fashion_mnist";
   config.training.data_dir = "/usr/share/datasets/fashion-mnist";
   int workers = 2;
+  bool use_gpu = false;
   CLI::App app("sray's side of the training benchmark");
   app.add_option("--workers", workers)->check(CLI::PositiveNumber);
   app.add_option("--epochs", config.training.epochs)->check(CLI::PositiveNumber);
   app.add_option("--train-limit", config.training.train_limit);
   app.add_option("--allreduce-steps", config.allreduce_steps)->check(CLI::PositiveNumber);
+  app.add_option("--data", config.training.data_dir, "the Fashion-MNIST files' directory")
+      ->check(CLI::ExistingDirectory);
+  app.add_flag("--use-gpu", use_gpu, "one GPU per worker, NCCL");
   CLI11_PARSE(app, argc, argv);
 
   sray::train::ScalingConfig scaling;
   scaling.num_workers = workers;
   scaling.resources_per_worker = {{"CPU", 1}};
+  scaling.use_gpu = use_gpu;
   scaling.placement_strategy = sray::PlacementStrategy::kSpread;
   sray::train::RunConfig run;
   run.name = "train_bench";
@@ -67,15 +74,17 @@ int main(int argc, char** argv) {
     samples += report.at("train_seconds") * report.at("train_samples_per_second");
     accuracy = report.at("test_accuracy");
   }
-  nlohmann::json line{{"workers", workers},
-                      {"epochs", config.training.epochs},
-                      {"samples_per_second", samples / seconds},
-                      {"test_accuracy", accuracy},
-                      {"allreduce_seconds_per_step", result.metrics.at("allreduce_seconds_per_step")},
-                      {"raw_allreduce_seconds_per_step", result.metrics.at("raw_allreduce_seconds_per_step")},
-                      {"overlapped_allreduce_seconds_per_step",
-                       result.metrics.at("overlapped_allreduce_seconds_per_step")},
-                      {"buckets", result.metrics.at("buckets")}};
+  nlohmann::json line{
+      {"workers", workers},
+      {"device", use_gpu ? "cuda" : "cpu"},
+      {"epochs", config.training.epochs},
+      {"samples_per_second", samples / seconds},
+      {"test_accuracy", accuracy},
+      {"allreduce_seconds_per_step", result.metrics.at("allreduce_seconds_per_step")},
+      {"raw_allreduce_seconds_per_step", result.metrics.at("raw_allreduce_seconds_per_step")},
+      {"overlapped_allreduce_seconds_per_step",
+       result.metrics.at("overlapped_allreduce_seconds_per_step")},
+      {"buckets", result.metrics.at("buckets")}};
   std::cout << "result " << line.dump() << std::endl;
   return 0;
 }

@@ -39,6 +39,7 @@
 #include "core/owner.h"
 #include "core/process_runtime.h"
 #include "core/protocol.h"
+#include "core/shutdown_watch.h"
 #include "core/worker_main.h"
 #include "dashboard/dashboard_module.h"
 #include "jobsetup/node_setup.h"
@@ -57,6 +58,10 @@ using core::NodeDescription;
 constexpr auto kRegistrationTimeout = std::chrono::seconds(120);
 // How a process that cannot join its job ends (see Init).
 constexpr int kLaunchFailedExitCode = 1;
+// A step of ending the job that takes longer is named on stderr.
+constexpr auto kSlowShutdownStep = std::chrono::seconds(5);
+// How long the job's end waits for the dashboard's server threads.
+constexpr auto kDashboardStopPatience = std::chrono::seconds(3);
 
 // Nodes whose manager the head can no longer reach. Written by the head's
 // kNodeFailed handler, read by StoreUsage and Shutdown; thread-safe.
@@ -601,10 +606,24 @@ void Shutdown() {
   }
   local_state.reset();
   if (!state) return;
+  core::ShutdownWatch watch(kSlowShutdownStep,
+                            [](const std::string& line) { std::cerr << line << std::endl; });
+  watch.Step("stopping the dashboard");
+  if (state->dashboard && state->dashboard->server &&
+      !state->dashboard->server->Stop(kDashboardStopPatience)) {
+    std::cerr << "sray: ending the job: the dashboard's server did not stop within "
+              << std::chrono::duration<double>(kDashboardStopPatience).count()
+              << " s: the job ends without waiting for it (its threads end with the process)"
+              << std::endl;
+    // Destroying it would wait for its threads again.
+    (void)state->dashboard->server.release();
+  }
   state->dashboard.reset();
   core::SetProcessRuntime(nullptr);
+  watch.Step("stopping actor calls");
   state->actor_client->Stop();
   // Answers still owed to borrowers need the transport: before it goes.
+  watch.Step("ending the owner service");
   state->owner_service.reset();
   transport::Transport& transport = *state->job->transport;
   {
@@ -618,6 +637,7 @@ void Shutdown() {
     std::size_t missing = 0;  // guarded by mutex
   };
   auto answers = std::make_shared<Answers>();
+  watch.Step("telling the nodes to end");
   for (std::size_t node = 1; node < state->node_manager_ranks.size(); ++node) {
     if (state->lost_nodes->IsLost(static_cast<std::uint32_t>(node))) continue;
     {
@@ -638,6 +658,7 @@ void Shutdown() {
     (void)answers->arrived.wait_for(lock, std::chrono::seconds(10),
                                     [&answers] { return answers->missing == 0; });
   }
+  watch.Step("ending this node's workers");
   state->node_manager.reset();
   if (!state->actor_index.empty()) {
     const Status written = core::WriteActorIndex(*state->directory, state->actor_index);
@@ -647,7 +668,9 @@ void Shutdown() {
     }
   }
   state->directory->DropWaiters();
+  watch.Step("closing the transport and PMIx");
   state->job.reset();
+  watch.Step("freeing the driver's state");
   state->owner->SetActorCalls(nullptr);
   state->actor_client.reset();
   state->owner.reset();

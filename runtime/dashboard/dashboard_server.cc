@@ -79,13 +79,21 @@ class ServingDashboard final : public DashboardServer {
  public:
   explicit ServingDashboard(DashboardOptions options) : options_(std::move(options)) {}
   ~ServingDashboard() override {
-    if (!thread_.joinable()) return;
+    while (!Stop(std::chrono::seconds(1))) {
+    }
+  }
+
+  bool Stop(std::chrono::milliseconds patience) override {
+    if (!thread_.joinable()) return true;
     // stop() is lost on a server not yet running: repeat until it ended.
+    const auto deadline = std::chrono::steady_clock::now() + patience;
     while (!listening_ended_.load()) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
       server_.stop();
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     thread_.join();
+    return true;
   }
   ServingDashboard(const ServingDashboard&) = delete;
   ServingDashboard& operator=(const ServingDashboard&) = delete;

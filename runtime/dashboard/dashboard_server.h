@@ -47,7 +47,8 @@ class DashboardServer {
   // Listening when it returns; an error names the address and the fix.
   // Defined where the server is built in (the module, the unit tests).
   static Result<std::unique_ptr<DashboardServer>> Start(DashboardOptions options);
-  // Stops serving and joins the server's threads.
+  // Stops serving and joins the server's threads, however long that takes:
+  // call Stop first where the wait must be bounded.
   virtual ~DashboardServer() = default;
   DashboardServer(const DashboardServer&) = delete;
   DashboardServer& operator=(const DashboardServer&) = delete;
@@ -59,6 +60,10 @@ class DashboardServer {
   // A link that logs one browser in (sets the cookie) once, within the
   // options' login_link_lifetime.
   virtual std::string NewLoginUrl() = 0;
+  // Stops serving; true once the server's threads have ended, false if
+  // they had not within `patience`. Then destroying this object would wait
+  // for them: a caller that must not hang (the job's end) lets it go instead.
+  virtual bool Stop(std::chrono::milliseconds patience) = 0;
 
  protected:
   DashboardServer() = default;

@@ -5,8 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include <httplib.h>
@@ -465,6 +467,46 @@ TEST(DashboardLogin, AnExpiredLinkIsRefusedAndSaysSo) {
   EXPECT_EQ(expired->status, 401);
   EXPECT_NE(expired->body.find("expired"), std::string::npos) << expired->body;
   EXPECT_NE(expired->body.find("sray login"), std::string::npos) << expired->body;
+}
+
+// The job's end must not wait for ever on a request that never finishes
+// (a snapshot stuck on a node): Stop gives up after its patience, and ends
+// the server once the request is done.
+TEST(DashboardStopPatience, StopGivesUpWhileARequestIsStuckAndSucceedsAfterIt) {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool entered = false;
+  bool released = false;
+  DashboardOptions options;
+  options.token = "secret-token";
+  options.cookie_name = "sray_2_0";
+  options.snapshot = [&]() -> Result<ClusterSnapshot> {
+    std::unique_lock lock(mutex);
+    entered = true;
+    changed.notify_all();
+    changed.wait(lock, [&] { return released; });
+    return Status::Unavailable("released");
+  };
+  auto server = DashboardServer::Start(std::move(options));
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  std::thread request([port = (*server)->port()] {
+    httplib::Client client("127.0.0.1", port);
+    (void)client.Get("/api/nodes", {{"Authorization", "Bearer secret-token"}});
+  });
+  {
+    std::unique_lock lock(mutex);
+    ASSERT_TRUE(changed.wait_for(lock, std::chrono::seconds(10), [&] { return entered; }));
+  }
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_FALSE((*server)->Stop(std::chrono::milliseconds(200)));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+  {
+    std::lock_guard lock(mutex);
+    released = true;
+  }
+  changed.notify_all();
+  EXPECT_TRUE((*server)->Stop(std::chrono::seconds(10)));
+  request.join();
 }
 
 TEST(JobsFile, IsPrivateToTheUserAndGoesWithTheStep) {
