@@ -46,16 +46,18 @@ class SerialExecutor {
     if (wake) wake_.notify_one();
   }
 
-  // Runs `work` here and now if nothing runs, then whatever was queued
-  // meanwhile and the idle handler, as the thread would; if something runs,
-  // queues `work` for it. Only for work that does not block: it may run
+  // Runs `work` here and now if nothing runs or waits, then whatever was
+  // queued meanwhile and the idle handler, as the thread would; otherwise
+  // queues `work` behind the rest. Only for work that does not block: it may run
   // inside a transport handler.
   template <typename Work>
   void RunHereOrPost(Work&& work) {
     {
       std::lock_guard lock(mutex_);
       if (stopped_) return;
-      if (running_) {
+      // Work posted before and not yet taken (the thread is woken for it)
+      // goes first: `work` queues behind it.
+      if (running_ || !queue_.empty()) {
         queue_.emplace_back(std::forward<Work>(work));
         return;
       }

@@ -395,6 +395,55 @@ TEST_F(NodeManagerTest, ALostNodeIsPassedOnToTheOwnersHere) {
   EXPECT_EQ(lost.get().node, 1U);
 }
 
+// A forwarded task that its first node moved on (kTaskMoved) is followed
+// there: the loss of the node it moved to fails it, with that node's cause,
+// though the node it was first sent to is alive.
+TEST_F(NodeManagerTest, AMovedTaskFailsWhenTheNodeItMovedToIsLost) {
+  StartManager("/nonexistent/sray-worker");
+  constexpr std::uint32_t kThirdNodeRank = 3;
+  ClusterView view;
+  view.nodes.push_back(manager_->Description());
+  view.nodes.push_back(NodeDescription{.node_id = 1,
+                                       .rank = kOtherManagerRank,
+                                       .hostname = "other-node",
+                                       .total = {{"CPU", 1.0}, {"special", 1.0}},
+                                       .store_capacity = 16 << 20});
+  view.nodes.push_back(NodeDescription{.node_id = 2,
+                                       .rank = kThirdNodeRank,
+                                       .hostname = "third-node",
+                                       .total = {{"CPU", 1.0}},
+                                       .store_capacity = 16 << 20});
+  manager_->ApplyClusterView(view);
+
+  // Only node 1 has "special": this node forwards the task there.
+  auto forwarded = NextMessage<TaskSpec>(*other_manager_transport_, kSubmitTask);
+  auto outcome = NextOutcome(*owner_transport_, kOwnerOutcome);
+  TaskSpec task = TaskOf(kOwnerRank, 0, 1.0);
+  task.resources["special"] = 1.0;
+  manager_->Submit(task);
+  ASSERT_EQ(forwarded.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  const TaskSpec sent = forwarded.get();
+
+  // Node 1 had no room after all and moved it on to node 2.
+  other_manager_transport_->Post(
+      kManagerRank, kTaskMoved,
+      Encode(TaskMoved{
+          .owner_rank = kOwnerRank, .task_id = sent.task_id, .attempt = sent.attempt, .node = 2}));
+  // The head is this manager's rank in this test. The news of node 2's loss
+  // may come before the move is applied: the test repeats it until the owner hears.
+  for (int tries = 0; tries < 100; ++tries) {
+    manager_transport_->Post(kManagerRank, kNodeLost,
+                             Encode(NodeLost{.node = 2, .cause = "its node was killed"}));
+    if (outcome.wait_for(std::chrono::milliseconds(100)) == std::future_status::ready) break;
+  }
+  ASSERT_EQ(outcome.wait_for(std::chrono::seconds(1)), std::future_status::ready)
+      << "the owner never heard that its task was lost with node 2";
+  const TaskOutcome received = outcome.get();
+  EXPECT_EQ(received.task_id, sent.task_id);
+  EXPECT_NE(received.error_message.find("its node was killed"), std::string::npos)
+      << received.error_message;
+}
+
 // A worker that registers after a node was lost never got the news passed
 // on: its node manager tells it when it registers.
 TEST_F(NodeManagerTest, AWorkerThatRegistersAfterANodeLossIsToldOfIt) {

@@ -67,6 +67,32 @@ TEST(SerialExecutor, WorkArrivingWhileAClosureRunsWaitsForItInOrder) {
   EXPECT_EQ(order, (std::vector<int>{1, 2, 3, 4}));
 }
 
+// Work posted and not yet taken by the executor's thread (woken, not yet
+// running) came after work run inline just after it: a node manager applied
+// a task before the cluster view posted ahead of it and found no node.
+TEST(SerialExecutor, InlineWorkNeverOvertakesWorkPostedBeforeIt) {
+  std::mutex mutex;
+  std::vector<int> order;
+  {
+    SerialExecutor executor;
+    for (int round = 0; round < 2000; ++round) {
+      executor.Post([&, round] {
+        std::lock_guard lock(mutex);
+        order.push_back(2 * round);
+      });
+      executor.RunHereOrPost([&, round] {
+        std::lock_guard lock(mutex);
+        order.push_back(2 * round + 1);
+      });
+    }
+  }
+  ASSERT_EQ(order.size(), 4000U);
+  for (std::size_t index = 0; index < order.size(); ++index) {
+    ASSERT_EQ(order[index], static_cast<int>(index))
+        << "closure " << order[index] << " ran in place " << index;
+  }
+}
+
 TEST(SerialExecutor, WorkQueuedDuringAnInlineRunIsRunByThatRun) {
   SerialExecutor executor;
   std::vector<int> order;
