@@ -3,8 +3,8 @@
 // 2.x ones from c10d::Backend, with the same collective signatures.
 
 #include "train/collectives.h"
+#include "train/backends_available.h"
 #include "train/member_tag.h"
-#include "train/nccl_available.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -52,10 +52,8 @@ c10::intrusive_ptr<GroupBase> MakeGloo(const c10::intrusive_ptr<c10d::Store>& st
                                        int world_size, std::chrono::milliseconds timeout) {
 #ifndef SRAY_TRAIN_WITH_GLOO
   (void)store, (void)rank, (void)world_size, (void)timeout;
-  // Fit refuses such a run first (GlooAvailable); this stops any other way in.
-  throw std::runtime_error(
-      "sray: this sray was built without Gloo (no Gloo headers beside its LibTorch): "
-      "train with use_gpu=true, or rebuild it against a LibTorch with Gloo's headers");
+  // Fit refuses such a run first; this stops any other way in.
+  throw std::runtime_error("sray: " + MissingBackend(false));
 #else
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   // GLOO_SOCKET_IFNAME picks the network as in PyTorch; otherwise the
@@ -196,6 +194,24 @@ bool NcclAvailable() {
 #endif
 }
 
+std::string MissingBackend(bool use_gpu) {
+  if (use_gpu && !NcclAvailable()) {
+    return "ScalingConfig::use_gpu needs sray's NCCL path, and this sray was built without it "
+           "(LibTorch without "
+           "CUDA, or SRAY_WITH_CUDA=OFF): rebuild against a CUDA LibTorch with "
+           "-DSRAY_WITH_CUDA=ON, or set "
+           "use_gpu=false";
+  }
+  if (!use_gpu && !GlooAvailable()) {
+    return "training on CPU needs Gloo, and this sray was built against a LibTorch without Gloo's "
+           "headers (a pip "
+           "wheel ships none): rebuild against Debian's LibTorch (libtorch-dev libgloo-dev) or "
+           "with that "
+           "LibTorch's Gloo headers on the include path, or set ScalingConfig::use_gpu=true";
+  }
+  return {};
+}
+
 Collectives::Collectives(std::unique_ptr<Group> group, int rank, int world_size)
     : group_(std::move(group)), rank_(rank), world_size_(world_size) {}
 
@@ -211,9 +227,7 @@ std::unique_ptr<Collectives> Collectives::Connect(const GroupOptions& options) {
     group->backend = MakeNccl(store, options.rank, options.world_size, options.timeout);
     group->on_gpu = true;
 #else
-    throw std::runtime_error(
-        "this sray was built without the NCCL path (LibTorch without CUDA, or "
-        "SRAY_WITH_CUDA=OFF): rebuild against a CUDA LibTorch with -DSRAY_WITH_CUDA=ON, or set use_gpu=false");
+    throw std::runtime_error("sray: " + MissingBackend(true));
 #endif
   } else {
     group->backend = MakeGloo(store, options.rank, options.world_size, options.timeout);

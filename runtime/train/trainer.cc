@@ -23,11 +23,11 @@
 #include "common/hex.h"
 #include "common/random_bytes.h"
 #include "sray/api.h"
+#include "sray/internal/training_runs.h"
 #include "sray/train/result.h"
 #include "sray/train/trainer.h"
+#include "train/backends_available.h"
 #include "train/checkpoint_storage.h"
-#include "train/nccl_available.h"
-#include "sray/internal/training_runs.h"
 #include "train/progress_log.h"
 #include "train/train_worker.h"
 #include "train/worker_protocol.h"
@@ -453,19 +453,8 @@ Result Fit(const TrainingRequest& request) {
   if (Status valid = ValidateCheckpointConfig(request.run.checkpoint_config); !valid.ok()) {
     throw sray::ConfigError("sray: " + valid.message());
   }
-  if (scaling.use_gpu && !NcclAvailable()) {
-    throw sray::ConfigError(
-        "sray: ScalingConfig::use_gpu needs sray's NCCL path, and this sray was built without it "
-        "(LibTorch without CUDA, or SRAY_WITH_CUDA=OFF): rebuild against a CUDA LibTorch, or set use_gpu=false");
-  }
-  if (!scaling.use_gpu && !GlooAvailable()) {
-    throw sray::ConfigError(
-        "sray: training on CPU needs Gloo, and this sray was built against a LibTorch without "
-        "Gloo's "
-        "headers (a pip wheel ships none): rebuild against Debian's LibTorch (libtorch-dev "
-        "libgloo-dev) "
-        "or with that LibTorch's Gloo headers on the include path, or set "
-        "ScalingConfig::use_gpu=true");
+  if (const std::string missing = MissingBackend(scaling.use_gpu); !missing.empty()) {
+    throw sray::ConfigError("sray: " + missing);
   }
   if (request.torch.timeout.count() <= 0) {
     throw sray::ConfigError("sray: TorchConfig::timeout must be positive");
