@@ -60,8 +60,10 @@ constexpr auto kRegistrationTimeout = std::chrono::seconds(120);
 constexpr int kLaunchFailedExitCode = 1;
 // A step of ending the job that takes longer is named on stderr.
 constexpr auto kSlowShutdownStep = std::chrono::seconds(5);
-// How long the job's end waits for the dashboard's server threads.
-constexpr auto kDashboardStopPatience = std::chrono::seconds(3);
+// How long the job's end waits for the dashboard's server threads: longer
+// than a request's own bound (a node's status, a log read: 5 s each), so that
+// a server busy with one still stops; only one stuck beyond that is let go.
+constexpr auto kDashboardStopPatience = std::chrono::seconds(10);
 
 // Nodes whose manager the head can no longer reach. Written by the head's
 // kNodeFailed handler, read by StoreUsage and Shutdown; thread-safe.
@@ -613,9 +615,10 @@ void Shutdown() {
       !state->dashboard->server->Stop(kDashboardStopPatience)) {
     std::cerr << "sray: ending the job: the dashboard's server did not stop within "
               << std::chrono::duration<double>(kDashboardStopPatience).count()
-              << " s: the job ends without waiting for it (its threads end with the process)"
-              << std::endl;
-    // Destroying it would wait for its threads again.
+              << " s (a request stuck in it): the job ends without waiting for it" << std::endl;
+    // Destroying it would wait for its threads again. A request still in it
+    // may touch what Shutdown frees next: a risk taken only after every
+    // request's own bound has passed, rather than a job that never ends.
     (void)state->dashboard->server.release();
   }
   state->dashboard.reset();

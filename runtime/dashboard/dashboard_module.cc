@@ -69,11 +69,11 @@ LoadedModule Load() {
   auto* version =
       reinterpret_cast<DashboardModuleVersion>(::dlsym(handle, kDashboardModuleVersion));
   const std::string built_with = version != nullptr ? version() : "no version";
-  if (built_with != SRAY_VERSION_STRING) {
+  if (built_with != kDashboardModuleBuild) {
     return {.entry = nullptr,
             .failure = Status::InvalidArgument(
                 path.string() + " belongs to sray " + built_with + ", this program's libsray is " +
-                SRAY_VERSION_STRING + ": reinstall sray, so both come from one version")};
+                kDashboardModuleBuild + ": reinstall sray, so both come from one version")};
   }
   auto* entry = reinterpret_cast<DashboardModuleEntry>(::dlsym(handle, kDashboardModuleEntry));
   if (entry == nullptr) {

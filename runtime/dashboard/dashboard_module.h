@@ -14,6 +14,7 @@
 
 #include "common/status.h"
 #include "dashboard/dashboard_server.h"
+#include "sray/version.h"
 
 namespace sray::dashboard {
 
@@ -25,6 +26,10 @@ inline constexpr const char* kDashboardModuleName = "libsray_dashboard.so";
 // one's, fails with the fix instead of misreading them); and the entry, which
 // starts a server as DashboardServer::Start does.
 inline constexpr const char* kDashboardModuleVersion = "sray_dashboard_module_version";
+// What the version symbol says: sray's version and the revision of the
+// DashboardServer interface, raised with each change to its virtual
+// functions (2: Stop), so that a module built before one fails the check.
+inline constexpr const char* kDashboardModuleBuild = SRAY_VERSION_STRING "/dashboard-interface-2";
 inline constexpr const char* kDashboardModuleEntry = "sray_dashboard_module_start";
 using DashboardModuleVersion = const char* (*)();
 using DashboardModuleEntry = void (*)(DashboardOptions* options,

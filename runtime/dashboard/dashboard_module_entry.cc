@@ -6,7 +6,7 @@
 #include "sray/version.h"
 
 extern "C" __attribute__((visibility("default"))) const char* sray_dashboard_module_version() {
-  return SRAY_VERSION_STRING;
+  return sray::dashboard::kDashboardModuleBuild;
 }
 
 extern "C" __attribute__((visibility("default"))) void sray_dashboard_module_start(

@@ -24,6 +24,15 @@ struct Said {
     std::lock_guard lock(mutex);
     return lines;
   }
+  // Waits (a loaded machine may be slow to run the watch) for a line.
+  bool WaitForALine() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (Lines().empty()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
+  }
 };
 
 TEST(ShutdownWatch, NamesAStepThatRunsPastItsPatienceOnce) {
@@ -31,7 +40,8 @@ TEST(ShutdownWatch, NamesAStepThatRunsPastItsPatienceOnce) {
   {
     ShutdownWatch watch(std::chrono::milliseconds(50), said.Sink());
     watch.Step("stopping the dashboard");
-    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    ASSERT_TRUE(said.WaitForALine());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // no second line
   }
   const auto lines = said.Lines();
   ASSERT_EQ(lines.size(), 1U);
@@ -53,10 +63,10 @@ TEST(ShutdownWatch, SaysNothingOfStepsThatEndInTime) {
 TEST(ShutdownWatch, NamesTheSlowStepNotTheOnesBeforeIt) {
   Said said;
   {
-    ShutdownWatch watch(std::chrono::milliseconds(300), said.Sink());
+    ShutdownWatch watch(std::chrono::seconds(2), said.Sink());
     watch.Step("quick step");
     watch.Step("slow step");
-    std::this_thread::sleep_for(std::chrono::milliseconds(900));
+    ASSERT_TRUE(said.WaitForALine());
   }
   const auto lines = said.Lines();
   ASSERT_EQ(lines.size(), 1U);
