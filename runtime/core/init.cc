@@ -65,6 +65,10 @@ constexpr auto kSlowShutdownStep = std::chrono::seconds(5);
 // a server busy with one still stops; only one stuck beyond that is let go.
 constexpr auto kDashboardStopPatience = std::chrono::seconds(10);
 
+void SayOnStderr(const std::string& line) {
+  std::cerr << line << std::endl;
+}
+
 // Nodes whose manager the head can no longer reach. Written by the head's
 // kNodeFailed handler, read by StoreUsage and Shutdown; thread-safe.
 struct LostNodes {
@@ -329,8 +333,14 @@ Result<transport::Bytes> CallHead(transport::Transport& transport, std::uint32_t
       }
     }
   }
+  core::ShutdownWatch watch(kSlowShutdownStep, SayOnStderr);
+  watch.Step("ending this node's workers");
   manager.reset();
+  watch.Step("closing the transport and PMIx");
   job.reset();
+  // std::exit leaves this frame, and so the watch, in place: a process
+  // stuck in its atexit handlers or static destructors is named too.
+  watch.Step("exiting the process (atexit handlers, static destructors)");
   std::exit(exit_code);
 }
 
@@ -476,7 +486,17 @@ namespace {
 void ShutdownAtExit() {
   static std::once_flag shutdown_at_exit;
   std::call_once(shutdown_at_exit, [] {
-    if (std::atexit([] { Shutdown(); }) != 0) {
+    if (std::atexit([] {
+          Shutdown();
+          // What runs after sray's end (atexit handlers registered before
+          // Init, static destructors) is watched too, so that a process
+          // that never exits says where. Never destroyed: it watches until
+          // the process is gone (reachable from here, so no leak is reported).
+          static core::ShutdownWatch* const after_shutdown =
+              new core::ShutdownWatch(kSlowShutdownStep, SayOnStderr);
+          after_shutdown->Step(
+              "exiting the process after sray's end (atexit handlers, static destructors)");
+        }) != 0) {
       std::cerr << "sray: cannot register Shutdown at exit: call sray::Shutdown() before main "
                    "returns\n";
     }
@@ -608,8 +628,7 @@ void Shutdown() {
   }
   local_state.reset();
   if (!state) return;
-  core::ShutdownWatch watch(kSlowShutdownStep,
-                            [](const std::string& line) { std::cerr << line << std::endl; });
+  core::ShutdownWatch watch(kSlowShutdownStep, SayOnStderr);
   watch.Step("stopping the dashboard");
   if (state->dashboard && state->dashboard->server &&
       !state->dashboard->server->Stop(kDashboardStopPatience)) {
