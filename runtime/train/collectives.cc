@@ -197,17 +197,14 @@ bool NcclAvailable() {
 std::string MissingBackend(bool use_gpu) {
   if (use_gpu && !NcclAvailable()) {
     return "ScalingConfig::use_gpu needs sray's NCCL path, and this sray was built without it "
-           "(LibTorch without "
-           "CUDA, or SRAY_WITH_CUDA=OFF): rebuild against a CUDA LibTorch with "
-           "-DSRAY_WITH_CUDA=ON, or set "
-           "use_gpu=false";
+           "(LibTorch without CUDA, or SRAY_WITH_CUDA=OFF): rebuild against a CUDA LibTorch with "
+           "-DSRAY_WITH_CUDA=ON, or set use_gpu=false";
   }
   if (!use_gpu && !GlooAvailable()) {
     return "training on CPU needs Gloo, and this sray was built against a LibTorch without Gloo's "
-           "headers (a pip "
-           "wheel ships none): rebuild against Debian's LibTorch (libtorch-dev libgloo-dev) or "
-           "with that "
-           "LibTorch's Gloo headers on the include path, or set ScalingConfig::use_gpu=true";
+           "headers (a pip wheel ships none): rebuild against Debian's LibTorch (libtorch-dev "
+           "libgloo-dev) or with that LibTorch's Gloo headers on the include path, or set "
+           "ScalingConfig::use_gpu=true";
   }
   return {};
 }
