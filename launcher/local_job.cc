@@ -46,7 +46,8 @@ constexpr std::chrono::seconds kFailureGrace{10};
 // must reach neither the embedded server nor the ranks.
 bool BelongsToOuterJob(std::string_view entry) {
   return entry.starts_with("PMIX_") || entry.starts_with("PMI_") ||
-         entry.starts_with("SLURM_PMIX") || entry.starts_with("SLURM_PMI");
+         entry.starts_with("SLURM_PMIX") || entry.starts_with("SLURM_PMI") ||
+         entry.starts_with("SRAY_RENDEZVOUS=");
 }
 
 void ScrubOuterJobEnvironment() {

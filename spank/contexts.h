@@ -17,6 +17,11 @@ Status InitializePlugin(spank_t handle, std::span<const std::string_view> argume
 
 // srun, sbatch, salloc: resolve the options now so bad input fails before launch.
 Status ValidateRequestedOptions();
+// srun, before it launches the tasks: serve the step's wire-up unless
+// wireup=pmix (a failure to start falls back to PMIx, with a message).
+Status StartWireUpService(spank_t handle);
+// srun, at its end.
+void StopWireUpService();
 
 // slurmstepd, as root before privileges drop, once per step and node; the
 // work itself runs as the job user in a child process.
@@ -28,5 +33,11 @@ Status ExportTaskEnvironment(spank_t handle);
 Status EndLeftoversAfterLastTask(spank_t handle);
 // slurmstepd, as root, when the step ends.
 Status CleanUpStepOnNode();
+
+// slurmd, as root, when the daemon starts (a node coming back after a
+// crash): what steps whose slurmstepd died here left goes now, rather than
+// at the next sray step on the node. `arguments` are the plugin's own from
+// plugstack.conf.
+Status SweepCrashedStepsAtDaemonStart(std::span<const std::string_view> arguments);
 
 }  // namespace sray::spank

@@ -2,10 +2,10 @@
 
 // The sweep after steps whose slurmstepd died on this node (a crash and
 // reboot, an OOM kill of the daemon): their records (jobsetup/step_record.h)
-// outlive them, and the next sray step on the node ends the processes they
-// left, and removes their session directories and /dev/shm files, before it
-// starts its own. Without it those files stay until the node reboots, taking
-// memory from every later job.
+// outlive them, and slurmd's start on the node (as it comes back) and the
+// next sray step there end the processes they left, and remove their session
+// directories and /dev/shm files. Without it those files stay until the node
+// reboots, taking memory from every later job.
 //
 // Thread-safety: call from one thread at a time (a slurmstepd's SPANK
 // callbacks); runs as root and forks to act as each step's user.
@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sray::spank {
@@ -27,5 +28,11 @@ struct CrashedStepSweep {
 };
 
 CrashedStepSweep CleanUpAfterCrashedSteps(const std::filesystem::path& record_directory);
+
+// The name slurmd runs this node under, as slurmd itself decides it: the
+// value of its -N option (emulated nodes, several per machine), else the
+// host's name up to its first dot. `command_line` is slurmd's argv.
+std::string DaemonNodeName(const std::vector<std::string>& command_line,
+                           std::string_view host_name);
 
 }  // namespace sray::spank

@@ -68,6 +68,10 @@ using sray::spank::Guarded;
 extern "C" int slurm_spank_init(spank_t handle, int argc, char** argv) {
   return Guarded("slurm_spank_init", [&] {
     std::vector<std::string_view> arguments(argv, argv + argc);
+    // slurmd calls only init, once, as it starts (there is no slurmd_init
+    // hook in Slurm's plugin stack).
+    if (spank_context() == S_CTX_SLURMD)
+      return sray::spank::SweepCrashedStepsAtDaemonStart(arguments);
     return sray::spank::InitializePlugin(handle, arguments);
   });
 }
@@ -84,6 +88,11 @@ extern "C" int slurm_spank_init_post_opt(spank_t handle, int /*argc*/, char** /*
   });
 }
 
+extern "C" int slurm_spank_local_user_init(spank_t handle, int /*argc*/, char** /*argv*/) {
+  return Guarded("slurm_spank_local_user_init",
+                 [&] { return sray::spank::StartWireUpService(handle); });
+}
+
 extern "C" int slurm_spank_task_init(spank_t handle, int /*argc*/, char** /*argv*/) {
   return Guarded("slurm_spank_task_init",
                  [&] { return sray::spank::ExportTaskEnvironment(handle); });
@@ -96,6 +105,8 @@ extern "C" int slurm_spank_task_exit(spank_t handle, int /*argc*/, char** /*argv
 
 extern "C" int slurm_spank_exit(spank_t /*handle*/, int /*argc*/, char** /*argv*/) {
   return Guarded("slurm_spank_exit", [] {
-    return spank_context() == S_CTX_REMOTE ? sray::spank::CleanUpStepOnNode() : sray::Status::Ok();
+    if (spank_context() == S_CTX_REMOTE) return sray::spank::CleanUpStepOnNode();
+    sray::spank::StopWireUpService();
+    return sray::Status::Ok();
   });
 }

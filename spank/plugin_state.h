@@ -3,12 +3,14 @@
 // State the plugin carries between SPANK callbacks of one process (srun,
 // sbatch or one slurmstepd). Slurm calls the callbacks one after another from
 // one thread, and task_init runs in a forked child that inherits a copy, so a
-// single process-wide instance without locking is correct.
+// single process-wide instance without locking is correct. (The rendezvous
+// server's own thread touches only the server.)
 
 #include <sys/types.h>
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "common/status.h"
 #include "jobsetup/node_setup.h"
 #include "plugstack_arguments.h"
+#include "wire/rendezvous_server.h"
 
 namespace sray::spank {
 
@@ -24,6 +27,10 @@ struct PluginState {
   // --ray-cluster was given (possibly with an empty value).
   bool cluster_requested = false;
   std::string option_list;
+  // The resolved wireup option (srun only).
+  std::string wireup;
+  // srun only: the step's wire-up service, from local_user_init to exit.
+  std::unique_ptr<wire::rendezvous::RendezvousServer> rendezvous;
   // Failures of preparing the node, kept for task_init, where they reach the
   // task's stderr and fail it.
   Status deferred_error;

@@ -1,6 +1,7 @@
 // slurmstepd: the per-node half of a step. init_post_opt prepares the node
 // (as the job user, in a child process), task_init exports the result into
-// each task, exit cleans up.
+// each task, exit cleans up. And slurmd's start: the sweep after steps whose
+// slurmstepd died on the node.
 //
 // Why init_post_opt and not user_init: Slurm 22.05's slurmstepd drops its
 // privileges to the job user from before user_init until its tasks are forked,
@@ -17,7 +18,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <slurm/slurm.h>  // SLURM_BATCH_SCRIPT and the other special step ids
@@ -353,6 +356,17 @@ Status CleanUpStepOnNode() {
     if (!forgotten.ok()) slurm_error("sray: %s", forgotten.message().c_str());
   }
   return leftovers;
+}
+
+Status SweepCrashedStepsAtDaemonStart(std::span<const std::string_view> arguments) {
+  auto parsed = ParsePlugstackArguments(arguments);
+  if (!parsed.ok()) return parsed.status();
+  State().plugstack = std::move(parsed).value();
+  std::vector<std::string> command_line;
+  std::ifstream file("/proc/self/cmdline", std::ios::binary);
+  for (std::string argument; std::getline(file, argument, '\0');) command_line.push_back(argument);
+  SweepCrashedSteps(DaemonNodeName(command_line, HostName()));
+  return Status::Ok();
 }
 
 }  // namespace sray::spank

@@ -207,7 +207,7 @@ core::NodeManagerConfig NodeConfig(const wire::WiredJob& job,
   }
   config.head_rank = 0;
   if (layout.rank != 0) {
-    auto head_address = job.pmix->Get(0, wire::kNetworkAddressKey, false);
+    auto head_address = job.values->Get(0, wire::kNetworkAddressKey);
     if (!head_address.ok()) ThrowLaunch("cannot learn the head's address", head_address.status());
     config.head_address = std::move(head_address).value();
   }
@@ -234,7 +234,7 @@ std::optional<std::string> EnvironmentLock(const jobsetup::TaskEnvironment& envi
 // the step before user code, naming the node and the packages.
 void CheckEnvironmentsMatch(const wire::WiredJob& job, const std::string& own_lock) {
   const auto layout = job.pmix->layout();
-  auto reference = job.pmix->Get(0, core::kEnvironmentLockKey, false);
+  auto reference = job.values->Get(0, core::kEnvironmentLockKey);
   if (!reference.ok()) ThrowLaunch("cannot read node 0's environment lock", reference.status());
   const std::string reference_lock(transport::TextOf(*reference));
   std::vector<std::string> problems;
@@ -249,7 +249,7 @@ void CheckEnvironmentsMatch(const wire::WiredJob& job, const std::string& own_lo
   };
   if (layout.rank == 0) {
     for (std::uint32_t rank = 1; rank < layout.size; ++rank) {
-      auto lock = job.pmix->Get(rank, core::kEnvironmentLockKey, false);
+      auto lock = job.values->Get(rank, core::kEnvironmentLockKey);
       if (!lock.ok())
         ThrowLaunch("cannot read rank " + std::to_string(rank) + "'s environment lock",
                     lock.status());

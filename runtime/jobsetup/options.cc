@@ -14,9 +14,10 @@ namespace {
 
 constexpr std::array<std::string_view, 4> kLogLevels = {"error", "warning", "info", "debug"};
 constexpr std::array<std::string_view, 2> kBooleans = {"true", "false"};
+constexpr std::array<std::string_view, 2> kWireUps = {"srun", "pmix"};
 
 // Kept sorted by key: AcceptedKeys() and the docs list them in this order.
-const std::array<OptionSpec, 10> kSchema = {{
+const std::array<OptionSpec, 11> kSchema = {{
     {.key = "config",
      .kind = OptionKind::kAbsolutePath,
      .environment_variable = "SRAY_USER_CONFIG",
@@ -88,6 +89,15 @@ const std::array<OptionSpec, 10> kSchema = {{
      .default_value = "/tmp",
      .choices = {},
      .help = "node-local directory that holds each step's session directory"},
+    {.key = "wireup",
+     .kind = OptionKind::kChoice,
+     .environment_variable = "SRAY_WIREUP",
+     .default_value = "srun",
+     .choices = kWireUps,
+     .help = "how the ranks of an srun step exchange their addresses: srun (through a port "
+             "srun opens on its own host, which the nodes must reach) or pmix (PMIx's fence, "
+             "which Slurm 22.05's PMIx plugin can leave hanging); sray run always uses its own "
+             "PMIx server"},
 }};
 
 std::string_view Trim(std::string_view text) {

@@ -5,14 +5,17 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "common/log.h"
 #include "common/process_start_time.h"
 #include "common/random_bytes.h"
+#include "wire/rendezvous_client.h"
 
 namespace sray::wire {
 namespace {
@@ -41,14 +44,14 @@ Result<transport::JobToken> NewJobSecret() {
   return secret;
 }
 
-Result<PeerLocation> LocationWith(PmixClient& pmix, std::uint32_t rank) {
+Result<PeerLocation> LocationWith(JobValues& values, std::uint32_t launched, std::uint32_t rank) {
   // Ranks above the job's are workers the node managers started: asking
   // PMIx about one would block until its lookup times out.
-  if (rank >= pmix.layout().size) {
+  if (rank >= launched) {
     return Status::NotFound("rank " + std::to_string(rank) +
                             " is not a launched process of the job (a worker that has ended?)");
   }
-  auto bytes = pmix.Get(rank, kLocationKey, false);
+  auto bytes = values.Get(rank, kLocationKey);
   if (!bytes.ok()) return bytes.status();
   std::istringstream text{std::string(transport::TextOf(*bytes))};
   PeerLocation location;
@@ -70,25 +73,89 @@ std::string MachineId(const std::string& hostname) {
   return id;
 }
 
-std::string DescribeWith(PmixClient& pmix, std::uint32_t rank) {
+std::string DescribeWith(JobValues& values, std::uint32_t launched, std::uint32_t rank) {
   std::string text = "rank " + std::to_string(rank);
-  auto location = LocationWith(pmix, rank);
+  auto location = LocationWith(values, launched, rank);
   if (location.ok())
     text += " (node " + std::to_string(location->node_id) + ", " + location->hostname + ")";
   return text;
 }
 
+// The invitation srun's plugin left for this step's ranks, if any. It is
+// removed from the environment either way: the program's own children must
+// not see the token, nor take an outer step's invitation for theirs.
+Result<std::optional<rendezvous::Invitation>> TakeInvitation() {
+  const char* text = std::getenv(rendezvous::kRendezvousVariable);
+  if (text == nullptr) return std::optional<rendezvous::Invitation>();
+  auto invitation = rendezvous::ParseInvitation(text);
+  ::explicit_bzero(const_cast<char*>(text), std::strlen(text));
+  ::unsetenv(rendezvous::kRendezvousVariable);
+  if (!invitation.ok()) return invitation.status();
+  const char* job = std::getenv("SLURM_JOB_ID");
+  const char* step = std::getenv("SLURM_STEP_ID");
+  if (job == nullptr || step == nullptr || invitation->step != std::string(job) + "." + step) {
+    return std::optional<rendezvous::Invitation>();
+  }
+  return std::optional<rendezvous::Invitation>(std::move(invitation).value());
+}
+
+// srun's host as Slurm gives it to the step's tasks.
+std::string SrunHost() {
+  for (const char* name : {"SLURM_SRUN_COMM_HOST", "SLURM_LAUNCH_NODE_IPADDR"}) {
+    if (const char* host = std::getenv(name); host != nullptr && *host != '\0') return host;
+  }
+  return {};
+}
+
+// Every launched rank's values through srun's rendezvous, in rank order.
+Result<std::unique_ptr<JobValues>> ExchangeThroughSrun(const rendezvous::Invitation& invitation,
+                                                       const JobLayout& layout,
+                                                       const rendezvous::Values& own) {
+  const std::string host = SrunHost();
+  if (host.empty()) {
+    return Status::Unavailable(
+        "srun's host is not known (neither SLURM_SRUN_COMM_HOST nor SLURM_LAUNCH_NODE_IPADDR is "
+        "set): "
+        "run with --ray-cluster=wireup=pmix");
+  }
+  auto answer = rendezvous::ExchangeThroughSrun({.host = host,
+                                                 .invitation = invitation,
+                                                 .rank = layout.rank,
+                                                 .size = layout.size,
+                                                 .values = rendezvous::EncodeValues(own),
+                                                 .timeout = PmixClient::kDefaultFenceTimeout});
+  if (!answer.ok()) return answer.status();
+  if (layout.rank == 0 && LogEnabled(LogLevel::kDebug)) {
+    std::size_t bytes = 0;
+    for (const rendezvous::Bytes& values : *answer) bytes += values.size();
+    Log(LogLevel::kDebug, "srun's rendezvous answered " + std::to_string(answer->size()) +
+                              " ranks, " + std::to_string(bytes) + " bytes of values");
+  }
+  std::vector<rendezvous::Values> table;
+  table.reserve(answer->size());
+  for (std::uint32_t rank = 0; rank < answer->size(); ++rank) {
+    auto values = rendezvous::DecodeValues((*answer)[rank]);
+    if (!values.ok())
+      return values.status().WithContext("srun's rendezvous answered for rank " +
+                                         std::to_string(rank));
+    table.push_back(std::move(values).value());
+  }
+  return ValuesFromTable(std::move(table));
+}
+
 }  // namespace
 
 std::string WiredJob::Describe(std::uint32_t rank) const {
-  return DescribeWith(*pmix, rank);
+  return DescribeWith(*values, pmix->layout().size, rank);
 }
 Result<PeerLocation> WiredJob::LocationOf(std::uint32_t rank) const {
-  return LocationWith(*pmix, rank);
+  return LocationWith(*values, pmix->layout().size, rank);
 }
 
 Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
   PhaseTimes phases;
+  auto invitation = TakeInvitation();
+  if (!invitation.ok()) return invitation.status();
   auto job = std::make_unique<WiredJob>();
   auto pmix = PmixClient::Connect();
   if (!pmix.ok()) return pmix.status();
@@ -107,33 +174,54 @@ Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
   if (!network_address.ok()) return network_address.status();
   phases.Mark("UCX worker");
 
-  SRAY_RETURN_IF_ERROR(client.Put(Scope::kLocal, kFullAddressKey, *full_address));
+  // Through srun, every value goes to every rank; through PMIx, the full
+  // address only to this node's.
+  rendezvous::Values own;
+  const auto publish = [&](Scope scope, const std::string& key, std::span<const std::byte> value) {
+    if (*invitation) {
+      own[key] = transport::Bytes(value.begin(), value.end());
+      return Status::Ok();
+    }
+    return client.Put(scope, key, value);
+  };
+  SRAY_RETURN_IF_ERROR(publish(Scope::kLocal, kFullAddressKey, *full_address));
   // The network address is published job-wide rather than PMIX_REMOTE: with
   // `sray run` one PMIx server hosts every emulated node, and PMIX_REMOTE
   // data never reaches a server's own clients. Processes on the same node
   // still prefer the full address.
-  SRAY_RETURN_IF_ERROR(client.Put(Scope::kGlobal, kNetworkAddressKey, *network_address));
+  SRAY_RETURN_IF_ERROR(publish(Scope::kGlobal, kNetworkAddressKey, *network_address));
   const std::string own_location = std::to_string(layout.node_id) + " " + std::to_string(getpid()) +
                                    " " + std::to_string(ProcessStartTime(getpid())) + " " +
                                    MachineId(layout.hostname) + " " + layout.hostname;
-  SRAY_RETURN_IF_ERROR(client.Put(Scope::kGlobal, kLocationKey, transport::BytesOf(own_location)));
+  SRAY_RETURN_IF_ERROR(publish(Scope::kGlobal, kLocationKey, transport::BytesOf(own_location)));
   for (const auto& [key, value] : options.publish) {
-    SRAY_RETURN_IF_ERROR(client.Put(Scope::kGlobal, key, value));
+    SRAY_RETURN_IF_ERROR(publish(Scope::kGlobal, key, value));
   }
   transport::JobToken secret{};
   if (layout.rank == 0) {
-    // Rank 0 makes the secret; PMIx hands it only to processes of this job.
+    // Rank 0 makes the secret; PMIx (or srun, given the step's token) hands
+    // it only to processes of this job.
     auto fresh = NewJobSecret();
     if (!fresh.ok()) return fresh.status();
     secret = *fresh;
-    SRAY_RETURN_IF_ERROR(client.Put(Scope::kGlobal, kJobSecretKey, secret));
+    SRAY_RETURN_IF_ERROR(publish(Scope::kGlobal, kJobSecretKey, secret));
   }
-  SRAY_RETURN_IF_ERROR(client.Commit());
-  phases.Mark("publish");
-  SRAY_RETURN_IF_ERROR(client.Fence());
-  phases.Mark("PMIx fence");
+  if (*invitation) {
+    phases.Mark("publish");
+    auto exchanged = ExchangeThroughSrun(**invitation, layout, own);
+    if (!exchanged.ok()) return exchanged.status().WithContext("wire-up through srun failed");
+    job->values = std::move(exchanged).value();
+    phases.Mark("srun exchange");
+  } else {
+    SRAY_RETURN_IF_ERROR(client.Commit());
+    phases.Mark("publish");
+    SRAY_RETURN_IF_ERROR(client.Fence());
+    job->values = ValuesFromPmix(client);
+    phases.Mark("PMIx fence");
+  }
+  JobValues& values = *job->values;
   if (layout.rank != 0) {
-    auto shared = client.Get(0, kJobSecretKey, false);
+    auto shared = values.Get(0, kJobSecretKey);
     if (!shared.ok()) return shared.status().WithContext("cannot read the job secret");
     if (shared->size() != secret.size()) {
       return Status::Internal("the job secret published by rank 0 has the wrong size");
@@ -142,36 +230,37 @@ Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
   }
 
   job->secret = secret;
-  PmixClient* resolver_pmix = job->pmix.get();
+  JobValues* resolver = job->values.get();
+  const std::uint32_t launched = layout.size;
   const std::uint32_t my_node = layout.node_id;
   transport::TransportOptions transport_options;
   transport_options.rank = layout.rank;
   transport_options.token = secret;
   transport_options.keepalive_interval = options.keepalive_interval;
   auto book = options.address_book;
-  transport_options.resolve_address = [resolver_pmix, my_node, book](std::uint32_t rank) {
+  transport_options.resolve_address = [resolver, launched, my_node, book](std::uint32_t rank) {
     if (book) {
       if (auto entry = book->Find(rank)) return Result<transport::Bytes>(entry->address);
     }
-    auto location = LocationWith(*resolver_pmix, rank);
+    auto location = LocationWith(*resolver, launched, rank);
     if (!location.ok()) return Result<transport::Bytes>(location.status());
     // Same node: the full address, so UCX may use shared memory.
     const bool same_node = location->node_id == my_node;
-    return resolver_pmix->Get(rank, same_node ? kFullAddressKey : kNetworkAddressKey, false);
+    return resolver->Get(rank, same_node ? kFullAddressKey : kNetworkAddressKey);
   };
-  transport_options.describe_rank = [resolver_pmix, book](std::uint32_t rank) {
+  transport_options.describe_rank = [resolver, launched, book](std::uint32_t rank) {
     if (book) {
       if (auto entry = book->Find(rank)) return entry->description;
     }
-    return DescribeWith(*resolver_pmix, rank);
+    return DescribeWith(*resolver, launched, rank);
   };
-  transport_options.peer_alive = [resolver_pmix, my_node, book](std::uint32_t rank) {
+  transport_options.peer_alive = [resolver, launched, my_node, book](std::uint32_t rank) {
     if (book) {
       if (auto entry = book->Find(rank)) return entry->pid <= 0 || ::kill(entry->pid, 0) == 0;
     }
     // A worker that is no longer in the book has ended.
-    if (book && rank >= resolver_pmix->layout().size) return false;
-    auto location = LocationWith(*resolver_pmix, rank);
+    if (book && rank >= launched) return false;
+    auto location = LocationWith(*resolver, launched, rank);
     // Only a process on this node can be looked up here.
     if (!location.ok() || location->node_id != my_node || location->pid <= 0) return true;
     // No process of this node has a larger pid: a corrupt entry, not a live peer.

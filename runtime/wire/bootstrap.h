@@ -2,19 +2,27 @@
 
 // Wires up the processes of a job: each process connects to PMIx, learns its
 // place in the job, creates its UCX worker and publishes the worker's
-// address (the full address with PMIX_LOCAL scope for processes on its node,
-// the network-only address job-wide for the rest), then a fence with data collection makes every
-// address and the job secret available to every process. Endpoints are made
-// lazily from those addresses by the transport.
+// address (the full address for processes on its node, the network-only
+// address for the rest), its location and, on rank 0, the job secret. Then
+// one exchange makes every rank's values available to every rank, and the
+// transport makes endpoints from them lazily.
 //
-// Why fence with collection rather than direct modex: a job that talks
+// The exchange: under srun, through srun's rendezvous
+// (wire/rendezvous_server.h), which the SPANK plugin starts unless
+// wireup=pmix; otherwise (`sray run`, wireup=pmix) a PMIx fence with data
+// collection. Slurm 22.05's PMIx plugin can leave that fence hanging for good
+// (ARCHITECTURE, "Wire-up through srun"); srun's rendezvous involves no step
+// daemon.
+//
+// Why one collective exchange rather than direct modex: a job that talks
 // all-to-all (the head and the node managers do) would otherwise pay one
 // server round trip per peer on first contact; the collective costs one
 // exchange and keeps first calls fast. Direct modex would scale better for
 // sparse patterns at thousands of ranks; see docs/ARCHITECTURE.md.
 //
-// Ownership: WiredJob owns both; the transport is destroyed first because its
-// address resolver uses the PMIx client.
+// Ownership: WiredJob owns all three; the transport is destroyed first
+// because its address resolver reads the job's values, which may read
+// through the PMIx client.
 
 #include <cstdint>
 #include <memory>
@@ -25,6 +33,7 @@
 #include "common/status.h"
 #include "transport/address_book.h"
 #include "transport/transport.h"
+#include "wire/job_values.h"
 #include "wire/pmix_client.h"
 
 namespace sray::wire {
@@ -52,6 +61,9 @@ struct PeerLocation {
 
 struct WiredJob {
   std::unique_ptr<PmixClient> pmix;
+  // What every launched rank published; may read through `pmix`, so it is
+  // declared after it (and destroyed before it).
+  std::unique_ptr<JobValues> values;
   std::unique_ptr<transport::Transport> transport;
   // The job secret every frame proves; processes the job starts itself
   // (workers) receive it from their parent.

@@ -158,20 +158,27 @@ std::uint64_t InMemory() {
   return total;
 }
 
-// Where a task's process still shows the worker secret its node manager
-// started it with: its environment, /proc/self/environ (which unsetenv
-// does not change) or a child's environment. Empty when nowhere.
-std::string worker_secret_traces(std::int64_t) {
-  constexpr std::string_view kName = "SRAY_WORKER_SECRET=";
+// Where a process still shows a secret it was started with (the worker
+// secret its node manager gave a task's worker, the rendezvous token srun's
+// plugin gave a launched rank): its environment, /proc/self/environ (which
+// unsetenv does not change) or a child's environment. Empty when nowhere.
+std::string secret_traces_of(std::string_view name) {
+  const std::string assignment = std::string(name) + "=";
   std::string found;
-  if (std::getenv("SRAY_WORKER_SECRET") != nullptr) found += " getenv";
+  if (std::getenv(std::string(name).c_str()) != nullptr)
+    found += " " + std::string(name) + " in getenv";
   std::ifstream environment("/proc/self/environ", std::ios::binary);
   std::string entry;
   while (std::getline(environment, entry, '\0')) {
-    if (entry.starts_with(kName) && entry.size() > kName.size()) found += " /proc/self/environ";
+    if (entry.starts_with(assignment) && entry.size() > assignment.size())
+      found += " " + std::string(name) + " in /proc/self/environ";
   }
-  if (std::system("test -z \"${SRAY_WORKER_SECRET:-}\"") != 0) found += " a child's environment";
+  if (std::system(("test -z \"${" + std::string(name) + ":-}\"").c_str()) != 0)
+    found += " " + std::string(name) + " in a child's environment";
   return found;
+}
+std::string worker_secret_traces(std::int64_t) {
+  return secret_traces_of("SRAY_WORKER_SECRET") + secret_traces_of("SRAY_RENDEZVOUS");
 }
 SRAY_REMOTE(worker_secret_traces);
 
@@ -217,6 +224,10 @@ void Basic() {
   for (const auto& trace : sray::Get(traces)) shown += trace;
   Expect(shown.empty(), shown.empty() ? "tasks find no trace of the worker secret"
                                        : "tasks find the worker secret in:" + shown);
+  const std::string in_driver = secret_traces_of("SRAY_RENDEZVOUS");
+  Expect(in_driver.empty(), in_driver.empty()
+                                ? "the driver finds no trace of srun's rendezvous token"
+                                : "the driver finds srun's rendezvous token:" + in_driver);
 }
 
 void Objects() {

@@ -248,10 +248,9 @@ int Intruder(sray::wire::WiredJob& job) {
     options.resolve_address = [wired, my_node](std::uint32_t rank) -> Result<Bytes> {
       auto location = wired->LocationOf(rank);
       if (!location.ok()) return location.status();
-      return wired->pmix->Get(rank,
-                              location->node_id == my_node ? sray::wire::kFullAddressKey
-                                                           : sray::wire::kNetworkAddressKey,
-                              false);
+      return wired->values->Get(rank, location->node_id == my_node
+                                          ? sray::wire::kFullAddressKey
+                                          : sray::wire::kNetworkAddressKey);
     };
     auto intruder = sray::transport::Transport::Create(std::move(options));
     if (!intruder.ok()) return Fail(1, intruder.status().message());

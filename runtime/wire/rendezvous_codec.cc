@@ -1,0 +1,263 @@
+#include "wire/rendezvous_codec.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/hex.h"
+#include "common/whole_number.h"
+
+namespace sray::wire::rendezvous {
+namespace {
+
+constexpr std::array<char, 8> kContributionMagic = {'S', 'R', 'A', 'Y', 'R', 'V', '1', 'C'};
+constexpr std::array<char, 8> kAnswerMagic = {'S', 'R', 'A', 'Y', 'R', 'V', '1', 'A'};
+constexpr std::uint8_t kTable = 0;
+constexpr std::uint8_t kRefusal = 1;
+constexpr std::size_t kMostRefusalBytes = 4096;
+
+void AppendMagic(Bytes& out, const std::array<char, 8>& magic) {
+  for (const char letter : magic) out.push_back(static_cast<std::byte>(letter));
+}
+void Append32(Bytes& out, std::uint32_t value) {
+  for (int shift = 0; shift < 32; shift += 8)
+    out.push_back(static_cast<std::byte>((value >> shift) & 0xFF));
+}
+void Append16(Bytes& out, std::uint16_t value) {
+  out.push_back(static_cast<std::byte>(value & 0xFF));
+  out.push_back(static_cast<std::byte>(value >> 8));
+}
+void AppendBytes(Bytes& out, std::span<const std::byte> bytes) {
+  out.insert(out.end(), bytes.begin(), bytes.end());
+}
+
+// Reads fields from the front of a buffer; every read says whether the
+// buffer still held enough.
+class Reader {
+ public:
+  explicit Reader(std::span<const std::byte> bytes) : bytes_(bytes) {}
+  [[nodiscard]] std::size_t left() const { return bytes_.size() - offset_; }
+  bool Magic(const std::array<char, 8>& magic, bool& matches) {
+    if (left() < magic.size()) return false;
+    matches = std::memcmp(bytes_.data() + offset_, magic.data(), magic.size()) == 0;
+    offset_ += magic.size();
+    return true;
+  }
+  bool Read32(std::uint32_t& value) {
+    if (left() < 4) return false;
+    value = 0;
+    for (std::size_t index = 0; index < 4; ++index) {
+      value |= static_cast<std::uint32_t>(bytes_[offset_ + index]) << (8 * index);
+    }
+    offset_ += 4;
+    return true;
+  }
+  bool Read16(std::uint16_t& value) {
+    if (left() < 2) return false;
+    value = static_cast<std::uint16_t>(static_cast<unsigned>(bytes_[offset_]) |
+                                       (static_cast<unsigned>(bytes_[offset_ + 1]) << 8));
+    offset_ += 2;
+    return true;
+  }
+  bool Read8(std::uint8_t& value) {
+    if (left() < 1) return false;
+    value = static_cast<std::uint8_t>(bytes_[offset_++]);
+    return true;
+  }
+  bool Take(std::size_t count, std::span<const std::byte>& taken) {
+    if (left() < count) return false;
+    taken = bytes_.subspan(offset_, count);
+    offset_ += count;
+    return true;
+  }
+
+ private:
+  std::span<const std::byte> bytes_;
+  std::size_t offset_ = 0;
+};
+
+}  // namespace
+
+Bytes EncodeContribution(const Contribution& contribution) {
+  Bytes out;
+  out.reserve(kContributionHeaderSize + contribution.values.size());
+  AppendMagic(out, kContributionMagic);
+  AppendBytes(out, contribution.token);
+  Append32(out, contribution.rank);
+  Append32(out, contribution.size);
+  Append32(out, static_cast<std::uint32_t>(contribution.values.size()));
+  AppendBytes(out, contribution.values);
+  return out;
+}
+
+Result<std::optional<Contribution>> DecodeContribution(std::span<const std::byte> received) {
+  Reader reader(received);
+  bool matches = false;
+  if (!reader.Magic(kContributionMagic, matches)) return std::optional<Contribution>();
+  if (!matches) return Status::InvalidArgument("not an sray rendezvous contribution (wrong magic)");
+  Contribution contribution;
+  std::span<const std::byte> token;
+  std::uint32_t length = 0;
+  if (!reader.Take(kTokenSize, token) || !reader.Read32(contribution.rank) ||
+      !reader.Read32(contribution.size) || !reader.Read32(length)) {
+    return std::optional<Contribution>();
+  }
+  std::copy(token.begin(), token.end(), contribution.token.begin());
+  if (contribution.size == 0 || contribution.size > kMostRanks) {
+    return Status::InvalidArgument("a contribution claims a job of " +
+                                   std::to_string(contribution.size) + " ranks (at most " +
+                                   std::to_string(kMostRanks) + ")");
+  }
+  if (contribution.rank >= contribution.size) {
+    return Status::InvalidArgument("a contribution claims rank " +
+                                   std::to_string(contribution.rank) + " of a job of " +
+                                   std::to_string(contribution.size));
+  }
+  if (length > kMostValueBytes) {
+    return Status::InvalidArgument("rank " + std::to_string(contribution.rank) + " contributes " +
+                                   std::to_string(length) + " bytes (at most " +
+                                   std::to_string(kMostValueBytes) + ")");
+  }
+  std::span<const std::byte> values;
+  if (!reader.Take(length, values)) return std::optional<Contribution>();
+  if (reader.left() != 0) {
+    return Status::InvalidArgument("rank " + std::to_string(contribution.rank) +
+                                   " sent bytes after its contribution");
+  }
+  contribution.values.assign(values.begin(), values.end());
+  return std::optional<Contribution>(std::move(contribution));
+}
+
+Bytes EncodeTable(std::span<const Bytes> values_by_rank) {
+  std::size_t total = 8 + 1 + 4;
+  for (const Bytes& values : values_by_rank) total += 4 + values.size();
+  Bytes out;
+  out.reserve(total);
+  AppendMagic(out, kAnswerMagic);
+  out.push_back(static_cast<std::byte>(kTable));
+  Append32(out, static_cast<std::uint32_t>(values_by_rank.size()));
+  for (const Bytes& values : values_by_rank) {
+    Append32(out, static_cast<std::uint32_t>(values.size()));
+    AppendBytes(out, values);
+  }
+  return out;
+}
+
+Bytes EncodeRefusal(std::string_view why) {
+  why = why.substr(0, kMostRefusalBytes);
+  Bytes out;
+  AppendMagic(out, kAnswerMagic);
+  out.push_back(static_cast<std::byte>(kRefusal));
+  Append32(out, static_cast<std::uint32_t>(why.size()));
+  for (const char letter : why) out.push_back(static_cast<std::byte>(letter));
+  return out;
+}
+
+Result<std::optional<Answer>> DecodeAnswer(std::span<const std::byte> received,
+                                           std::uint32_t size) {
+  Reader reader(received);
+  bool matches = false;
+  std::uint8_t kind = 0;
+  std::uint32_t count = 0;
+  if (!reader.Magic(kAnswerMagic, matches)) return std::optional<Answer>();
+  if (!matches)
+    return Status::InvalidArgument("srun's answer is not an sray rendezvous answer (wrong magic)");
+  if (!reader.Read8(kind) || !reader.Read32(count)) return std::optional<Answer>();
+  Answer answer;
+  if (kind == kRefusal) {
+    if (count > kMostRefusalBytes) return Status::InvalidArgument("srun's refusal is too long");
+    std::span<const std::byte> text;
+    if (!reader.Take(count, text)) return std::optional<Answer>();
+    answer.refusal = std::string(reinterpret_cast<const char*>(text.data()), text.size());
+  } else if (kind == kTable) {
+    if (count != size) {
+      return Status::InvalidArgument("srun's table holds " + std::to_string(count) +
+                                     " ranks, not the job's " + std::to_string(size));
+    }
+    // Each entry takes at least its length: a count the bytes cannot hold
+    // is read to the end of the bytes, never reserved up front.
+    for (std::uint32_t rank = 0; rank < count; ++rank) {
+      std::uint32_t length = 0;
+      std::span<const std::byte> values;
+      if (!reader.Read32(length)) return std::optional<Answer>();
+      if (length > kMostValueBytes) {
+        return Status::InvalidArgument("srun's table gives rank " + std::to_string(rank) + " " +
+                                       std::to_string(length) + " bytes");
+      }
+      if (!reader.Take(length, values)) return std::optional<Answer>();
+      answer.values.emplace_back(values.begin(), values.end());
+    }
+  } else {
+    return Status::InvalidArgument("srun's answer has an unknown kind " + std::to_string(kind));
+  }
+  if (reader.left() != 0) return Status::InvalidArgument("srun's answer has bytes after its end");
+  return std::optional<Answer>(std::move(answer));
+}
+
+Bytes EncodeValues(const Values& values) {
+  Bytes out;
+  Append32(out, static_cast<std::uint32_t>(values.size()));
+  for (const auto& [key, value] : values) {
+    Append16(out, static_cast<std::uint16_t>(key.size()));
+    for (const char letter : key) out.push_back(static_cast<std::byte>(letter));
+    Append32(out, static_cast<std::uint32_t>(value.size()));
+    AppendBytes(out, value);
+  }
+  return out;
+}
+
+Result<Values> DecodeValues(std::span<const std::byte> encoded) {
+  Reader reader(encoded);
+  std::uint32_t count = 0;
+  if (!reader.Read32(count)) return Status::InvalidArgument("a rank's values are cut short");
+  Values values;
+  for (std::uint32_t index = 0; index < count; ++index) {
+    std::uint16_t key_length = 0;
+    std::uint32_t value_length = 0;
+    std::span<const std::byte> key;
+    std::span<const std::byte> value;
+    if (!reader.Read16(key_length) || key_length > kMostKeyBytes || !reader.Take(key_length, key) ||
+        !reader.Read32(value_length) || !reader.Take(value_length, value)) {
+      return Status::InvalidArgument("a rank's values are malformed at entry " +
+                                     std::to_string(index));
+    }
+    std::string name(reinterpret_cast<const char*>(key.data()), key.size());
+    // EncodeValues writes keys in increasing order: only that one spelling
+    // is read, so equal values always travel as equal bytes (srun compares
+    // a rank's repeated contributions byte for byte).
+    if (!values.empty() && !(values.rbegin()->first < name)) {
+      return Status::InvalidArgument(
+          "a rank's values are out of order or name one key twice (at entry " +
+          std::to_string(index) + ")");
+    }
+    values.emplace_hint(values.end(), std::move(name), Bytes(value.begin(), value.end()));
+  }
+  if (reader.left() != 0)
+    return Status::InvalidArgument("a rank's values have bytes after their end");
+  return values;
+}
+
+std::string FormatInvitation(const Invitation& invitation) {
+  return invitation.step + ":" + std::to_string(invitation.port) + ":" + HexOf(invitation.token);
+}
+
+Result<Invitation> ParseInvitation(std::string_view text) {
+  const auto malformed = [&] {
+    return Status::InvalidArgument(
+        std::string(kRendezvousVariable) +
+        " is not JOB.STEP:PORT:TOKEN (it is set by sray's SPANK plugin in srun)");
+  };
+  const auto first = text.find(':');
+  const auto second = first == std::string_view::npos ? first : text.find(':', first + 1);
+  if (second == std::string_view::npos) return malformed();
+  Invitation invitation;
+  invitation.step = std::string(text.substr(0, first));
+  const auto port = WholeNumber<std::uint16_t>(text.substr(first + 1, second - first - 1));
+  const auto token = BytesFromHex(text.substr(second + 1));
+  if (invitation.step.empty() || !port || *port == 0 || !token || token->size() != kTokenSize)
+    return malformed();
+  invitation.port = *port;
+  std::copy(token->begin(), token->end(), invitation.token.begin());
+  return invitation;
+}
+
+}  // namespace sray::wire::rendezvous

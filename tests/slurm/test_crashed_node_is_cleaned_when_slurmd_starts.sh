@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# A node that crashes while a step holds objects there (every process of
+# emulated node n3 killed at once: slurmd, slurmstepd, the tasks) leaves its
+# /dev/shm files, which Slurm cannot remove. When the node's slurmd starts
+# again, the plugin's sweep removes them, before any step runs there, and
+# says so in the slurmd log. (Before: they stayed until the next sray step on
+# the node.)
+source "$(dirname "$0")/lib.sh"
+TASKS=$SRAY_PREFIX/libexec/sray/tests/tasks_check
+node_restored=no
+# A failure below must not leave the cluster a node short for the next test.
+trap '[ "$node_restored" = yes ] || "$CLUSTER" restore n3 >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+
+run_as_test_user srun -N3 --no-kill --ray-cluster bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" hold-objects' \
+  "$TASKS" >"$WORK/held.out" 2>&1 &
+step_pid=$!
+wait_for_ready "$WORK/held.out" "$step_pid"
+job=$(awk '$1 == "job" {print $2; exit}' "$WORK/held.out")
+node2_files() { ls /dev/shm | grep "^sray\.$job\.0\.n2\." || true; }
+[ -n "$(node2_files | grep -v '\.ucx$')" ] || fail "node 2 (n3) holds no object of job $job: $(ls /dev/shm)"
+
+"$CLUSTER" fail n3 >/dev/null
+scancel "$job"
+wait "$step_pid" || true
+# The other nodes' step daemons clean up; node 2's died with it.
+sleep 1
+[ -n "$(node2_files)" ] || fail "node 2's files went while its node was down: nothing was left to test"
+
+sizes=$(slurmd_log_sizes)
+"$CLUSTER" restore n3 >/dev/null
+node_restored=yes
+for _ in $(seq 50); do
+  [ -z "$(node2_files)" ] && break
+  sleep 0.1
+done
+[ -z "$(node2_files)" ] || fail "n3's slurmd started again, and node 2's files of job $job are still there: $(node2_files)"
+swept=no
+while read -r log size; do
+  tail -c +"$((size + 1))" "$log" | grep -q "sray: removed what step $job\.0 (node 2) left on n3 when its slurmstepd died" &&
+    swept=yes
+done <<<"$sizes"
+[ "$swept" = yes ] || fail "no slurmd log says that n3's start removed what step $job.0 left"
+echo "ok: n3's slurmd start removed what the crashed step left in /dev/shm, and said so"
+expect_no_session_directories "$job"
+echo PASS

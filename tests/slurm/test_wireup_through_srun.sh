@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Under srun the ranks exchange their wire-up values through srun's
+# rendezvous (no PMIx fence among the step daemons, which Slurm 22.05 can
+# leave hanging); wireup=pmix takes PMIx's fence. Both wire the job up, and
+# neither the driver nor its tasks keep srun's token in their environment.
+source "$(dirname "$0")/lib.sh"
+TASKS=$SRAY_PREFIX/libexec/sray/tests/tasks_check
+
+as_user srun -N3 --ray-cluster=log_level=debug "$TASKS" basic >"$WORK/srun.out" 2>"$WORK/srun.err" ||
+  { cat "$WORK/srun.out" "$WORK/srun.err" >&2; fail "a step wired up through srun failed"; }
+expect_lines "$WORK/srun.err" "^sray: \[debug\] rank [0-2] wired up: PMIx connect [0-9.]+ ms, UCX worker [0-9.]+ ms, publish [0-9.]+ ms, srun exchange [0-9.]+ ms, " 3
+expect_lines "$WORK/srun.err" "PMIx fence" 0
+expect_lines "$WORK/srun.out" "^ok: the driver finds no trace of srun's rendezvous token$" 1
+expect_lines "$WORK/srun.out" "^ok: tasks find no trace of the worker secret$" 1
+echo "ok: every rank wires up through srun by default, and no process keeps srun's token"
+
+as_user srun -N3 --ray-cluster=wireup=pmix,log_level=debug "$TASKS" basic >"$WORK/pmix.out" 2>"$WORK/pmix.err" ||
+  { cat "$WORK/pmix.out" "$WORK/pmix.err" >&2; fail "a step wired up through PMIx failed"; }
+expect_lines "$WORK/pmix.err" "^sray: \[debug\] rank [0-2] wired up: .*, PMIx fence [0-9.]+ ms, " 3
+expect_lines "$WORK/pmix.err" "srun exchange" 0
+echo "ok: wireup=pmix wires up through PMIx's fence"

@@ -1,0 +1,374 @@
+// Wire-up through srun (wire/rendezvous_*): the codec, and a real server on a
+// loopback port with real clients, one thread per rank.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "wire/rendezvous_client.h"
+#include "wire/rendezvous_codec.h"
+#include "wire/rendezvous_server.h"
+
+namespace sray::wire::rendezvous {
+namespace {
+
+Bytes BytesOf(std::string_view text) {
+  Bytes bytes;
+  for (const char letter : text) bytes.push_back(static_cast<std::byte>(letter));
+  return bytes;
+}
+
+Token TokenOf(unsigned char fill) {
+  Token token;
+  token.fill(static_cast<std::byte>(fill));
+  return token;
+}
+
+Values ValuesOf(std::uint32_t rank) {
+  return {{"sray.location", BytesOf("node " + std::to_string(rank))},
+          {"sray.ucx.address.full", Bytes(100 + rank, static_cast<std::byte>(rank))}};
+}
+
+ExchangeRequest RequestFor(const RendezvousServer& server, const Token& token, std::uint32_t rank,
+                           std::uint32_t size) {
+  return {.host = "127.0.0.1",
+          .invitation = {.step = "7.0", .port = server.port(), .token = token},
+          .rank = rank,
+          .size = size,
+          .values = EncodeValues(ValuesOf(rank)),
+          .timeout = std::chrono::seconds(20),
+          .connect_timeout = std::chrono::seconds(5)};
+}
+
+void ExpectWholeTable(const Result<std::vector<Bytes>>& answer, std::uint32_t size) {
+  ASSERT_TRUE(answer.ok()) << answer.status().message();
+  ASSERT_EQ(answer->size(), size);
+  for (std::uint32_t rank = 0; rank < size; ++rank) {
+    auto values = DecodeValues((*answer)[rank]);
+    ASSERT_TRUE(values.ok()) << values.status().message();
+    EXPECT_EQ(*values, ValuesOf(rank)) << "rank " << rank;
+  }
+}
+
+// Waits until the server holds `count` contributions (at most 10 s).
+bool AwaitContributions(const RendezvousServer& server, std::size_t count) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (server.contributed() < count) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// A raw connection to the server, for input no sray client sends.
+int ConnectRaw(std::uint16_t port) {
+  const int descriptor = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(descriptor, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  return descriptor;
+}
+
+// What the server sends before it closes (within 10 s).
+std::string ReadToEnd(int descriptor) {
+  timeval wait{.tv_sec = 10, .tv_usec = 0};
+  ::setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+  std::string text;
+  char buffer[4096];
+  while (true) {
+    const ssize_t got = ::recv(descriptor, buffer, sizeof buffer, 0);
+    if (got <= 0) break;
+    text.append(buffer, static_cast<std::size_t>(got));
+  }
+  return text;
+}
+
+TEST(RendezvousCodec, AContributionDecodesToWhatWasEncodedAndNotBeforeItsLastByte) {
+  const Contribution sent{
+      .token = TokenOf(3), .rank = 2, .size = 5, .values = EncodeValues(ValuesOf(2))};
+  const Bytes encoded = EncodeContribution(sent);
+  for (std::size_t length = 0; length < encoded.size(); ++length) {
+    auto partial = DecodeContribution(std::span(encoded).first(length));
+    ASSERT_TRUE(partial.ok()) << length;
+    EXPECT_FALSE(partial->has_value()) << length;
+  }
+  auto decoded = DecodeContribution(encoded);
+  ASSERT_TRUE(decoded.ok() && decoded->has_value());
+  EXPECT_EQ((*decoded)->token, sent.token);
+  EXPECT_EQ((*decoded)->rank, 2U);
+  EXPECT_EQ((*decoded)->size, 5U);
+  EXPECT_EQ((*decoded)->values, sent.values);
+}
+
+TEST(RendezvousCodec, ContributionsThatCannotBeRightAreRefusedBeforeTheirValuesArrive) {
+  Bytes wrong_magic = EncodeContribution({.token = TokenOf(1), .rank = 0, .size = 1, .values = {}});
+  wrong_magic[0] = std::byte{'X'};
+  EXPECT_FALSE(DecodeContribution(wrong_magic).ok());
+
+  const auto header_of = [](std::uint32_t rank, std::uint32_t size, std::size_t claimed) {
+    Bytes encoded =
+        EncodeContribution({.token = TokenOf(1), .rank = rank, .size = size, .values = {}});
+    encoded.resize(kContributionHeaderSize);
+    for (std::size_t index = 0; index < 4; ++index) {
+      encoded[kContributionHeaderSize - 4 + index] =
+          static_cast<std::byte>((claimed >> (8 * index)) & 0xFF);
+    }
+    return encoded;
+  };
+  auto empty_job = DecodeContribution(header_of(0, 0, 0));
+  ASSERT_FALSE(empty_job.ok());
+  EXPECT_NE(empty_job.status().message().find("a job of 0 ranks"), std::string::npos);
+  EXPECT_FALSE(DecodeContribution(header_of(3, 3, 0)).ok());
+  EXPECT_FALSE(DecodeContribution(header_of(0, kMostRanks + 1, 0)).ok());
+  auto huge = DecodeContribution(header_of(0, 2, kMostValueBytes + 1));
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("at most"), std::string::npos);
+
+  Bytes trailing = EncodeContribution({.token = TokenOf(1), .rank = 0, .size = 1, .values = {}});
+  trailing.push_back(std::byte{0});
+  EXPECT_FALSE(DecodeContribution(trailing).ok());
+}
+
+TEST(RendezvousCodec, ATableHoldsEveryRankInOrderAndMustHoldTheJobsSize) {
+  const std::vector<Bytes> values = {BytesOf("zero"), {}, BytesOf("two")};
+  const Bytes encoded = EncodeTable(values);
+  auto answer = DecodeAnswer(encoded, 3);
+  ASSERT_TRUE(answer.ok() && answer->has_value());
+  EXPECT_FALSE((*answer)->refusal);
+  EXPECT_EQ((*answer)->values, values);
+  EXPECT_FALSE(DecodeAnswer(encoded, 4).ok());
+  auto partial = DecodeAnswer(std::span(encoded).first(encoded.size() - 1), 3);
+  ASSERT_TRUE(partial.ok());
+  EXPECT_FALSE(partial->has_value());
+}
+
+TEST(RendezvousCodec, ARefusalCarriesItsReason) {
+  auto answer = DecodeAnswer(EncodeRefusal("the token does not match"), 4);
+  ASSERT_TRUE(answer.ok() && answer->has_value());
+  EXPECT_EQ((*answer)->refusal, "the token does not match");
+}
+
+TEST(RendezvousCodec, ValuesRoundTripAndMalformedOnesFail) {
+  const Values values = ValuesOf(4);
+  const Bytes encoded = EncodeValues(values);
+  auto decoded = DecodeValues(encoded);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(*decoded, values);
+  EXPECT_FALSE(DecodeValues(std::span(encoded).first(encoded.size() - 1)).ok());
+  Bytes longer = encoded;
+  longer.push_back(std::byte{1});
+  EXPECT_FALSE(DecodeValues(longer).ok());
+  // A count of a billion entries in four bytes is read as far as the bytes
+  // go, not reserved.
+  EXPECT_FALSE(
+      DecodeValues(Bytes{std::byte{0xFF}, std::byte{0xFF}, std::byte{0xFF}, std::byte{0x3F}}).ok());
+}
+
+// Found by the fuzzer: keys out of order decoded, then encoded to other bytes.
+TEST(RendezvousCodec, ValuesOutOfOrderOrWithARepeatedKeyAreRefused) {
+  const auto entry = [](std::string_view key) {
+    Bytes bytes{static_cast<std::byte>(key.size()), std::byte{0}};
+    for (const char letter : key) bytes.push_back(static_cast<std::byte>(letter));
+    for (int index = 0; index < 4; ++index) bytes.push_back(std::byte{0});
+    return bytes;
+  };
+  const auto two = [&](std::string_view first, std::string_view second) {
+    Bytes bytes{std::byte{2}, std::byte{0}, std::byte{0}, std::byte{0}};
+    for (const Bytes& part : {entry(first), entry(second)})
+      bytes.insert(bytes.end(), part.begin(), part.end());
+    return bytes;
+  };
+  ASSERT_TRUE(DecodeValues(two("a", "b")).ok());
+  auto reversed = DecodeValues(two("\x8d", "s"));
+  ASSERT_FALSE(reversed.ok());
+  EXPECT_NE(reversed.status().message().find("out of order or name one key twice"),
+            std::string::npos);
+  EXPECT_FALSE(DecodeValues(two("a", "a")).ok());
+}
+
+TEST(RendezvousCodec, AnInvitationReadsBackAndAMalformedOneSaysWhoSetsIt) {
+  const Invitation invitation{.step = "123.4", .port = 40001, .token = TokenOf(0xAB)};
+  auto parsed = ParseInvitation(FormatInvitation(invitation));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(parsed->step, "123.4");
+  EXPECT_EQ(parsed->port, 40001);
+  EXPECT_EQ(parsed->token, invitation.token);
+  for (const std::string& bad : std::vector<std::string>{
+           "", "123.4", "123.4:40001", ":40001:ab", "123.4:0:" + std::string(64, 'a'),
+           "123.4:70000:" + std::string(64, 'a'), "123.4:1:" + std::string(62, 'a'),
+           "123.4:1:" + std::string(63, 'a') + "g"}) {
+    auto refused = ParseInvitation(bad);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.status().message().find("set by sray's SPANK plugin"), std::string::npos);
+  }
+}
+
+TEST(RendezvousServer, EveryRankGetsEveryRanksValuesInRankOrder) {
+  const Token token = TokenOf(7);
+  auto server = RendezvousServer::Start(token);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  constexpr std::uint32_t kSize = 8;
+  std::vector<std::future<Result<std::vector<Bytes>>>> answers;
+  for (std::uint32_t rank = 0; rank < kSize; ++rank) {
+    answers.push_back(std::async(std::launch::async, [&, rank] {
+      return ExchangeThroughSrun(RequestFor(**server, token, rank, kSize));
+    }));
+  }
+  for (auto& answer : answers) ExpectWholeTable(answer.get(), kSize);
+}
+
+TEST(RendezvousServer, AWrongTokenIsRefusedAndDoesNotCountForItsRank) {
+  const Token token = TokenOf(7);
+  auto server = RendezvousServer::Start(token);
+  ASSERT_TRUE(server.ok());
+  auto impostor = ExchangeThroughSrun(RequestFor(**server, TokenOf(8), 1, 2));
+  ASSERT_FALSE(impostor.ok());
+  EXPECT_NE(impostor.status().message().find("refused rank 1: the token does not match"),
+            std::string::npos)
+      << impostor.status().message();
+  auto first = std::async(std::launch::async,
+                          [&] { return ExchangeThroughSrun(RequestFor(**server, token, 0, 2)); });
+  ExpectWholeTable(ExchangeThroughSrun(RequestFor(**server, token, 1, 2)), 2);
+  ExpectWholeTable(first.get(), 2);
+}
+
+TEST(RendezvousServer, InputThatIsNotSrayIsDroppedAndTheStepStillWiresUp) {
+  const Token token = TokenOf(7);
+  auto server = RendezvousServer::Start(token);
+  ASSERT_TRUE(server.ok());
+  const int stranger = ConnectRaw((*server)->port());
+  const std::string request = "GET / HTTP/1.0\r\n\r\n";
+  ASSERT_EQ(::send(stranger, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  EXPECT_EQ(ReadToEnd(stranger), "");
+  ::close(stranger);
+  // A connection that says nothing at all holds nobody up either.
+  const int silent = ConnectRaw((*server)->port());
+  auto first = std::async(std::launch::async,
+                          [&] { return ExchangeThroughSrun(RequestFor(**server, token, 0, 2)); });
+  ExpectWholeTable(ExchangeThroughSrun(RequestFor(**server, token, 1, 2)), 2);
+  ExpectWholeTable(first.get(), 2);
+  ::close(silent);
+}
+
+TEST(RendezvousServer, ARankThatSendsItsValuesAgainIsAnsweredWithTheSameRound) {
+  const Token token = TokenOf(7);
+  auto server = RendezvousServer::Start(token);
+  ASSERT_TRUE(server.ok());
+  auto first = std::async(std::launch::async,
+                          [&] { return ExchangeThroughSrun(RequestFor(**server, token, 0, 2)); });
+  ASSERT_TRUE(AwaitContributions(**server, 1));
+  auto again = std::async(std::launch::async,
+                          [&] { return ExchangeThroughSrun(RequestFor(**server, token, 0, 2)); });
+  ExpectWholeTable(ExchangeThroughSrun(RequestFor(**server, token, 1, 2)), 2);
+  ExpectWholeTable(first.get(), 2);
+  ExpectWholeTable(again.get(), 2);
+  EXPECT_EQ((*server)->contributed(), 2U);
+}
+
+TEST(RendezvousServer, TwoProcessesClaimingOneRankWithDifferentValuesAreToldSo) {
+  const Token token = TokenOf(7);
+  auto server = RendezvousServer::Start(token);
+  ASSERT_TRUE(server.ok());
+  auto first = std::async(std::launch::async,
+                          [&] { return ExchangeThroughSrun(RequestFor(**server, token, 0, 2)); });
+  ASSERT_TRUE(AwaitContributions(**server, 1));
+  ExchangeRequest other = RequestFor(**server, token, 0, 2);
+  other.values = EncodeValues({{"sray.location", BytesOf("elsewhere")}});
+  auto refused = ExchangeThroughSrun(other);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find(
+                "contributed twice with different values: two processes claim one rank"),
+            std::string::npos)
+      << refused.status().message();
+  ExpectWholeTable(ExchangeThroughSrun(RequestFor(**server, token, 1, 2)), 2);
+  ExpectWholeTable(first.get(), 2);
+}
+
+TEST(RendezvousServer, ARankThatDisagreesOnTheJobsSizeIsRefused) {
+  const Token token = TokenOf(7);
+  auto server = RendezvousServer::Start(token);
+  ASSERT_TRUE(server.ok());
+  auto first = std::async(std::launch::async,
+                          [&] { return ExchangeThroughSrun(RequestFor(**server, token, 0, 2)); });
+  ASSERT_TRUE(AwaitContributions(**server, 1));
+  auto refused = ExchangeThroughSrun(RequestFor(**server, token, 1, 3));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("says the step has 3 ranks, an earlier one said 2"),
+            std::string::npos)
+      << refused.status().message();
+  ExpectWholeTable(ExchangeThroughSrun(RequestFor(**server, token, 1, 2)), 2);
+  ExpectWholeTable(first.get(), 2);
+}
+
+// In a child process of its own: a lowered hard limit cannot be raised again.
+[[noreturn]] void ExchangeUnderAFileLimitOf200() {
+  rlimit limit{.rlim_cur = 200, .rlim_max = 200};
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) std::_Exit(2);
+  const Token token = TokenOf(7);
+  auto server = RendezvousServer::Start(token);
+  if (!server.ok()) std::_Exit(3);
+  auto answer = ExchangeThroughSrun(RequestFor(**server, token, 0, 1000));
+  if (answer.ok()) std::_Exit(4);
+  std::fprintf(stderr, "%s\n", answer.status().message().c_str());
+  std::_Exit(0);
+}
+
+TEST(RendezvousServer, AStepLargerThanSrunsFileLimitIsRefusedWithTheFix) {
+  EXPECT_EXIT(ExchangeUnderAFileLimitOf200(), ::testing::ExitedWithCode(0),
+              "srun may open at most 200 files \\(ulimit -Hn\\), and a step of 1000 ranks needs "
+              "1064: raise the "
+              "limit where srun runs, or run with --ray-cluster=wireup=pmix");
+}
+
+TEST(RendezvousClient, ARankWaitingForOneThatNeverComesFailsAtItsTimeoutSayingWhy) {
+  const Token token = TokenOf(7);
+  auto server = RendezvousServer::Start(token);
+  ASSERT_TRUE(server.ok());
+  ExchangeRequest request = RequestFor(**server, token, 0, 2);
+  request.timeout = std::chrono::milliseconds(300);
+  auto answer = ExchangeThroughSrun(request);
+  ASSERT_FALSE(answer.ok());
+  EXPECT_EQ(answer.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(answer.status().message().find("not every rank of the step reached its wire-up"),
+            std::string::npos)
+      << answer.status().message();
+}
+
+TEST(RendezvousClient, AnUnreachableSrunNamesTheOtherWayToWireUp) {
+  // A port that was free a moment ago: nothing listens there now.
+  std::uint16_t port = 0;
+  {
+    auto server = RendezvousServer::Start(TokenOf(1));
+    ASSERT_TRUE(server.ok());
+    port = (*server)->port();
+  }
+  ExchangeRequest request;
+  request.host = "127.0.0.1";
+  request.invitation = {.step = "7.0", .port = port, .token = TokenOf(1)};
+  request.size = 1;
+  auto answer = ExchangeThroughSrun(request);
+  ASSERT_FALSE(answer.ok());
+  EXPECT_NE(answer.status().message().find("cannot reach srun's rendezvous at 127.0.0.1:" +
+                                           std::to_string(port)),
+            std::string::npos)
+      << answer.status().message();
+  EXPECT_NE(answer.status().message().find("--ray-cluster=wireup=pmix"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sray::wire::rendezvous
