@@ -262,6 +262,10 @@ class LocalJob {
     for (const auto& [name, value] : jobsetup::ToEnvironmentVariables(node.environment))
       variables[name] = value;
     for (const auto& name : node.environment.unset_variables) variables.erase(name);
+    // This launcher's own PMIx server serves the exchange, whatever wireup
+    // says (it is about srun), and the ranks must not wait for srun's
+    // invitation when the launcher runs inside an srun step.
+    variables.insert_or_assign("SRAY_WIREUP", "pmix");
     for (const auto& [name, value] : jobsetup::TransportEnvironmentDefaults(node.environment))
       variables.try_emplace(name, value);
     // Decided here, from where this launcher's own output goes: a value in

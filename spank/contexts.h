@@ -37,7 +37,7 @@ Status CleanUpStepOnNode();
 // slurmd, as root, when the daemon starts (a node coming back after a
 // crash): what steps whose slurmstepd died here left goes now, rather than
 // at the next sray step on the node. `arguments` are the plugin's own from
-// plugstack.conf.
+// plugstack.conf. Its caller never fails slurmd's start over it.
 Status SweepCrashedStepsAtDaemonStart(std::span<const std::string_view> arguments);
 
 }  // namespace sray::spank

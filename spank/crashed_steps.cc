@@ -93,14 +93,4 @@ CrashedStepSweep CleanUpAfterCrashedSteps(const std::filesystem::path& record_di
   return sweep;
 }
 
-std::string DaemonNodeName(const std::vector<std::string>& command_line,
-                           std::string_view host_name) {
-  for (std::size_t index = 1; index < command_line.size(); ++index) {
-    const std::string& argument = command_line[index];
-    if (argument == "-N" && index + 1 < command_line.size()) return command_line[index + 1];
-    if (argument.starts_with("-N") && argument.size() > 2) return argument.substr(2);
-  }
-  return std::string(host_name.substr(0, host_name.find('.')));
-}
-
 }  // namespace sray::spank

@@ -13,7 +13,6 @@
 #include <cstddef>
 #include <filesystem>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace sray::spank {
@@ -28,11 +27,5 @@ struct CrashedStepSweep {
 };
 
 CrashedStepSweep CleanUpAfterCrashedSteps(const std::filesystem::path& record_directory);
-
-// The name slurmd runs this node under, as slurmd itself decides it: the
-// value of its -N option (emulated nodes, several per machine), else the
-// host's name up to its first dot. `command_line` is slurmd's argv.
-std::string DaemonNodeName(const std::vector<std::string>& command_line,
-                           std::string_view host_name);
 
 }  // namespace sray::spank

@@ -109,7 +109,7 @@ Status StartWireUpService(spank_t handle) {
   if (const Status started = StartRendezvous(handle, state); !started.ok()) {
     // The ranks then find no invitation and fence through PMIx: the step
     // still starts, and says why it took the other way.
-    ::unsetenv(wire::rendezvous::kRendezvousVariable);
+    ::setenv(wire::rendezvous::kRendezvousVariable, wire::rendezvous::kThroughPmix, 1);
     state.rendezvous.reset();
     slurm_error(
         "sray: cannot serve the step's wire-up from srun: %s: the ranks exchange their addresses "

@@ -66,12 +66,18 @@ using sray::spank::Guarded;
 // exceptions from crossing into Slurm.
 
 extern "C" int slurm_spank_init(spank_t handle, int argc, char** argv) {
+  if (spank_context() == S_CTX_SLURMD) {
+    // slurmd calls only init, once, as it starts. A problem here costs the
+    // sweep, never slurmd's start (a failing required plugin would stop it):
+    // logged, and 0.
+    (void)Guarded("slurm_spank_init in slurmd", [&] {
+      std::vector<std::string_view> arguments(argv, argv + argc);
+      return sray::spank::SweepCrashedStepsAtDaemonStart(arguments);
+    });
+    return 0;
+  }
   return Guarded("slurm_spank_init", [&] {
     std::vector<std::string_view> arguments(argv, argv + argc);
-    // slurmd calls only init, once, as it starts (there is no slurmd_init
-    // hook in Slurm's plugin stack).
-    if (spank_context() == S_CTX_SLURMD)
-      return sray::spank::SweepCrashedStepsAtDaemonStart(arguments);
     return sray::spank::InitializePlugin(handle, arguments);
   });
 }

@@ -362,10 +362,20 @@ Status SweepCrashedStepsAtDaemonStart(std::span<const std::string_view> argument
   auto parsed = ParsePlugstackArguments(arguments);
   if (!parsed.ok()) return parsed.status();
   State().plugstack = std::move(parsed).value();
-  std::vector<std::string> command_line;
-  std::ifstream file("/proc/self/cmdline", std::ios::binary);
-  for (std::string argument; std::getline(file, argument, '\0');) command_line.push_back(argument);
-  SweepCrashedSteps(DaemonNodeName(command_line, HostName()));
+  // Every node's directory: state_dir is node-local, so they are all this
+  // machine's (more than one where nodes are emulated, or the node's name
+  // changed), and a record's daemon is looked up on this machine.
+  std::error_code error;
+  std::vector<std::string> nodes;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(State().plugstack.state_directory, error)) {
+    if (entry.is_directory(error)) nodes.push_back(entry.path().filename().string());
+  }
+  if (error && error != std::errc::no_such_file_or_directory) {
+    return Status::IoError("cannot list " + State().plugstack.state_directory.string() + ": " +
+                           error.message());
+  }
+  for (const std::string& node : nodes) SweepCrashedSteps(node);
   return Status::Ok();
 }
 

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 #include <limits>
 #include <optional>
 #include <sstream>
+#include <string_view>
 
 #include "common/log.h"
 #include "common/process_start_time.h"
@@ -81,18 +83,40 @@ std::string DescribeWith(JobValues& values, std::uint32_t launched, std::uint32_
   return text;
 }
 
-// The invitation srun's plugin left for this step's ranks, if any. It is
-// removed from the environment either way: the program's own children must
-// not see the token, nor take an outer step's invitation for theirs.
+// The invitation srun's plugin left for this step's ranks: nullopt when the
+// exchange goes through PMIx's fence. The variable is removed from the
+// environment either way: the program's own children must not see the token,
+// nor take an outer step's invitation for theirs.
 Result<std::optional<rendezvous::Invitation>> TakeInvitation() {
-  const char* text = std::getenv(rendezvous::kRendezvousVariable);
-  if (text == nullptr) return std::optional<rendezvous::Invitation>();
-  auto invitation = rendezvous::ParseInvitation(text);
-  ::explicit_bzero(const_cast<char*>(text), std::strlen(text));
-  ::unsetenv(rendezvous::kRendezvousVariable);
-  if (!invitation.ok()) return invitation.status();
+  std::string text;
+  if (const char* value = std::getenv(rendezvous::kRendezvousVariable); value != nullptr) {
+    text = value;
+    ::explicit_bzero(const_cast<char*>(value), std::strlen(value));
+    ::unsetenv(rendezvous::kRendezvousVariable);
+  }
+  const char* wireup = std::getenv("SRAY_WIREUP");
   const char* job = std::getenv("SLURM_JOB_ID");
   const char* step = std::getenv("SLURM_STEP_ID");
+  if (text.empty()) {
+    // srun's plugin exports wireup to the tasks itself, whatever --export
+    // says; the invitation travels in srun's environment, which --export
+    // can hold back.
+    if (wireup != nullptr && std::string_view(wireup) == "srun" && job != nullptr &&
+        step != nullptr) {
+      return Status::Unavailable(
+          "srun's invitation to exchange addresses (SRAY_RENDEZVOUS) did not reach this task: "
+          "srun's --export "
+          "passes it only with ALL or when it names it: run with --export=ALL, add SRAY_RENDEZVOUS "
+          "to the "
+          "--export list, or run with --ray-cluster=wireup=pmix");
+    }
+    return std::optional<rendezvous::Invitation>();
+  }
+  // srun could not serve the exchange, and said so on its own stderr.
+  if (text == rendezvous::kThroughPmix) return std::optional<rendezvous::Invitation>();
+  auto invitation = rendezvous::ParseInvitation(text);
+  std::fill(text.begin(), text.end(), '\0');
+  if (!invitation.ok()) return invitation.status();
   if (job == nullptr || step == nullptr || invitation->step != std::string(job) + "." + step) {
     return std::optional<rendezvous::Invitation>();
   }
@@ -117,6 +141,10 @@ Result<std::unique_ptr<JobValues>> ExchangeThroughSrun(const rendezvous::Invitat
         "srun's host is not known (neither SLURM_SRUN_COMM_HOST nor SLURM_LAUNCH_NODE_IPADDR is "
         "set): "
         "run with --ray-cluster=wireup=pmix");
+  }
+  if (Status fits = rendezvous::ValuesFit(own); !fits.ok()) {
+    return Status::InvalidArgument(fits.message() +
+                                   ": publish less, or run with --ray-cluster=wireup=pmix");
   }
   auto answer = rendezvous::ExchangeThroughSrun({.host = host,
                                                  .invitation = invitation,
@@ -209,7 +237,7 @@ Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
   if (*invitation) {
     phases.Mark("publish");
     auto exchanged = ExchangeThroughSrun(**invitation, layout, own);
-    if (!exchanged.ok()) return exchanged.status().WithContext("wire-up through srun failed");
+    if (!exchanged.ok()) return exchanged.status().WithContext("exchanging addresses through srun");
     job->values = std::move(exchanged).value();
     phases.Mark("srun exchange");
   } else {

@@ -138,9 +138,11 @@ Result<std::vector<Bytes>> ExchangeThroughSrun(const ExchangeRequest& request) {
     if (got == 0) {
       return Status::Unavailable(
           where +
-          " closed the connection before answering: srun ended, or this rank's values "
-          "took longer than " +
-          std::to_string(kContributionPatience.count()) + " s to arrive");
+          " closed the connection before answering: srun ended (see its output), or this rank's "
+          "values took longer than " +
+          std::to_string(kContributionPatience.count()) +
+          " s to arrive; if srun still runs, the network between this node and srun's host drops "
+          "connections: run with --ray-cluster=wireup=pmix");
     }
     if (errno == EINTR) continue;
     if (errno != EAGAIN) return Status::FromErrno(errno, "cannot read the answer of " + where);

@@ -14,12 +14,17 @@ constexpr std::array<char, 8> kAnswerMagic = {'S', 'R', 'A', 'Y', 'R', 'V', '1',
 constexpr std::uint8_t kTable = 0;
 constexpr std::uint8_t kRefusal = 1;
 constexpr std::size_t kMostRefusalBytes = 4096;
+constexpr std::size_t kAnswerHeaderSize = 8 + 1 + 8;
 
 void AppendMagic(Bytes& out, const std::array<char, 8>& magic) {
   for (const char letter : magic) out.push_back(static_cast<std::byte>(letter));
 }
 void Append32(Bytes& out, std::uint32_t value) {
   for (int shift = 0; shift < 32; shift += 8)
+    out.push_back(static_cast<std::byte>((value >> shift) & 0xFF));
+}
+void Append64(Bytes& out, std::uint64_t value) {
+  for (int shift = 0; shift < 64; shift += 8)
     out.push_back(static_cast<std::byte>((value >> shift) & 0xFF));
 }
 void Append16(Bytes& out, std::uint16_t value) {
@@ -49,6 +54,15 @@ class Reader {
       value |= static_cast<std::uint32_t>(bytes_[offset_ + index]) << (8 * index);
     }
     offset_ += 4;
+    return true;
+  }
+  bool Read64(std::uint64_t& value) {
+    if (left() < 8) return false;
+    value = 0;
+    for (std::size_t index = 0; index < 8; ++index) {
+      value |= static_cast<std::uint64_t>(bytes_[offset_ + index]) << (8 * index);
+    }
+    offset_ += 8;
     return true;
   }
   bool Read16(std::uint16_t& value) {
@@ -89,6 +103,18 @@ Bytes EncodeContribution(const Contribution& contribution) {
   return out;
 }
 
+Result<std::optional<Token>> ContributionToken(std::span<const std::byte> received) {
+  Reader reader(received);
+  bool matches = false;
+  std::span<const std::byte> bytes;
+  if (!reader.Magic(kContributionMagic, matches)) return std::optional<Token>();
+  if (!matches) return Status::InvalidArgument("not an sray rendezvous contribution (wrong magic)");
+  if (!reader.Take(kTokenSize, bytes)) return std::optional<Token>();
+  Token token;
+  std::copy(bytes.begin(), bytes.end(), token.begin());
+  return std::optional<Token>(token);
+}
+
 Result<std::optional<Contribution>> DecodeContribution(std::span<const std::byte> received) {
   Reader reader(received);
   bool matches = false;
@@ -127,13 +153,18 @@ Result<std::optional<Contribution>> DecodeContribution(std::span<const std::byte
   return std::optional<Contribution>(std::move(contribution));
 }
 
+// An answer: magic, kind, the body's length, then the body (a table: the
+// rank count and each rank's values with their length; a refusal: its
+// text). The length up front lets a rank wait for the whole answer before it
+// decodes anything.
 Bytes EncodeTable(std::span<const Bytes> values_by_rank) {
-  std::size_t total = 8 + 1 + 4;
-  for (const Bytes& values : values_by_rank) total += 4 + values.size();
+  std::size_t body = 4;
+  for (const Bytes& values : values_by_rank) body += 4 + values.size();
   Bytes out;
-  out.reserve(total);
+  out.reserve(kAnswerHeaderSize + body);
   AppendMagic(out, kAnswerMagic);
   out.push_back(static_cast<std::byte>(kTable));
+  Append64(out, body);
   Append32(out, static_cast<std::uint32_t>(values_by_rank.size()));
   for (const Bytes& values : values_by_rank) {
     Append32(out, static_cast<std::uint32_t>(values.size()));
@@ -147,7 +178,7 @@ Bytes EncodeRefusal(std::string_view why) {
   Bytes out;
   AppendMagic(out, kAnswerMagic);
   out.push_back(static_cast<std::byte>(kRefusal));
-  Append32(out, static_cast<std::uint32_t>(why.size()));
+  Append64(out, why.size());
   for (const char letter : why) out.push_back(static_cast<std::byte>(letter));
   return out;
 }
@@ -157,40 +188,65 @@ Result<std::optional<Answer>> DecodeAnswer(std::span<const std::byte> received,
   Reader reader(received);
   bool matches = false;
   std::uint8_t kind = 0;
-  std::uint32_t count = 0;
+  std::uint64_t length = 0;
   if (!reader.Magic(kAnswerMagic, matches)) return std::optional<Answer>();
   if (!matches)
     return Status::InvalidArgument("srun's answer is not an sray rendezvous answer (wrong magic)");
-  if (!reader.Read8(kind) || !reader.Read32(count)) return std::optional<Answer>();
-  Answer answer;
-  if (kind == kRefusal) {
-    if (count > kMostRefusalBytes) return Status::InvalidArgument("srun's refusal is too long");
-    std::span<const std::byte> text;
-    if (!reader.Take(count, text)) return std::optional<Answer>();
-    answer.refusal = std::string(reinterpret_cast<const char*>(text.data()), text.size());
-  } else if (kind == kTable) {
-    if (count != size) {
-      return Status::InvalidArgument("srun's table holds " + std::to_string(count) +
-                                     " ranks, not the job's " + std::to_string(size));
-    }
-    // Each entry takes at least its length: a count the bytes cannot hold
-    // is read to the end of the bytes, never reserved up front.
-    for (std::uint32_t rank = 0; rank < count; ++rank) {
-      std::uint32_t length = 0;
-      std::span<const std::byte> values;
-      if (!reader.Read32(length)) return std::optional<Answer>();
-      if (length > kMostValueBytes) {
-        return Status::InvalidArgument("srun's table gives rank " + std::to_string(rank) + " " +
-                                       std::to_string(length) + " bytes");
-      }
-      if (!reader.Take(length, values)) return std::optional<Answer>();
-      answer.values.emplace_back(values.begin(), values.end());
-    }
-  } else {
+  if (!reader.Read8(kind) || !reader.Read64(length)) return std::optional<Answer>();
+  const std::uint64_t most = kind == kRefusal
+                                 ? kMostRefusalBytes
+                                 : 4 + static_cast<std::uint64_t>(size) * (4 + kMostValueBytes);
+  if (kind != kRefusal && kind != kTable) {
     return Status::InvalidArgument("srun's answer has an unknown kind " + std::to_string(kind));
   }
-  if (reader.left() != 0) return Status::InvalidArgument("srun's answer has bytes after its end");
+  if (length > most) {
+    return Status::InvalidArgument("srun's answer claims " + std::to_string(length) +
+                                   " bytes, more than a job of " + std::to_string(size) +
+                                   " ranks can have");
+  }
+  if (reader.left() < length) return std::optional<Answer>();
+  if (reader.left() > length)
+    return Status::InvalidArgument("srun's answer has bytes after its end");
+  Answer answer;
+  if (kind == kRefusal) {
+    std::span<const std::byte> text;
+    reader.Take(static_cast<std::size_t>(length), text);
+    answer.refusal = std::string(reinterpret_cast<const char*>(text.data()), text.size());
+    return std::optional<Answer>(std::move(answer));
+  }
+  std::uint32_t count = 0;
+  const auto malformed = [&] { return Status::InvalidArgument("srun's table is malformed"); };
+  if (!reader.Read32(count)) return malformed();
+  if (count != size) {
+    return Status::InvalidArgument("srun's table holds " + std::to_string(count) +
+                                   " ranks, not the job's " + std::to_string(size));
+  }
+  for (std::uint32_t rank = 0; rank < count; ++rank) {
+    std::uint32_t entry = 0;
+    std::span<const std::byte> values;
+    if (!reader.Read32(entry) || entry > kMostValueBytes || !reader.Take(entry, values))
+      return malformed();
+    answer.values.emplace_back(values.begin(), values.end());
+  }
+  if (reader.left() != 0) return malformed();
   return std::optional<Answer>(std::move(answer));
+}
+
+Status ValuesFit(const Values& values) {
+  std::size_t total = 4;
+  for (const auto& [key, value] : values) {
+    if (key.size() > kMostKeyBytes) {
+      return Status::InvalidArgument("the key '" + key.substr(0, 64) + "...' is longer than " +
+                                     std::to_string(kMostKeyBytes) + " bytes");
+    }
+    total += 2 + key.size() + 4 + value.size();
+  }
+  if (total > kMostValueBytes) {
+    return Status::InvalidArgument("this rank publishes " + std::to_string(total) +
+                                   " bytes, more than the " + std::to_string(kMostValueBytes) +
+                                   " one rank may");
+  }
+  return Status::Ok();
 }
 
 Bytes EncodeValues(const Values& values) {
@@ -242,9 +298,9 @@ std::string FormatInvitation(const Invitation& invitation) {
 
 Result<Invitation> ParseInvitation(std::string_view text) {
   const auto malformed = [&] {
-    return Status::InvalidArgument(
-        std::string(kRendezvousVariable) +
-        " is not JOB.STEP:PORT:TOKEN (it is set by sray's SPANK plugin in srun)");
+    return Status::InvalidArgument(std::string(kRendezvousVariable) +
+                                   " is not JOB.STEP:PORT:TOKEN: it is set by sray's SPANK plugin "
+                                   "in srun; unset it and let srun set it");
   };
   const auto first = text.find(':');
   const auto second = first == std::string_view::npos ? first : text.find(':', first + 1);

@@ -51,8 +51,14 @@ struct Contribution {
 
 // The bytes of a contribution's fixed part, before its values.
 inline constexpr std::size_t kContributionHeaderSize = 8 + kTokenSize + 4 + 4 + 4;
+// The bytes up to the end of the token: all srun reads from a peer before
+// it knows whether the peer holds the step's token.
+inline constexpr std::size_t kContributionTokenEnd = 8 + kTokenSize;
 
 Bytes EncodeContribution(const Contribution& contribution);
+// The token of a contribution whose first kContributionTokenEnd bytes are in
+// `received` (nullopt before that); an error when they cannot start one.
+Result<std::optional<Token>> ContributionToken(std::span<const std::byte> received);
 // Nullopt while `received` holds less than a whole contribution; an error
 // when what it holds cannot be one (the connection is then dropped).
 Result<std::optional<Contribution>> DecodeContribution(std::span<const std::byte> received);
@@ -69,6 +75,9 @@ Bytes EncodeRefusal(std::string_view why);
 Result<std::optional<Answer>> DecodeAnswer(std::span<const std::byte> received, std::uint32_t size);
 
 using Values = std::map<std::string, Bytes, std::less<>>;
+// Whether `values` keep the limits (keys of kMostKeyBytes at most, and
+// kMostValueBytes in all once encoded); EncodeValues needs them to.
+Status ValuesFit(const Values& values);
 Bytes EncodeValues(const Values& values);
 Result<Values> DecodeValues(std::span<const std::byte> encoded);
 
@@ -76,6 +85,9 @@ Result<Values> DecodeValues(std::span<const std::byte> encoded);
 // "JOB.STEP:PORT:TOKEN" (the token in hex). The host is srun's, which Slurm
 // gives tasks as SLURM_SRUN_COMM_HOST.
 inline constexpr const char* kRendezvousVariable = "SRAY_RENDEZVOUS";
+// Its value when srun could not start the rendezvous: the ranks fence
+// through PMIx instead.
+inline constexpr const char* kThroughPmix = "pmix";
 struct Invitation {
   std::string step;  // "JOB.STEP": only that step's ranks use it
   std::uint16_t port = 0;

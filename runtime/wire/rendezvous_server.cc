@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <list>
 #include <optional>
+#include <system_error>
 #include <vector>
 
 namespace sray::wire::rendezvous {
@@ -104,7 +105,7 @@ class RendezvousServer::Loop {
       : token_(token), listen_fd_(listen_fd), contributed_count_(std::move(contributed)) {}
   ~Loop() {
     for (Connection& connection : connections_) ::close(connection.fd);
-    ::close(listen_fd_);
+    if (listen_fd_ >= 0) ::close(listen_fd_);
   }
   Loop(const Loop&) = delete;
   Loop& operator=(const Loop&) = delete;
@@ -116,11 +117,11 @@ class RendezvousServer::Loop {
       watched.clear();
       owners.clear();
       watched.push_back({.fd = wake_fd, .events = POLLIN, .revents = 0});
-      const bool accepting = Clock::now() >= accept_again_;
+      const bool accepting = listen_fd_ >= 0 && Clock::now() >= accept_again_;
       watched.push_back(
           {.fd = listen_fd_, .events = static_cast<short>(accepting ? POLLIN : 0), .revents = 0});
       std::optional<Clock::time_point> soonest;
-      if (!accepting) soonest = accept_again_;
+      if (listen_fd_ >= 0 && !accepting) soonest = accept_again_;
       for (Connection& connection : connections_) {
         const short events = connection.phase == Phase::kWriting ? POLLOUT : POLLIN;
         watched.push_back({.fd = connection.fd, .events = events, .revents = 0});
@@ -166,11 +167,18 @@ class RendezvousServer::Loop {
     Phase phase = Phase::kReading;
     Clock::time_point deadline;
     Bytes received;
+    bool authenticated = false;  // its first bytes carried the step's token
     std::shared_ptr<const Bytes> answer;
     std::size_t sent = 0;
   };
 
   void Accept() {
+    // A few at a time, so that connections accepted in one round are read in
+    // the next before a flood of others could make them the oldest.
+    std::size_t accepted = 0;
+    std::size_t unfinished = static_cast<std::size_t>(std::count_if(
+        connections_.begin(), connections_.end(),
+        [](const Connection& connection) { return connection.phase == Phase::kReading; }));
     while (true) {
       const int descriptor = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (descriptor < 0) {
@@ -180,16 +188,27 @@ class RendezvousServer::Loop {
           accept_again_ = Clock::now() + std::chrono::milliseconds(100);
         return;
       }
-      const auto unfinished = std::count_if(
-          connections_.begin(), connections_.end(),
-          [](const Connection& connection) { return connection.phase == Phase::kReading; });
-      if (static_cast<std::size_t>(unfinished) >= kMostUnfinishedConnections) {
-        ::close(descriptor);
-        continue;
+      if (unfinished >= kMostUnfinishedConnections) {
+        // The oldest connection that has not shown the token goes: a rank
+        // sends its contribution as soon as it connects, so a connection
+        // that old is not one.
+        const auto oldest = std::find_if(
+            connections_.begin(), connections_.end(), [](const Connection& connection) {
+              return connection.phase == Phase::kReading && !connection.authenticated;
+            });
+        if (oldest == connections_.end()) {
+          ::close(descriptor);
+          continue;
+        }
+        oldest->phase = Phase::kClosed;
+        --unfinished;
       }
+      ++unfinished;
       Connection& added = connections_.emplace_back();
       added.fd = descriptor;
-      added.deadline = Clock::now() + kContributionPatience;
+      // Until it shows the token: a rank sends it as it connects.
+      added.deadline = Clock::now() + kTokenPatience;
+      if (++accepted == kMostAcceptsAtOnce) return;
     }
   }
 
@@ -213,29 +232,47 @@ class RendezvousServer::Loop {
   void Read(Connection& connection) {
     std::byte buffer[64 * 1024];
     while (true) {
-      const ssize_t got = ::recv(connection.fd, buffer, sizeof buffer, 0);
+      // Until the token checks out, no more than the token is read: a peer
+      // without it gets srun to hold 40 bytes, not a contribution's megabyte.
+      const std::size_t wanted = connection.authenticated
+                                     ? sizeof buffer
+                                     : kContributionTokenEnd - connection.received.size();
+      const ssize_t got = ::recv(connection.fd, buffer, wanted, 0);
       if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
         connection.phase = Phase::kClosed;
         return;
       }
       if (got < 0) break;
       connection.received.insert(connection.received.end(), buffer, buffer + got);
+      if (!connection.authenticated) {
+        auto token = ContributionToken(connection.received);
+        if (!token.ok()) {
+          connection.phase = Phase::kClosed;  // not sray talking: nothing to explain
+          return;
+        }
+        if (!token->has_value()) continue;
+        if (!SameToken(**token, token_)) {
+          Refuse(connection,
+                 "the token does not match this step's: the contribution came from another step");
+          return;
+        }
+        connection.authenticated = true;
+        connection.deadline = Clock::now() + kContributionPatience;
+      }
       if (connection.received.size() > kContributionHeaderSize + kMostValueBytes) break;
     }
+    if (!connection.authenticated) return;
     auto decoded = DecodeContribution(connection.received);
     if (!decoded.ok()) {
-      // Not sray talking: nothing to explain to it.
-      connection.phase = Phase::kClosed;
+      // It showed the token: a rank of this step, told why.
+      Refuse(connection, decoded.status().message() +
+                             ": this sray differs from srun's plugin, or the rank "
+                             "publishes too much; check both are the same install");
       return;
     }
     if (!decoded->has_value()) return;
     Contribution& contribution = **decoded;
     connection.received = Bytes();
-    if (!SameToken(contribution.token, token_)) {
-      Refuse(connection,
-             "the token does not match this step's: the contribution came from another step");
-      return;
-    }
     if (size_ == 0) {
       size_ = contribution.size;
       values_.resize(size_);
@@ -252,28 +289,29 @@ class RendezvousServer::Loop {
       return;
     }
     std::optional<Bytes>& slot = values_[contribution.rank];
-    if (slot && *slot != contribution.values) {
+    if (slot) {
       Refuse(connection,
              "rank " + std::to_string(contribution.rank) +
-                 " contributed twice with different values: two processes claim one rank");
+                 " has contributed already: two processes claim one rank (a task that ran a second "
+                 "sray program?); run one sray program per task, or start the second one with its "
+                 "own srun");
       return;
     }
-    // The same values again: the rank reconnected; it is answered too.
-    if (!slot) {
-      slot = std::move(contribution.values);
-      ++contributed_;
-      contributed_count_->store(contributed_);
-    }
+    slot = std::move(contribution.values);
+    ++contributed_;
+    contributed_count_->store(contributed_);
     connection.phase = Phase::kWaiting;
     if (contributed_ < size_) return;
-    if (!table_) {
-      std::vector<Bytes> values;
-      values.reserve(size_);
-      for (std::optional<Bytes>& each : values_) values.push_back(*each);
-      table_ = std::make_shared<const Bytes>(EncodeTable(values));
-    }
+    std::vector<Bytes> values;
+    values.reserve(size_);
+    for (std::optional<Bytes>& each : values_) values.push_back(std::move(*each));
+    const auto table = std::make_shared<const Bytes>(EncodeTable(values));
+    // Every rank is in: nobody has anything more to send, so the port need
+    // not stay open for the rest of the step.
+    ::close(listen_fd_);
+    listen_fd_ = -1;
     for (Connection& waiting : connections_) {
-      if (waiting.phase == Phase::kWaiting) StartWriting(waiting, table_);
+      if (waiting.phase == Phase::kWaiting) StartWriting(waiting, table);
     }
   }
 
@@ -308,13 +346,12 @@ class RendezvousServer::Loop {
   }
 
   const Token token_;
-  const int listen_fd_;
+  int listen_fd_;  // -1 once every rank has contributed
   std::list<Connection> connections_;
   std::uint32_t size_ = 0;                    // from the first contribution; all must agree
   Status descriptors_;                        // whether srun may hold a connection per rank
   std::vector<std::optional<Bytes>> values_;  // by rank
   std::size_t contributed_ = 0;
-  std::shared_ptr<const Bytes> table_;  // once every rank has contributed
   const std::shared_ptr<std::atomic<std::size_t>> contributed_count_;
   Clock::time_point accept_again_;
 };
@@ -328,8 +365,14 @@ Result<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(const Token& t
   if (!port.ok()) return port.status().WithContext("cannot start srun's rendezvous");
   const int wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd < 0) return Status::FromErrno(errno, "cannot start srun's rendezvous: no eventfd");
-  return std::unique_ptr<RendezvousServer>(
-      new RendezvousServer(std::move(loop), std::move(contributed), wake_fd, *port));
+  try {
+    return std::unique_ptr<RendezvousServer>(
+        new RendezvousServer(std::move(loop), std::move(contributed), wake_fd, *port));
+  } catch (const std::system_error& error) {
+    ::close(wake_fd);
+    return Status::Internal(std::string("cannot start srun's rendezvous: no thread: ") +
+                            error.what());
+  }
 }
 
 RendezvousServer::RendezvousServer(std::unique_ptr<Loop> loop,
@@ -350,6 +393,8 @@ RendezvousServer::~RendezvousServer() {
     // stop the parent's, and joining would wait for nothing. Its copies of
     // the sockets close with it.
     thread_.detach();
+    // The copy of the loop may be mid-change: leave it, as the thread.
+    (void)loop_.release();
     return;
   }
   const std::uint64_t one = 1;

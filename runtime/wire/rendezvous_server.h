@@ -8,10 +8,13 @@
 // collective among Slurm 22.05's step daemons can hang for good (ARCHITECTURE, "Wire-up through
 // srun").
 //
-// Anyone who can reach the port can connect: a contribution counts only with
-// the step's token (given to the tasks alone, in their environment), input
-// of any shape is refused without harm, and a connection that has not
-// delivered a contribution within kContributionPatience is closed.
+// Anyone who can reach the port can connect: srun reads no more than a
+// contribution's first 40 bytes until they carry the step's token (given to
+// the tasks alone, in their environment), input of any shape is refused
+// without harm, a connection that has not shown the token within
+// kTokenPatience or delivered its contribution within kContributionPatience
+// is closed, beyond kMostUnfinishedConnections the oldest that has not shown
+// the token makes room, and once every rank has contributed the port closes.
 //
 // Ownership and thread-safety: the server owns its sockets and one thread
 // that serves them; the destructor stops the thread and closes everything.
@@ -33,8 +36,12 @@ namespace sray::wire::rendezvous {
 
 class RendezvousServer {
  public:
-  // Connections still sending their contribution at once; more are closed.
-  static constexpr std::size_t kMostUnfinishedConnections = 4096;
+  // How long a new connection may take to show the step's token.
+  static constexpr std::chrono::seconds kTokenPatience{2};
+  // Connections accepted per round of the server's loop.
+  static constexpr std::size_t kMostAcceptsAtOnce = 64;
+  // Connections still sending their contribution at once.
+  static constexpr std::size_t kMostUnfinishedConnections = 1024;
 
   // Listens on every address of this host (IPv6 and IPv4 where it can), on
   // a port the kernel picks.

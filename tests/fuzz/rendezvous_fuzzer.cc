@@ -19,7 +19,15 @@ namespace rendezvous = sray::wire::rendezvous;
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto bytes = std::as_bytes(std::span(data, size));
 
+  auto token = rendezvous::ContributionToken(bytes);
+  if (!token.ok() && token.status().message().empty()) std::abort();
+
   auto contribution = rendezvous::DecodeContribution(bytes);
+  // Whatever decodes as a contribution starts with its token.
+  if (contribution.ok() && contribution->has_value() &&
+      (!token.ok() || !token->has_value() || **token != (*contribution)->token)) {
+    std::abort();
+  }
   if (!contribution.ok() && contribution.status().message().empty()) std::abort();
   if (contribution.ok() && contribution->has_value()) {
     const auto encoded = rendezvous::EncodeContribution(**contribution);

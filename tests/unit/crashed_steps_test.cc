@@ -145,14 +145,5 @@ TEST_F(CrashedStepsTest, ACorruptRecordIsDroppedAndSaidSo) {
   EXPECT_TRUE(std::filesystem::exists(session_));  // named by nothing: untouched
 }
 
-TEST(DaemonNodeName, IsSlurmdsNodeOptionElseTheShortHostName) {
-  EXPECT_EQ(DaemonNodeName({"/usr/sbin/slurmd", "-N", "n2"}, "vm.example.org"), "n2");
-  EXPECT_EQ(DaemonNodeName({"/usr/sbin/slurmd", "-D", "-Nn3"}, "vm"), "n3");
-  EXPECT_EQ(DaemonNodeName({"/usr/sbin/slurmd", "-D"}, "node17.cluster.example.org"), "node17");
-  EXPECT_EQ(DaemonNodeName({"/usr/sbin/slurmd"}, "node17"), "node17");
-  // A -N with nothing after it names nothing.
-  EXPECT_EQ(DaemonNodeName({"/usr/sbin/slurmd", "-N"}, "node17"), "node17");
-}
-
 }  // namespace
 }  // namespace sray::spank

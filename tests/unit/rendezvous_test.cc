@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <future>
 #include <string>
 #include <thread>
@@ -240,6 +241,14 @@ TEST(RendezvousServer, AWrongTokenIsRefusedAndDoesNotCountForItsRank) {
   EXPECT_NE(impostor.status().message().find("refused rank 1: the token does not match"),
             std::string::npos)
       << impostor.status().message();
+  // Refused on the token alone: srun reads nothing of the values first.
+  const int stranger = ConnectRaw((*server)->port());
+  Bytes header = EncodeContribution({.token = TokenOf(9), .rank = 0, .size = 2, .values = {}});
+  header.resize(kContributionTokenEnd);
+  ASSERT_EQ(::send(stranger, header.data(), header.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(header.size()));
+  EXPECT_NE(ReadToEnd(stranger).find("the token does not match"), std::string::npos);
+  ::close(stranger);
   auto first = std::async(std::launch::async,
                           [&] { return ExchangeThroughSrun(RequestFor(**server, token, 0, 2)); });
   ExpectWholeTable(ExchangeThroughSrun(RequestFor(**server, token, 1, 2)), 2);
@@ -265,54 +274,60 @@ TEST(RendezvousServer, InputThatIsNotSrayIsDroppedAndTheStepStillWiresUp) {
   ::close(silent);
 }
 
-TEST(RendezvousServer, ARankThatSendsItsValuesAgainIsAnsweredWithTheSameRound) {
+// With rank 0 of a 2-rank step waiting, `bad` (made for the server) is
+// refused saying `reason`, and the step still wires up after it.
+void ExpectRefusedWhileRankZeroWaits(
+    const std::function<ExchangeRequest(const RendezvousServer&)>& bad, std::string_view reason) {
   const Token token = TokenOf(7);
   auto server = RendezvousServer::Start(token);
   ASSERT_TRUE(server.ok());
   auto first = std::async(std::launch::async,
                           [&] { return ExchangeThroughSrun(RequestFor(**server, token, 0, 2)); });
   ASSERT_TRUE(AwaitContributions(**server, 1));
-  auto again = std::async(std::launch::async,
-                          [&] { return ExchangeThroughSrun(RequestFor(**server, token, 0, 2)); });
-  ExpectWholeTable(ExchangeThroughSrun(RequestFor(**server, token, 1, 2)), 2);
-  ExpectWholeTable(first.get(), 2);
-  ExpectWholeTable(again.get(), 2);
-  EXPECT_EQ((*server)->contributed(), 2U);
-}
-
-TEST(RendezvousServer, TwoProcessesClaimingOneRankWithDifferentValuesAreToldSo) {
-  const Token token = TokenOf(7);
-  auto server = RendezvousServer::Start(token);
-  ASSERT_TRUE(server.ok());
-  auto first = std::async(std::launch::async,
-                          [&] { return ExchangeThroughSrun(RequestFor(**server, token, 0, 2)); });
-  ASSERT_TRUE(AwaitContributions(**server, 1));
-  ExchangeRequest other = RequestFor(**server, token, 0, 2);
-  other.values = EncodeValues({{"sray.location", BytesOf("elsewhere")}});
-  auto refused = ExchangeThroughSrun(other);
+  auto refused = ExchangeThroughSrun(bad(**server));
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find(
-                "contributed twice with different values: two processes claim one rank"),
-            std::string::npos)
+  EXPECT_NE(refused.status().message().find(reason), std::string::npos)
       << refused.status().message();
   ExpectWholeTable(ExchangeThroughSrun(RequestFor(**server, token, 1, 2)), 2);
   ExpectWholeTable(first.get(), 2);
+}
+
+TEST(RendezvousServer, TwoProcessesClaimingOneRankAreToldSo) {
+  ExpectRefusedWhileRankZeroWaits(
+      [](const RendezvousServer& server) { return RequestFor(server, TokenOf(7), 0, 2); },
+      "rank 0 has contributed already: two processes claim one rank");
+}
+
+TEST(RendezvousServer, ThePortClosesOnceEveryRankHasContributed) {
+  const Token token = TokenOf(7);
+  auto server = RendezvousServer::Start(token);
+  ASSERT_TRUE(server.ok());
+  ExpectWholeTable(ExchangeThroughSrun(RequestFor(**server, token, 0, 1)), 1);
+  auto late = ExchangeThroughSrun(RequestFor(**server, token, 0, 1));
+  ASSERT_FALSE(late.ok());
+  EXPECT_NE(late.status().message().find("cannot reach srun's rendezvous"), std::string::npos)
+      << late.status().message();
+}
+
+TEST(RendezvousServer, AContributionThatShowedTheTokenButCannotBeReadIsToldWhy) {
+  const Token token = TokenOf(7);
+  auto server = RendezvousServer::Start(token);
+  ASSERT_TRUE(server.ok());
+  const int rank = ConnectRaw((*server)->port());
+  // A whole header that claims rank 5 of a job of 2.
+  Bytes header = EncodeContribution({.token = token, .rank = 5, .size = 2, .values = {}});
+  ASSERT_EQ(::send(rank, header.data(), header.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(header.size()));
+  const std::string answer = ReadToEnd(rank);
+  ::close(rank);
+  EXPECT_NE(answer.find("a contribution claims rank 5 of a job of 2"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("check both are the same install"), std::string::npos) << answer;
 }
 
 TEST(RendezvousServer, ARankThatDisagreesOnTheJobsSizeIsRefused) {
-  const Token token = TokenOf(7);
-  auto server = RendezvousServer::Start(token);
-  ASSERT_TRUE(server.ok());
-  auto first = std::async(std::launch::async,
-                          [&] { return ExchangeThroughSrun(RequestFor(**server, token, 0, 2)); });
-  ASSERT_TRUE(AwaitContributions(**server, 1));
-  auto refused = ExchangeThroughSrun(RequestFor(**server, token, 1, 3));
-  ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("says the step has 3 ranks, an earlier one said 2"),
-            std::string::npos)
-      << refused.status().message();
-  ExpectWholeTable(ExchangeThroughSrun(RequestFor(**server, token, 1, 2)), 2);
-  ExpectWholeTable(first.get(), 2);
+  ExpectRefusedWhileRankZeroWaits(
+      [](const RendezvousServer& server) { return RequestFor(server, TokenOf(7), 1, 3); },
+      "says the step has 3 ranks, an earlier one said 2");
 }
 
 // In a child process of its own: a lowered hard limit cannot be raised again.
