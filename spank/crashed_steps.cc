@@ -53,7 +53,8 @@ std::optional<jobsetup::StepRecord> StillStale(const std::filesystem::path& file
 
 }  // namespace
 
-CrashedStepSweep CleanUpAfterCrashedSteps(const std::filesystem::path& record_directory) {
+CrashedStepSweep CleanUpAfterCrashedSteps(const std::filesystem::path& record_directory,
+                                          std::chrono::steady_clock::time_point give_up_at) {
   CrashedStepSweep sweep;
   auto stale = jobsetup::FindStaleStepRecords(record_directory);
   if (!stale.ok()) {
@@ -61,6 +62,11 @@ CrashedStepSweep CleanUpAfterCrashedSteps(const std::filesystem::path& record_di
     return sweep;
   }
   for (auto& [file, record] : *stale) {
+    if (std::chrono::steady_clock::now() >= give_up_at) {
+      sweep.problems.push_back("stopped before " + file.filename().string() +
+                               " after the time allowed; the next sray step here goes on");
+      break;
+    }
     std::error_code error;
     if (!record.ok()) {
       // Nothing to act on, and it would be reported at every step: dropped.

@@ -10,6 +10,7 @@
 // Thread-safety: call from one thread at a time (a slurmstepd's SPANK
 // callbacks); runs as root and forks to act as each step's user.
 
+#include <chrono>
 #include <cstddef>
 #include <filesystem>
 #include <string>
@@ -26,6 +27,11 @@ struct CrashedStepSweep {
   std::vector<std::string> problems;
 };
 
-CrashedStepSweep CleanUpAfterCrashedSteps(const std::filesystem::path& record_directory);
+// Gives up, saying so in `problems`, at `give_up_at` (each step takes up to
+// about 11 s: slurmd's start must not wait for many of them); what is left
+// stays for the next sweep.
+CrashedStepSweep CleanUpAfterCrashedSteps(const std::filesystem::path& record_directory,
+                                          std::chrono::steady_clock::time_point give_up_at =
+                                              std::chrono::steady_clock::time_point::max());
 
 }  // namespace sray::spank

@@ -92,10 +92,16 @@ Result<JobUser> ReadJobUser(spank_t handle) {
   return user;
 }
 
+// What slurmd's start spends at most on the sweep, over every node directory
+// (each step takes up to about 11 s); the next sray step goes on from there.
+constexpr std::chrono::seconds kDaemonStartSweepBudget{30};
+
 // Before this step starts here: what steps whose slurmstepd died on this node
 // left behind goes, and the directory where this step records itself is made.
 // A failure costs only that protection, so it is logged, never fatal.
-void SweepCrashedSteps(const std::string& node_name) {
+void SweepCrashedSteps(const std::string& node_name,
+                       std::chrono::steady_clock::time_point give_up_at =
+                           std::chrono::steady_clock::time_point::max()) {
   PluginState& state = State();
   auto directory = jobsetup::PrepareRecordDirectory(state.plugstack.state_directory, node_name);
   if (!directory.ok()) {
@@ -107,7 +113,7 @@ void SweepCrashedSteps(const std::string& node_name) {
     return;
   }
   state.record_directory = *directory;
-  const CrashedStepSweep sweep = CleanUpAfterCrashedSteps(*directory);
+  const CrashedStepSweep sweep = CleanUpAfterCrashedSteps(*directory, give_up_at);
   for (const auto& step : sweep.cleaned) {
     slurm_info("sray: removed what step %s left on %s when its slurmstepd died", step.c_str(),
                node_name.c_str());
@@ -364,18 +370,24 @@ Status SweepCrashedStepsAtDaemonStart(std::span<const std::string_view> argument
   State().plugstack = std::move(parsed).value();
   // Every node's directory: state_dir is node-local, so they are all this
   // machine's (more than one where nodes are emulated, or the node's name
-  // changed), and a record's daemon is looked up on this machine.
+  // changed), and a record's daemon is looked up on this machine. An entry
+  // that cannot be read is skipped, not the walk.
+  const std::filesystem::path& state = State().plugstack.state_directory;
   std::error_code error;
+  std::filesystem::directory_iterator entry(state, error);
+  if (error) {
+    if (error == std::errc::no_such_file_or_directory) return Status::Ok();
+    return Status::IoError("cannot list " + state.string() + ": " + error.message());
+  }
   std::vector<std::string> nodes;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(State().plugstack.state_directory, error)) {
-    if (entry.is_directory(error)) nodes.push_back(entry.path().filename().string());
+  for (; entry != std::filesystem::directory_iterator(); entry.increment(error)) {
+    if (error) break;
+    std::error_code kind;
+    if (entry->is_directory(kind) && !entry->is_symlink(kind))
+      nodes.push_back(entry->path().filename().string());
   }
-  if (error && error != std::errc::no_such_file_or_directory) {
-    return Status::IoError("cannot list " + State().plugstack.state_directory.string() + ": " +
-                           error.message());
-  }
-  for (const std::string& node : nodes) SweepCrashedSteps(node);
+  const auto give_up_at = std::chrono::steady_clock::now() + kDaemonStartSweepBudget;
+  for (const std::string& node : nodes) SweepCrashedSteps(node, give_up_at);
   return Status::Ok();
 }
 

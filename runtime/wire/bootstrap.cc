@@ -84,15 +84,16 @@ std::string DescribeWith(JobValues& values, std::uint32_t launched, std::uint32_
 }
 
 // The invitation srun's plugin left for this step's ranks: nullopt when the
-// exchange goes through PMIx's fence. The variable is removed from the
-// environment either way: the program's own children must not see the token,
-// nor take an outer step's invitation for theirs.
+// exchange goes through PMIx's fence. The variable's token is wiped either
+// way, and the variable says "taken" from then on: the program's own
+// children must not see the token, and a second sray program in the task
+// must learn why it has none.
 Result<std::optional<rendezvous::Invitation>> TakeInvitation() {
   std::string text;
   if (const char* value = std::getenv(rendezvous::kRendezvousVariable); value != nullptr) {
     text = value;
     ::explicit_bzero(const_cast<char*>(value), std::strlen(value));
-    ::unsetenv(rendezvous::kRendezvousVariable);
+    ::setenv(rendezvous::kRendezvousVariable, rendezvous::kInvitationTaken, 1);
   }
   const char* wireup = std::getenv("SRAY_WIREUP");
   const char* job = std::getenv("SLURM_JOB_ID");
@@ -114,6 +115,13 @@ Result<std::optional<rendezvous::Invitation>> TakeInvitation() {
   }
   // srun could not serve the exchange, and said so on its own stderr.
   if (text == rendezvous::kThroughPmix) return std::optional<rendezvous::Invitation>();
+  if (text == rendezvous::kInvitationTaken) {
+    return Status::Unavailable(
+        "an earlier sray program in this task took srun's invitation to exchange addresses: srun "
+        "starts one rank "
+        "per task, and each wires up once: run one sray program per task (start another with its "
+        "own srun)");
+  }
   auto invitation = rendezvous::ParseInvitation(text);
   std::fill(text.begin(), text.end(), '\0');
   if (!invitation.ok()) return invitation.status();

@@ -87,6 +87,47 @@ Result<std::unique_ptr<Socket>> Connect(const std::string& host, std::uint16_t p
   return Status::FromErrno(last_error, "cannot connect to " + host + ":" + service);
 }
 
+// How long a rank whose sending failed still listens for srun's reason.
+constexpr auto kRefusalGrace = std::chrono::seconds(1);
+
+// srun's whole answer on `fd`, read until `deadline`.
+Result<Answer> ReadAnswer(int fd, const ExchangeRequest& request, Clock::time_point deadline,
+                          const std::string& where, Clock::time_point start) {
+  Bytes received;
+  std::byte buffer[64 * 1024];
+  while (true) {
+    const ssize_t got = ::recv(fd, buffer, sizeof buffer, 0);
+    if (got > 0) {
+      received.insert(received.end(), buffer, buffer + got);
+      auto answer = DecodeAnswer(received, request.size);
+      if (!answer.ok()) return answer.status().WithContext("cannot read the answer of " + where);
+      if (answer->has_value()) return std::move(answer).value().value();
+      continue;
+    }
+    if (got == 0) {
+      return Status::Unavailable(
+          where +
+          " closed the connection before answering: srun ended (see its output), or this "
+          "rank's values took longer than " +
+          std::to_string(kContributionPatience.count()) +
+          " s to arrive; if srun still runs, the network between this node and srun's host "
+          "drops connections: run with --ray-cluster=wireup=pmix");
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN) return Status::FromErrno(errno, "cannot read the answer of " + where);
+    const int error = WaitFor(fd, POLLIN, deadline);
+    if (error == ETIMEDOUT) {
+      const auto waited =
+          std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count();
+      return Status::DeadlineExceeded("not every rank of the step reached its wire-up within " +
+                                      std::to_string(waited) + " s (" + where +
+                                      " is waiting for them): a task that did not start or ended "
+                                      "before sray::Init; see the step's other output");
+    }
+    if (error != 0) return Status::FromErrno(error, "cannot read the answer of " + where);
+  }
+}
+
 }  // namespace
 
 Result<std::vector<Bytes>> ExchangeThroughSrun(const ExchangeRequest& request) {
@@ -110,6 +151,7 @@ Result<std::vector<Bytes>> ExchangeThroughSrun(const ExchangeRequest& request) {
                             .values = request.values};
   const Bytes outgoing = EncodeContribution(contribution);
   std::size_t sent = 0;
+  Status sending = Status::Ok();
   while (sent < outgoing.size()) {
     const ssize_t wrote = ::send(fd, outgoing.data() + sent, outgoing.size() - sent, MSG_NOSIGNAL);
     if (wrote >= 0) {
@@ -118,45 +160,23 @@ Result<std::vector<Bytes>> ExchangeThroughSrun(const ExchangeRequest& request) {
     }
     if (errno == EINTR) continue;
     const int error = errno == EAGAIN ? WaitFor(fd, POLLOUT, deadline) : errno;
-    if (error != 0) return Status::FromErrno(error, "cannot send this rank's values to " + where);
+    if (error != 0) {
+      sending = Status::FromErrno(error, "cannot send this rank's values to " + where);
+      break;
+    }
   }
-
-  Bytes received;
-  std::byte buffer[64 * 1024];
-  while (true) {
-    const ssize_t got = ::recv(fd, buffer, sizeof buffer, 0);
-    if (got > 0) {
-      received.insert(received.end(), buffer, buffer + got);
-      auto answer = DecodeAnswer(received, request.size);
-      if (!answer.ok()) return answer.status().WithContext("cannot read the answer of " + where);
-      if (!answer->has_value()) continue;
-      if ((*answer)->refusal)
-        return Status::InvalidArgument(where + " refused rank " + std::to_string(request.rank) +
-                                       ": " + *(*answer)->refusal);
-      return std::move((*answer)->values);
-    }
-    if (got == 0) {
-      return Status::Unavailable(
-          where +
-          " closed the connection before answering: srun ended (see its output), or this rank's "
-          "values took longer than " +
-          std::to_string(kContributionPatience.count()) +
-          " s to arrive; if srun still runs, the network between this node and srun's host drops "
-          "connections: run with --ray-cluster=wireup=pmix");
-    }
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN) return Status::FromErrno(errno, "cannot read the answer of " + where);
-    const int error = WaitFor(fd, POLLIN, deadline);
-    if (error == ETIMEDOUT) {
-      const auto waited =
-          std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count();
-      return Status::DeadlineExceeded("not every rank of the step reached its wire-up within " +
-                                      std::to_string(waited) + " s (" + where +
-                                      " is waiting for them): a task that did not start or ended "
-                                      "before sray::Init; see the step's other output");
-    }
-    if (error != 0) return Status::FromErrno(error, "cannot read the answer of " + where);
+  // A refusal may come before the whole contribution went (srun refuses on
+  // the token alone): then its reason is what to say.
+  auto answer = ReadAnswer(
+      fd, request, sending.ok() ? deadline : std::min(deadline, Clock::now() + kRefusalGrace),
+      where, start);
+  if (!sending.ok() && (!answer.ok() || !answer->refusal)) return sending;
+  if (!answer.ok()) return answer.status();
+  if (answer->refusal) {
+    return Status::InvalidArgument(where + " refused rank " + std::to_string(request.rank) + ": " +
+                                   *answer->refusal);
   }
+  return std::move(answer->values);
 }
 
 }  // namespace sray::wire::rendezvous

@@ -278,8 +278,7 @@ Result<Values> DecodeValues(std::span<const std::byte> encoded) {
     }
     std::string name(reinterpret_cast<const char*>(key.data()), key.size());
     // EncodeValues writes keys in increasing order: only that one spelling
-    // is read, so equal values always travel as equal bytes (srun compares
-    // a rank's repeated contributions byte for byte).
+    // is read, so that equal values always travel as equal bytes.
     if (!values.empty() && !(values.rbegin()->first < name)) {
       return Status::InvalidArgument(
           "a rank's values are out of order or name one key twice (at entry " +

@@ -88,6 +88,8 @@ inline constexpr const char* kRendezvousVariable = "SRAY_RENDEZVOUS";
 // Its value when srun could not start the rendezvous: the ranks fence
 // through PMIx instead.
 inline constexpr const char* kThroughPmix = "pmix";
+// Its value once a rank has taken its invitation (and wiped the token).
+inline constexpr const char* kInvitationTaken = "taken";
 struct Invitation {
   std::string step;  // "JOB.STEP": only that step's ranks use it
   std::uint16_t port = 0;

@@ -74,26 +74,36 @@ Result<std::uint16_t> PortOf(int descriptor) {
   return ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
 }
 
-// srun holds one connection per rank while the ranks wait for each other:
-// its soft limit of open files goes up as far as the hard limit allows.
-Status MakeRoomForConnections(std::uint32_t ranks) {
+// srun holds one connection per rank while the ranks wait for each other,
+// beside its own (about one per task for their output): its soft limit of
+// open files goes up as far as the hard limit allows. Returns how many
+// connections that have not shown the token there is then room for.
+Result<std::size_t> MakeRoomForConnections(std::uint32_t ranks) {
   constexpr rlim_t kSpare = 64;  // srun's own files and sockets
-  const rlim_t needed = static_cast<rlim_t>(ranks) + kSpare;
+  constexpr rlim_t kFewestStrangers = 16;
+  const rlim_t needed = 2 * static_cast<rlim_t>(ranks) + kSpare;
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0)
     return Status::FromErrno(errno, "cannot read srun's limit of open files");
-  if (limit.rlim_cur >= needed) return Status::Ok();
-  if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < needed) {
+  const rlim_t wanted = needed + RendezvousServer::kMostUnfinishedConnections;
+  if (limit.rlim_cur < wanted) {
+    const rlim_t raised =
+        limit.rlim_max == RLIM_INFINITY ? wanted : std::min(wanted, limit.rlim_max);
+    if (raised > limit.rlim_cur) {
+      limit.rlim_cur = raised;
+      if (::setrlimit(RLIMIT_NOFILE, &limit) != 0)
+        return Status::FromErrno(errno, "cannot raise srun's limit of open files");
+    }
+  }
+  if (limit.rlim_cur < needed + kFewestStrangers) {
     return Status::ResourceExhausted(
         "srun may open at most " + std::to_string(limit.rlim_max) +
         " files (ulimit -Hn), and a step of " + std::to_string(ranks) + " ranks needs " +
-        std::to_string(needed) +
+        std::to_string(needed + kFewestStrangers) +
         ": raise the limit where srun runs, or run with --ray-cluster=wireup=pmix");
   }
-  limit.rlim_cur = needed;
-  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0)
-    return Status::FromErrno(errno, "cannot raise srun's limit of open files");
-  return Status::Ok();
+  return std::min<std::size_t>(RendezvousServer::kMostUnfinishedConnections,
+                               static_cast<std::size_t>(limit.rlim_cur - needed));
 }
 
 }  // namespace
@@ -126,7 +136,7 @@ class RendezvousServer::Loop {
         const short events = connection.phase == Phase::kWriting ? POLLOUT : POLLIN;
         watched.push_back({.fd = connection.fd, .events = events, .revents = 0});
         owners.push_back(&connection);
-        if (connection.phase == Phase::kReading)
+        if (connection.phase == Phase::kReading || connection.phase == Phase::kDraining)
           soonest = std::min(soonest.value_or(connection.deadline), connection.deadline);
       }
       int wait_ms = -1;
@@ -136,7 +146,15 @@ class RendezvousServer::Loop {
         wait_ms = static_cast<int>(std::clamp<long long>(left + 1, 0, 60'000));
       }
       const int ready = ::poll(watched.data(), watched.size(), wait_ms);
-      if (ready < 0 && errno != EINTR) return;
+      if (ready < 0 && errno != EINTR) {
+        // Nothing here can go on: the ranks learn it at once from their
+        // connections' end, rather than at their timeout.
+        for (Connection& connection : connections_) ::close(connection.fd);
+        connections_.clear();
+        if (listen_fd_ >= 0) ::close(listen_fd_);
+        listen_fd_ = -1;
+        return;
+      }
       if (watched[0].revents != 0) return;
       if (watched[1].revents & POLLIN) Accept();
       for (std::size_t index = 2; index < watched.size(); ++index) {
@@ -144,8 +162,10 @@ class RendezvousServer::Loop {
       }
       const auto now = Clock::now();
       for (Connection& connection : connections_) {
-        if (connection.phase == Phase::kReading && now >= connection.deadline)
+        if ((connection.phase == Phase::kReading || connection.phase == Phase::kDraining) &&
+            now >= connection.deadline) {
           connection.phase = Phase::kClosed;
+        }
       }
       std::erase_if(connections_, [](const Connection& connection) {
         if (connection.phase != Phase::kClosed) return false;
@@ -157,9 +177,12 @@ class RendezvousServer::Loop {
 
  private:
   enum class Phase {
-    kReading,  // until a whole contribution is in
-    kWaiting,  // contributed; until every rank has
-    kWriting,  // the answer (table or refusal), then closed
+    kReading,   // until a whole contribution is in
+    kWaiting,   // contributed; until every rank has
+    kWriting,   // the answer (table or refusal), then closed
+    kDraining,  // a refusal sent: what the peer still sends is read and
+                // dropped for a moment, so that closing does not reset the
+                // connection before the peer has read why
     kClosed,
   };
   struct Connection {
@@ -168,48 +191,58 @@ class RendezvousServer::Loop {
     Clock::time_point deadline;
     Bytes received;
     bool authenticated = false;  // its first bytes carried the step's token
+    bool refused = false;        // its answer is a refusal
     std::shared_ptr<const Bytes> answer;
     std::size_t sent = 0;
   };
 
   void Accept() {
-    // A few at a time, so that connections accepted in one round are read in
-    // the next before a flood of others could make them the oldest.
-    std::size_t accepted = 0;
-    std::size_t unfinished = static_cast<std::size_t>(std::count_if(
-        connections_.begin(), connections_.end(),
-        [](const Connection& connection) { return connection.phase == Phase::kReading; }));
-    while (true) {
+    // A few at a time, so that connections accepted in one round are read
+    // in the next before a flood of others could make them the oldest.
+    // Only connections that have not shown the token are capped: those that
+    // have are ranks of this step, at most one each.
+    const std::size_t earlier = connections_.size();
+    std::size_t strangers = static_cast<std::size_t>(
+        std::count_if(connections_.begin(), connections_.end(), [](const Connection& connection) {
+          return connection.phase == Phase::kReading && !connection.authenticated;
+        }));
+    for (std::size_t accepted = 0; accepted < kMostAcceptsAtOnce; ++accepted) {
+      if (strangers >= most_strangers_) {
+        // Without one to make room, the rest wait in the backlog.
+        if (!CloseOldestStranger(earlier)) return;
+        --strangers;
+      }
       const int descriptor = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (descriptor < 0) {
-        // Out of descriptors: the listener stays readable, so wait a moment
-        // for connections to end rather than spin.
-        if (errno == EMFILE || errno == ENFILE)
+        // Out of descriptors or memory: the listener stays readable, so
+        // wait a moment for connections to end rather than spin.
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
           accept_again_ = Clock::now() + std::chrono::milliseconds(100);
+        }
         return;
       }
-      if (unfinished >= kMostUnfinishedConnections) {
-        // The oldest connection that has not shown the token goes: a rank
-        // sends its contribution as soon as it connects, so a connection
-        // that old is not one.
-        const auto oldest = std::find_if(
-            connections_.begin(), connections_.end(), [](const Connection& connection) {
-              return connection.phase == Phase::kReading && !connection.authenticated;
-            });
-        if (oldest == connections_.end()) {
-          ::close(descriptor);
-          continue;
-        }
-        oldest->phase = Phase::kClosed;
-        --unfinished;
-      }
-      ++unfinished;
+      ++strangers;
       Connection& added = connections_.emplace_back();
       added.fd = descriptor;
       // Until it shows the token: a rank sends it as it connects.
       added.deadline = Clock::now() + kTokenPatience;
-      if (++accepted == kMostAcceptsAtOnce) return;
     }
+  }
+
+  // Closes the oldest of the first `among` connections that has not shown
+  // the token (a rank sends it as it connects, so one that old is not a
+  // rank; connections accepted in this round, which nobody has read yet, are
+  // not among them). False when there is none.
+  bool CloseOldestStranger(std::size_t among) {
+    std::size_t index = 0;
+    for (Connection& connection : connections_) {
+      if (index++ == among) break;
+      if (connection.phase == Phase::kReading && !connection.authenticated) {
+        connection.phase = Phase::kClosed;
+        return true;
+      }
+    }
+    return false;
   }
 
   void Serve(Connection& connection, short revents) {
@@ -225,6 +258,14 @@ class RendezvousServer::Loop {
         return;
       }
       case Phase::kWriting: Write(connection, revents); return;
+      case Phase::kDraining: {
+        std::byte dropped[4096];
+        ssize_t got = 0;
+        while ((got = ::recv(connection.fd, dropped, sizeof dropped, 0)) > 0) {
+        }
+        if (got == 0 || (errno != EAGAIN && errno != EINTR)) connection.phase = Phase::kClosed;
+        return;
+      }
       case Phase::kClosed: return;
     }
   }
@@ -276,7 +317,9 @@ class RendezvousServer::Loop {
     if (size_ == 0) {
       size_ = contribution.size;
       values_.resize(size_);
-      descriptors_ = MakeRoomForConnections(size_);
+      auto room = MakeRoomForConnections(size_);
+      descriptors_ = room.status();
+      if (room.ok()) most_strangers_ = *room;
     }
     if (!descriptors_.ok()) {
       Refuse(connection, descriptors_.message());
@@ -316,6 +359,7 @@ class RendezvousServer::Loop {
   }
 
   void Refuse(Connection& connection, const std::string& why) {
+    connection.refused = true;
     StartWriting(connection, std::make_shared<const Bytes>(EncodeRefusal(why)));
   }
 
@@ -342,7 +386,13 @@ class RendezvousServer::Loop {
       }
       connection.sent += static_cast<std::size_t>(sent);
     }
-    connection.phase = Phase::kClosed;
+    if (!connection.refused) {
+      connection.phase = Phase::kClosed;
+      return;
+    }
+    ::shutdown(connection.fd, SHUT_WR);
+    connection.phase = Phase::kDraining;
+    connection.deadline = Clock::now() + std::chrono::seconds(1);
   }
 
   const Token token_;
@@ -350,6 +400,7 @@ class RendezvousServer::Loop {
   std::list<Connection> connections_;
   std::uint32_t size_ = 0;                    // from the first contribution; all must agree
   Status descriptors_;                        // whether srun may hold a connection per rank
+  std::size_t most_strangers_ = kMostUnfinishedConnections;  // see MakeRoomForConnections
   std::vector<std::optional<Bytes>> values_;  // by rank
   std::size_t contributed_ = 0;
   const std::shared_ptr<std::atomic<std::size_t>> contributed_count_;

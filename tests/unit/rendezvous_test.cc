@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/random_bytes.h"
 #include "wire/rendezvous_client.h"
 #include "wire/rendezvous_codec.h"
 #include "wire/rendezvous_server.h"
@@ -299,7 +300,10 @@ TEST(RendezvousServer, TwoProcessesClaimingOneRankAreToldSo) {
 }
 
 TEST(RendezvousServer, ThePortClosesOnceEveryRankHasContributed) {
-  const Token token = TokenOf(7);
+  // A token of its own: should a server of a test running beside this one
+  // take the port once it closes, it would refuse this one.
+  Token token;
+  ASSERT_TRUE(FillRandom(token, "a test token").ok());
   auto server = RendezvousServer::Start(token);
   ASSERT_TRUE(server.ok());
   ExpectWholeTable(ExchangeThroughSrun(RequestFor(**server, token, 0, 1)), 1);
@@ -346,7 +350,7 @@ TEST(RendezvousServer, ARankThatDisagreesOnTheJobsSizeIsRefused) {
 TEST(RendezvousServer, AStepLargerThanSrunsFileLimitIsRefusedWithTheFix) {
   EXPECT_EXIT(ExchangeUnderAFileLimitOf200(), ::testing::ExitedWithCode(0),
               "srun may open at most 200 files \\(ulimit -Hn\\), and a step of 1000 ranks needs "
-              "1064: raise the "
+              "2080: raise the "
               "limit where srun runs, or run with --ray-cluster=wireup=pmix");
 }
 
@@ -365,18 +369,22 @@ TEST(RendezvousClient, ARankWaitingForOneThatNeverComesFailsAtItsTimeoutSayingWh
 }
 
 TEST(RendezvousClient, AnUnreachableSrunNamesTheOtherWayToWireUp) {
-  // A port that was free a moment ago: nothing listens there now.
-  std::uint16_t port = 0;
-  {
-    auto server = RendezvousServer::Start(TokenOf(1));
-    ASSERT_TRUE(server.ok());
-    port = (*server)->port();
-  }
+  // A port held by a socket that is bound but does not listen: nothing can
+  // connect there, and no other test can take it meanwhile.
+  const int holder = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(holder, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(::getsockname(holder, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const std::uint16_t port = ntohs(address.sin_port);
   ExchangeRequest request;
   request.host = "127.0.0.1";
   request.invitation = {.step = "7.0", .port = port, .token = TokenOf(1)};
   request.size = 1;
   auto answer = ExchangeThroughSrun(request);
+  ::close(holder);
   ASSERT_FALSE(answer.ok());
   EXPECT_NE(answer.status().message().find("cannot reach srun's rendezvous at 127.0.0.1:" +
                                            std::to_string(port)),
