@@ -5,7 +5,7 @@
 //
 //   tasks_check basic | objects | refcount | spill | worker-death |
 //               exception | infeasible | gpu | nested | lineage |
-//               blocked | memory
+//               blocked | memory | secrets
 
 #include <signal.h>
 #include <unistd.h>
@@ -187,6 +187,8 @@ std::string worker_secret_traces(std::int64_t) {
 }
 SRAY_REMOTE(worker_secret_traces);
 
+void ExpectNoSecretTraces();
+
 void Basic() {
   std::vector<sray::ObjectRef<std::int64_t>> refs;
   for (std::int64_t value = 0; value < 200; ++value)
@@ -223,6 +225,12 @@ void Basic() {
   Expect(timed_out, "Get with a timeout throws GetTimeoutError");
   Expect(sray::Get(slow) == 10000, "the slow task still finishes");
 
+  ExpectNoSecretTraces();
+}
+
+// Neither tasks on any node nor the driver keep a secret they were started
+// with (the worker secret, srun's rendezvous token).
+void ExpectNoSecretTraces() {
   std::vector<sray::ObjectRef<std::string>> traces;
   for (std::int64_t index = 0; index < 12; ++index) traces.push_back(sray::Task(worker_secret_traces).Remote(index));
   std::string shown;
@@ -576,6 +584,8 @@ int main(int argc, char** argv) {
   try {
     if (mode == "basic")
       Basic();
+    else if (mode == "secrets")
+      ExpectNoSecretTraces();
     else if (mode == "objects")
       Objects();
     else if (mode == "refcount")
