@@ -12,6 +12,8 @@
 #include <vector>
 #include <cstdint>
 
+#include "common/file_descriptor.h"
+
 namespace sray::object {
 namespace {
 
@@ -19,21 +21,6 @@ namespace {
 std::size_t MappedLength(std::size_t size) {
   return size == 0 ? 1 : size;
 }
-
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  [[nodiscard]] int get() const { return fd_; }
-  int Release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
 
 // Writable mappings kept for reuse, by the inode of their file.
 struct KeptMapping {

@@ -140,9 +140,9 @@ std::string SrunHost() {
 }
 
 // Every launched rank's values through srun's rendezvous, in rank order.
-Result<std::unique_ptr<JobValues>> ExchangeThroughSrun(const rendezvous::Invitation& invitation,
-                                                       const JobLayout& layout,
-                                                       const rendezvous::Values& own) {
+Result<std::unique_ptr<JobValues>> ValuesThroughSrun(const rendezvous::Invitation& invitation,
+                                                     const JobLayout& layout,
+                                                     const rendezvous::Values& own) {
   const std::string host = SrunHost();
   if (host.empty()) {
     return Status::Unavailable(
@@ -244,7 +244,7 @@ Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
   }
   if (*invitation) {
     phases.Mark("publish");
-    auto exchanged = ExchangeThroughSrun(**invitation, layout, own);
+    auto exchanged = ValuesThroughSrun(**invitation, layout, own);
     if (!exchanged.ok()) return exchanged.status().WithContext("exchanging addresses through srun");
     job->values = std::move(exchanged).value();
     phases.Mark("srun exchange");

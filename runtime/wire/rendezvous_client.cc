@@ -10,25 +10,12 @@
 #include <cstring>
 #include <memory>
 
+#include "common/file_descriptor.h"
+
 namespace sray::wire::rendezvous {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Closes the socket it owns.
-class Socket {
- public:
-  explicit Socket(int fd) : fd_(fd) {}
-  ~Socket() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Socket(const Socket&) = delete;
-  Socket& operator=(const Socket&) = delete;
-  [[nodiscard]] int fd() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 int MillisecondsUntil(Clock::time_point deadline) {
   const auto left =
@@ -51,8 +38,8 @@ int WaitFor(int fd, short events, Clock::time_point deadline) {
   }
 }
 
-Result<std::unique_ptr<Socket>> Connect(const std::string& host, std::uint16_t port,
-                                        Clock::time_point deadline) {
+Result<std::unique_ptr<FileDescriptor>> Connect(const std::string& host, std::uint16_t port,
+                                                Clock::time_point deadline) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -64,22 +51,22 @@ Result<std::unique_ptr<Socket>> Connect(const std::string& host, std::uint16_t p
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, &::freeaddrinfo);
   int last_error = EHOSTUNREACH;
   for (addrinfo* address = found; address != nullptr; address = address->ai_next) {
-    auto socket = std::make_unique<Socket>(
+    auto socket = std::make_unique<FileDescriptor>(
         ::socket(address->ai_family, address->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
                  address->ai_protocol));
-    if (socket->fd() < 0) {
+    if (socket->get() < 0) {
       last_error = errno;
       continue;
     }
-    if (::connect(socket->fd(), address->ai_addr, address->ai_addrlen) == 0) return socket;
+    if (::connect(socket->get(), address->ai_addr, address->ai_addrlen) == 0) return socket;
     if (errno != EINPROGRESS) {
       last_error = errno;
       continue;
     }
-    last_error = WaitFor(socket->fd(), POLLOUT, deadline);
+    last_error = WaitFor(socket->get(), POLLOUT, deadline);
     if (last_error == 0) {
       socklen_t length = sizeof last_error;
-      if (::getsockopt(socket->fd(), SOL_SOCKET, SO_ERROR, &last_error, &length) != 0)
+      if (::getsockopt(socket->get(), SOL_SOCKET, SO_ERROR, &last_error, &length) != 0)
         last_error = errno;
       if (last_error == 0) return socket;
     }
@@ -143,7 +130,7 @@ Result<std::vector<Bytes>> ExchangeThroughSrun(const ExchangeRequest& request) {
         ": the step's nodes must reach the host srun runs on; where a firewall "
         "stops them, run with --ray-cluster=wireup=pmix");
   }
-  const int fd = (*socket)->fd();
+  const int fd = (*socket)->get();
 
   Contribution contribution{.token = request.invitation.token,
                             .rank = request.rank,

@@ -47,34 +47,15 @@ class Reader {
     offset_ += magic.size();
     return true;
   }
-  bool Read32(std::uint32_t& value) {
-    if (left() < 4) return false;
+  // A little-endian integer of sizeof(Number) bytes.
+  template <typename Number>
+  bool Read(Number& value) {
+    if (left() < sizeof(Number)) return false;
     value = 0;
-    for (std::size_t index = 0; index < 4; ++index) {
-      value |= static_cast<std::uint32_t>(bytes_[offset_ + index]) << (8 * index);
+    for (std::size_t index = 0; index < sizeof(Number); ++index) {
+      value |= static_cast<Number>(static_cast<Number>(bytes_[offset_ + index]) << (8 * index));
     }
-    offset_ += 4;
-    return true;
-  }
-  bool Read64(std::uint64_t& value) {
-    if (left() < 8) return false;
-    value = 0;
-    for (std::size_t index = 0; index < 8; ++index) {
-      value |= static_cast<std::uint64_t>(bytes_[offset_ + index]) << (8 * index);
-    }
-    offset_ += 8;
-    return true;
-  }
-  bool Read16(std::uint16_t& value) {
-    if (left() < 2) return false;
-    value = static_cast<std::uint16_t>(static_cast<unsigned>(bytes_[offset_]) |
-                                       (static_cast<unsigned>(bytes_[offset_ + 1]) << 8));
-    offset_ += 2;
-    return true;
-  }
-  bool Read8(std::uint8_t& value) {
-    if (left() < 1) return false;
-    value = static_cast<std::uint8_t>(bytes_[offset_++]);
+    offset_ += sizeof(Number);
     return true;
   }
   bool Take(std::size_t count, std::span<const std::byte>& taken) {
@@ -123,8 +104,8 @@ Result<std::optional<Contribution>> DecodeContribution(std::span<const std::byte
   Contribution contribution;
   std::span<const std::byte> token;
   std::uint32_t length = 0;
-  if (!reader.Take(kTokenSize, token) || !reader.Read32(contribution.rank) ||
-      !reader.Read32(contribution.size) || !reader.Read32(length)) {
+  if (!reader.Take(kTokenSize, token) || !reader.Read(contribution.rank) ||
+      !reader.Read(contribution.size) || !reader.Read(length)) {
     return std::optional<Contribution>();
   }
   std::copy(token.begin(), token.end(), contribution.token.begin());
@@ -192,7 +173,7 @@ Result<std::optional<Answer>> DecodeAnswer(std::span<const std::byte> received,
   if (!reader.Magic(kAnswerMagic, matches)) return std::optional<Answer>();
   if (!matches)
     return Status::InvalidArgument("srun's answer is not an sray rendezvous answer (wrong magic)");
-  if (!reader.Read8(kind) || !reader.Read64(length)) return std::optional<Answer>();
+  if (!reader.Read(kind) || !reader.Read(length)) return std::optional<Answer>();
   const std::uint64_t most = kind == kRefusal
                                  ? kMostRefusalBytes
                                  : 4 + static_cast<std::uint64_t>(size) * (4 + kMostValueBytes);
@@ -216,7 +197,7 @@ Result<std::optional<Answer>> DecodeAnswer(std::span<const std::byte> received,
   }
   std::uint32_t count = 0;
   const auto malformed = [&] { return Status::InvalidArgument("srun's table is malformed"); };
-  if (!reader.Read32(count)) return malformed();
+  if (!reader.Read(count)) return malformed();
   if (count != size) {
     return Status::InvalidArgument("srun's table holds " + std::to_string(count) +
                                    " ranks, not the job's " + std::to_string(size));
@@ -224,7 +205,7 @@ Result<std::optional<Answer>> DecodeAnswer(std::span<const std::byte> received,
   for (std::uint32_t rank = 0; rank < count; ++rank) {
     std::uint32_t entry = 0;
     std::span<const std::byte> values;
-    if (!reader.Read32(entry) || entry > kMostValueBytes || !reader.Take(entry, values))
+    if (!reader.Read(entry) || entry > kMostValueBytes || !reader.Take(entry, values))
       return malformed();
     answer.values.emplace_back(values.begin(), values.end());
   }
@@ -264,15 +245,15 @@ Bytes EncodeValues(const Values& values) {
 Result<Values> DecodeValues(std::span<const std::byte> encoded) {
   Reader reader(encoded);
   std::uint32_t count = 0;
-  if (!reader.Read32(count)) return Status::InvalidArgument("a rank's values are cut short");
+  if (!reader.Read(count)) return Status::InvalidArgument("a rank's values are cut short");
   Values values;
   for (std::uint32_t index = 0; index < count; ++index) {
     std::uint16_t key_length = 0;
     std::uint32_t value_length = 0;
     std::span<const std::byte> key;
     std::span<const std::byte> value;
-    if (!reader.Read16(key_length) || key_length > kMostKeyBytes || !reader.Take(key_length, key) ||
-        !reader.Read32(value_length) || !reader.Take(value_length, value)) {
+    if (!reader.Read(key_length) || key_length > kMostKeyBytes || !reader.Take(key_length, key) ||
+        !reader.Read(value_length) || !reader.Take(value_length, value)) {
       return Status::InvalidArgument("a rank's values are malformed at entry " +
                                      std::to_string(index));
     }

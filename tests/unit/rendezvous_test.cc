@@ -180,6 +180,18 @@ TEST(RendezvousCodec, ValuesRoundTripAndMalformedOnesFail) {
       DecodeValues(Bytes{std::byte{0xFF}, std::byte{0xFF}, std::byte{0xFF}, std::byte{0x3F}}).ok());
 }
 
+TEST(RendezvousCodec, ValuesBeyondTheLimitsAreCaughtBeforeTheyAreSent) {
+  EXPECT_TRUE(ValuesFit(ValuesOf(1)).ok());
+  auto long_key = ValuesFit({{std::string(kMostKeyBytes + 1, 'k'), {}}});
+  ASSERT_FALSE(long_key.ok());
+  EXPECT_NE(long_key.message().find("is longer than 256 bytes"), std::string::npos)
+      << long_key.message();
+  auto too_much = ValuesFit({{"sray.location", Bytes(kMostValueBytes, std::byte{1})}});
+  ASSERT_FALSE(too_much.ok());
+  EXPECT_NE(too_much.message().find("more than the 1048576 one rank may"), std::string::npos)
+      << too_much.message();
+}
+
 // Found by the fuzzer: keys out of order decoded, then encoded to other bytes.
 TEST(RendezvousCodec, ValuesOutOfOrderOrWithARepeatedKeyAreRefused) {
   const auto entry = [](std::string_view key) {

@@ -1,0 +1,28 @@
+#pragma once
+
+// Owns one file descriptor (a file, a socket) and closes it on destruction.
+//
+// Thread-safety: none; one owner.
+
+#include <unistd.h>
+
+#include <utility>
+
+namespace sray {
+
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  [[nodiscard]] int get() const { return fd_; }
+  int Release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+}  // namespace sray
