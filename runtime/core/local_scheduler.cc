@@ -295,10 +295,17 @@ void LocalScheduler::Dispatch(SchedulerEffects& effects) {
       --queued_;
     }
     // 3. Behind a task of the same shape on a busy worker here, only when
-    // the node has no room of its own for them: with room, a worker is
-    // starting for them, and a short task must not wait behind a long one.
+    // the node has no room of its own for them (with room, a worker is
+    // starting for them, and a short task must not wait behind a long one)
+    // and a run of them waits: pipelining hides the round trip between
+    // tasks, which a run pays many times over, while a lone task gains one
+    // round trip and risks waiting out a long task, unmovable, when room
+    // shows up elsewhere a moment later. Queued, it takes this node's next
+    // free worker, or moves on with the next update that shows room
+    // elsewhere (step 2).
+    const bool run_of_tasks = tasks.size() > 1;
     for (auto& [rank, worker] : workers_) {
-      if (tasks.empty() || sched::Fits(shape->first, available_)) break;
+      if (!run_of_tasks || tasks.empty() || sched::Fits(shape->first, available_)) break;
       if (worker.assigned.empty() || worker.granted != shape->first || worker.lent_cpus > 0) {
         continue;
       }

@@ -23,7 +23,9 @@
 //   the second must not wait behind a long task while a node is idle. The
 //   owner's node manager, which tracks where its tasks run, is told.
 // - Behind a busy worker of the same shape, up to kTasksPipelinedPerWorker
-//   tasks wait in the worker, only when this node has no room of its own.
+//   tasks wait in the worker, only when this node has no room of its own
+//   and more than one task of that shape waits: a lone task stays queued,
+//   free to take the next worker here or room elsewhere.
 // - A task waiting in Get lends its CPUs (not GPUs) until it resumes.
 // - Workers are started for tasks that fit but find no idle worker, capped
 //   by max_workers (actors' workers, and workers whose task waits in Get,

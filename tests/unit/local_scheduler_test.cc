@@ -383,9 +383,9 @@ TEST_F(LocalSchedulerTest, ADeadWorkersTaskFailsRetryablyAndTheTasksBehindItGoBa
   const auto start = All<effects::StartWorker>(first).at(0);
   (void)busy.OnWorkerSpawned(start.rank, 77);
   ASSERT_EQ(All<effects::RunOnWorker>(busy.OnWorkerRegistered(start.rank)).size(), 1u);
-  // No room left: the next ones wait in the busy worker (pipelined).
-  const auto second = busy.Submit(Task(2, 1));
-  ASSERT_EQ(All<effects::RunOnWorker>(second).size(), 1u);
+  // No room left: a run of tasks waits in the busy worker (pipelined).
+  (void)busy.Submit(Task(2, 1));
+  ASSERT_EQ(All<effects::RunOnWorker>(busy.Submit(Task(3, 1))).size(), 2u);
 
   const auto exited = busy.OnWorkerExited(77, "signal 9");
   ASSERT_EQ(All<effects::ForgetWorker>(exited).size(), 1u);
@@ -396,9 +396,10 @@ TEST_F(LocalSchedulerTest, ADeadWorkersTaskFailsRetryablyAndTheTasksBehindItGoBa
   // So is the result of task 2, which waited behind it (a worker blocked in
   // Get runs later tasks first).
   const auto discarded = All<effects::DiscardResult>(exited);
-  ASSERT_EQ(discarded.size(), 2u);
+  ASSERT_EQ(discarded.size(), 3u);
   EXPECT_EQ(discarded[0].id, (ObjectId{0, 1}));
-  EXPECT_EQ(discarded[1].id, (ObjectId{0, 2}));
+  EXPECT_EQ(discarded[1].id, (ObjectId{0, 3}));
+  EXPECT_EQ(discarded[2].id, (ObjectId{0, 2}));
   const auto position = [&exited](auto is) {
     return std::find_if(exited.begin(), exited.end(),
                         [&is](const SchedulerEffect& effect) { return std::visit(is, effect); }) -
@@ -413,9 +414,69 @@ TEST_F(LocalSchedulerTest, ADeadWorkersTaskFailsRetryablyAndTheTasksBehindItGoBa
   EXPECT_EQ(delivered[0].outcome.task_id, 1u);
   EXPECT_EQ(static_cast<OutcomeKind>(delivered[0].outcome.kind), OutcomeKind::kWorkerDied);
   EXPECT_EQ(delivered[0].outcome.pid, 77);
-  // Task 2 never started: it is queued again and a new worker starts for it.
+  // Tasks 2 and 3 never started: they are queued again and a new worker
+  // starts for them.
   EXPECT_EQ(All<effects::StartWorker>(exited).size(), 1u);
-  EXPECT_EQ(busy.queued(), 1u);
+  EXPECT_EQ(busy.queued(), 2u);
+}
+
+// The intermittent failure of tasks_check's Wait check under srun: a 1 ms
+// task submitted right after a 10 s one was forwarded to a node whose room
+// an older view had promised, found the 10 s task's worker there busy and no
+// room elsewhere in that node's view, and was pipelined behind it: committed
+// to that worker, it waited the 10 s although the third node was idle, as
+// the next resource update said a moment later. A lone task now stays
+// queued and moves on with that update.
+TEST(LocalScheduler, ALoneTaskIsNotPipelinedBehindALongOneAndMovesOnWhenRoomShowsElsewhere) {
+  LocalScheduler middle{LocalSchedulerConfig{
+      .node_id = 1, .total = {{"CPU", 1}}, .gpu_devices = 0, .max_workers = 2}};
+  (void)middle.ApplyClusterView({CpuNode(0, 1), CpuNode(1, 1), CpuNode(2, 1)});
+  (void)middle.OnResourceUpdate(
+      ResourceUpdate{.node_id = 0, .available = {{"CPU", 0}}, .queued = 0});
+  (void)middle.OnResourceUpdate(
+      ResourceUpdate{.node_id = 2, .available = {{"CPU", 0}}, .queued = 0});
+  TaskSpec long_task = Task(1, 1);
+  long_task.owner_node = 0;
+  long_task.hops = 1;
+  const auto start = All<effects::StartWorker>(middle.Submit(long_task));
+  ASSERT_EQ(start.size(), 1u);
+  (void)middle.OnWorkerSpawned(start[0].rank, 100);
+  ASSERT_EQ(All<effects::RunOnWorker>(middle.OnWorkerRegistered(start[0].rank)).size(), 1u);
+
+  TaskSpec short_task = Task(2, 1);
+  short_task.owner_node = 0;
+  short_task.hops = 1;
+  const auto arrived = middle.Submit(short_task);
+  EXPECT_TRUE(All<effects::RunOnWorker>(arrived).empty()) << "pipelined behind the long task";
+  EXPECT_TRUE(All<effects::ForwardToNode>(arrived).empty()) << "no room anywhere in this view";
+  EXPECT_EQ(middle.queued(), 1u);
+
+  const auto update =
+      middle.OnResourceUpdate(ResourceUpdate{.node_id = 2, .available = {{"CPU", 1}}, .queued = 0});
+  const auto moved = All<effects::ForwardToNode>(update);
+  ASSERT_EQ(moved.size(), 1u);
+  EXPECT_EQ(moved[0].node_rank, 2u);
+  EXPECT_EQ(moved[0].task.task_id, 2u);
+  EXPECT_EQ(middle.queued(), 0u);
+}
+
+// Without room elsewhere, a lone task queued behind a busy worker runs on
+// that worker as soon as it is free.
+TEST(LocalScheduler, ALoneQueuedTaskTakesTheNextFreeWorker) {
+  LocalScheduler single{LocalSchedulerConfig{
+      .node_id = 0, .total = {{"CPU", 1}}, .gpu_devices = 0, .max_workers = 1}};
+  (void)single.ApplyClusterView({CpuNode(0, 1)});
+  const TaskSpec first = Task(1, 1);
+  const auto start = All<effects::StartWorker>(single.Submit(first));
+  ASSERT_EQ(start.size(), 1u);
+  (void)single.OnWorkerSpawned(start[0].rank, 100);
+  ASSERT_EQ(All<effects::RunOnWorker>(single.OnWorkerRegistered(start[0].rank)).size(), 1u);
+  EXPECT_TRUE(All<effects::RunOnWorker>(single.Submit(Task(2, 1))).empty());
+  const auto done = single.OnTaskDone(start[0].rank, Done(first));
+  const auto runs = All<effects::RunOnWorker>(done);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].worker, start[0].rank);
+  EXPECT_EQ(runs[0].task.task_id, 2u);
 }
 
 TEST_F(LocalSchedulerTest, WorkersThatDieBeforeRegisteringFailTheQueueWithTheFix) {
