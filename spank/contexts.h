@@ -31,12 +31,16 @@ Status ExportTaskEnvironment(spank_t handle);
 // slurmstepd, as root, after each task exits: once the node's last task is
 // gone, ends the processes it left behind.
 Status EndLeftoversAfterLastTask(spank_t handle);
-// slurmstepd, as root, when the step ends.
-Status CleanUpStepOnNode();
+// slurmstepd, as root, when any step ends: a sray step removes what it
+// made here; any other user step (of any job) sweeps what steps whose
+// slurmstepd died here left, so a node up all along is cleaned by the next
+// step of any job, not only by the next sray step. The sweep never fails the
+// step.
+Status EndStepOnNode(spank_t handle);
 
 // slurmd, as root, when the daemon starts (a node coming back after a
 // crash): what steps whose slurmstepd died here left goes now, rather than
-// at the next sray step on the node. `arguments` are the plugin's own from
+// at the next step on the node. `arguments` are the plugin's own from
 // plugstack.conf. Its caller never fails slurmd's start over it.
 Status SweepCrashedStepsAtDaemonStart(std::span<const std::string_view> arguments);
 

@@ -64,7 +64,7 @@ CrashedStepSweep CleanUpAfterCrashedSteps(const std::filesystem::path& record_di
   for (auto& [file, record] : *stale) {
     if (std::chrono::steady_clock::now() >= give_up_at) {
       sweep.problems.push_back("stopped before " + file.filename().string() +
-                               " after the time allowed; the next sray step here goes on");
+                               " after the time allowed; the next step that ends here goes on");
       break;
     }
     std::error_code error;
@@ -83,16 +83,16 @@ CrashedStepSweep CleanUpAfterCrashedSteps(const std::filesystem::path& record_di
                              std::to_string(current->node_id) + ")";
     const Status cleaned = CleanUpStep(*current, sweep.processes_ended);
     if (!cleaned.ok()) {
-      sweep.problems.push_back("step " + step + " left by a slurmstepd that died: " +
-                               cleaned.message() + "; tried again at the next sray step here");
+      sweep.problems.push_back("step " + step +
+                               " left by a slurmstepd that died: " + cleaned.message() +
+                               "; tried again when the next step here starts or ends");
       continue;
     }
     if (!StillStale(file)) continue;
     std::filesystem::remove(file, error);
     if (error) {
-      sweep.problems.push_back(
-          "cannot remove " + file.string() + ": " + error.message() +
-          ": the next sray step here tries again; remove it by hand if it stays");
+      sweep.problems.push_back("cannot remove " + file.string() + ": " + error.message() +
+                               ": the next step here tries again; remove it by hand if it stays");
     }
     sweep.cleaned.push_back(step);
   }

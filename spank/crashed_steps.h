@@ -2,9 +2,10 @@
 
 // The sweep after steps whose slurmstepd died on this node (a crash and
 // reboot, an OOM kill of the daemon): their records (jobsetup/step_record.h)
-// outlive them, and slurmd's start on the node (as it comes back) and the
-// next sray step there end the processes they left, and remove their session
-// directories and /dev/shm files. Without it those files stay until the node
+// outlive them, and slurmd's start on the node (as it comes back), the
+// next sray step's start there and the end of any step there (of any job)
+// end the processes they left, and remove their session directories and
+// /dev/shm files. Without it those files stay until the node
 // reboots, taking memory from every later job.
 //
 // Thread-safety: call from one thread at a time (a slurmstepd's SPANK

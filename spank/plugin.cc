@@ -109,9 +109,9 @@ extern "C" int slurm_spank_task_exit(spank_t handle, int /*argc*/, char** /*argv
                  [&] { return sray::spank::EndLeftoversAfterLastTask(handle); });
 }
 
-extern "C" int slurm_spank_exit(spank_t /*handle*/, int /*argc*/, char** /*argv*/) {
-  return Guarded("slurm_spank_exit", [] {
-    if (spank_context() == S_CTX_REMOTE) return sray::spank::CleanUpStepOnNode();
+extern "C" int slurm_spank_exit(spank_t handle, int /*argc*/, char** /*argv*/) {
+  return Guarded("slurm_spank_exit", [&] {
+    if (spank_context() == S_CTX_REMOTE) return sray::spank::EndStepOnNode(handle);
     sray::spank::StopWireUpService();
     return sray::Status::Ok();
   });

@@ -93,8 +93,12 @@ Result<JobUser> ReadJobUser(spank_t handle) {
 }
 
 // What slurmd's start spends at most on the sweep, over every node directory
-// (each step takes up to about 11 s); the next sray step goes on from there.
+// (each step takes up to about 11 s); the next step here goes on from there.
 constexpr std::chrono::seconds kDaemonStartSweepBudget{30};
+// What the end of a step without a sray cluster spends at most on the sweep
+// (after its tasks ended and srun returned, so it delays no user): the next
+// step's end goes on from there.
+constexpr std::chrono::seconds kStepEndSweepBudget{12};
 
 // Before this step starts here: what steps whose slurmstepd died on this node
 // left behind goes, and the directory where this step records itself is made.
@@ -328,9 +332,27 @@ Status EndLeftoversAfterLastTask(spank_t handle) {
   return EndLeftovers();
 }
 
+namespace {
+
+// This step's node name, as its sray steps record it (the step's node list
+// at this node's index); empty where this is not a user step.
+Result<std::string> UserStepNodeName(spank_t handle) {
+  auto step_id = GetNumber(handle, S_JOB_STEPID, "the step id");
+  if (!step_id.ok()) return step_id.status();
+  if (!IsUserStep(*step_id)) return std::string();
+  auto node_id = GetNumber(handle, S_JOB_NODEID, "the node id");
+  if (!node_id.ok()) return node_id.status();
+  auto hosts = StepHosts(handle);
+  if (!hosts.ok()) return hosts.status();
+  if (*node_id >= hosts->size()) {
+    return Status::InvalidArgument("node id " + std::to_string(*node_id) +
+                                   " is beyond SLURM_STEP_NODELIST");
+  }
+  return (*hosts)[*node_id];
+}
+
 Status CleanUpStepOnNode() {
   const PluginState& state = State();
-  if (!state.node_setup) return Status::Ok();
   Status leftovers = EndLeftovers();
   // Removing a user-owned tree as root invites symlink tricks: the job user
   // removes it.
@@ -362,6 +384,25 @@ Status CleanUpStepOnNode() {
     if (!forgotten.ok()) slurm_error("sray: %s", forgotten.message().c_str());
   }
   return leftovers;
+}
+
+}  // namespace
+
+Status EndStepOnNode(spank_t handle) {
+  if (State().node_setup) return CleanUpStepOnNode();
+  // A step without a sray cluster (of this job or any other): nothing of its
+  // own to remove, and nothing it could fail. Most nodes have no record to
+  // sweep, which costs a directory listing.
+  auto node_name = UserStepNodeName(handle);
+  if (!node_name.ok()) {
+    slurm_debug("sray: no sweep after crashed steps at this step's end: %s",
+                node_name.status().message().c_str());
+    return Status::Ok();
+  }
+  if (!node_name->empty()) {
+    SweepCrashedSteps(*node_name, std::chrono::steady_clock::now() + kStepEndSweepBudget);
+  }
+  return Status::Ok();
 }
 
 Status SweepCrashedStepsAtDaemonStart(std::span<const std::string_view> arguments) {

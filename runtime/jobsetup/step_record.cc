@@ -130,7 +130,7 @@ Status RemoveStepRecord(const std::filesystem::path& directory, std::string_view
   if (error) {
     return Status::IoError("cannot remove the step record " +
                            (directory / StepRecordName(job_id, step_id)).string() + ": " +
-                           error.message() + ": the next sray step on this node will try again");
+                           error.message() + ": the next step on this node will try again");
   }
   return Status::Ok();
 }

@@ -7,7 +7,8 @@
 // step's teardown on the node succeeded. A record whose daemon no longer runs
 // (its pid is gone, or runs a process that started at another time) names a
 // step whose processes, session directory and /dev/shm files nobody removed;
-// the next sray step on the node removes them first (spank/remote_context).
+// the node's slurmd start, the next sray step's start and any step's end on
+// the node remove them (spank/remote_context).
 //
 // Records live in <state directory>/<node name>, both private to root: the
 // sweep ends processes and removes files on their word. The node name keeps
