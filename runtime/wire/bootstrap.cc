@@ -18,6 +18,7 @@
 #include "common/process_start_time.h"
 #include "common/random_bytes.h"
 #include "wire/rendezvous_client.h"
+#include "wire/rendezvous_invitation.h"
 
 namespace sray::wire {
 namespace {
@@ -83,54 +84,6 @@ std::string DescribeWith(JobValues& values, std::uint32_t launched, std::uint32_
   return text;
 }
 
-// The invitation srun's plugin left for this step's ranks: nullopt when the
-// exchange goes through PMIx's fence. The variable's token is wiped either
-// way, and the variable says "taken" from then on: the program's own
-// children must not see the token, and a second sray program in the task
-// must learn why it has none.
-Result<std::optional<rendezvous::Invitation>> TakeInvitation() {
-  std::string text;
-  if (const char* value = std::getenv(rendezvous::kRendezvousVariable); value != nullptr) {
-    text = value;
-    ::explicit_bzero(const_cast<char*>(value), std::strlen(value));
-    ::setenv(rendezvous::kRendezvousVariable, rendezvous::kInvitationTaken, 1);
-  }
-  const char* wireup = std::getenv("SRAY_WIREUP");
-  const char* job = std::getenv("SLURM_JOB_ID");
-  const char* step = std::getenv("SLURM_STEP_ID");
-  if (text.empty()) {
-    // srun's plugin exports wireup to the tasks itself, whatever --export
-    // says; the invitation travels in srun's environment, which --export
-    // can hold back.
-    if (wireup != nullptr && std::string_view(wireup) == "srun" && job != nullptr &&
-        step != nullptr) {
-      return Status::Unavailable(
-          "srun's invitation to exchange addresses (SRAY_RENDEZVOUS) did not reach this task: "
-          "srun's --export "
-          "passes it only with ALL or when it names it: run with --export=ALL, add SRAY_RENDEZVOUS "
-          "to the "
-          "--export list, or run with --ray-cluster=wireup=pmix");
-    }
-    return std::optional<rendezvous::Invitation>();
-  }
-  // srun could not serve the exchange, and said so on its own stderr.
-  if (text == rendezvous::kThroughPmix) return std::optional<rendezvous::Invitation>();
-  if (text == rendezvous::kInvitationTaken) {
-    return Status::Unavailable(
-        "an earlier sray program in this task took srun's invitation to exchange addresses: srun "
-        "starts one rank "
-        "per task, and each wires up once: run one sray program per task (start another with its "
-        "own srun)");
-  }
-  auto invitation = rendezvous::ParseInvitation(text);
-  std::fill(text.begin(), text.end(), '\0');
-  if (!invitation.ok()) return invitation.status();
-  if (job == nullptr || step == nullptr || invitation->step != std::string(job) + "." + step) {
-    return std::optional<rendezvous::Invitation>();
-  }
-  return std::optional<rendezvous::Invitation>(std::move(invitation).value());
-}
-
 // srun's host as Slurm gives it to the step's tasks.
 std::string SrunHost() {
   for (const char* name : {"SLURM_SRUN_COMM_HOST", "SLURM_LAUNCH_NODE_IPADDR"}) {
@@ -190,7 +143,7 @@ Result<PeerLocation> WiredJob::LocationOf(std::uint32_t rank) const {
 
 Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
   PhaseTimes phases;
-  auto invitation = TakeInvitation();
+  auto invitation = rendezvous::TakeInvitation();
   if (!invitation.ok()) return invitation.status();
   auto job = std::make_unique<WiredJob>();
   auto pmix = PmixClient::Connect();

@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -12,8 +13,10 @@
 #include <cstdlib>
 #include <functional>
 #include <future>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -21,6 +24,7 @@
 #include "common/random_bytes.h"
 #include "wire/rendezvous_client.h"
 #include "wire/rendezvous_codec.h"
+#include "wire/rendezvous_invitation.h"
 #include "wire/rendezvous_server.h"
 
 namespace sray::wire::rendezvous {
@@ -403,6 +407,179 @@ TEST(RendezvousClient, AnUnreachableSrunNamesTheOtherWayToWireUp) {
             std::string::npos)
       << answer.status().message();
   EXPECT_NE(answer.status().message().find("--ray-cluster=wireup=pmix"), std::string::npos);
+}
+
+// Whether the server closed `descriptor` (end of stream or a reset) within
+// `limit`, rather than leaving it open.
+bool ClosedWithin(int descriptor, std::chrono::milliseconds limit) {
+  pollfd watched{.fd = descriptor, .events = POLLIN, .revents = 0};
+  if (::poll(&watched, 1, static_cast<int>(limit.count())) <= 0) return false;
+  char byte = 0;
+  return ::recv(descriptor, &byte, 1, MSG_DONTWAIT) <= 0;
+}
+
+TEST(RendezvousServer, AConnectionThatShowsNoTokenIsClosedAfterTheTokenPatience) {
+  auto server = RendezvousServer::Start(TokenOf(7));
+  ASSERT_TRUE(server.ok());
+  const auto opened = std::chrono::steady_clock::now();
+  const int silent = ConnectRaw((*server)->port());
+  // Not before the patience: a rank on a loaded node may take a moment.
+  EXPECT_FALSE(ClosedWithin(silent, RendezvousServer::kTokenPatience / 2));
+  EXPECT_TRUE(ClosedWithin(silent, std::chrono::seconds(10)));
+  EXPECT_GE(std::chrono::steady_clock::now() - opened, RendezvousServer::kTokenPatience);
+  ::close(silent);
+}
+
+// A flood of connections that never show the token takes no more than
+// kMostUnfinishedConnections of srun's files: beyond, the oldest make room,
+// and a rank that comes after the flood is served at once, long before the
+// flood's own connections would time out.
+TEST(RendezvousServer, BeyondTheCapTheOldestStrangersMakeRoomForTheStepsRanks) {
+  const std::size_t flood = RendezvousServer::kMostUnfinishedConnections + 40;
+  // Both ends of every connection live in this process.
+  rlimit limit{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &limit), 0);
+  const rlim_t wanted = 2 * flood + 256;
+  if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < wanted) {
+    GTEST_SKIP() << "needs " << wanted << " open files (ulimit -Hn is " << limit.rlim_max << ")";
+  }
+  if (limit.rlim_cur < wanted) {
+    limit.rlim_cur = wanted;
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &limit), 0);
+  }
+  const Token token = TokenOf(7);
+  auto server = RendezvousServer::Start(token);
+  ASSERT_TRUE(server.ok());
+  auto first = std::async(std::launch::async,
+                          [&] { return ExchangeThroughSrun(RequestFor(**server, token, 0, 2)); });
+  ASSERT_TRUE(AwaitContributions(**server, 1));
+  const auto flood_began = std::chrono::steady_clock::now();
+  std::vector<int> strangers;
+  for (std::size_t index = 0; index < flood; ++index)
+    strangers.push_back(ConnectRaw((*server)->port()));
+  ExpectWholeTable(ExchangeThroughSrun(RequestFor(**server, token, 1, 2)), 2);
+  ExpectWholeTable(first.get(), 2);
+  const auto served_after = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - flood_began);
+  // Without eviction, rank 1 would wait in the backlog until the flood's
+  // first connections ran out of patience (2 s; 0.1 s with it, here).
+  EXPECT_LT(served_after, RendezvousServer::kTokenPatience)
+      << "rank 1 waited for the flood's patience to end: the oldest made no room";
+  // The port closed with the table: the connections still open now were
+  // neither evicted nor timed out. Most of the flood is among them.
+  std::size_t closed = 0;
+  for (const int stranger : strangers) {
+    if (ClosedWithin(stranger, std::chrono::milliseconds(0))) ++closed;
+  }
+  EXPECT_GE(closed, flood - RendezvousServer::kMostUnfinishedConnections);
+  EXPECT_LT(closed, flood / 2) << "the flood was closed whole, not its oldest";
+  for (const int stranger : strangers) ::close(stranger);
+}
+
+// A contribution with a wrong token and a large body: srun refuses after the
+// first 40 bytes while the body is still on its way, and the sender, whose
+// send may fail as srun closes, still reads the reason. (srun also drains
+// the rest for a moment before it closes; on Linux's loopback the reason
+// arrives even without that, so this does not test the draining itself.)
+TEST(RendezvousServer, ARefusalReachesARankStillSendingALargeContribution) {
+  auto server = RendezvousServer::Start(TokenOf(7));
+  ASSERT_TRUE(server.ok());
+  ExchangeRequest request = RequestFor(**server, TokenOf(8), 1, 2);
+  request.values = EncodeValues({{"sray.bulk", Bytes(kMostValueBytes - 4096, std::byte{1})}});
+  auto refused = ExchangeThroughSrun(request);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("refused rank 1: the token does not match"),
+            std::string::npos)
+      << refused.status().message();
+}
+
+// The environment variables TakeInvitation reads, set for one test and put
+// back after it.
+class InvitationEnvironment : public ::testing::Test {
+ protected:
+  static constexpr const char* kNames[] = {kRendezvousVariable, "SRAY_WIREUP", "SLURM_JOB_ID",
+                                           "SLURM_STEP_ID"};
+  void SetUp() override {
+    for (const char* name : kNames) {
+      const char* value = std::getenv(name);
+      saved_.emplace_back(name, value == nullptr ? std::optional<std::string>()
+                                                 : std::optional<std::string>(value));
+      ::unsetenv(name);
+    }
+    ::setenv("SLURM_JOB_ID", "7", 1);
+    ::setenv("SLURM_STEP_ID", "0", 1);
+  }
+  void TearDown() override {
+    for (const auto& [name, value] : saved_) {
+      if (value) {
+        ::setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        ::unsetenv(name.c_str());
+      }
+    }
+  }
+  static std::string Variable() {
+    const char* value = std::getenv(kRendezvousVariable);
+    return value == nullptr ? "(unset)" : value;
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+TEST_F(InvitationEnvironment, ThisStepsInvitationIsTakenOnceAndItsTokenLeavesTheEnvironment) {
+  const Invitation sent{.step = "7.0", .port = 4242, .token = TokenOf(9)};
+  ::setenv(kRendezvousVariable, FormatInvitation(sent).c_str(), 1);
+  auto taken = TakeInvitation();
+  ASSERT_TRUE(taken.ok()) << taken.status().message();
+  ASSERT_TRUE(taken->has_value());
+  EXPECT_EQ((*taken)->port, 4242);
+  EXPECT_EQ((*taken)->token, sent.token);
+  EXPECT_EQ(Variable(), kInvitationTaken);
+
+  // A second sray program in the task (a child of the first) is told why.
+  auto again = TakeInvitation();
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("an earlier sray program in this task took srun's "
+                                          "invitation"),
+            std::string::npos)
+      << again.status().message();
+  EXPECT_NE(again.status().message().find("run one sray program per task"), std::string::npos);
+}
+
+TEST_F(InvitationEnvironment, SrunThatCouldNotServeSendsTheRanksToTheFence) {
+  ::setenv(kRendezvousVariable, kThroughPmix, 1);
+  ::setenv("SRAY_WIREUP", "srun", 1);
+  auto taken = TakeInvitation();
+  ASSERT_TRUE(taken.ok()) << taken.status().message();
+  EXPECT_FALSE(taken->has_value());
+}
+
+TEST_F(InvitationEnvironment, AnInvitationHeldBackByExportIsAnErrorNamingTheFix) {
+  ::setenv("SRAY_WIREUP", "srun", 1);
+  auto taken = TakeInvitation();
+  ASSERT_FALSE(taken.ok());
+  EXPECT_NE(taken.status().message().find("--export=ALL"), std::string::npos)
+      << taken.status().message();
+  EXPECT_NE(taken.status().message().find("wireup=pmix"), std::string::npos);
+}
+
+TEST_F(InvitationEnvironment, AnotherStepsInvitationIsNotUsedAndItsTokenIsWipedToo) {
+  // sray run inside an srun step whose launcher did not scrub the variable.
+  const Invitation outer{.step = "7.3", .port = 4242, .token = TokenOf(9)};
+  ::setenv(kRendezvousVariable, FormatInvitation(outer).c_str(), 1);
+  auto taken = TakeInvitation();
+  ASSERT_TRUE(taken.ok()) << taken.status().message();
+  EXPECT_FALSE(taken->has_value());
+  EXPECT_EQ(Variable(), kInvitationTaken);
+}
+
+TEST_F(InvitationEnvironment, OutsideSrunThereIsNoInvitationAndNoError) {
+  ::unsetenv("SLURM_JOB_ID");
+  ::unsetenv("SLURM_STEP_ID");
+  auto taken = TakeInvitation();
+  ASSERT_TRUE(taken.ok()) << taken.status().message();
+  EXPECT_FALSE(taken->has_value());
 }
 
 }  // namespace
