@@ -41,6 +41,11 @@ constexpr std::chrono::seconds kTerminationGrace{3};
 // fail) and exit on their own before they are ended. srun waits forever by
 // default; a bound keeps a job whose survivors hang from hanging.
 constexpr std::chrono::seconds kFailureGrace{10};
+// After the driver's rank ended, how long the others get to end. The driver
+// tells every node to end as it shuts down, and they do within moments; a
+// node the head shut out of the job (no heartbeat: frozen, cut off) is not
+// told, and one that stays frozen would keep the job from ending.
+constexpr std::chrono::seconds kAfterDriverGrace{10};
 
 // Variables of an enclosing PMIx job (an srun step, another sray run) that
 // must reach neither the embedded server nor the ranks.
@@ -395,6 +400,12 @@ class LocalJob {
 
   void RecordExit(std::uint32_t rank, int wait_status) {
     ranks_[rank].running = false;
+    if (rank == 0 && !after_driver_deadline_) {
+      after_driver_deadline_ = std::chrono::steady_clock::now() + kAfterDriverGrace;
+    }
+    // Ended by this launcher after the driver's end: the driver's status is
+    // the job's, and the node was said to be shut out already.
+    if (ending_after_driver_ && WIFSIGNALED(wait_status)) return;
     int code = 0;
     std::string how;
     if (WIFEXITED(wait_status)) {
@@ -526,6 +537,14 @@ class LocalJob {
           std::chrono::steady_clock::now() > *failure_deadline_) {
         BeginTermination("ending the ranks still running after a rank failed");
       }
+      if (after_driver_deadline_ && !terminating_ && AnyRunning() &&
+          std::chrono::steady_clock::now() > *after_driver_deadline_) {
+        ending_after_driver_ = true;
+        BeginTermination("ending the ranks still running " +
+                         std::to_string(kAfterDriverGrace.count()) +
+                         " s after the driver's rank ended (a node shut out of the job, stopped "
+                         "or frozen, is not told to end)");
+      }
       if (terminating_ && AnyRunning() && std::chrono::steady_clock::now() > kill_deadline_) {
         TerminateAll(SIGKILL);
       }
@@ -616,6 +635,8 @@ class LocalJob {
   std::chrono::steady_clock::time_point kill_deadline_{};
   std::optional<std::chrono::steady_clock::time_point> drain_deadline_;
   std::optional<std::chrono::steady_clock::time_point> failure_deadline_;
+  std::optional<std::chrono::steady_clock::time_point> after_driver_deadline_;
+  bool ending_after_driver_ = false;
   int exit_status_ = 0;
   int lost_status_ = 0;  // a lost node's rank's (128 + signal)
   bool status_requested_ = false;  // exit_status_ is a signal's or PMIx_Abort's

@@ -4,6 +4,8 @@
 #include <thread>
 #include <utility>
 
+#include "core/node_fence.h"
+
 namespace sray::core {
 namespace {
 
@@ -84,11 +86,12 @@ OwnerService::OwnerService(transport::Transport& transport, Owner& owner,
         guard->With([&](Owner& served_owner) { served_owner.ForgetBorrower(gone->rank); });
       });
   transport.RegisterOneWayHandler(
-      kBorrowerNodeLost, [guard = guard_, node_manager_rank](std::uint32_t source,
-                                                             std::span<const std::byte> payload) {
+      kBorrowerNodeLost, [guard = guard_, node_manager_rank, fenced = &transport](
+                             std::uint32_t source, std::span<const std::byte> payload) {
         if (source != node_manager_rank) return;
         auto lost = Decode<NodeLost>(payload, "borrower node lost");
         if (!lost.ok()) return;
+        FenceLostNode(*fenced, *lost);
         guard->With([&](Owner& served_owner) { served_owner.ForgetBorrowersOn(lost->node); });
       });
   transport.RegisterOneWayHandler(

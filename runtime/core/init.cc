@@ -24,10 +24,12 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <stop_token>
 #include <thread>
 
 #include "common/host_name.h"
 #include "common/log.h"
+#include "common/whole_number.h"
 #include "core/actor_client.h"
 #include "core/actor_directory.h"
 #include "core/borrow_links.h"
@@ -35,6 +37,7 @@
 #include "core/environment_check.h"
 #include "core/head_service.h"
 #include "core/local_mode.h"
+#include "core/node_heartbeats.h"
 #include "core/node_manager.h"
 #include "core/owner.h"
 #include "core/process_runtime.h"
@@ -101,11 +104,24 @@ struct DriverState {
   // log_dir=: where Shutdown lists the job's actors for `sray logs --actor`.
   std::filesystem::path actor_index;
   std::shared_ptr<LostNodes> lost_nodes;
+  // Declares nodes lost whose heartbeats stopped (core/node_heartbeats.h);
+  // stopped first at Shutdown, as it posts to the transport.
+  std::jthread heartbeat_watch;
 };
 
 std::mutex driver_mutex;
 std::unique_ptr<DriverState> driver;          // guarded by driver_mutex
 std::unique_ptr<core::LocalMode> local_mode;  // guarded by driver_mutex
+
+// node_timeout= (SRAY_NODE_TIMEOUT): how long the head waits for a node's
+// heartbeat before it declares the node lost; 0: forever.
+std::chrono::seconds NodeTimeoutOfJob() {
+  constexpr std::chrono::seconds kDefault{30};
+  const char* value = std::getenv("SRAY_NODE_TIMEOUT");
+  if (value == nullptr) return kDefault;
+  const auto seconds = WholeNumber<std::int64_t>(value);
+  return seconds ? std::chrono::seconds(*seconds) : kDefault;
+}
 
 [[noreturn]] void ThrowLaunch(const std::string& what, const Status& status) {
   throw LaunchError("sray: " + what + ": " + status.message());
@@ -318,17 +334,51 @@ Result<transport::Bytes> CallHead(transport::Transport& transport, std::uint32_t
               << "\n";
     exit_code = 1;
   } else {
+    const std::chrono::seconds node_timeout = NodeTimeoutOfJob();
+    auto last_answer = std::chrono::steady_clock::now();
     std::unique_lock lock(mutex);
     while (!shutdown) {
       if (changed.wait_for(lock, std::chrono::seconds(1), [&] { return shutdown; })) break;
       lock.unlock();
       auto alive = transport.Call(0, core::kHeartbeat, {}, std::chrono::seconds(30));
+      // A call that timed out while this node was stopped (a freeze, swap)
+      // says nothing about the head: asked once more, a live head answers
+      // at once, and a dead one fails again.
+      if (!alive.ok() && alive.status().code() != StatusCode::kPermissionDenied) {
+        alive = transport.Call(0, core::kHeartbeat, {}, std::chrono::seconds(30));
+      }
       lock.lock();
+      const auto now = std::chrono::steady_clock::now();
+      if (alive.ok()) last_answer = now;
       if (!alive.ok() && !shutdown) {
-        std::cerr << "sray: node " << manager->Description().node_id
-                  << ": lost the driver (rank 0): " << alive.status().message()
-                  << ": ending this node's workers and objects\n";
-        exit_code = 1;
+        // Silent for longer than node_timeout (this node was stopped or
+        // frozen: UCX then takes its own connections for timed out too),
+        // the head has declared it lost and shut it out, or says so.
+        const bool shut_out = alive.status().code() == StatusCode::kPermissionDenied ||
+                              (node_timeout.count() > 0 && now - last_answer > node_timeout);
+        if (shut_out) {
+          // The job goes on without this node: its tasks ran again
+          // elsewhere meanwhile. Leaving is this node's part, not a failure.
+          std::cerr << "sray: node " << manager->Description().node_id << ": shut out of the job: "
+                    << (alive.status().code() == StatusCode::kPermissionDenied
+                            ? alive.status().message()
+                            : "no answer from the head for " +
+                                  std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                                     now - last_answer)
+                                                     .count()) +
+                                  " s, more than node_timeout (" +
+                                  std::to_string(node_timeout.count()) +
+                                  " s): the head has declared this node lost (unless it is "
+                                  "itself unreachable: " +
+                                  alive.status().message() + ")")
+                    << ": ending this node's workers and objects; the job goes on without it\n";
+          exit_code = 0;
+        } else {
+          std::cerr << "sray: node " << manager->Description().node_id
+                    << ": lost the driver (rank 0): " << alive.status().message()
+                    << ": ending this node's workers and objects\n";
+          exit_code = 1;
+        }
         break;
       }
     }
@@ -440,7 +490,9 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
   transport.SetPeerFailureHandler([raw_transport, ranks, head_rank](std::uint32_t rank, const Status& failure) {
     const auto found = std::find(ranks.begin() + 1, ranks.end(), rank);
     if (found == ranks.end()) return;
-    core::NodeLost lost{.node = static_cast<std::uint32_t>(found - ranks.begin()), .cause = failure.message()};
+    core::NodeLost lost{.node = static_cast<std::uint32_t>(found - ranks.begin()),
+                        .cause = failure.message(),
+                        .rank = rank};
     raw_transport->Post(head_rank, core::kNodeFailed, core::Encode(lost));
   });
   transport.RegisterOneWayHandler(
@@ -449,6 +501,7 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
         if (source != head_rank) return;  // only this process's own transport reports failures
         auto lost = core::Decode<core::NodeLost>(payload, "node failure");
         if (!lost.ok() || lost->node == 0 || lost->node >= ranks.size()) return;
+        lost->rank = ranks[lost->node];
         {
           std::lock_guard lock(lost_nodes->mutex);
           if (lost_nodes->stopping || lost_nodes->lost[lost->node]) return;
@@ -464,6 +517,40 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
         for (std::uint32_t node = 0; node < ranks.size(); ++node) {
           if (lost_nodes->IsLost(node)) continue;
           raw_transport->Post(ranks[node], core::kNodeLost, message);
+        }
+      });
+  // Heartbeats, now that the nodes are known: a node that stops sending
+  // them without dying (frozen, cut off) is declared lost like a dead one.
+  auto heartbeats = std::make_shared<core::NodeHeartbeats>(ranks.size(), NodeTimeoutOfJob(),
+                                                           std::chrono::steady_clock::now());
+  transport.RegisterRequestHandler(
+      core::kHeartbeat,
+      [heartbeats, ranks](std::uint32_t source, auto) -> Result<transport::Bytes> {
+        const auto found = std::find(ranks.begin(), ranks.end(), source);
+        if (found != ranks.end()) {
+          heartbeats->Beat(static_cast<std::uint32_t>(found - ranks.begin()),
+                           std::chrono::steady_clock::now());
+        }
+        return transport::Bytes{};
+      });
+  state->heartbeat_watch =
+      std::jthread([heartbeats, raw_transport, ranks, head_rank](const std::stop_token& stop) {
+        std::mutex mutex;
+        std::condition_variable_any wake;
+        std::unique_lock lock(mutex);
+        while (!stop.stop_requested()) {
+          (void)wake.wait_for(lock, stop, std::chrono::milliseconds(500), [] { return false; });
+          if (stop.stop_requested()) break;
+          for (const std::uint32_t node : heartbeats->Overdue(std::chrono::steady_clock::now())) {
+            const core::NodeLost lost{
+                .node = node,
+                .cause = "no heartbeat from its node manager for " +
+                         std::to_string(heartbeats->timeout().count()) +
+                         " s: the node is frozen, overloaded or cut off from the head "
+                         "(--ray-cluster=node_timeout=SECONDS sets how long to wait, 0: forever)",
+                .rank = ranks[node]};
+            raw_transport->Post(head_rank, core::kNodeFailed, core::Encode(lost));
+          }
         }
       });
   if (const char* session = std::getenv("SRAY_SESSION_DIR"); session != nullptr && *session != '\0') {
@@ -629,6 +716,8 @@ void Shutdown() {
   local_state.reset();
   if (!state) return;
   core::ShutdownWatch watch(kSlowShutdownStep, SayOnStderr);
+  // Nodes told to end below stop their heartbeats: none is lost for that.
+  state->heartbeat_watch = std::jthread();
   watch.Step("stopping the dashboard");
   if (state->dashboard && state->dashboard->server &&
       !state->dashboard->server->Stop(kDashboardStopPatience)) {

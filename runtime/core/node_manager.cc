@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/worker_log_files.h"
 #include "core/borrow_links.h"
+#include "core/node_fence.h"
 #include "core/worker_launch.h"
 #include "core/worker_main.h"
 
@@ -408,6 +409,7 @@ void NodeManager::RegisterHandlers() {
   ServeOneWay<NodeLost>(transport, guard, kNodeLost, "node lost",
                         [](NodeManager& manager, std::uint32_t source, NodeLost lost) {
                           if (source != manager.config_.head_rank) return;  // the head decides
+                          FenceLostNode(manager.transport_, lost);
                           {
                             std::lock_guard lock(manager.lost_nodes_mutex_);
                             manager.lost_nodes_.insert(lost.node);
@@ -760,8 +762,11 @@ void NodeManager::TellOfLostNodes(std::uint32_t worker_rank) {
     lost.assign(lost_nodes_.begin(), lost_nodes_.end());
   }
   for (const std::uint32_t node : lost) {
-    transport_.Post(worker_rank, kBorrowerNodeLost,
-                    Encode(NodeLost{.node = node, .cause = "lost before this worker started"}));
+    const auto& nodes = scheduler_.nodes();
+    const std::uint32_t rank = node < nodes.size() ? nodes[node].rank : 0;
+    transport_.Post(
+        worker_rank, kBorrowerNodeLost,
+        Encode(NodeLost{.node = node, .cause = "lost before this worker started", .rank = rank}));
   }
 }
 

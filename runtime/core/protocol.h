@@ -504,12 +504,15 @@ struct TaskMoved {
   MSGPACK_DEFINE(owner_rank, task_id, attempt, node)
 };
 
-// A node whose manager the head can no longer reach: the job goes on
-// without it (its tasks run again elsewhere, its actors restart or die).
+// A node whose manager the head can no longer reach, or that sent no
+// heartbeat for node_timeout: the job goes on without it (its tasks run
+// again elsewhere, its actors restart or die), and every process fences its
+// processes off (core/node_fence.h).
 struct NodeLost {
   std::uint32_t node = 0;
   std::string cause;
-  MSGPACK_DEFINE(node, cause)
+  std::uint32_t rank = 0;  // its node manager's transport rank
+  MSGPACK_DEFINE(node, cause, rank)
 };
 
 // A worker process of the sender's node ended: nobody can read the objects

@@ -17,7 +17,7 @@ constexpr std::array<std::string_view, 2> kBooleans = {"true", "false"};
 constexpr std::array<std::string_view, 2> kWireUps = {"srun", "pmix"};
 
 // Kept sorted by key: AcceptedKeys() and the docs list them in this order.
-const std::array<OptionSpec, 11> kSchema = {{
+const std::array<OptionSpec, 12> kSchema = {{
     {.key = "config",
      .kind = OptionKind::kAbsolutePath,
      .environment_variable = "SRAY_USER_CONFIG",
@@ -70,6 +70,15 @@ const std::array<OptionSpec, 11> kSchema = {{
      .help = "how many of its tasks one process (the driver, or a task submitting its own) keeps "
              "unfinished; Remote() waits for some to finish beyond it (about 1.2 KB each in "
              "the submitting process); 0: no limit"},
+    {.key = "node_timeout",
+     .kind = OptionKind::kCount,
+     .environment_variable = "SRAY_NODE_TIMEOUT",
+     .default_value = "30",
+     .choices = {},
+     .help = "seconds the head waits for a node's heartbeat (one a second) before it declares "
+             "the node lost: a frozen, overloaded or cut-off node, which is then shut out of "
+             "the job (its tasks run again elsewhere) and ends itself if it comes back; 0: "
+             "forever"},
     {.key = "object_store_memory",
      .kind = OptionKind::kByteSize,
      .environment_variable = "SRAY_OBJECT_STORE_MEMORY",

@@ -27,6 +27,7 @@ Status PeerEndpoints::PeerFailure(std::uint32_t rank, std::string_view cause) co
 Result<ucp_ep_h> PeerEndpoints::For(std::uint32_t rank) {
   {
     std::lock_guard lock(mutex_);
+    if (const Status* fence = FenceOfLocked(rank)) return *fence;
     auto found = by_rank_.find(rank);
     if (found != by_rank_.end()) {
       if (!found->second.failure.ok()) return found->second.failure;
@@ -68,8 +69,31 @@ Result<ucp_ep_h> PeerEndpoints::For(std::uint32_t rank) {
 
 Status PeerEndpoints::FailureOf(std::uint32_t rank) {
   std::lock_guard lock(mutex_);
+  if (const Status* fence = FenceOfLocked(rank)) return *fence;
   auto found = by_rank_.find(rank);
   return found == by_rank_.end() ? Status::Ok() : found->second.failure;
+}
+
+const Status* PeerEndpoints::FenceOfLocked(std::uint32_t rank) const {
+  if (!any_fenced_.load()) return nullptr;
+  for (const FencedRanks& fenced : fenced_) {
+    if (rank >= fenced.first && rank <= fenced.last) return &fenced.cause;
+  }
+  return nullptr;
+}
+
+void PeerEndpoints::Fence(std::uint32_t first, std::uint32_t last, const Status& cause) {
+  std::lock_guard lock(mutex_);
+  if (FenceOfLocked(first) != nullptr && FenceOfLocked(last) != nullptr) return;
+  fenced_.push_back(FencedRanks{.first = first, .last = last, .cause = cause});
+  any_fenced_.store(true);
+}
+
+Status PeerEndpoints::FenceOf(std::uint32_t rank) const {
+  if (!any_fenced_.load()) return Status::Ok();
+  std::lock_guard lock(mutex_);
+  const Status* fence = FenceOfLocked(rank);
+  return fence == nullptr ? Status::Ok() : *fence;
 }
 
 void PeerEndpoints::MarkFailed(std::uint32_t rank, const Status& failure) {
@@ -80,6 +104,7 @@ void PeerEndpoints::MarkFailed(std::uint32_t rank, const Status& failure) {
 
 bool PeerEndpoints::HasFailed(std::uint32_t rank) const {
   std::lock_guard lock(mutex_);
+  if (FenceOfLocked(rank) != nullptr) return true;
   auto found = by_rank_.find(rank);
   return found != by_rank_.end() && !found->second.failure.ok();
 }
@@ -119,7 +144,8 @@ bool PeerEndpoints::CloseAll() {
     std::lock_guard lock(mutex_);
     for (auto& [rank, peer] : by_rank_) {
       endpoints.push_back(std::move(peer.endpoint));
-      failed.push_back(!peer.failure.ok());
+      // A fenced peer may be frozen: a flush would wait for it in vain.
+      failed.push_back(!peer.failure.ok() || FenceOfLocked(rank) != nullptr);
     }
     by_rank_.clear();
     for (auto& endpoint : unused_) {

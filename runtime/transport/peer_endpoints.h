@@ -51,6 +51,13 @@ class PeerEndpoints {
   void MarkFailed(std::uint32_t rank, const Status& failure);
   // Whether `rank`'s endpoint in use failed (or the rank was marked failed).
   [[nodiscard]] bool HasFailed(std::uint32_t rank) const;
+  // Fences ranks `first` to `last` off for good: from now on they count as
+  // failed with `cause` (For refuses them, FailureOf and HasFailed say so),
+  // although their processes may live on (a node the head declared lost,
+  // which must not act in the job any more).
+  void Fence(std::uint32_t first, std::uint32_t last, const Status& cause);
+  // The cause `rank` was fenced off with; ok when it was not.
+  [[nodiscard]] Status FenceOf(std::uint32_t rank) const;
   // One wording for every way a peer is found dead, so callers and tests
   // can rely on it.
   [[nodiscard]] Status PeerFailure(std::uint32_t rank, std::string_view cause) const;
@@ -69,6 +76,13 @@ class PeerEndpoints {
     std::unique_ptr<UcxEndpoint> endpoint;
     Status failure;
   };
+  struct FencedRanks {
+    std::uint32_t first = 0;
+    std::uint32_t last = 0;
+    Status cause;
+  };
+  // Under mutex_.
+  [[nodiscard]] const Status* FenceOfLocked(std::uint32_t rank) const;
   void OnEndpointError(std::uint32_t rank, ucp_ep_h endpoint, ucs_status_t status);
 
   std::shared_ptr<UcxWorker> worker_;
@@ -76,6 +90,9 @@ class PeerEndpoints {
   mutable std::mutex mutex_;
   std::map<std::uint32_t, Peer> by_rank_;             // guarded by mutex_
   std::vector<std::unique_ptr<UcxEndpoint>> unused_;  // guarded by mutex_
+  std::vector<FencedRanks> fenced_;                   // guarded by mutex_
+  // Whether fenced_ is not empty: the common case reads no lock for it.
+  std::atomic<bool> any_fenced_{false};
   std::atomic<bool> unused_waiting_{false};
   std::atomic<bool> any_failed_{false};
 };

@@ -422,12 +422,24 @@ void Transport::Impl::Housekeeping(std::chrono::steady_clock::time_point now) {
   ProbeAwaitedPeers(now);
 }
 
+void Transport::Impl::Fence(std::uint32_t first, std::uint32_t last, const Status& cause) {
+  endpoints_.Fence(first, last, cause);
+  // A call that passed the fence just before it went up and registered
+  // after this sweep is failed by the next liveness probe.
+  for (const std::uint32_t rank : pending_calls_.AwaitedRanks()) {
+    if (rank >= first && rank <= last) pending_calls_.FailCallsTo(rank, cause);
+  }
+}
+
 void Transport::Impl::ProbeAwaitedPeers(std::chrono::steady_clock::time_point now) {
-  if (!options_.peer_alive) return;
   if (now - last_liveness_probe_ < kLivenessInterval) return;
   last_liveness_probe_ = now;
   for (const std::uint32_t rank : pending_calls_.AwaitedRanks()) {
-    if (options_.peer_alive(rank)) continue;
+    if (const Status fence = endpoints_.FenceOf(rank); !fence.ok()) {
+      pending_calls_.FailCallsTo(rank, fence);
+      continue;
+    }
+    if (!options_.peer_alive || options_.peer_alive(rank)) continue;
     const Status failure = endpoints_.PeerFailure(rank, "its process is gone");
     endpoints_.MarkFailed(rank, failure);
     pending_calls_.FailCallsTo(rank, failure);
@@ -508,6 +520,9 @@ void Transport::SetPeerFailureHandler(std::function<void(std::uint32_t, const St
 }
 bool Transport::PeerFailed(std::uint32_t rank) const {
   return impl_->PeerFailed(rank);
+}
+void Transport::Fence(std::uint32_t first, std::uint32_t last, const Status& cause) {
+  impl_->Fence(first, last, cause);
 }
 void Transport::RegisterRequestHandler(std::uint32_t method, RequestHandler handler) {
   impl_->RegisterRequestHandler(method, std::move(handler));

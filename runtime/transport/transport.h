@@ -116,6 +116,13 @@ class Transport {
   void SetPeerFailureHandler(std::function<void(std::uint32_t rank, const Status& failure)> handler);
   // Whether this transport marked `rank` failed (for good).
   [[nodiscard]] bool PeerFailed(std::uint32_t rank) const;
+  // Fences ranks `first` to `last` off for good, though their processes may
+  // live on (a node the head declared lost while frozen or cut off): calls
+  // waiting for them fail now with `cause`, nothing more is sent to them,
+  // their one-way messages and replies are dropped, and their requests are
+  // answered with a PermissionDenied error that carries `cause`, so that
+  // such a process learns it is out of the job.
+  void Fence(std::uint32_t first, std::uint32_t last, const Status& cause);
 
   // Register before peers send the method; a later registration replaces.
   void RegisterRequestHandler(std::uint32_t method, RequestHandler handler);

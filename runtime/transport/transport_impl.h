@@ -55,6 +55,7 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   void NotePeerGone();
   void SetPeerFailureHandler(std::function<void(std::uint32_t, const Status&)> handler);
   [[nodiscard]] bool PeerFailed(std::uint32_t rank) const { return endpoints_.HasFailed(rank); }
+  void Fence(std::uint32_t first, std::uint32_t last, const Status& cause);
 
   [[nodiscard]] std::uint32_t rank() const { return options_.rank; }
   [[nodiscard]] Result<Bytes> LocalAddress(bool network_only) const {

@@ -85,6 +85,13 @@ void Transport::Impl::OnRendezvousData(void* request, ucs_status_t status, std::
 void Transport::Impl::DeliverFrame(const FrameHeader& header, ucp_ep_h reply_endpoint,
                                    std::span<const std::byte> payload) noexcept {
   try {
+    if (const Status fence = endpoints_.FenceOf(header.source_rank); !fence.ok()) {
+      // Out of the job: it acts on nothing here, and a request learns why.
+      if (header.kind == FrameKind::kRequest) {
+        SendReply(reply_endpoint, header, Status::PermissionDenied(fence.message()));
+      }
+      return;
+    }
     switch (header.kind) {
       case FrameKind::kRequest: ServeRequest(header, reply_endpoint, payload); break;
       case FrameKind::kResponse:

@@ -30,7 +30,7 @@ expect_lines "$WORK/args.out" '^args: -N 5 --label$' 1
 
 # Bad input fails before anything starts, with a message naming the problem.
 if "$SRAY" run -N2 --ray-cluster=colour=red touch "$WORK/started" 2>"$WORK/err"; then fail "accepted a bad option"; fi
-expect_lines "$WORK/err" "^sray: --ray-cluster: unknown key 'colour': accepted keys are config, dashboard, env, log_dir, log_level, log_to_driver, max_tasks_in_flight, object_store_memory, resources, tmpdir, wireup$" 1
+expect_lines "$WORK/err" "^sray: --ray-cluster: unknown key 'colour': accepted keys are config, dashboard, env, log_dir, log_level, log_to_driver, max_tasks_in_flight, node_timeout, object_store_memory, resources, tmpdir, wireup$" 1
 if "$SRAY" run -N2 no-such-program-sray 2>"$WORK/err"; then fail "ran a missing program"; fi
 expect_lines "$WORK/err" "^sray: cannot run 'no-such-program-sray': not found in PATH" 1
 if "$SRAY" run -N0 true 2>"$WORK/err"; then fail "accepted -N0"; fi

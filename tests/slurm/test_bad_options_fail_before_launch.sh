@@ -13,7 +13,7 @@ expect_rejected() {
   [ ! -e "$WORK/started" ] || fail "a task started despite the bad option: $*"
 }
 
-expect_rejected "sray: --ray-cluster: unknown key 'colour': accepted keys are config, dashboard, env, log_dir, log_level, log_to_driver, max_tasks_in_flight, object_store_memory, resources, tmpdir, wireup" \
+expect_rejected "sray: --ray-cluster: unknown key 'colour': accepted keys are config, dashboard, env, log_dir, log_level, log_to_driver, max_tasks_in_flight, node_timeout, object_store_memory, resources, tmpdir, wireup" \
   srun -N3 --ray-cluster=colour=red
 expect_rejected "sray: --ray-cluster: option 'log_level' does not accept 'loud': use one of error, warning, info, debug" \
   srun -N3 --ray-cluster=log_level=loud

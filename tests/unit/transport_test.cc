@@ -420,6 +420,50 @@ TEST_F(TransportPair, PullReadsRegisteredMemory) {
   EXPECT_EQ(copy, source);
 }
 
+// A node the head declared lost may be alive (frozen, cut off) and come
+// back: once fenced, a call waiting for it fails at once, nothing more is
+// sent to it, its messages are not acted on, and its requests are refused
+// with the cause, which tells it it is out of the job.
+TEST_F(TransportPair, AFencedPeerIsCutOffBothWaysAndToldWhyWhenItAsks) {
+  auto server = Make(0, TokenOf(1));
+  auto fenced = Make(1, TokenOf(1));
+  std::promise<void> entered;
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  fenced->RegisterRequestHandler(kEcho, [&](std::uint32_t, std::span<const std::byte>) {
+    entered.set_value();
+    released.wait();  // a frozen peer: no answer
+    return Result<Bytes>(Bytes{});
+  });
+  std::atomic<int> notes{0};
+  server->RegisterOneWayHandler(kNote, [&](std::uint32_t, std::span<const std::byte>) { ++notes; });
+  RegisterHandlers(*server);
+  auto waiting = std::async(std::launch::async, [&] { return server->Call(1, kEcho, {}); });
+  ASSERT_EQ(entered.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+
+  server->Fence(1, 1, Status::Unavailable("node 2 was lost (test)"));
+  ASSERT_EQ(waiting.wait_for(std::chrono::seconds(5)), std::future_status::ready)
+      << "the call waiting for the fenced peer still waits";
+  const auto failed = waiting.get();
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("node 2 was lost (test)"), std::string::npos);
+  EXPECT_TRUE(server->PeerFailed(1));
+  auto again = server->Call(1, kEcho, {}, std::chrono::seconds(5));
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("node 2 was lost (test)"), std::string::npos);
+
+  // The peer comes back (its handler, on its progress thread, returns).
+  release.set_value();
+  // Its own request is refused, with the cause and a code of its own; its
+  // one-way messages are dropped.
+  ASSERT_TRUE(fenced->Send(0, kNote, Text("stale")).ok());
+  auto asked = fenced->Call(0, kEcho, Text("am I in?"));
+  ASSERT_FALSE(asked.ok());
+  EXPECT_EQ(asked.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(asked.status().message().find("node 2 was lost (test)"), std::string::npos);
+  EXPECT_EQ(notes.load(), 0);
+}
+
 TEST_F(TransportPair, UnresolvableRankFailsAtOnceNamingIt) {
   auto client = Make(1, TokenOf(1));
   auto reply = client->Call(7, kEcho, {});
