@@ -400,7 +400,12 @@ class LocalJob {
 
   void RecordExit(std::uint32_t rank, int wait_status) {
     ranks_[rank].running = false;
-    if (rank == 0 && !after_driver_deadline_) {
+    // Only a sray driver's job: the ranks of other programs may outlive
+    // rank 0 as long as they like.
+    std::error_code error;
+    if (rank == 0 && !after_driver_deadline_ && !nodes_.empty() &&
+        std::filesystem::exists(nodes_.front().session_directory / jobsetup::kHandlesNodeLossFile,
+                                error)) {
       after_driver_deadline_ = std::chrono::steady_clock::now() + kAfterDriverGrace;
     }
     // Ended by this launcher after the driver's end: the driver's status is
@@ -537,7 +542,7 @@ class LocalJob {
           std::chrono::steady_clock::now() > *failure_deadline_) {
         BeginTermination("ending the ranks still running after a rank failed");
       }
-      if (after_driver_deadline_ && !terminating_ && AnyRunning() &&
+      if (after_driver_deadline_ && !failure_deadline_ && !terminating_ && AnyRunning() &&
           std::chrono::steady_clock::now() > *after_driver_deadline_) {
         ending_after_driver_ = true;
         BeginTermination("ending the ranks still running " +

@@ -10,13 +10,17 @@
 // can take seconds, so it must not lengthen that window; init_post_opt runs
 // before it, and before the PMIx plugin starts listening.
 
+#include <fcntl.h>
 #include <pwd.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <span>
 #include <string>
@@ -103,7 +107,8 @@ constexpr std::chrono::seconds kStepEndSweepBudget{12};
 // Before this step starts here: what steps whose slurmstepd died on this node
 // left behind goes, and the directory where this step records itself is made.
 // A failure costs only that protection, so it is logged, never fatal.
-void SweepCrashedSteps(const std::string& node_name,
+// Returns false when something was left to a later sweep.
+bool SweepCrashedSteps(const std::string& node_name,
                        std::chrono::steady_clock::time_point give_up_at =
                            std::chrono::steady_clock::time_point::max()) {
   PluginState& state = State();
@@ -114,7 +119,7 @@ void SweepCrashedSteps(const std::string& node_name,
         "dies here is not removed by later steps: point state_dir= in plugstack.conf at a "
         "directory only root may use (mode 0700), or remove the one named",
         node_name.c_str(), directory.status().message().c_str());
-    return;
+    return false;
   }
   state.record_directory = *directory;
   const CrashedStepSweep sweep = CleanUpAfterCrashedSteps(*directory, give_up_at);
@@ -130,6 +135,7 @@ void SweepCrashedSteps(const std::string& node_name,
     slurm_error("sray: cleaning up after a dead slurmstepd on %s: %s", node_name.c_str(),
                 problem.c_str());
   }
+  return sweep.problems.empty();
 }
 
 // Once the node is prepared: the record that lets a later step clean up
@@ -392,16 +398,45 @@ Status EndStepOnNode(spank_t handle) {
   if (State().node_setup) return CleanUpStepOnNode();
   // A step without a sray cluster (of this job or any other): nothing of its
   // own to remove, and nothing it could fail. Most nodes have no record to
-  // sweep, which costs a directory listing.
+  // sweep, which costs a directory listing; the sweep runs before Slurm
+  // reports the step complete, so a step's end waits for it.
   auto node_name = UserStepNodeName(handle);
   if (!node_name.ok()) {
     slurm_debug("sray: no sweep after crashed steps at this step's end: %s",
                 node_name.status().message().c_str());
     return Status::Ok();
   }
-  if (!node_name->empty()) {
-    SweepCrashedSteps(*node_name, std::chrono::steady_clock::now() + kStepEndSweepBudget);
+  if (node_name->empty()) return Status::Ok();
+  auto directory = jobsetup::PrepareRecordDirectory(State().plugstack.state_directory, *node_name);
+  if (!directory.ok()) return Status::Ok();  // said at each sray step's start
+  // One sweep at a time on a node (steps of a job array end together), and
+  // after a sweep that left something (a tmpdir that hangs, a process that
+  // does not end), none at step ends for a minute: every step's end would
+  // otherwise wait up to its budget for the same record. The next sray
+  // step's start and slurmd's start still try.
+  const std::filesystem::path stamp = *directory / jobsetup::kStepEndSweepStamp;
+  const int descriptor = ::open(stamp.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (descriptor < 0) return Status::Ok();
+  if (::flock(descriptor, LOCK_EX | LOCK_NB) != 0) {
+    ::close(descriptor);
+    return Status::Ok();
   }
+  constexpr auto kPauseAfterProblems = std::chrono::seconds(60);
+  struct stat last {};
+  char outcome = 0;
+  const bool paused =
+      ::fstat(descriptor, &last) == 0 && ::pread(descriptor, &outcome, 1, 0) == 1 &&
+      outcome == 'x' &&
+      std::chrono::system_clock::now() - std::chrono::system_clock::from_time_t(last.st_mtime) <
+          kPauseAfterProblems;
+  if (!paused) {
+    const bool clean =
+        SweepCrashedSteps(*node_name, std::chrono::steady_clock::now() + kStepEndSweepBudget);
+    const char written = clean ? '.' : 'x';
+    // A stamp that cannot be written only costs the pause.
+    if (::pwrite(descriptor, &written, 1, 0) == 1) (void)::futimens(descriptor, nullptr);
+  }
+  ::close(descriptor);
   return Status::Ok();
 }
 

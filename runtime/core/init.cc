@@ -345,7 +345,12 @@ Result<transport::Bytes> CallHead(transport::Transport& transport, std::uint32_t
       // says nothing about the head: asked once more, a live head answers
       // at once, and a dead one fails again.
       if (!alive.ok() && alive.status().code() != StatusCode::kPermissionDenied) {
-        alive = transport.Call(0, core::kHeartbeat, {}, std::chrono::seconds(30));
+        bool ending = false;
+        {
+          std::lock_guard guard(mutex);
+          ending = shutdown;
+        }
+        if (!ending) alive = transport.Call(0, core::kHeartbeat, {}, std::chrono::seconds(30));
       }
       lock.lock();
       const auto now = std::chrono::steady_clock::now();
@@ -415,9 +420,26 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
         registry->changed.notify_all();
         return transport::Bytes{};
       });
+  // Registered once, before any node can send one: the record behind it
+  // exists once the nodes are known (below); beats before that only say
+  // the head is there.
+  struct HeartbeatRecord {
+    std::mutex mutex;
+    std::shared_ptr<core::NodeHeartbeats> heartbeats;  // guarded by mutex
+    std::vector<std::uint32_t> ranks;                  // guarded by mutex
+  };
+  auto heartbeat_record = std::make_shared<HeartbeatRecord>();
   transport.RegisterRequestHandler(
-      core::kHeartbeat,
-      [](std::uint32_t, auto) -> Result<transport::Bytes> { return transport::Bytes{}; });
+      core::kHeartbeat, [heartbeat_record](std::uint32_t source, auto) -> Result<transport::Bytes> {
+        std::lock_guard lock(heartbeat_record->mutex);
+        const auto& ranks = heartbeat_record->ranks;
+        const auto found = std::find(ranks.begin(), ranks.end(), source);
+        if (heartbeat_record->heartbeats && found != ranks.end()) {
+          heartbeat_record->heartbeats->Beat(static_cast<std::uint32_t>(found - ranks.begin()),
+                                             std::chrono::steady_clock::now());
+        }
+        return transport::Bytes{};
+      });
   core::ClusterView view;
   {
     std::unique_lock lock(registry->mutex);
@@ -523,23 +545,18 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
   // them without dying (frozen, cut off) is declared lost like a dead one.
   auto heartbeats = std::make_shared<core::NodeHeartbeats>(ranks.size(), NodeTimeoutOfJob(),
                                                            std::chrono::steady_clock::now());
-  transport.RegisterRequestHandler(
-      core::kHeartbeat,
-      [heartbeats, ranks](std::uint32_t source, auto) -> Result<transport::Bytes> {
-        const auto found = std::find(ranks.begin(), ranks.end(), source);
-        if (found != ranks.end()) {
-          heartbeats->Beat(static_cast<std::uint32_t>(found - ranks.begin()),
-                           std::chrono::steady_clock::now());
-        }
-        return transport::Bytes{};
-      });
+  {
+    std::lock_guard lock(heartbeat_record->mutex);
+    heartbeat_record->heartbeats = heartbeats;
+    heartbeat_record->ranks = ranks;
+  }
   state->heartbeat_watch =
       std::jthread([heartbeats, raw_transport, ranks, head_rank](const std::stop_token& stop) {
         std::mutex mutex;
         std::condition_variable_any wake;
         std::unique_lock lock(mutex);
         while (!stop.stop_requested()) {
-          (void)wake.wait_for(lock, stop, std::chrono::milliseconds(500), [] { return false; });
+          (void)wake.wait_for(lock, stop, core::NodeHeartbeats::kPeriod, [] { return false; });
           if (stop.stop_requested()) break;
           for (const std::uint32_t node : heartbeats->Overdue(std::chrono::steady_clock::now())) {
             const core::NodeLost lost{

@@ -24,8 +24,13 @@ class NodeHeartbeats {
 
   void Beat(std::uint32_t node, Clock::time_point now);
   // Nodes whose last heartbeat (or the start) is more than the timeout
-  // before `now`, each named once.
+  // before `now`, each named once. Called every `period` or so: after a
+  // longer gap the head itself was stalled (stopped, swapping), its
+  // heartbeats from the nodes unread, so the nodes get a full timeout
+  // again instead of being declared lost for the head's pause.
   std::vector<std::uint32_t> Overdue(Clock::time_point now);
+  static constexpr std::chrono::milliseconds kPeriod{500};
+  static constexpr std::chrono::seconds kLongestGap{2};
   [[nodiscard]] std::chrono::seconds timeout() const { return timeout_; }
 
  private:
@@ -33,6 +38,7 @@ class NodeHeartbeats {
   std::mutex mutex_;
   std::vector<Clock::time_point> last_;  // guarded by mutex_
   std::vector<bool> declared_;           // guarded by mutex_
+  Clock::time_point last_look_;          // guarded by mutex_
 };
 
 }  // namespace sray::core

@@ -157,6 +157,8 @@ Result<std::vector<StaleStepRecord>> FindStaleStepRecords(const std::filesystem:
   for (const auto& entry : entries) {
     const std::filesystem::path file = entry.path();
     if (file.filename().string().ends_with(kTemporarySuffix)) continue;
+    if (file.filename().string().starts_with("."))
+      continue;  // the sweep's own (kStepEndSweepStamp)
     auto bytes = ReadRecordFile(file);
     if (!bytes.ok()) {
       if (bytes.status().code() == StatusCode::kIoError && !std::filesystem::exists(file)) continue;

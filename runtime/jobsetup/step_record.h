@@ -30,6 +30,11 @@
 
 namespace sray::jobsetup {
 
+// In a node's record directory: the lock and outcome of the sweep at step
+// ends (spank/remote_context); not a record (the sweep skips names that
+// start with a dot).
+inline constexpr const char* kStepEndSweepStamp = ".step-end-sweep";
+
 struct StepRecord {
   // The slurmstepd that wrote the record, and when it started (ProcessStartTime).
   pid_t daemon_pid = 0;

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A node that stops without dying (every process of node 2 sent SIGSTOP, as a
 # frozen, swapping or cut-off node would look) while 600 tasks run, under
-# `sray run -N3 --ray-cluster=node_timeout=3`. UCX takes its processes for
+# `sray run -N3 --ray-cluster=node_timeout=6`. UCX takes its processes for
 # alive, so only the missing heartbeats show it: the head declares node 2
-# lost after 3 s and the job goes on as for a dead node (node_loss_check's
+# lost after 6 s and the job goes on as for a dead node (node_loss_check's
 # checks). Then:
 # - resumed (SIGCONT): node 2 finds itself shut out, ends its workers and
 #   objects and exits 0; the job ends with the driver's status 0;
@@ -19,7 +19,7 @@ CHECK_BINARY=$SRAY_BUILD_DIR/tests/node_loss_check
 # and the launcher's status in $status.
 run_frozen() {
   local name=$1 resume=$2 out=$WORK/$1.out signal=$WORK/$1-stopped launcher victim members attempt
-  "$SRAY" run -N3 --ray-cluster=node_timeout=3 bash -c 'echo "job $SRAY_JOB_ID"; exec "$0" "$@"' \
+  "$SRAY" run -N3 --ray-cluster=node_timeout=6 bash -c 'echo "job $SRAY_JOB_ID"; exec "$0" "$@"' \
     "$CHECK_BINARY" "$signal" >"$out" 2>&1 &
   launcher=$!
   for attempt in $(seq 600); do

@@ -43,6 +43,27 @@ slurmd_log_sizes() {
   for log in "$SRAY_CLUSTER_DIR"/log/slurmd-*.log; do echo "$log $(stat -c %s "$log")"; done
 }
 
+# True when a slurmd log gained a line matching PATTERN (grep) since SIZES
+# (slurmd_log_sizes).
+slurmd_logs_gained() {
+  local sizes=$1 pattern=$2 log size
+  while read -r log size; do
+    tail -c +"$((size + 1))" "$log" | grep -q "$pattern" && return 0
+  done <<<"$sizes"
+  return 1
+}
+
+# Waits up to 5 s for COMMAND (a function printing what is left) to print
+# nothing; true once it does.
+gone_within_5s() {
+  local attempt
+  for attempt in $(seq 50); do
+    [ -z "$("$@")" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 # True when the slurmd logs show, since SIZES, Slurm 22.05's authentication race
 # (for one of the given steps, JOB.STEP, when any are given):
 # a slurmstepd verifies a peer's PMIx connection while it has dropped its

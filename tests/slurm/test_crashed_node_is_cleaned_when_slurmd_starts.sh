@@ -29,17 +29,10 @@ sleep 1
 sizes=$(slurmd_log_sizes)
 "$CLUSTER" restore n3 >/dev/null
 node_restored=yes
-for _ in $(seq 50); do
-  [ -z "$(node2_files)" ] && break
-  sleep 0.1
-done
-[ -z "$(node2_files)" ] || fail "n3's slurmd started again, and node 2's files of job $job are still there: $(node2_files)"
-swept=no
-while read -r log size; do
-  tail -c +"$((size + 1))" "$log" | grep -q "sray: removed what step $job\.0 (node 2) left on n3 when its slurmstepd died" &&
-    swept=yes
-done <<<"$sizes"
-[ "$swept" = yes ] || fail "no slurmd log says that n3's start removed what step $job.0 left"
+gone_within_5s node2_files ||
+  fail "n3's slurmd started again, and node 2's files of job $job are still there: $(node2_files)"
+slurmd_logs_gained "$sizes" "sray: removed what step $job\.0 (node 2) left on n3 when its slurmstepd died" ||
+  fail "no slurmd log says that n3's start removed what step $job.0 left"
 echo "ok: n3's slurmd start removed what the crashed step left in /dev/shm, and said so"
 expect_no_session_directories "$job"
 echo PASS

@@ -39,17 +39,10 @@ sleep 1
 
 sizes=$(slurmd_log_sizes)
 run_as_test_user srun -N3 true || fail "a plain step (no --ray-cluster) failed"
-for _ in $(seq 50); do
-  [ -z "$(node2_files)" ] && break
-  sleep 0.1
-done
-[ -z "$(node2_files)" ] || fail "a later step ended on n3, and node 2's files of job $job are still there: $(node2_files)"
-swept=no
-while read -r log size; do
-  tail -c +"$((size + 1))" "$log" | grep -q "sray: removed what step $job\.0 (node 2) left on n3 when its slurmstepd died" &&
-    swept=yes
-done <<<"$sizes"
-[ "$swept" = yes ] || fail "no slurmd log says that the later step's end on n3 removed what step $job.0 left"
+gone_within_5s node2_files ||
+  fail "a later step ended on n3, and node 2's files of job $job are still there: $(node2_files)"
+slurmd_logs_gained "$sizes" "sray: removed what step $job\.0 (node 2) left on n3 when its slurmstepd died" ||
+  fail "no slurmd log says that the later step's end on n3 removed what step $job.0 left"
 echo "ok: the end of a plain step on n3 removed what the step with a dead slurmstepd left, and said so"
 expect_no_session_directories "$job"
 left=$(pgrep -u "$SRAY_TEST_USER" -f tasks_check || true)
