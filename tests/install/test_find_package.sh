@@ -11,7 +11,7 @@ cmake --install "$build_dir" --prefix "$scratch/prefix" >/dev/null
 for file in bin/sray include/sray/node.h include/sray/version.h lib/libsray_dashboard.so; do
   [ -e "$scratch/prefix/$file" ] || { echo "FAIL: $file was not installed"; exit 1; }
 done
-"$scratch/prefix/bin/sray" --version | grep -q '^sray ' || { echo "FAIL: installed sray does not run"; exit 1; }
+"$scratch/prefix/bin/sray" --version | grep '^sray ' >/dev/null || { echo "FAIL: installed sray does not run"; exit 1; }
 cmake -S "$source_dir/consumer" -B "$scratch/consumer" -DCMAKE_PREFIX_PATH="$scratch/prefix" >/dev/null
 cmake --build "$scratch/consumer" >/dev/null
 output=$(env -u SRAY_ROLE "$scratch/consumer/consumer")

@@ -73,7 +73,7 @@ out=$WORK/manager.out
 start_holding "$out"
 manager=""
 for pid in $(ps -o pid= --ppid "$launcher"); do
-  if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'SRAY_NODE_ID=1'; then manager=$pid; fi
+  if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -x 'SRAY_NODE_ID=1' >/dev/null; then manager=$pid; fi
 done
 [ -n "$manager" ] || fail "no rank of node 1 among the launcher's children: $(ps -o pid=,args= --ppid "$launcher")"
 workers=$(ps -o pid= --ppid "$manager" | tr -s ' \n' ' ')

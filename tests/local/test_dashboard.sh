@@ -250,7 +250,7 @@ for node in 0 1 2; do
   [ "$(stat -c %a "$kept/node-$node")" = 700 ] || fail "$kept/node-$node is not private: $(ls -la "$kept")"
 done
 [ "$(stat -c %a "$kept/actors.json")" = 600 ] || fail "actors.json is not private: $(ls -la "$kept")"
-! find "$kept" -name 'worker-*.log' ! -perm 600 | grep -q . || fail "a kept log is not private: $(ls -laR "$kept")"
+! find "$kept" -name 'worker-*.log' ! -perm 600 | grep . >/dev/null || fail "a kept log is not private: $(ls -laR "$kept")"
 "$SRAY" logs "$first" --log-dir "$WORK/kept" >"$WORK/kept-list.out" 2>&1 ||
   fail "sray logs --log-dir failed: $(cat "$WORK/kept-list.out")"
 [ "$(grep -Ec '^[012] +[0-9]+ +[0-9]+$' "$WORK/kept-list.out")" -ge 3 ] ||

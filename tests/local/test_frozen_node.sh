@@ -29,7 +29,7 @@ run_frozen() {
   done
   grep -q '^node-loss: ready$' "$out" || { cat "$out" >&2; fail "$name: the job was not ready within 60 s"; }
   victim=$(awk '$1 == "node-loss:" && $2 == "victim" {print $3; exit}' "$out")
-  tr '\0' '\n' <"/proc/$victim/environ" | grep -qx 'SRAY_NODE_ID=2' || fail "pid $victim is not node 2's manager"
+  tr '\0' '\n' <"/proc/$victim/environ" | grep -x 'SRAY_NODE_ID=2' >/dev/null || fail "pid $victim is not node 2's manager"
   members="$victim $(ps -o pid= --ppid "$victim" | tr '\n' ' ')"
   # shellcheck disable=SC2086 # one argument per process
   kill -STOP $members

@@ -19,7 +19,7 @@ done
 grep -q '^node-loss: ready$' "$out" || { cat "$out" >&2; fail "the job was not ready within 60 s"; }
 victim=$(awk '$1 == "node-loss:" && $2 == "victim" {print $3; exit}' "$out")
 [ -n "$victim" ] || fail "the job named no victim"
-tr '\0' '\n' <"/proc/$victim/environ" | grep -qx 'SRAY_NODE_ID=2' ||
+tr '\0' '\n' <"/proc/$victim/environ" | grep -x 'SRAY_NODE_ID=2' >/dev/null ||
   fail "pid $victim is not node 2's manager"
 # The node at once: its manager and every process it started.
 kill -9 "$victim" $(ps -o pid= --ppid "$victim") 2>/dev/null || true

@@ -48,7 +48,9 @@ slurmd_log_sizes() {
 slurmd_logs_gained() {
   local sizes=$1 pattern=$2 log size
   while read -r log size; do
-    tail -c +"$((size + 1))" "$log" | grep -q "$pattern" && return 0
+    # Not grep -q: under pipefail, tail's SIGPIPE once grep quits would
+    # fail the pipe despite the match.
+    tail -c +"$((size + 1))" "$log" | grep "$pattern" >/dev/null && return 0
   done <<<"$sizes"
   return 1
 }

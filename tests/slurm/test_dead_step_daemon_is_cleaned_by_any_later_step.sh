@@ -28,7 +28,7 @@ for proc in /proc/[0-9]*; do
   case "$args" in "slurmstepd: [$job.0]"*) victims="$victims $pid"; continue ;; esac
   [ "$owner" = "$SRAY_TEST_USER" ] && victims="$victims $pid"
 done
-echo "$victims" | grep -q '[0-9]' || fail "found no slurmstepd of step $job.0 on n3"
+[[ "$victims" == *[0-9]* ]] || fail "found no slurmstepd of step $job.0 on n3"
 # shellcheck disable=SC2086 # one argument per process
 kill -KILL $victims
 scancel "$job"

@@ -33,7 +33,7 @@ for attempt in 1 2; do
 done
 victim=$(awk '$1 == "node-loss:" && $2 == "victim" {print $3; exit}' "$out")
 [ -n "$victim" ] || fail "the job named no victim"
-tr '\0' '\n' <"/proc/$victim/environ" | grep -qx 'SRAY_NODE_ID=2' || fail "pid $victim is not node 2's manager"
+tr '\0' '\n' <"/proc/$victim/environ" | grep -x 'SRAY_NODE_ID=2' >/dev/null || fail "pid $victim is not node 2's manager"
 kill -9 "$victim" $(ps -o pid= --ppid "$victim") 2>/dev/null || true
 touch "$signal"
 status=0
