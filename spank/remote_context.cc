@@ -10,10 +10,7 @@
 // can take seconds, so it must not lengthen that window; init_post_opt runs
 // before it, and before the PMIx plugin starts listening.
 
-#include <fcntl.h>
 #include <pwd.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -42,6 +39,7 @@
 #include "jobsetup/step_record.h"
 #include "plugin_state.h"
 #include "spank_status.h"
+#include "step_end_sweep_gate.h"
 
 namespace sray::spank {
 namespace {
@@ -409,34 +407,12 @@ Status EndStepOnNode(spank_t handle) {
   if (node_name->empty()) return Status::Ok();
   auto directory = jobsetup::PrepareRecordDirectory(State().plugstack.state_directory, *node_name);
   if (!directory.ok()) return Status::Ok();  // said at each sray step's start
-  // One sweep at a time on a node (steps of a job array end together), and
-  // after a sweep that left something (a tmpdir that hangs, a process that
-  // does not end), none at step ends for a minute: every step's end would
-  // otherwise wait up to its budget for the same record. The next sray
-  // step's start and slurmd's start still try.
-  const std::filesystem::path stamp = *directory / jobsetup::kStepEndSweepStamp;
-  const int descriptor = ::open(stamp.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (descriptor < 0) return Status::Ok();
-  if (::flock(descriptor, LOCK_EX | LOCK_NB) != 0) {
-    ::close(descriptor);
-    return Status::Ok();
-  }
-  constexpr auto kPauseAfterProblems = std::chrono::seconds(60);
-  struct stat last {};
-  char outcome = 0;
-  const bool paused =
-      ::fstat(descriptor, &last) == 0 && ::pread(descriptor, &outcome, 1, 0) == 1 &&
-      outcome == 'x' &&
-      std::chrono::system_clock::now() - std::chrono::system_clock::from_time_t(last.st_mtime) <
-          kPauseAfterProblems;
-  if (!paused) {
-    const bool clean =
-        SweepCrashedSteps(*node_name, std::chrono::steady_clock::now() + kStepEndSweepBudget);
-    const char written = clean ? '.' : 'x';
-    // A stamp that cannot be written only costs the pause.
-    if (::pwrite(descriptor, &written, 1, 0) == 1) (void)::futimens(descriptor, nullptr);
-  }
-  ::close(descriptor);
+  // StepEndSweepGate says why not always.
+  auto gate = StepEndSweepGate::Enter(*directory);
+  if (!gate) return Status::Ok();
+  const bool clean =
+      SweepCrashedSteps(*node_name, std::chrono::steady_clock::now() + kStepEndSweepBudget);
+  gate->Record(!clean);
   return Status::Ok();
 }
 

@@ -1,0 +1,41 @@
+#include "step_end_sweep_gate.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+
+#include "jobsetup/step_record.h"
+
+namespace sray::spank {
+namespace {
+
+constexpr char kLeftSomething = 'x';
+constexpr char kClean = '.';
+
+}  // namespace
+
+std::unique_ptr<StepEndSweepGate> StepEndSweepGate::Enter(
+    const std::filesystem::path& directory, std::chrono::system_clock::time_point now) {
+  const std::filesystem::path stamp = directory / jobsetup::kStepEndSweepStamp;
+  const int descriptor = ::open(stamp.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (descriptor < 0) return nullptr;
+  std::unique_ptr<StepEndSweepGate> gate(new StepEndSweepGate(descriptor));
+  if (::flock(descriptor, LOCK_EX | LOCK_NB) != 0) return nullptr;  // another sweep runs
+  struct stat last {};
+  char outcome = 0;
+  if (::fstat(descriptor, &last) == 0 && ::pread(descriptor, &outcome, 1, 0) == 1 &&
+      outcome == kLeftSomething &&
+      now - std::chrono::system_clock::from_time_t(last.st_mtime) < kPauseAfterProblems) {
+    return nullptr;
+  }
+  return gate;
+}
+
+void StepEndSweepGate::Record(bool left_something) {
+  const char outcome = left_something ? kLeftSomething : kClean;
+  // A stamp that cannot be written only costs the pause.
+  if (::pwrite(descriptor_.get(), &outcome, 1, 0) == 1)
+    (void)::futimens(descriptor_.get(), nullptr);
+}
+
+}  // namespace sray::spank

@@ -1,0 +1,63 @@
+// When the end of a step sweeps after crashed steps (spank/step_end_sweep_gate).
+
+#include "step_end_sweep_gate.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+
+#include "jobsetup/step_record.h"
+
+namespace sray::spank {
+namespace {
+
+using std::chrono::seconds;
+
+class StepEndSweepGateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    directory_ = std::filesystem::temp_directory_path() /
+                 ("sray-sweep-gate-test-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(directory_);
+    std::filesystem::create_directories(directory_);
+  }
+  void TearDown() override { std::filesystem::remove_all(directory_); }
+  std::filesystem::path directory_;
+};
+
+TEST_F(StepEndSweepGateTest, OneSweepAtATimeAndEveryStepEndSweepsWhileNothingIsLeft) {
+  auto first = StepEndSweepGate::Enter(directory_);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(StepEndSweepGate::Enter(directory_), nullptr) << "a second sweep while one runs";
+  first->Record(false);
+  first.reset();
+  auto next = StepEndSweepGate::Enter(directory_);
+  ASSERT_NE(next, nullptr) << "after a clean sweep, the next step's end sweeps at once";
+}
+
+TEST_F(StepEndSweepGateTest, AfterASweepThatLeftSomethingStepEndsPauseForAMinute) {
+  auto gate = StepEndSweepGate::Enter(directory_);
+  ASSERT_NE(gate, nullptr);
+  gate->Record(true);
+  gate.reset();
+  const auto now = std::chrono::system_clock::now();
+  EXPECT_EQ(StepEndSweepGate::Enter(directory_, now + seconds(5)), nullptr);
+  auto later =
+      StepEndSweepGate::Enter(directory_, now + StepEndSweepGate::kPauseAfterProblems + seconds(2));
+  ASSERT_NE(later, nullptr) << "the pause ends";
+}
+
+TEST_F(StepEndSweepGateTest, TheStampIsNotTakenForAStepRecord) {
+  auto gate = StepEndSweepGate::Enter(directory_);
+  ASSERT_NE(gate, nullptr);
+  gate->Record(true);
+  auto stale = jobsetup::FindStaleStepRecords(directory_);
+  ASSERT_TRUE(stale.ok()) << stale.status().message();
+  EXPECT_TRUE(stale->empty()) << "the sweep would drop its own stamp as a corrupt record";
+}
+
+}  // namespace
+}  // namespace sray::spank
