@@ -43,6 +43,20 @@ slurmd_log_sizes() {
   for log in "$SRAY_CLUSTER_DIR"/log/slurmd-*.log; do echo "$log $(stat -c %s "$log")"; done
 }
 
+# Starts `srun -N3 --no-kill --ray-cluster tasks_check hold-objects` in the
+# background (output in $WORK/held.out) and waits until it holds objects on
+# every node; sets step_pid and job, and defines node2_files (what of the
+# step is in /dev/shm for node 2, on n3).
+start_step_holding_objects() {
+  run_as_test_user srun -N3 --no-kill --ray-cluster bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" hold-objects' \
+    "$SRAY_PREFIX/libexec/sray/tests/tasks_check" >"$WORK/held.out" 2>&1 &
+  step_pid=$!
+  wait_for_ready "$WORK/held.out" "$step_pid"
+  job=$(awk '$1 == "job" {print $2; exit}' "$WORK/held.out")
+  node2_files() { ls /dev/shm | grep "^sray\.$job\.0\.n2\." || true; }
+  [ -n "$(node2_files | grep -v '\.ucx$')" ] || fail "node 2 (n3) holds no object of job $job: $(ls /dev/shm)"
+}
+
 # True when a slurmd log gained a line matching PATTERN (grep) since SIZES
 # (slurmd_log_sizes).
 slurmd_logs_gained() {

@@ -6,15 +6,8 @@
 # says so in the slurmd log. (Before: they stayed until the next sray step on
 # the node, possibly never on a node where nobody runs sray again.)
 source "$(dirname "$0")/lib.sh"
-TASKS=$SRAY_PREFIX/libexec/sray/tests/tasks_check
 
-run_as_test_user srun -N3 --no-kill --ray-cluster bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" hold-objects' \
-  "$TASKS" >"$WORK/held.out" 2>&1 &
-step_pid=$!
-wait_for_ready "$WORK/held.out" "$step_pid"
-job=$(awk '$1 == "job" {print $2; exit}' "$WORK/held.out")
-node2_files() { ls /dev/shm | grep "^sray\.$job\.0\.n2\." || true; }
-[ -n "$(node2_files | grep -v '\.ucx$')" ] || fail "node 2 (n3) holds no object of job $job: $(ls /dev/shm)"
+start_step_holding_objects
 
 # n3's step daemon and the step's processes there die at once; n3's slurmd
 # lives on.
