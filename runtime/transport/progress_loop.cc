@@ -21,8 +21,13 @@ constexpr std::chrono::microseconds kBusyPollAfterActivity{100};
 // each, and a message arriving meanwhile waits for it (a third of a small
 // round trip, measured).
 constexpr std::uint32_t kEmptyPollsPerYield = 16;
-// How long the progress thread naps while a caller polls for its reply.
-constexpr std::chrono::microseconds kYieldToSpinningCaller{20};
+// How long the progress thread naps, parked, while a caller polls for its
+// reply. A caller that gives up wakes it, so the nap delays nothing then; it
+// bounds only how late the thread resumes after the last caller got its
+// reply. Each wake-up costs the core the callers spin on: napping 20 us, the
+// wake-ups took a fifth of a core and small-message latency was 1.3-2x
+// (transport_bench latency, docs/benchmarks.md).
+constexpr std::chrono::microseconds kNapWhileCallersWait{200};
 // How often a parked progress thread looks again by itself, so a driving
 // thread that went off to run long work (a worker's task) does not leave
 // messages unread for longer.
@@ -106,6 +111,9 @@ bool ProgressLoop::WaitFor(Completion& completion, std::chrono::milliseconds lim
     if (ucp_worker_progress(worker_->handle()) != 0) spin_until = now + kSpinWithoutProgress;
   }
   spinning_waiters_.fetch_sub(1);
+  // Got its reply: no wake-up (a system call, and a thread competing for the
+  // core, on every call); the napping progress thread resumes by itself.
+  if (completion.done.load(std::memory_order_acquire)) return true;
   UnparkProgressThread();  // this thread sleeps now: the progress thread drives
   std::unique_lock lock(completion.mutex);
   return completion.changed.wait_until(lock, deadline, [&] { return completion.done.load(); });
@@ -164,16 +172,13 @@ void ProgressLoop::Run() {
       // worker's lock and off the event fd (which would wake this thread
       // for every message).
       client_.Housekeeping(std::chrono::steady_clock::now());
-      if (driving_threads_.load() == 0) {
-        std::this_thread::sleep_for(kYieldToSpinningCaller);
-      } else {
-        std::unique_lock lock(park_mutex_);
-        parked_.store(true);
-        park_changed_.wait_for(lock, kParkedRecheck, [this] {
-          return spinning_waiters_.load() == 0 || client_.HasPosted() || stopping_.load();
-        });
-        parked_.store(false);
-      }
+      std::unique_lock lock(park_mutex_);
+      parked_.store(true);
+      park_changed_.wait_for(
+          lock, driving_threads_.load() == 0 ? kNapWhileCallersWait : kParkedRecheck, [this] {
+            return spinning_waiters_.load() == 0 || client_.HasPosted() || stopping_.load();
+          });
+      parked_.store(false);
       last_activity = std::chrono::steady_clock::now();
       continue;
     }

@@ -13,11 +13,12 @@
 //   worker's lock, most of a small call's time).
 // - driving_threads_: threads in ProgressHere (counted in spinning_waiters_
 //   too). While one drives, the progress thread parks on park_changed_ and
-//   looks again every kParkedRecheck; with only reply-waiters it naps
-//   kYieldToSpinningCaller instead (parking there doubled to tripled small-
-//   message latency, measured).
+//   looks again every kParkedRecheck; with only reply-waiters it parks for
+//   kNapWhileCallersWait at a time.
 // - parked_: the progress thread waits on park_changed_. A waiter that gives
-//   up, and a poster (outside a driving thread), unpark it.
+//   up, and a poster (outside a driving thread), unpark it. A waiter that got
+//   its reply does not: a wake-up per call doubled to tripled small-message
+//   latency (measured).
 // - sleeping_: the progress thread is in (or about to enter) poll() on the
 //   worker's event fd, after an idle kBusyPollAfterActivity. It sets the flag
 //   before its last look at the outbox (Client::HasPosted), and posters set
