@@ -65,4 +65,16 @@ status=0
 [ "$status" -ne 0 ] || fail "three 100 TiB stores fitted in /dev/shm?"
 expect_lines "$WORK/store.out" '^sray: cannot prepare emulated node 0: object_store_memory=.* per node does not fit in /dev/shm \(3 nodes of the step share' 1
 [ "$(wc -l <"$WORK/store.out")" -eq 1 ] || fail "expected one line: $(cat "$WORK/store.out")"
+
+# A program that is not a sray driver keeps its other ranks to their own end
+# after rank 0 ended: the launcher ends ranks still running 10 s after the
+# driver's only in sray jobs (whose head wrote its marker), where nothing
+# else would end a node stopped for good.
+status=0
+"$SRAY" run -N2 bash -c 'echo "job $SRAY_JOB_ID"; [ "$SRAY_NODE_ID" = 0 ] && exit 0; sleep 12; echo "node 1 finished"' \
+  >"$WORK/late.out" 2>&1 || status=$?
+[ "$status" -eq 0 ] || fail "expected exit status 0, got $status: $(cat "$WORK/late.out")"
+expect_lines "$WORK/late.out" '^node 1 finished$' 1
+expect_lines "$WORK/late.out" 'ending the ranks still running' 0
+expect_nothing_left "$(awk '$1 == "job" {print $2; exit}' "$WORK/late.out")"
 echo PASS
