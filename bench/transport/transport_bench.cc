@@ -5,15 +5,23 @@
 // Sizes go from 8 B to 64 MiB. Latency is half the round trip of a request
 // and an equally large response (what ucx_perftest ucp_am_lat reports);
 // bandwidth streams requests with a window of outstanding calls and empty
-// replies (ucp_am_bw); pull bandwidth reads registered memory (ucp_get).
+// replies (ucp_am_bw); pull bandwidth reads registered memory (ucp_get)
+// that is, as the object store's, a shared mapping of a file in /dev/shm,
+// so a peer on the same host reads the file (transport/same_host_reads.h).
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +63,41 @@ void Report(const std::string& name, double value, const std::string& unit) {
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
+
+// A file in /dev/shm mapped shared, read-write; removed with the object.
+class SharedFile {
+ public:
+  static std::unique_ptr<SharedFile> Create(std::string path, std::size_t size) {
+    const int descriptor = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (descriptor < 0) return nullptr;
+    void* data = ::ftruncate(descriptor, static_cast<off_t>(size)) == 0
+                     ? ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0)
+                     : MAP_FAILED;
+    ::close(descriptor);
+    if (data == MAP_FAILED) {
+      ::unlink(path.c_str());
+      return nullptr;
+    }
+    std::memset(data, 9, size);
+    return std::unique_ptr<SharedFile>(new SharedFile(std::move(path), data, size));
+  }
+  ~SharedFile() {
+    ::munmap(data_, size_);
+    ::unlink(path_.c_str());
+  }
+  SharedFile(const SharedFile&) = delete;
+  SharedFile& operator=(const SharedFile&) = delete;
+  [[nodiscard]] void* data() const { return data_; }
+  [[nodiscard]] std::size_t size() const { return size_; }
+  [[nodiscard]] const std::string& path() const { return path_; }
+
+ private:
+  SharedFile(std::string path, void* data, std::size_t size)
+      : path_(std::move(path)), data_(data), size_(size) {}
+  std::string path_;
+  void* data_;
+  std::size_t size_;
+};
 
 int Fail(const std::string& what) {
   std::cerr << "transport_bench: " << what << std::endl;
@@ -174,15 +217,24 @@ int main(int argc, char** argv) {
   const auto& layout = job.pmix->layout();
   if (layout.size != 2) return Fail("run with exactly two ranks");
 
-  // Rank 1 offers 64 MiB of registered memory for the pull measurement.
-  std::vector<std::byte> exposed;
+  // Rank 1 offers 64 MiB of registered memory for the pull measurement: a
+  // shared mapping of a file in /dev/shm, as an object in the object store.
+  std::unique_ptr<SharedFile> exposed;
   std::unique_ptr<sray::transport::RegisteredMemory> region;
   if (layout.rank == 1) {
-    exposed.assign(64U << 20, std::byte{9});
-    auto mapped = job.transport->Register(exposed.data(), exposed.size());
+    exposed = SharedFile::Create("/dev/shm/sray-transport-bench." + std::to_string(::getpid()),
+                                 64U << 20);
+    if (!exposed) return Fail("cannot make a 64 MiB file in /dev/shm");
+    // SRAY_BENCH_REMOTE_PULL: registered without its file, as a peer on
+    // another host sees it, so that the pull goes through UCX (the TCP rows).
+    std::optional<sray::transport::SharedFileRegion> file;
+    if (std::getenv("SRAY_BENCH_REMOTE_PULL") == nullptr) {
+      file = sray::transport::SharedFileRegion{.path = exposed->path(), .offset = 0};
+    }
+    auto mapped = job.transport->Register(exposed->data(), exposed->size(), file);
     if (!mapped.ok()) return Fail(mapped.status().message());
     region = std::move(mapped).value();
-    std::uint64_t address = reinterpret_cast<std::uintptr_t>(exposed.data());
+    std::uint64_t address = reinterpret_cast<std::uintptr_t>(exposed->data());
     Bytes address_bytes(sizeof(address));
     std::memcpy(address_bytes.data(), &address, sizeof(address));
     if (!job.pmix->Put(sray::wire::Scope::kGlobal, "bench.address", address_bytes).ok() ||

@@ -75,8 +75,10 @@ class TransportTransferLinks final : public TransferLinks {
                          std::function<std::uint32_t(std::uint32_t)> rank_of_node)
       : transport_(transport), rank_of_node_(std::move(rank_of_node)) {}
 
-  Result<Registration> Register(void* address, std::size_t length) override {
-    auto memory = transport_.Register(address, length);
+  Result<Registration> Register(void* address, std::size_t length,
+                                const std::filesystem::path& file) override {
+    auto memory = transport_.Register(
+        address, length, transport::SharedFileRegion{.path = file.string(), .offset = 0});
     if (!memory.ok()) return memory.status();
     Registration registration;
     registration.packed_key = std::string(transport::TextOf((*memory)->packed_key()));

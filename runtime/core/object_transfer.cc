@@ -81,7 +81,7 @@ Result<PullSource> ObjectTransfer::PinForPull(const ObjectId& id, std::uint32_t 
       return file.status();
     }
     if ((*file)->size() > 0) {
-      auto registered = links_.Register((*file)->data(), (*file)->size());
+      auto registered = links_.Register((*file)->data(), (*file)->size(), *path);
       if (!registered.ok()) {
         pull_sources_.erase(id);
         store_.Unpin(id);

@@ -13,6 +13,7 @@
 // pin) from its pulls executor, the rest from its blocking executor.
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -37,7 +38,10 @@ class TransferLinks {
     std::shared_ptr<void> handle;
     std::string packed_key;
   };
-  virtual Result<Registration> Register(void* address, std::size_t length) = 0;
+  // `file`: the shared mapping's file (an object's file in the store), which
+  // a puller on this host reads instead.
+  virtual Result<Registration> Register(void* address, std::size_t length,
+                                        const std::filesystem::path& file) = 0;
   // Asks `holder_node` to pin `id` for this node's pull (kPinForPull).
   virtual Result<PullSource> Pin(std::uint32_t holder_node, const ObjectRequest& request) = 0;
   // Releases that pin (kUnpinForPull); does not wait.

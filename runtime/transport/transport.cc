@@ -111,7 +111,8 @@ TransportStatistics Transport::Impl::statistics() const {
   return {.requests_served = requests_served_.load(),
           .rejected_frames = rejected_frames_.load(),
           .malformed_frames = malformed_frames_.load(),
-          .batches_received = batches_received_.load()};
+          .batches_received = batches_received_.load(),
+          .same_host_pulls = same_host_reads_.reads()};
 }
 
 // ---- calls ------------------------------------------------------------------
@@ -272,9 +273,22 @@ Status Transport::Impl::Pull(std::uint32_t rank, std::uint64_t remote_address,
                              std::span<const std::byte> packed_key, void* local, std::size_t length,
                              std::optional<std::chrono::milliseconds> timeout) {
   if (InUcxCallback()) return BlockingInCallbackError("Pull");
+  // A peer that failed or was fenced off is refused here too, before its
+  // file could be read.
   auto endpoint = endpoints_.For(rank);
   if (!endpoint.ok()) return endpoint.status();
-  auto key = RemoteKey::Unpack(*endpoint, packed_key);
+  auto memory = DecodeMemoryKey(packed_key);
+  if (!memory.ok()) return memory.status().WithContext("cannot pull from " + Describe(rank));
+  // UCX does not check the range of a get it emulates: the owner would read
+  // past its memory (and crash) for a wrong address.
+  if (remote_address < memory->address || length > memory->length ||
+      remote_address - memory->address > memory->length - length) {
+    return Status::InvalidArgument("cannot pull " + std::to_string(length) + " bytes from " +
+                                   Describe(rank) +
+                                   ": the range is outside the memory it registered");
+  }
+  if (same_host_reads_.Read(*memory, remote_address, local, length)) return Status::Ok();
+  auto key = RemoteKey::Unpack(*endpoint, memory->ucx_key);
   if (!key.ok()) return key.status();
   return RunOperation(rank, "pull from", timeout.value_or(options_.default_timeout),
                       [&](const ucp_request_param_t& param) {
@@ -420,6 +434,7 @@ void Transport::Impl::TransmitFrame(std::uint32_t rank, FrameKind kind, std::uin
 void Transport::Impl::Housekeeping(std::chrono::steady_clock::time_point now) {
   endpoints_.CloseUnused();
   ProbeAwaitedPeers(now);
+  same_host_reads_.DropIdle(now);
 }
 
 void Transport::Impl::Fence(std::uint32_t first, std::uint32_t last, const Status& cause) {
@@ -554,8 +569,9 @@ Status Transport::Send(std::uint32_t rank, std::uint32_t method,
                        std::span<const std::byte> payload) {
   return impl_->Send(rank, method, payload);
 }
-Result<std::unique_ptr<RegisteredMemory>> Transport::Register(void* address, std::size_t length) {
-  return impl_->Register(address, length);
+Result<std::unique_ptr<RegisteredMemory>> Transport::Register(
+    void* address, std::size_t length, const std::optional<SharedFileRegion>& file) {
+  return impl_->Register(address, length, file);
 }
 Status Transport::Pull(std::uint32_t rank, std::uint64_t remote_address,
                        std::span<const std::byte> packed_key, void* local, std::size_t length,

@@ -89,6 +89,7 @@ struct TransportStatistics {
   std::uint64_t rejected_frames = 0;   // wrong or missing job token
   std::uint64_t malformed_frames = 0;  // header or batch failed to decode
   std::uint64_t batches_received = 0;  // frames carrying several one-way messages
+  std::uint64_t same_host_pulls = 0;   // pulls copied from a file of this host (same_host_reads.h)
 };
 
 class Transport {
@@ -158,10 +159,15 @@ class Transport {
   // must not block. From a handler or the progress thread it only checks.
   bool ProgressHere(const std::function<bool()>& done, std::chrono::microseconds spin);
 
-  // Registers local memory so peers can Pull from it.
-  Result<std::unique_ptr<RegisteredMemory>> Register(void* address, std::size_t length);
+  // Registers local memory so peers can Pull from it. With `file`, the
+  // memory is a shared mapping of that file region, and peers on this host
+  // read the file instead (same_host_reads.h).
+  Result<std::unique_ptr<RegisteredMemory>> Register(
+      void* address, std::size_t length,
+      const std::optional<SharedFileRegion>& file = std::nullopt);
   // Reads `length` bytes at `remote_address` of `rank`'s registered memory
-  // (described by its packed key) into `local`, with UCX RMA.
+  // (described by its packed key) into `local`: from the file behind it when
+  // `rank` registered a file of this host, else with UCX RMA.
   Status Pull(std::uint32_t rank, std::uint64_t remote_address,
               std::span<const std::byte> packed_key, void* local, std::size_t length,
               std::optional<std::chrono::milliseconds> timeout = std::nullopt);

@@ -29,6 +29,7 @@
 #include "transport/pending_calls.h"
 #include "transport/progress_loop.h"
 #include "transport/receive_buffers.h"
+#include "transport/same_host_reads.h"
 #include "transport/transport.h"
 
 namespace sray::transport {
@@ -71,8 +72,9 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
                      std::optional<std::chrono::milliseconds> timeout);
   Status Send(std::uint32_t rank, std::uint32_t method, std::span<const std::byte> payload);
   void Post(std::uint32_t rank, std::uint32_t method, Bytes payload, bool send_here);
-  Result<std::unique_ptr<RegisteredMemory>> Register(void* address, std::size_t length) {
-    return RegisteredMemory::Map(worker_, address, length);
+  Result<std::unique_ptr<RegisteredMemory>> Register(void* address, std::size_t length,
+                                                     const std::optional<SharedFileRegion>& file) {
+    return RegisteredMemory::Map(worker_, address, length, file);
   }
   Status Pull(std::uint32_t rank, std::uint64_t remote_address,
               std::span<const std::byte> packed_key, void* local, std::size_t length,
@@ -171,6 +173,7 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   const std::shared_ptr<UcxWorker> worker_;
   std::atomic<std::uint64_t> next_request_id_{1};
   PendingCalls pending_calls_;
+  SameHostReads same_host_reads_;
   PeerEndpoints endpoints_;
   Outbox outbox_;
   // Posts to this process's own rank (the driver's node manager, head and

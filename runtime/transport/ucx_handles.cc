@@ -1,5 +1,7 @@
 #include "transport/ucx_handles.h"
 
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -177,8 +179,9 @@ bool UcxEndpoint::FinishClose(std::chrono::steady_clock::time_point flush_deadli
   return closed;
 }
 
-Result<std::unique_ptr<RegisteredMemory>> RegisteredMemory::Map(std::shared_ptr<UcxWorker> worker,
-                                                                void* address, std::size_t length) {
+Result<std::unique_ptr<RegisteredMemory>> RegisteredMemory::Map(
+    std::shared_ptr<UcxWorker> worker, void* address, std::size_t length,
+    const std::optional<SharedFileRegion>& file) {
   ucp_mem_map_params_t params{};
   params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
   params.address = address;
@@ -195,10 +198,23 @@ Result<std::unique_ptr<RegisteredMemory>> RegisteredMemory::Map(std::shared_ptr<
     return FromUcs(status, "cannot pack the remote key of registered memory");
   }
   const auto* begin = static_cast<const std::byte*>(packed);
-  std::vector<std::byte> key(begin, begin + packed_length);
+  MemoryKey key{.ucx_key = Bytes(begin, begin + packed_length),
+                .address = reinterpret_cast<std::uintptr_t>(address),
+                .length = length,
+                .file = std::nullopt};
   ucp_rkey_buffer_release(packed);
+  // Without a readable boot id or a file that stat() finds, peers on this
+  // host pull through UCX like any other.
+  struct stat file_status {};
+  if (file && !ThisHostId().empty() && ::stat(file->path.c_str(), &file_status) == 0) {
+    key.file = SharedFileOfMemory{.host = ThisHostId(),
+                                  .path = file->path,
+                                  .device = file_status.st_dev,
+                                  .inode = file_status.st_ino,
+                                  .offset = file->offset};
+  }
   return std::unique_ptr<RegisteredMemory>(
-      new RegisteredMemory(std::move(worker), memory, address, length, std::move(key)));
+      new RegisteredMemory(std::move(worker), memory, address, length, EncodeMemoryKey(key)));
 }
 
 RegisteredMemory::~RegisteredMemory() {
@@ -206,9 +222,10 @@ RegisteredMemory::~RegisteredMemory() {
 }
 
 Result<std::unique_ptr<RemoteKey>> RemoteKey::Unpack(ucp_ep_h endpoint,
-                                                     std::span<const std::byte> packed_key) {
+                                                     std::span<const std::byte> ucx_key) {
+  if (ucx_key.empty()) return Status::InvalidArgument("cannot unpack an empty remote memory key");
   ucp_rkey_h handle = nullptr;
-  SRAY_RETURN_IF_ERROR(FromUcs(ucp_ep_rkey_unpack(endpoint, packed_key.data(), &handle),
+  SRAY_RETURN_IF_ERROR(FromUcs(ucp_ep_rkey_unpack(endpoint, ucx_key.data(), &handle),
                                "cannot unpack a remote memory key")
                            .WithRemedy("the key must come from the same job's RegisteredMemory"));
   return std::unique_ptr<RemoteKey>(new RemoteKey(handle));

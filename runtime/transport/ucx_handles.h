@@ -14,12 +14,14 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/status.h"
+#include "transport/memory_key.h"
 
 namespace sray::transport {
 
@@ -128,15 +130,18 @@ class UcxEndpoint {
 // Registered memory that peers may read with RMA. Unmapped on destruction.
 class RegisteredMemory {
  public:
-  static Result<std::unique_ptr<RegisteredMemory>> Map(std::shared_ptr<UcxWorker> worker,
-                                                       void* address, std::size_t length);
+  // `file`: the memory is a shared mapping of that file region; the key
+  // then also tells peers on this host where the file is (memory_key.h).
+  static Result<std::unique_ptr<RegisteredMemory>> Map(
+      std::shared_ptr<UcxWorker> worker, void* address, std::size_t length,
+      const std::optional<SharedFileRegion>& file = std::nullopt);
   ~RegisteredMemory();
   RegisteredMemory(const RegisteredMemory&) = delete;
   RegisteredMemory& operator=(const RegisteredMemory&) = delete;
 
   [[nodiscard]] void* address() const { return address_; }
   [[nodiscard]] std::size_t length() const { return length_; }
-  // The packed remote key a peer needs to read this memory.
+  // What a peer needs to read this memory: an encoded MemoryKey.
   [[nodiscard]] std::span<const std::byte> packed_key() const { return packed_key_; }
 
  private:
@@ -158,7 +163,7 @@ class RegisteredMemory {
 class RemoteKey {
  public:
   static Result<std::unique_ptr<RemoteKey>> Unpack(ucp_ep_h endpoint,
-                                                   std::span<const std::byte> packed_key);
+                                                   std::span<const std::byte> ucx_key);
   ~RemoteKey();
   RemoteKey(const RemoteKey&) = delete;
   RemoteKey& operator=(const RemoteKey&) = delete;

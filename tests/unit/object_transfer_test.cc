@@ -45,7 +45,8 @@ class TwoNodes : public ::testing::Test, public TransferLinks {
   }
 
   // TransferLinks, as node 1 (the puller) sees node 0.
-  Result<Registration> Register(void* /*address*/, std::size_t /*length*/) override {
+  Result<Registration> Register(void* /*address*/, std::size_t /*length*/,
+                                const std::filesystem::path& /*file*/) override {
     ++registrations_;
     return Registration{.handle = std::make_shared<int>(0), .packed_key = "key"};
   }

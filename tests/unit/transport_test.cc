@@ -3,16 +3,20 @@
 
 #include "transport/transport.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <future>
 #include <mutex>
 #include <numeric>
@@ -418,6 +422,105 @@ TEST_F(TransportPair, PullReadsRegisteredMemory) {
                              (*region)->packed_key(), copy.data(), copy.size());
   ASSERT_TRUE(pulled.ok()) << pulled.message();
   EXPECT_EQ(copy, source);
+}
+
+// A shared mapping of a file in /dev/shm, as an object in the object store.
+class ShmFile {
+ public:
+  explicit ShmFile(std::size_t size)
+      : path_("/dev/shm/sray-transport-test." + std::to_string(::getpid()) + "." +
+              std::to_string(next_++)),
+        size_(size) {
+    const int descriptor = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    EXPECT_GE(descriptor, 0);
+    EXPECT_EQ(::ftruncate(descriptor, static_cast<off_t>(size)), 0);
+    data_ = static_cast<std::byte*>(
+        ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0));
+    ::close(descriptor);
+    for (std::size_t i = 0; i < size; ++i) data_[i] = std::byte(i % 251);
+  }
+  ~ShmFile() {
+    ::munmap(data_, size_);
+    ::unlink(path_.c_str());
+  }
+  ShmFile(const ShmFile&) = delete;
+  ShmFile& operator=(const ShmFile&) = delete;
+  [[nodiscard]] std::byte* data() const { return data_; }
+  [[nodiscard]] std::size_t size() const { return size_; }
+  [[nodiscard]] const std::string& path() const { return path_; }
+
+ private:
+  static inline int next_ = 0;
+  std::string path_;
+  std::size_t size_;
+  std::byte* data_ = nullptr;
+};
+
+// Memory that is a file of this host is read from the file, not through
+// UCX: one copy, where UCX would emulate the get with active messages.
+TEST_F(TransportPair, APullFromAFileOfThisHostReadsTheFile) {
+  auto owner = Make(0, TokenOf(1));
+  auto reader = Make(1, TokenOf(1));
+  ShmFile file(4U << 20);
+  auto region =
+      owner->Register(file.data(), file.size(), SharedFileRegion{.path = file.path(), .offset = 0});
+  ASSERT_TRUE(region.ok()) << region.status().message();
+  // A range inside it, twice (the second from the kept mapping).
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::byte> copy(1U << 20);
+    auto pulled = reader->Pull(0, reinterpret_cast<std::uintptr_t>(file.data()) + 4096,
+                               (*region)->packed_key(), copy.data(), copy.size());
+    ASSERT_TRUE(pulled.ok()) << pulled.message();
+    EXPECT_TRUE(std::equal(copy.begin(), copy.end(), file.data() + 4096));
+  }
+  EXPECT_EQ(reader->statistics().same_host_pulls, 2U);
+  EXPECT_EQ(reader->statistics().same_host_pulls, 2U);
+}
+
+// A range beyond the registered memory is refused before anything is read:
+// UCX, emulating the get, would have the owner read past its memory.
+TEST_F(TransportPair, APullBeyondTheRegisteredMemoryIsRefused) {
+  auto owner = Make(0, TokenOf(1));
+  auto reader = Make(1, TokenOf(1));
+  ShmFile file(64 * 1024);
+  for (const bool with_file : {true, false}) {
+    auto region = owner->Register(
+        file.data(), file.size(),
+        with_file ? std::optional(SharedFileRegion{.path = file.path(), .offset = 0})
+                  : std::nullopt);
+    ASSERT_TRUE(region.ok()) << region.status().message();
+    std::vector<std::byte> beyond(8192);
+    const Status refused =
+        reader->Pull(0, reinterpret_cast<std::uintptr_t>(file.data()) + file.size() - 4096,
+                     (*region)->packed_key(), beyond.data(), beyond.size());
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.message().find("outside the memory it registered"), std::string::npos)
+        << refused.message();
+  }
+  EXPECT_EQ(reader->statistics().same_host_pulls, 0U);
+}
+
+// A path that no longer names the registered file (deleted, replaced by
+// another file) is not read: the pull goes through UCX and still gets the
+// registered memory's bytes.
+TEST_F(TransportPair, APullWhoseFileWasReplacedGoesThroughUcx) {
+  auto owner = Make(0, TokenOf(1));
+  auto reader = Make(1, TokenOf(1));
+  ShmFile file(1U << 20);
+  auto region =
+      owner->Register(file.data(), file.size(), SharedFileRegion{.path = file.path(), .offset = 0});
+  ASSERT_TRUE(region.ok()) << region.status().message();
+  ASSERT_EQ(::unlink(file.path().c_str()), 0);
+  {
+    std::ofstream impostor(file.path());
+    impostor << std::string(file.size(), 'x');
+  }
+  std::vector<std::byte> copy(file.size());
+  auto pulled = reader->Pull(0, reinterpret_cast<std::uintptr_t>(file.data()),
+                             (*region)->packed_key(), copy.data(), copy.size());
+  ASSERT_TRUE(pulled.ok()) << pulled.message();
+  EXPECT_TRUE(std::equal(copy.begin(), copy.end(), file.data()));
+  EXPECT_EQ(reader->statistics().same_host_pulls, 0U);
 }
 
 // A node the head declared lost may be alive (frozen, cut off) and come

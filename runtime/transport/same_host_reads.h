@@ -1,0 +1,61 @@
+#pragma once
+
+// Pulls from a peer on the same host whose registered memory is a shared
+// mapping of a file (memory_key.h): the file is mapped here, read-only, and
+// copied from. One copy at memory speed, where UCX, for memory it did not
+// allocate itself, emulates a get with active messages (two copies through
+// its shared-memory queue: 0.15-0.23 of ucx_perftest's get at 1 MiB,
+// docs/benchmarks.md).
+//
+// Mappings are kept for the next pull of the same file (a pull of 1 MiB
+// costs less than mapping it): at most kKeptMappings of them and kKeptBytes
+// in all, each until it has not been used for kKeepIdle or its file was
+// deleted. A kept mapping holds its file's memory even after the owner
+// deleted the file, so the bounds matter: housekeeping (DropIdle, at least
+// every 200 ms on the progress thread) releases them.
+//
+// A read checks, with stat(), that the path still names the file the key
+// describes (device and inode: the same path in another mount namespace, or
+// a file replaced since, is not used) and that the range lies inside it. The
+// caller pulls through UCX whenever Read returns false. The owner must not
+// shrink the file while a read may run (an object being pulled is pinned).
+//
+// Thread-safety: every member may be called from any thread.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "transport/memory_key.h"
+
+namespace sray::transport {
+
+class SameHostReads {
+ public:
+  static constexpr std::size_t kKeptMappings = 8;
+  static constexpr std::size_t kKeptBytes = std::size_t{256} << 20;
+  static constexpr std::chrono::seconds kKeepIdle{1};
+
+  // Copies `length` bytes at `remote_address` of the memory `key` describes
+  // into `local`; false (nothing copied) when the key has no file of this
+  // host, or the file is not as the key says.
+  bool Read(const MemoryKey& key, std::uint64_t remote_address, void* local, std::size_t length);
+  // Releases mappings unused for kKeepIdle, and those whose file was deleted.
+  void DropIdle(std::chrono::steady_clock::time_point now);
+  void Clear();
+
+  [[nodiscard]] std::uint64_t reads() const;
+  [[nodiscard]] std::size_t kept_mappings() const;
+
+ private:
+  struct Mapping;
+  std::shared_ptr<Mapping> MappingOf(const SharedFileOfMemory& file, std::uint64_t size);
+
+  mutable std::mutex mutex_;
+  std::vector<std::shared_ptr<Mapping>> mappings_;  // guarded by mutex_; most recent last
+  std::uint64_t reads_ = 0;                         // guarded by mutex_
+};
+
+}  // namespace sray::transport
