@@ -300,8 +300,12 @@ void ObjectStore::EraseLocked(Entries::iterator found, bool may_recycle) {
     spilled_ -= found->second.size;
   } else {
     in_memory_ -= found->second.size;
+    // A pinned object is being read by a pull (a same-host peer may have its
+    // file mapped): recycling would let the next Create shrink the file under
+    // that reader (SIGBUS) or overwrite what it copies. Deleted, the file
+    // keeps its bytes until the last mapping goes.
     if (may_recycle && found->second.where == Where::kMemory &&
-        found->second.size >= kRecycleMinimum) {
+        found->second.size >= kRecycleMinimum && found->second.pins == 0) {
       RecycleLocked(id, found->second.size);
     } else {
       ::unlink(PathOf(id).c_str());

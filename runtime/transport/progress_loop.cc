@@ -116,6 +116,7 @@ bool ProgressLoop::WaitFor(Completion& completion, std::chrono::milliseconds lim
     now = std::chrono::steady_clock::now();
     if (now >= deadline) {
       spinning_waiters_.fetch_sub(1);
+      UnparkProgressThread();
       return completion.done.load(std::memory_order_acquire);
     }
     if (now >= spin_until) break;

@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "common/file_descriptor.h"
 
@@ -60,64 +62,80 @@ bool SameHostReads::Read(const MemoryKey& key, std::uint64_t remote_address, voi
   return true;
 }
 
-std::shared_ptr<SameHostReads::Mapping> SameHostReads::MappingOf(const SharedFileOfMemory& file,
-                                                                 std::uint64_t size) {
-  {
-    std::lock_guard lock(mutex_);
-    for (auto kept = mappings_.begin(); kept != mappings_.end(); ++kept) {
-      if ((*kept)->device != file.device || (*kept)->inode != file.inode) continue;
-      if ((*kept)->size >= size) {
-        auto found = *kept;
-        found->last_used = std::chrono::steady_clock::now();
-        mappings_.erase(kept);
-        mappings_.push_back(found);
-        return found;
-      }
-      mappings_.erase(kept);  // the file grew (recycled for a larger object): map it again
+std::shared_ptr<SameHostReads::Mapping> SameHostReads::FindKeptLocked(
+    const SharedFileOfMemory& file, std::uint64_t size,
+    std::vector<std::shared_ptr<Mapping>>& unmapped_later) {
+  for (auto kept = mappings_.begin(); kept != mappings_.end(); ++kept) {
+    if ((*kept)->device != file.device || (*kept)->inode != file.inode) continue;
+    auto found = std::move(*kept);
+    mappings_.erase(kept);
+    if (found->size < size) {
+      // The file grew (recycled for a larger object): mapped again.
+      unmapped_later.push_back(std::move(found));
       break;
     }
+    found->last_used = std::chrono::steady_clock::now();
+    mappings_.push_back(found);
+    return found;
   }
-  FileDescriptor descriptor(::open(file.path.c_str(), O_RDONLY | O_CLOEXEC));
+  kept_.store(mappings_.size());
+  return nullptr;
+}
+
+std::shared_ptr<SameHostReads::Mapping> SameHostReads::MappingOf(const SharedFileOfMemory& file,
+                                                                 std::uint64_t size) {
+  std::vector<std::shared_ptr<Mapping>> unmapped_later;  // outside the lock
+  {
+    std::lock_guard lock(mutex_);
+    if (auto found = FindKeptLocked(file, size, unmapped_later)) return found;
+  }
+  // Not through a link, and without waiting: the path may have been replaced
+  // since the caller's stat (by a FIFO, say).
+  FileDescriptor descriptor(
+      ::open(file.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (descriptor.get() < 0 || size == 0) return nullptr;
   struct stat status {};
-  // The path may have been replaced between the caller's stat and the open.
-  if (::fstat(descriptor.get(), &status) != 0 || status.st_dev != file.device ||
-      status.st_ino != file.inode || static_cast<std::uint64_t>(status.st_size) < size) {
+  if (::fstat(descriptor.get(), &status) != 0 || !S_ISREG(status.st_mode) ||
+      status.st_uid != ::geteuid() || status.st_dev != file.device || status.st_ino != file.inode ||
+      static_cast<std::uint64_t>(status.st_size) < size) {
     return nullptr;
   }
   void* data = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, descriptor.get(), 0);
   if (data == MAP_FAILED) return nullptr;
   auto mapping =
       std::make_shared<Mapping>(descriptor.Release(), data, size, file.device, file.inode);
-  if (size > kKeptBytes) return mapping;          // used once, unmapped after the read
-  std::vector<std::shared_ptr<Mapping>> evicted;  // unmapped outside the lock
+  if (size > kKeptBytes) return mapping;  // used once, unmapped after the read
   std::lock_guard lock(mutex_);
+  // Another thread may have mapped it meanwhile: one mapping per file.
+  if (auto found = FindKeptLocked(file, size, unmapped_later)) {
+    unmapped_later.push_back(std::move(mapping));
+    return found;
+  }
   mappings_.push_back(mapping);
   std::size_t kept_bytes = 0;
   for (const auto& kept : mappings_) kept_bytes += kept->size;
   while (mappings_.size() > kKeptMappings || kept_bytes > kKeptBytes) {
     kept_bytes -= mappings_.front()->size;
-    evicted.push_back(std::move(mappings_.front()));
+    unmapped_later.push_back(std::move(mappings_.front()));
     mappings_.erase(mappings_.begin());
   }
+  kept_.store(mappings_.size());
   return mapping;
 }
 
 void SameHostReads::DropIdle(std::chrono::steady_clock::time_point now) {
+  if (kept_.load() == 0) return;
   std::vector<std::shared_ptr<Mapping>> idle;  // unmapped outside the lock
   std::lock_guard lock(mutex_);
+  if (now < next_drop_check_) return;
+  next_drop_check_ = now + kDropCheckInterval;
   auto first_kept =
       std::stable_partition(mappings_.begin(), mappings_.end(), [&](const auto& mapping) {
         return now - mapping->last_used >= kKeepIdle || mapping->Deleted();
       });
   idle.assign(std::make_move_iterator(mappings_.begin()), std::make_move_iterator(first_kept));
   mappings_.erase(mappings_.begin(), first_kept);
-}
-
-void SameHostReads::Clear() {
-  std::vector<std::shared_ptr<Mapping>> all;
-  std::lock_guard lock(mutex_);
-  all.swap(mappings_);
+  kept_.store(mappings_.size());
 }
 
 std::uint64_t SameHostReads::reads() const {
@@ -126,8 +144,7 @@ std::uint64_t SameHostReads::reads() const {
 }
 
 std::size_t SameHostReads::kept_mappings() const {
-  std::lock_guard lock(mutex_);
-  return mappings_.size();
+  return kept_.load();
 }
 
 }  // namespace sray::transport

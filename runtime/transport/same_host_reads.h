@@ -18,10 +18,14 @@
 // describes (device and inode: the same path in another mount namespace, or
 // a file replaced since, is not used) and that the range lies inside it. The
 // caller pulls through UCX whenever Read returns false. The owner must not
-// shrink the file while a read may run (an object being pulled is pinned).
+// shrink the file while a read may run: the object store deletes a pinned
+// object's file instead of recycling it (ObjectStore::EraseLocked), and a
+// deleted file keeps its bytes while mapped. Only regular files of this
+// user are read, opened without following links or blocking.
 //
 // Thread-safety: every member may be called from any thread.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -37,6 +41,9 @@ class SameHostReads {
   static constexpr std::size_t kKeptMappings = 8;
   static constexpr std::size_t kKeptBytes = std::size_t{256} << 20;
   static constexpr std::chrono::seconds kKeepIdle{1};
+  // DropIdle looks at its mappings at most this often (it runs on every
+  // turn of the progress thread, and looking costs a system call each).
+  static constexpr std::chrono::milliseconds kDropCheckInterval{100};
 
   // Copies `length` bytes at `remote_address` of the memory `key` describes
   // into `local`; false (nothing copied) when the key has no file of this
@@ -44,7 +51,6 @@ class SameHostReads {
   bool Read(const MemoryKey& key, std::uint64_t remote_address, void* local, std::size_t length);
   // Releases mappings unused for kKeepIdle, and those whose file was deleted.
   void DropIdle(std::chrono::steady_clock::time_point now);
-  void Clear();
 
   [[nodiscard]] std::uint64_t reads() const;
   [[nodiscard]] std::size_t kept_mappings() const;
@@ -52,10 +58,18 @@ class SameHostReads {
  private:
   struct Mapping;
   std::shared_ptr<Mapping> MappingOf(const SharedFileOfMemory& file, std::uint64_t size);
+  // The kept mapping of `file` covering `size` bytes, made the most recent;
+  // one too small goes to `unmapped_later`.
+  std::shared_ptr<Mapping> FindKeptLocked(const SharedFileOfMemory& file, std::uint64_t size,
+                                          std::vector<std::shared_ptr<Mapping>>& unmapped_later);
 
   mutable std::mutex mutex_;
   std::vector<std::shared_ptr<Mapping>> mappings_;  // guarded by mutex_; most recent last
   std::uint64_t reads_ = 0;                         // guarded by mutex_
+  std::chrono::steady_clock::time_point next_drop_check_;  // guarded by mutex_
+  // mappings_.size(), readable without the lock: DropIdle with nothing kept
+  // costs one atomic load.
+  std::atomic<std::size_t> kept_{0};
 };
 
 }  // namespace sray::transport

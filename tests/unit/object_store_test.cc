@@ -304,6 +304,22 @@ TEST_F(ObjectStoreTest, AnObjectLocatedAndPinnedIsNotSpilledToMakeRoom) {
   EXPECT_FALSE(store->LocateAndPin({9, 9}).ok());
 }
 
+// A pull may be reading a pinned object's file (a peer on the same host maps
+// it): freed then, the file is deleted, not recycled, so no later object
+// shrinks or overwrites it under the reader.
+TEST_F(ObjectStoreTest, APinnedObjectFreedIsDeletedNotRecycled) {
+  constexpr std::uint64_t kMiB = 1 << 20;
+  auto store = Open(8 * kMiB);
+  Write(*store, {1, 1}, 'a', 2 * kMiB);
+  auto pinned = store->LocateAndPin({1, 1});
+  ASSERT_TRUE(pinned.ok()) << pinned.status().message();
+  store->Free({1, 1});
+  EXPECT_EQ(store->Usage().recycled, 0u);
+  EXPECT_FALSE(std::filesystem::exists(*pinned));
+  Write(*store, {1, 2}, 'b', kMiB);
+  EXPECT_EQ(FirstByte(*store, {1, 2}), 'b');
+}
+
 // An ended owner's objects go, wherever they are (in memory, on disk, still
 // being written, copies); their files are removed, not kept for reuse: a
 // task may still map one as its argument.

@@ -147,5 +147,35 @@ TEST_F(SameHostReadsTest, ADeletedFileIsNotReadAndItsMappingIsLetGo) {
   EXPECT_EQ(reads.kept_mappings(), 0U);
 }
 
+// At most kKeptMappings files stay mapped: the least recently read goes.
+TEST(SameHostReadsBounds, AtMostKeptMappingsFilesStayMapped) {
+  SameHostReads reads;
+  std::vector<std::string> paths;
+  for (std::size_t i = 0; i <= SameHostReads::kKeptMappings; ++i) {
+    paths.push_back("/dev/shm/sray-same-host-test." + std::to_string(::getpid()) + ".bound" +
+                    std::to_string(i));
+    const int descriptor =
+        ::open(paths.back().c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ASSERT_GE(descriptor, 0);
+    ASSERT_EQ(::write(descriptor, "0123456789abcdef", 16), 16);
+    struct stat status {};
+    ASSERT_EQ(::fstat(descriptor, &status), 0);
+    ::close(descriptor);
+    const MemoryKey key{.ucx_key = {},
+                        .address = 0x1000,
+                        .length = 16,
+                        .file = SharedFileOfMemory{.host = ThisHostId(),
+                                                   .path = paths.back(),
+                                                   .device = status.st_dev,
+                                                   .inode = status.st_ino,
+                                                   .offset = 0}};
+    std::string copy(16, '\0');
+    EXPECT_TRUE(reads.Read(key, 0x1000, copy.data(), copy.size()));
+    EXPECT_EQ(copy, "0123456789abcdef");
+  }
+  EXPECT_EQ(reads.kept_mappings(), SameHostReads::kKeptMappings);
+  for (const auto& path : paths) ::unlink(path.c_str());
+}
+
 }  // namespace
 }  // namespace sray::transport

@@ -465,7 +465,7 @@ TEST_F(TransportPair, APullFromAFileOfThisHostReadsTheFile) {
   auto region =
       owner->Register(file.data(), file.size(), SharedFileRegion{.path = file.path(), .offset = 0});
   ASSERT_TRUE(region.ok()) << region.status().message();
-  // A range inside it, twice (the second from the kept mapping).
+  // A range inside it, twice.
   for (int round = 0; round < 2; ++round) {
     std::vector<std::byte> copy(1U << 20);
     auto pulled = reader->Pull(0, reinterpret_cast<std::uintptr_t>(file.data()) + 4096,
