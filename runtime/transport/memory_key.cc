@@ -4,6 +4,8 @@
 #include <fstream>
 #include <string_view>
 
+#include "transport/little_endian.h"
+
 namespace sray::transport {
 namespace {
 
@@ -12,66 +14,40 @@ constexpr std::uint32_t kMagic = 0x53524b31;
 // Paths and boot ids are short; a larger length is a malformed key.
 constexpr std::uint32_t kLongestText = 4096;
 
-void PutInteger(Bytes& out, std::uint64_t value, std::size_t width) {
-  for (std::size_t i = 0; i < width; ++i) {
-    out.push_back(static_cast<std::byte>((value >> (8 * i)) & 0xff));
-  }
-}
-
-void PutBytes(Bytes& out, std::span<const std::byte> bytes) {
-  PutInteger(out, bytes.size(), 4);
+// A length-prefixed run of bytes.
+void AppendChunk(Bytes& out, std::span<const std::byte> bytes) {
+  AppendLittleEndian(out, static_cast<std::uint32_t>(bytes.size()));
   out.insert(out.end(), bytes.begin(), bytes.end());
 }
 
-class Reader {
- public:
-  explicit Reader(std::span<const std::byte> input) : input_(input) {}
+bool ReadChunk(ByteReader& reader, std::span<const std::byte>& chunk, std::uint64_t longest) {
+  std::uint32_t length = 0;
+  return reader.Read(length) && length <= longest && reader.Take(length, chunk);
+}
 
-  bool Integer(std::uint64_t& value, std::size_t width) {
-    if (input_.size() - position_ < width) return false;
-    value = 0;
-    for (std::size_t i = 0; i < width; ++i) {
-      value |= static_cast<std::uint64_t>(input_[position_ + i]) << (8 * i);
-    }
-    position_ += width;
-    return true;
-  }
-  bool Chunk(std::span<const std::byte>& chunk, std::uint64_t longest) {
-    std::uint64_t length = 0;
-    if (!Integer(length, 4) || length > longest || input_.size() - position_ < length) return false;
-    chunk = input_.subspan(position_, length);
-    position_ += length;
-    return true;
-  }
-  bool Text(std::string& text) {
-    std::span<const std::byte> chunk;
-    if (!Chunk(chunk, kLongestText)) return false;
-    text.assign(TextOf(chunk));
-    return true;
-  }
-  [[nodiscard]] bool AtEnd() const { return position_ == input_.size(); }
-
- private:
-  std::span<const std::byte> input_;
-  std::size_t position_ = 0;
-};
+bool ReadText(ByteReader& reader, std::string& text) {
+  std::span<const std::byte> chunk;
+  if (!ReadChunk(reader, chunk, kLongestText)) return false;
+  text.assign(TextOf(chunk));
+  return true;
+}
 
 }  // namespace
 
 Bytes EncodeMemoryKey(const MemoryKey& key) {
   Bytes out;
-  out.reserve(key.ucx_key.size() + 64 + (key.file ? key.file->path.size() + 64 : 0));
-  PutInteger(out, kMagic, 4);
-  PutBytes(out, key.ucx_key);
-  PutInteger(out, key.address, 8);
-  PutInteger(out, key.length, 8);
-  PutInteger(out, key.file ? 1 : 0, 1);
+  out.reserve(key.ucx_key.size() + 64 + (key.file ? key.file->path.size() + 96 : 0));
+  AppendLittleEndian(out, kMagic);
+  AppendChunk(out, key.ucx_key);
+  AppendLittleEndian(out, key.address);
+  AppendLittleEndian(out, key.length);
+  AppendLittleEndian(out, static_cast<std::uint8_t>(key.file ? 1 : 0));
   if (key.file) {
-    PutBytes(out, BytesOf(key.file->host));
-    PutBytes(out, BytesOf(key.file->path));
-    PutInteger(out, key.file->device, 8);
-    PutInteger(out, key.file->inode, 8);
-    PutInteger(out, key.file->offset, 8);
+    AppendChunk(out, BytesOf(key.file->host));
+    AppendChunk(out, BytesOf(key.file->path));
+    AppendLittleEndian(out, key.file->device);
+    AppendLittleEndian(out, key.file->inode);
+    AppendLittleEndian(out, key.file->offset);
   }
   return out;
 }
@@ -81,26 +57,26 @@ Result<MemoryKey> DecodeMemoryKey(std::span<const std::byte> encoded) {
     return Status::InvalidArgument(
         "malformed remote memory key: it must come from the same job's Transport::Register");
   };
-  Reader reader(encoded);
-  std::uint64_t magic = 0;
-  if (!reader.Integer(magic, 4) || magic != kMagic) return malformed();
+  ByteReader reader(encoded);
+  std::uint32_t magic = 0;
+  if (!reader.Read(magic) || magic != kMagic) return malformed();
   MemoryKey key;
   std::span<const std::byte> ucx_key;
-  std::uint64_t has_file = 0;
-  if (!reader.Chunk(ucx_key, encoded.size()) || !reader.Integer(key.address, 8) ||
-      !reader.Integer(key.length, 8) || !reader.Integer(has_file, 1) || has_file > 1) {
+  std::uint8_t has_file = 0;
+  if (!ReadChunk(reader, ucx_key, encoded.size()) || !reader.Read(key.address) ||
+      !reader.Read(key.length) || !reader.Read(has_file) || has_file > 1) {
     return malformed();
   }
   key.ucx_key.assign(ucx_key.begin(), ucx_key.end());
   if (has_file == 1) {
     SharedFileOfMemory file;
-    if (!reader.Text(file.host) || !reader.Text(file.path) || !reader.Integer(file.device, 8) ||
-        !reader.Integer(file.inode, 8) || !reader.Integer(file.offset, 8)) {
+    if (!ReadText(reader, file.host) || !ReadText(reader, file.path) || !reader.Read(file.device) ||
+        !reader.Read(file.inode) || !reader.Read(file.offset)) {
       return malformed();
     }
     key.file = std::move(file);
   }
-  if (!reader.AtEnd()) return malformed();
+  if (reader.left() != 0) return malformed();
   return key;
 }
 

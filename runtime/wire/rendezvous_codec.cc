@@ -5,6 +5,7 @@
 
 #include "common/hex.h"
 #include "common/whole_number.h"
+#include "transport/little_endian.h"
 
 namespace sray::wire::rendezvous {
 namespace {
@@ -19,55 +20,21 @@ constexpr std::size_t kAnswerHeaderSize = 8 + 1 + 8;
 void AppendMagic(Bytes& out, const std::array<char, 8>& magic) {
   for (const char letter : magic) out.push_back(static_cast<std::byte>(letter));
 }
-void Append32(Bytes& out, std::uint32_t value) {
-  for (int shift = 0; shift < 32; shift += 8)
-    out.push_back(static_cast<std::byte>((value >> shift) & 0xFF));
-}
-void Append64(Bytes& out, std::uint64_t value) {
-  for (int shift = 0; shift < 64; shift += 8)
-    out.push_back(static_cast<std::byte>((value >> shift) & 0xFF));
-}
-void Append16(Bytes& out, std::uint16_t value) {
-  out.push_back(static_cast<std::byte>(value & 0xFF));
-  out.push_back(static_cast<std::byte>(value >> 8));
-}
 void AppendBytes(Bytes& out, std::span<const std::byte> bytes) {
   out.insert(out.end(), bytes.begin(), bytes.end());
 }
 
 // Reads fields from the front of a buffer; every read says whether the
 // buffer still held enough.
-class Reader {
+class Reader : public transport::ByteReader {
  public:
-  explicit Reader(std::span<const std::byte> bytes) : bytes_(bytes) {}
-  [[nodiscard]] std::size_t left() const { return bytes_.size() - offset_; }
+  using ByteReader::ByteReader;
   bool Magic(const std::array<char, 8>& magic, bool& matches) {
-    if (left() < magic.size()) return false;
-    matches = std::memcmp(bytes_.data() + offset_, magic.data(), magic.size()) == 0;
-    offset_ += magic.size();
+    std::span<const std::byte> read;
+    if (!Take(magic.size(), read)) return false;
+    matches = std::memcmp(read.data(), magic.data(), magic.size()) == 0;
     return true;
   }
-  // A little-endian integer of sizeof(Number) bytes.
-  template <typename Number>
-  bool Read(Number& value) {
-    if (left() < sizeof(Number)) return false;
-    value = 0;
-    for (std::size_t index = 0; index < sizeof(Number); ++index) {
-      value |= static_cast<Number>(static_cast<Number>(bytes_[offset_ + index]) << (8 * index));
-    }
-    offset_ += sizeof(Number);
-    return true;
-  }
-  bool Take(std::size_t count, std::span<const std::byte>& taken) {
-    if (left() < count) return false;
-    taken = bytes_.subspan(offset_, count);
-    offset_ += count;
-    return true;
-  }
-
- private:
-  std::span<const std::byte> bytes_;
-  std::size_t offset_ = 0;
 };
 
 }  // namespace
@@ -77,9 +44,10 @@ Bytes EncodeContribution(const Contribution& contribution) {
   out.reserve(kContributionHeaderSize + contribution.values.size());
   AppendMagic(out, kContributionMagic);
   AppendBytes(out, contribution.token);
-  Append32(out, contribution.rank);
-  Append32(out, contribution.size);
-  Append32(out, static_cast<std::uint32_t>(contribution.values.size()));
+  transport::AppendLittleEndian<std::uint32_t>(out, contribution.rank);
+  transport::AppendLittleEndian<std::uint32_t>(out, contribution.size);
+  transport::AppendLittleEndian<std::uint32_t>(
+      out, static_cast<std::uint32_t>(contribution.values.size()));
   AppendBytes(out, contribution.values);
   return out;
 }
@@ -145,10 +113,11 @@ Bytes EncodeTable(std::span<const Bytes> values_by_rank) {
   out.reserve(kAnswerHeaderSize + body);
   AppendMagic(out, kAnswerMagic);
   out.push_back(static_cast<std::byte>(kTable));
-  Append64(out, body);
-  Append32(out, static_cast<std::uint32_t>(values_by_rank.size()));
+  transport::AppendLittleEndian<std::uint64_t>(out, body);
+  transport::AppendLittleEndian<std::uint32_t>(out,
+                                               static_cast<std::uint32_t>(values_by_rank.size()));
   for (const Bytes& values : values_by_rank) {
-    Append32(out, static_cast<std::uint32_t>(values.size()));
+    transport::AppendLittleEndian<std::uint32_t>(out, static_cast<std::uint32_t>(values.size()));
     AppendBytes(out, values);
   }
   return out;
@@ -159,7 +128,7 @@ Bytes EncodeRefusal(std::string_view why) {
   Bytes out;
   AppendMagic(out, kAnswerMagic);
   out.push_back(static_cast<std::byte>(kRefusal));
-  Append64(out, why.size());
+  transport::AppendLittleEndian<std::uint64_t>(out, why.size());
   for (const char letter : why) out.push_back(static_cast<std::byte>(letter));
   return out;
 }
@@ -232,11 +201,11 @@ Status ValuesFit(const Values& values) {
 
 Bytes EncodeValues(const Values& values) {
   Bytes out;
-  Append32(out, static_cast<std::uint32_t>(values.size()));
+  transport::AppendLittleEndian<std::uint32_t>(out, static_cast<std::uint32_t>(values.size()));
   for (const auto& [key, value] : values) {
-    Append16(out, static_cast<std::uint16_t>(key.size()));
+    transport::AppendLittleEndian<std::uint16_t>(out, static_cast<std::uint16_t>(key.size()));
     for (const char letter : key) out.push_back(static_cast<std::byte>(letter));
-    Append32(out, static_cast<std::uint32_t>(value.size()));
+    transport::AppendLittleEndian<std::uint32_t>(out, static_cast<std::uint32_t>(value.size()));
     AppendBytes(out, value);
   }
   return out;
