@@ -16,7 +16,7 @@ constexpr std::uint32_t kLongestText = 4096;
 
 // A length-prefixed run of bytes.
 void AppendChunk(Bytes& out, std::span<const std::byte> bytes) {
-  AppendLittleEndian(out, static_cast<std::uint32_t>(bytes.size()));
+  AppendLittleEndian<std::uint32_t>(out, static_cast<std::uint32_t>(bytes.size()));
   out.insert(out.end(), bytes.begin(), bytes.end());
 }
 
@@ -37,17 +37,18 @@ bool ReadText(ByteReader& reader, std::string& text) {
 Bytes EncodeMemoryKey(const MemoryKey& key) {
   Bytes out;
   out.reserve(key.ucx_key.size() + 64 + (key.file ? key.file->path.size() + 96 : 0));
-  AppendLittleEndian(out, kMagic);
+  // Widths written out: a field's type changing must not change the format.
+  AppendLittleEndian<std::uint32_t>(out, kMagic);
   AppendChunk(out, key.ucx_key);
-  AppendLittleEndian(out, key.address);
-  AppendLittleEndian(out, key.length);
-  AppendLittleEndian(out, static_cast<std::uint8_t>(key.file ? 1 : 0));
+  AppendLittleEndian<std::uint64_t>(out, key.address);
+  AppendLittleEndian<std::uint64_t>(out, key.length);
+  AppendLittleEndian<std::uint8_t>(out, key.file ? 1 : 0);
   if (key.file) {
     AppendChunk(out, BytesOf(key.file->host));
     AppendChunk(out, BytesOf(key.file->path));
-    AppendLittleEndian(out, key.file->device);
-    AppendLittleEndian(out, key.file->inode);
-    AppendLittleEndian(out, key.file->offset);
+    AppendLittleEndian<std::uint64_t>(out, key.file->device);
+    AppendLittleEndian<std::uint64_t>(out, key.file->inode);
+    AppendLittleEndian<std::uint64_t>(out, key.file->offset);
   }
   return out;
 }

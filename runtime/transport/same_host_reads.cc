@@ -92,7 +92,7 @@ std::shared_ptr<SameHostReads::Mapping> SameHostReads::MappingOf(const SharedFil
   // Not through a link, and without waiting: the path may have been replaced
   // since the caller's stat (by a FIFO, say).
   FileDescriptor descriptor(
-      ::open(file.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+      ::open(file.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY));
   if (descriptor.get() < 0 || size == 0) return nullptr;
   struct stat status {};
   if (::fstat(descriptor.get(), &status) != 0 || !S_ISREG(status.st_mode) ||
