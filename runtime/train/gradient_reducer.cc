@@ -211,6 +211,11 @@ void GradientReducer::LaunchReadyBuckets() {
     ScaleToAverage(bucket.flat, collectives_.world_size());
     bucket.work = collectives_.StartAllReduceSum(bucket.flat);
     bucket.launched = true;
+    if (in_backward_ && !finishing_) {
+      ++statistics_.buckets_launched_during_backward;
+    } else {
+      ++statistics_.buckets_launched_at_end;
+    }
   }
 }
 
@@ -252,6 +257,7 @@ void GradientReducer::Finish() {
   std::unique_lock lock(mutex_);
   auto reset = [this] {
     in_backward_ = false;
+    finishing_ = false;
     next_to_launch_ = 0;
     ready_.assign(parameters_.size(), false);
     for (auto& bucket : bucket_state_) {
@@ -260,6 +266,7 @@ void GradientReducer::Finish() {
       bucket->work.reset();
     }
   };
+  finishing_ = true;
   try {
     // Parameters that got no gradient in this pass contribute zeros.
     for (std::size_t index = 0; index < parameters_.size(); ++index) {

@@ -76,6 +76,10 @@ class GradientReducer {
   struct Statistics {
     std::uint64_t steps = 0;
     double communication_seconds = 0;  // first launch to last bucket done, summed over steps
+    // Buckets whose all-reduce a gradient hook started while backward still
+    // ran (the overlap), and those started only at its end.
+    std::uint64_t buckets_launched_during_backward = 0;
+    std::uint64_t buckets_launched_at_end = 0;
   };
   [[nodiscard]] Statistics statistics() const;
 
@@ -101,6 +105,7 @@ class GradientReducer {
   mutable std::mutex mutex_;
   bool in_backward_ = false;
   bool broken_ = false;  // a pass was interrupted: every later one fails
+  bool finishing_ = false;  // the end of a pass (or SynchronizeNow) fills and launches what is left
   std::size_t next_to_launch_ = 0;
   std::vector<bool> ready_;
   std::chrono::steady_clock::time_point first_launch_;

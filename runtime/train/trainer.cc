@@ -513,20 +513,26 @@ Result Fit(const TrainingRequest& request) {
     if (!failure) break;
     history.push_back(*failure);
     const int failures = static_cast<int>(history.size());
-    const std::string where = "worker " + std::to_string(failure->rank) + " (node " +
-                              std::to_string(failure->node_id) +
-                              (failure->pid > 0 ? ", pid " + std::to_string(failure->pid) : std::string()) + ") " +
-                              failure->cause;
+    auto describe = [](const Failure& which) {
+      return "worker " + std::to_string(which.rank) + " (node " + std::to_string(which.node_id) +
+             (which.pid > 0 ? ", pid " + std::to_string(which.pid) : std::string()) + ") " +
+             which.cause;
+    };
+    const std::string where = describe(*failure);
     if (max_failures != -1 && failures > max_failures) {
-      std::string what = "sray: training " + state.name + " failed: " + where;
+      // The first failure is the one named: later groups often fail because
+      // of it, and it is the one to fix.
+      const Failure& first = history.front();
+      std::string what = "sray: training " + state.name + " failed: " + describe(first);
       if (failures > 1) {
-        what += " (after " + std::to_string(failures - 1) + " restart(s); the first failure was worker " +
-                std::to_string(history.front().rank) + ", which " + history.front().cause + ")";
+        what += " (then " + std::to_string(failures - 1) + " restart(s); the last failure was " +
+                where + ")";
       }
       what += max_failures == 0 ? ": fix the cause, or allow restarts with FailureConfig::max_failures"
                                 : ": max_failures (" + std::to_string(max_failures) + ") is used up";
-      run_end.outcome = "failed: " + where;
-      throw TrainingFailedError(what, failure->rank, failure->node_id, failure->pid, failure->cause, failures - 1);
+      run_end.outcome = "failed: " + describe(first);
+      throw TrainingFailedError(what, first.rank, first.node_id, first.pid, first.cause,
+                                failures - 1);
     }
     Say(state, where + "; restarting the group (" + std::to_string(failures) +
                    (max_failures == -1 ? "" : " of " + std::to_string(max_failures)) + ") from " +

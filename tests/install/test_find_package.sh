@@ -24,5 +24,9 @@ if [ -e "$scratch/prefix/lib/libsray_train.so" ]; then
   echo "$output"
   grep -q 'sray: this is not a training worker' <<<"$output" ||
     { echo "FAIL: the sray::train consumer did not get sray's error: $output"; exit 1; }
+  # And it trains: two workers, one report, under the installed launcher.
+  output=$("$scratch/prefix/bin/sray" run -N2 "$scratch/consumer/train_consumer" fit 2>&1) ||
+    { echo "FAIL: the sray::train consumer's Fit failed: $output"; exit 1; }
+  grep -q '^reports 1$' <<<"$output" || { echo "FAIL: the sray::train consumer's Fit gave: $output"; exit 1; }
 fi
 echo PASS

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # sray::train under `sray run -N2`: a two-worker run whose loss falls, with
-# checkpoints pruned and metrics logged; kill -9 of a training worker
-# mid-epoch resumed from the last checkpoint (max_failures=1); the same kill
-# and an exception in the loop failing Fit with the worker's cause
-# (max_failures=0); bad configuration and models that differ between workers
-# refused with messages naming them; the Fashion-MNIST example on a slice of
-# the real data.
+# every worker given rank 0's weights, checkpoints pruned by score and
+# metrics logged; kill -9 of a training worker mid-epoch resumed from the
+# last checkpoint (max_failures=1); the same kill and an exception in the
+# loop failing Fit with the worker's cause (max_failures=0), and a restarted
+# group failing again naming the first cause (max_failures=1); bad
+# configuration and models that differ between workers refused with
+# messages naming them; the Fashion-MNIST example on a slice of the real data.
 # After each job no process, shared-memory object or session file is left.
 source "$(dirname "$0")/lib.sh"
 TRAIN=$SRAY_BUILD_DIR/tests/train_check
@@ -22,9 +23,10 @@ run_train_mode() {
   echo "ok: $mode"
 }
 
-run_train_mode basic 10
+run_train_mode basic 14
 run_train_mode kill-resume 5
 run_train_mode kill-fail 4
+run_train_mode kill-twice 5
 run_train_mode exception 4
 run_train_mode bad-input 6
 grep -q 'failed: worker 1 (node 1, pid [0-9]*) died: its process ended with signal 9' "$WORK/train.kill-fail.out" ||

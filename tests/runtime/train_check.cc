@@ -3,7 +3,7 @@
 // each mode takes seconds. Prints "ok: <what>" lines, or "FAIL: ..." and
 // exits 1.
 //
-//   train_check basic | kill-resume | kill-fail | exception | bad-input | dashboard
+//   train_check basic | kill-resume | kill-fail | kill-twice | exception | bad-input | dashboard
 //               STORAGE_DIRECTORY
 
 #include <signal.h>
@@ -68,31 +68,34 @@ bool Alive(std::int64_t pid) {
   return state_at < line.size() && line[state_at] != 'Z';
 }
 
-void TrainLoop(const CheckConfig& config) {
+// A hash of every parameter's bytes: equal on every worker after
+// PrepareModel's broadcast, different before it (each rank seeds its own).
+std::string Fingerprint(torch::nn::Module& module) {
+  std::uint64_t hash = 1469598103934665603ULL;
+  for (const auto& parameter : module.parameters()) {
+    const auto bytes = parameter.detach().contiguous().to(torch::kCPU);
+    const auto* data = static_cast<const unsigned char*>(bytes.data_ptr());
+    for (std::size_t index = 0; index < bytes.nbytes(); ++index)
+      hash = (hash ^ data[index]) * 1099511628211ULL;
+  }
+  return std::to_string(hash);
+}
+
+// Scores of the epochs' checkpoints, not in the order of the epochs, so that
+// pruning by score keeps other checkpoints than pruning by age would.
+constexpr double kScores[] = {3, 1, 4, 2, 5, 6, 7, 8};
+
+template <typename Model>
+void TrainModel(Model network, const CheckConfig& config, const torch::Tensor& inputs,
+                const torch::Tensor& labels) {
   const auto& context = sray::train::GetContext();
-  // The torchrun variables agree with the context.
-  if (std::getenv("RANK") == nullptr || std::stoi(std::getenv("RANK")) != context.GetWorldRank() ||
-      std::stoi(std::getenv("WORLD_SIZE")) != context.GetWorldSize() ||
-      std::stoi(std::getenv("LOCAL_RANK")) != context.GetLocalRank() || std::getenv("MASTER_ADDR") == nullptr ||
-      std::getenv("MASTER_PORT") == nullptr) {
-    throw std::runtime_error("the torchrun variables do not match the context");
-  }
-  {
-    std::ofstream pid_file(config.storage + "/pids", std::ios::app);
-    pid_file << ::getpid() << "\n";
-  }
-  auto [inputs, labels] = SyntheticData();
-  if (config.mode == "bad-input") {
-    // Rank 1 builds a different model: PrepareModel must refuse, not
-    // broadcast into mismatched tensors.
-    torch::nn::Linear other(16, context.GetWorldRank() == 1 ? 3 : 2);
-    sray::train::PrepareModel(other);
-    return;
-  }
-  SmallNet network;
+  const std::string rank = std::to_string(context.GetWorldRank());
   int first_epoch = 0;
   double resumed_from = -1;
-  if (auto checkpoint = sray::train::GetCheckpoint()) {
+  const auto checkpoint = sray::train::GetCheckpoint();
+  if (!checkpoint) {
+    std::ofstream(config.storage + "/weights-before-rank" + rank) << Fingerprint(*network);
+  } else {
     torch::load(network, checkpoint->path() + "/model.pt");
     std::ifstream epoch_file(checkpoint->path() + "/epoch");
     int epoch = 0;
@@ -100,7 +103,10 @@ void TrainLoop(const CheckConfig& config) {
     first_epoch = epoch + 1;
     resumed_from = epoch;
   }
-  auto model = sray::train::PrepareModel(network);
+  network = sray::train::PrepareModel(network);
+  if (!checkpoint)
+    std::ofstream(config.storage + "/weights-after-rank" + rank) << Fingerprint(*network);
+  auto& model = network;
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05));
   sray::train::DistributedSampler sampler(static_cast<std::size_t>(inputs.size(0)));
   const std::string marker = config.storage + "/failed-once";
@@ -116,21 +122,31 @@ void TrainLoop(const CheckConfig& config) {
                                      shard.begin() + static_cast<std::ptrdiff_t>(end));
       position = end;
       const auto index = torch::tensor(rows);
+      if (config.mode == "kill-twice" && epoch == 3 && steps == 0 && context.GetWorldRank() == 0 &&
+          std::filesystem::exists(marker)) {
+        throw std::runtime_error("injected second failure, in the restarted group");
+      }
       if (epoch == 2 && steps == 5 && context.GetWorldRank() == 1 && !std::filesystem::exists(marker)) {
         std::ofstream(marker) << "x";
         if (config.mode == "exception") throw std::runtime_error("injected failure in the training loop");
-        if (config.mode == "kill-resume" || config.mode == "kill-fail") ::raise(SIGKILL);
+        if (config.mode == "kill-resume" || config.mode == "kill-fail" ||
+            config.mode == "kill-twice")
+          ::raise(SIGKILL);
       }
       optimizer.zero_grad();
-      auto loss = torch::nn::functional::cross_entropy(model->forward(inputs.index_select(0, index)),
-                                                       labels.index_select(0, index));
+      torch::Tensor loss = torch::nn::functional::cross_entropy(
+          model->forward(inputs.index_select(0, index)), labels.index_select(0, index));
       loss.backward();
       optimizer.step();
       loss_sum += loss.item<double>();
       ++steps;
     }
-    sray::train::Metrics metrics{{"epoch", epoch}, {"loss", loss_sum / steps}, {"resumed_from", resumed_from},
-                                 {"local_world_size", context.GetLocalWorldSize()}};
+    sray::train::Metrics metrics{{"epoch", epoch},
+                                 {"loss", loss_sum / steps},
+                                 {"resumed_from", resumed_from},
+                                 {"local_world_size", context.GetLocalWorldSize()},
+                                 {"world_rank", context.GetWorldRank()},
+                                 {"score", kScores[epoch]}};
     // Every rank gives a part of the checkpoint: rank 0 the model, the
     // others a state file of their own, and an `epoch` file that clashes
     // with rank 0's (rank 0's is kept).
@@ -145,6 +161,45 @@ void TrainLoop(const CheckConfig& config) {
     }
     sray::train::Report(metrics, sray::train::Checkpoint::FromDirectory(directory));
     std::filesystem::remove_all(directory);
+  }
+}
+
+void TrainLoop(const CheckConfig& config) {
+  const auto& context = sray::train::GetContext();
+  // The torchrun variables agree with the context.
+  auto number = [](const char* name) {
+    const char* value = std::getenv(name);
+    if (value == nullptr)
+      throw std::runtime_error(std::string("the torchrun variable ") + name + " is not set");
+    return std::stoi(value);
+  };
+  if (number("RANK") != context.GetWorldRank() || number("WORLD_SIZE") != context.GetWorldSize() ||
+      number("LOCAL_RANK") != context.GetLocalRank() ||
+      number("LOCAL_WORLD_SIZE") != context.GetLocalWorldSize() ||
+      number("GROUP_RANK") != context.GetNodeRank() || std::getenv("MASTER_ADDR") == nullptr ||
+      number("MASTER_PORT") <= 0) {
+    throw std::runtime_error("the torchrun variables do not match the context");
+  }
+  {
+    std::ofstream pid_file(config.storage + "/pids", std::ios::app);
+    pid_file << ::getpid() << "\n";
+  }
+  auto [inputs, labels] = SyntheticData();
+  if (config.mode == "bad-input") {
+    // Rank 1 builds a different model: PrepareModel must refuse, not
+    // broadcast into mismatched tensors.
+    torch::nn::Linear other(16, context.GetWorldRank() == 1 ? 3 : 2);
+    sray::train::PrepareModel(other);
+    return;
+  }
+  // Each rank starts from weights of its own: PrepareModel must make them
+  // rank 0's. kill-resume holds its model as a std::shared_ptr, the other
+  // modes as a ModuleHolder: PrepareModel takes both.
+  torch::manual_seed(static_cast<std::uint64_t>(100 + context.GetWorldRank()));
+  if (config.mode == "kill-resume") {
+    TrainModel(std::make_shared<SmallNetImpl>(), config, inputs, labels);
+  } else {
+    TrainModel(SmallNet(), config, inputs, labels);
   }
 }
 SRAY_REMOTE(TrainLoop);
@@ -173,7 +228,7 @@ sray::train::Result Fit(const CheckConfig& config, int max_failures) {
   run.storage_path = config.storage;
   run.failure_config.max_failures = max_failures;
   run.checkpoint_config.num_to_keep = 2;
-  run.checkpoint_config.score_attribute = "loss";
+  run.checkpoint_config.score_attribute = "score";
   run.checkpoint_config.score_order = "min";
   sray::train::TorchConfig torch_config;
   torch_config.first_bucket_bytes = 256;  // several buckets even for this small model
@@ -187,20 +242,31 @@ std::size_t CountLines(const std::string& path) {
   return lines;
 }
 
-std::size_t CountCheckpoints(const std::string& run_directory) {
-  std::size_t count = 0;
+std::set<std::string> CheckpointNames(const std::string& run_directory) {
+  std::set<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator(run_directory)) {
-    if (entry.path().filename().string().rfind("checkpoint_", 0) == 0) ++count;
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("checkpoint_", 0) == 0) names.insert(name);
   }
-  return count;
+  return names;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path);
+  std::string text;
+  std::getline(file, text);
+  if (text.empty()) Fail("nothing in " + path);
+  return text;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   sray::Init(argc, argv);
-  if (argc != 3) Fail("usage: train_check basic|kill-resume|kill-fail|exception|bad-input|dashboard "
-                        "STORAGE_DIRECTORY");
+  if (argc != 3)
+    Fail(
+        "usage: train_check basic|kill-resume|kill-fail|kill-twice|exception|bad-input|dashboard "
+        "STORAGE_DIRECTORY");
   CheckConfig config{argv[1], argv[2], 5};
   std::filesystem::create_directories(config.storage);
   const std::string run_directory = config.storage + "/check";
@@ -222,7 +288,29 @@ int main(int argc, char** argv) {
     epoch_file >> stored_epoch;
     Expect(rank1_epoch == 4, "rank 1's part of the last checkpoint is in it");
     Expect(stored_epoch == "4", "on a name clash rank 0's file is kept (epoch holds '" + stored_epoch + "')");
-    Expect(CountCheckpoints(run_directory) == 2, "num_to_keep=2 keeps two checkpoints");
+    // Scores 3, 1, 4, 2, 5 (lower is better): the best two stay, and the
+    // latest, from which a restart would resume.
+    Expect(CheckpointNames(run_directory) ==
+               std::set<std::string>{"checkpoint_000001", "checkpoint_000003", "checkpoint_000004"},
+           "num_to_keep=2 by score keeps the two best checkpoints and the latest");
+    std::vector<std::string> best;
+    for (const auto& [checkpoint, metrics] : result.best_checkpoints) {
+      best.push_back(std::filesystem::path(checkpoint.path()).filename().string() + "=" +
+                     std::to_string(static_cast<int>(metrics.at("score"))));
+    }
+    Expect(best == std::vector<std::string>{"checkpoint_000001=1", "checkpoint_000003=2",
+                                            "checkpoint_000004=5"},
+           "best_checkpoints lists the kept ones best first, with their metrics");
+    bool only_rank0 = true;
+    for (const auto& metrics : result.metrics_history)
+      only_rank0 = only_rank0 && metrics.at("world_rank") == 0;
+    Expect(only_rank0, "only rank 0's metrics are kept");
+    const std::string rank0_before = ReadFile(config.storage + "/weights-before-rank0");
+    Expect(ReadFile(config.storage + "/weights-before-rank1") != rank0_before,
+           "the workers built different weights (each seeded its own)");
+    Expect(ReadFile(config.storage + "/weights-after-rank0") == rank0_before &&
+               ReadFile(config.storage + "/weights-after-rank1") == rank0_before,
+           "PrepareModel gave every worker rank 0's weights");
     Expect(CountLines(run_directory + "/metrics.jsonl") == 5, "metrics.jsonl has every report");
     Expect(result.metrics.at("local_world_size") == 1, "SPREAD puts one worker on each node");
     ExpectNoWorkerLeft(config.storage);
@@ -232,6 +320,23 @@ int main(int argc, char** argv) {
     Expect(result.metrics.at("epoch") == 4, "training finished all epochs");
     Expect(result.metrics.at("resumed_from") == 1, "the restarted group resumed from epoch 1's checkpoint");
     Expect(result.metrics_history.size() == 5, "reports: epochs 0-1, then 2-4 after the restart");
+    ExpectNoWorkerLeft(config.storage);
+  } else if (config.mode == "kill-twice") {
+    try {
+      Fit(config, 1);
+      Fail("Fit returned although the restarted group failed too and max_failures is 1");
+    } catch (const sray::train::TrainingFailedError& error) {
+      const std::string what = error.what();
+      std::cout << "error: " << what << std::endl;
+      Expect(error.world_rank() == 1 && error.cause().find("signal 9") != std::string::npos,
+             "the error names the first failure: worker 1, killed");
+      Expect(error.num_failures() == 1, "one restart was made");
+      Expect(what.find("the last failure was worker 0") != std::string::npos &&
+                 what.find("injected second failure") != std::string::npos,
+             "the message names the last failure too");
+      Expect(what.find("max_failures (1) is used up") != std::string::npos,
+             "the message says max_failures is used up");
+    }
     ExpectNoWorkerLeft(config.storage);
   } else if (config.mode == "kill-fail" || config.mode == "exception") {
     try {

@@ -131,6 +131,49 @@ void ExpectAveragedGradientsMatch(int world, Clearing clearing = Clearing::kSetT
 
 TEST(GradientReducer, TwoWorkersGetTheGradientOfTheWholeBatch) { ExpectAveragedGradientsMatch(2); }
 
+// The overlap: with every parameter used, each bucket's all-reduce starts
+// from a gradient hook while backward still runs, none waits for its end.
+TEST(GradientReducer, EveryBucketIsLaunchedWhileBackwardStillRunsWhenAllParametersAreUsed) {
+  RunRanks(2, [&](int rank, Collectives& collectives) {
+    torch::manual_seed(3);
+    torch::nn::Sequential net(torch::nn::Linear(6, 16), torch::nn::Tanh(),
+                              torch::nn::Linear(16, 16), torch::nn::Tanh(),
+                              torch::nn::Linear(16, 3));
+    std::vector<at::Tensor> parameters = net->parameters();
+    GradientReducer reducer(parameters, collectives, 64, 512);
+    const std::size_t buckets = reducer.buckets().size();
+    EXPECT_GE(buckets, 3U);
+    torch::manual_seed(static_cast<std::uint64_t>(20 + rank));
+    for (int step = 0; step < 2; ++step) {
+      net->zero_grad();
+      net->forward(torch::randn({4, 6})).sum().backward();
+    }
+    const auto statistics = reducer.statistics();
+    EXPECT_EQ(statistics.buckets_launched_during_backward, 2 * buckets) << "rank " << rank;
+    EXPECT_EQ(statistics.buckets_launched_at_end, 0U) << "rank " << rank;
+  });
+}
+
+// A parameter nobody used holds its bucket, and the buckets after it, until
+// the end of backward; the ones before it still go early.
+TEST(GradientReducer, BucketsBehindAnUnusedParameterWaitForTheEndOfBackward) {
+  RunRanks(2, [&](int rank, Collectives& collectives) {
+    torch::manual_seed(3);
+    Net net;
+    std::vector<at::Tensor> parameters = net->parameters();
+    GradientReducer reducer(parameters, collectives, 64, 512);
+    torch::manual_seed(static_cast<std::uint64_t>(20 + rank));
+    net->zero_grad();
+    net->forward(torch::randn({4, 6}), true).sum().backward();
+    const auto statistics = reducer.statistics();
+    EXPECT_GE(statistics.buckets_launched_during_backward, 1U) << "rank " << rank;
+    EXPECT_GE(statistics.buckets_launched_at_end, 1U)
+        << "rank " << rank << ": `never` got no gradient";
+    EXPECT_EQ(statistics.buckets_launched_during_backward + statistics.buckets_launched_at_end,
+              reducer.buckets().size());
+  });
+}
+
 TEST(GradientReducer, ThreeWorkersGetTheGradientOfTheWholeBatch) { ExpectAveragedGradientsMatch(3); }
 
 TEST(GradientReducer, GradientsZeroedInPlaceAccumulateStraightIntoTheBuckets) {

@@ -27,7 +27,8 @@ struct Result {
 };
 
 // Training failed and max_failures allowed no further restart. what() names
-// the worker, its node and the cause; the accessors give them apart.
+// the worker, its node and the cause of the first failure (and of the last,
+// when restarts failed again); the accessors give the first one's apart.
 class TrainingFailedError : public Error {
  public:
   TrainingFailedError(const std::string& what, int world_rank, std::uint32_t node_id,
