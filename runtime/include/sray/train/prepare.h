@@ -18,7 +18,8 @@
 // refuses to go on when steps were missed. Parameters
 // that get no gradient in a step are averaged as zeros where others used
 // them, and left alone where nobody did. Buffers (BatchNorm statistics) are
-// copied once, here, not at every step.
+// copied here, and again from rank 0 at each backward pass unless
+// TorchConfig::broadcast_buffers is false.
 
 #include <memory>
 #include <type_traits>
