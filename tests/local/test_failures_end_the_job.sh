@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `sray run` returns the first non-zero exit status, reports a killed rank to
-# the others within 10 s, ends everything on PMIx_Abort and on Ctrl-C, cleans
+# the others within 10 s, ends everything on PMIx_Abort and on Ctrl-C (ranks
+# that ignore SIGTERM after a grace, or at once on a second Ctrl-C), cleans
 # up when its reader goes away, and
 # leaves no process, session directory or PMIx file behind.
 source "$(dirname "$0")/lib.sh"
@@ -31,12 +32,69 @@ for tls in default tcp,self; do
   expect_nothing_left "$(awk '$1 == "job" {print $2; exit}' "$out")"
 done
 
-# PMIx_Abort from one rank ends all of them with its status.
+# PMIx_Abort from one rank ends all of them with its status, and leaves
+# nothing behind.
 status=0
-"$SRAY" run -N2 --tasks-per-node 2 "$CHECK" abort >"$WORK/abort.out" 2>"$WORK/abort.err" || status=$?
+"$SRAY" run -N2 --tasks-per-node 2 bash -c 'echo "job $SRAY_JOB_ID"; exec "$0" abort' "$CHECK" \
+  >"$WORK/abort.out" 2>"$WORK/abort.err" || status=$?
 [ "$status" -eq 5 ] ||
   fail "expected exit status 5 from PMIx_Abort, got $status: $(cat "$WORK/abort.err" "$WORK/abort.out")"
 expect_lines "$WORK/abort.err" '^sray: rank 1 aborted the job: transport_check asked for it$' 1
+abort_job=$(awk '$1 == "job" {print $2; exit}' "$WORK/abort.out")
+expect_nothing_left "$abort_job"
+expect_no_shared_memory_objects "$abort_job"
+
+# Ranks that ignore SIGTERM and SIGINT: one Ctrl-C gives them the grace
+# (3 s), then SIGKILL; a second Ctrl-C ends them at once.
+# start_stubborn_job OUT: starts it in the background, sets $launcher once
+# both ranks run.
+start_stubborn_job() {
+  local out=$1 attempt
+  "$SRAY" run -N2 -l bash -c 'echo "job $SRAY_JOB_ID"; trap "" TERM INT; sleep 300' >"$out" 2>&1 &
+  launcher=$!
+  for attempt in $(seq 101); do
+    [ "$(grep -c ' job ' "$out" || true)" -ge 2 ] && return 0
+    [ "$attempt" -le 100 ] || { cat "$out" >&2; fail "both ranks did not start within 10 s"; }
+    sleep 0.1
+  done
+}
+milliseconds() { echo $(($(date +%s%N) / 1000000)); }
+# wait_for_launcher SECONDS: the launcher's exit status in $status, or a
+# failure (and SIGKILL of the launcher) after SECONDS rather than a hang.
+wait_for_launcher() {
+  local limit=$1 attempt
+  for attempt in $(seq $((limit * 20))); do
+    kill -0 "$launcher" 2>/dev/null || break
+    sleep 0.05
+  done
+  if kill -0 "$launcher" 2>/dev/null; then
+    kill -9 "$launcher"
+    fail "the launcher still ran $limit s after it was interrupted"
+  fi
+  status=0
+  wait "$launcher" || status=$?
+}
+start_stubborn_job "$WORK/stubborn.out"
+interrupted_at=$(milliseconds)
+kill -INT "$launcher"
+wait_for_launcher 15
+took=$(($(milliseconds) - interrupted_at))
+[ "$status" -eq 130 ] || fail "expected exit status 130 after SIGINT, got $status"
+[ "$took" -ge 2500 ] && [ "$took" -le 15000 ] ||
+  fail "ranks ignoring SIGTERM ended $took ms after one Ctrl-C: expected the 3 s grace, then SIGKILL"
+expect_nothing_left "$(awk '$2 == "job" {print $3; exit}' "$WORK/stubborn.out")"
+echo "one Ctrl-C: ranks ignoring SIGTERM ended after $took ms"
+start_stubborn_job "$WORK/stubborn2.out"
+kill -INT "$launcher"
+sleep 0.3
+interrupted_at=$(milliseconds)
+kill -INT "$launcher"
+wait_for_launcher 15
+took=$(($(milliseconds) - interrupted_at))
+[ "$status" -eq 130 ] || fail "expected exit status 130 after two SIGINTs, got $status"
+[ "$took" -lt 2500 ] || fail "a second Ctrl-C took $took ms to end ranks ignoring SIGTERM: expected at once"
+expect_nothing_left "$(awk '$2 == "job" {print $3; exit}' "$WORK/stubborn2.out")"
+echo "second Ctrl-C: ranks ended $took ms after it"
 
 # Ctrl-C ends every rank, including processes that left the rank's group.
 "$SRAY" run -N2 -l bash -c 'echo "job $SRAY_JOB_ID"; setsid sleep 300 & sleep 300' >"$WORK/int.out" 2>&1 &
