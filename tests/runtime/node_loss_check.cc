@@ -362,7 +362,8 @@ int main(int argc, char** argv) {
   }
   const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - asked);
-  Expect(driver_saw.starts_with("ObjectLostError") && waited < std::chrono::seconds(10),
+  Expect(driver_saw.starts_with("ObjectLostError") && driver_saw.find("node 2 was lost") != std::string::npos &&
+             waited < std::chrono::seconds(10),
          "the driver's read of an object whose owner was lost with node 2 fails in " +
              std::to_string(waited.count()) + " ms: " + driver_saw);
   Expect(sray::Get(sray::Task(read_orphan).Remote(orphans), std::chrono::seconds(90)) == 1,
