@@ -1,5 +1,6 @@
 #include "transport/frame.h"
 
+#include <cstring>
 #include <string>
 
 namespace sray::transport {
@@ -81,6 +82,19 @@ bool TokensMatch(const JobToken& expected, const JobToken& received) {
     difference |= std::to_integer<std::uint8_t>(expected[i] ^ received[i]);
   }
   return difference == 0;
+}
+
+Bytes EncodeErrorResponse(const Status& status) {
+  Bytes bytes(1 + status.message().size());
+  bytes[0] = static_cast<std::byte>(status.code());
+  std::memcpy(bytes.data() + 1, status.message().data(), status.message().size());
+  return bytes;
+}
+
+Status DecodeErrorResponse(std::span<const std::byte> payload) {
+  if (payload.empty()) return Status::Internal("the peer sent an empty error response");
+  return Status::FromCode(static_cast<StatusCode>(payload[0]),
+                          std::string(TextOf(payload.subspan(1))));
 }
 
 }  // namespace sray::transport

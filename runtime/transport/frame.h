@@ -59,4 +59,10 @@ Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte> bytes);
 // Compares tokens in time independent of where they differ.
 bool TokensMatch(const JobToken& expected, const JobToken& received);
 
+// The payload of a kErrorResponse frame: the status code (one byte), then
+// its message. Decoding never gives an ok status: an unknown code or
+// an empty payload reads as Internal.
+Bytes EncodeErrorResponse(const Status& status);
+Status DecodeErrorResponse(std::span<const std::byte> payload);
+
 }  // namespace sray::transport

@@ -4,7 +4,6 @@
 // (transport_impl.h).
 
 #include <algorithm>
-#include <cstring>
 #include <mutex>
 
 #include "transport/active_message.h"
@@ -24,13 +23,6 @@ Status BlockingInCallbackError(std::string_view operation) {
   return Status::Internal(std::string(operation) +
                           " was called from inside a message handler, where it would "
                           "deadlock: reply from the handler or hand the work to another thread");
-}
-
-Bytes EncodeError(const Status& status) {
-  Bytes bytes(1 + status.message().size());
-  bytes[0] = static_cast<std::byte>(status.code());
-  std::memcpy(bytes.data() + 1, status.message().data(), status.message().size());
-  return bytes;
 }
 
 }  // namespace
@@ -343,7 +335,7 @@ void Transport::Impl::SendReply(ucp_ep_h reply_endpoint, const FrameHeader& head
                          .method = header.method,
                          .request_id = header.request_id,
                          .token = options_.token});
-  reply.payload = result.ok() ? std::move(result).value() : EncodeError(result.status());
+  reply.payload = result.ok() ? std::move(result).value() : EncodeErrorResponse(result.status());
   if (ShouldHandOff()) {
     outbox_.Push({.kind = PostedMessage::Kind::kReply,
                   .rank = 0,

@@ -13,11 +13,6 @@ std::span<const std::byte> AsBytes(const void* data, std::size_t length) {
   return {static_cast<const std::byte*>(data), length};
 }
 
-Status DecodeError(std::span<const std::byte> bytes) {
-  if (bytes.empty()) return Status::Internal("the peer sent an empty error response");
-  return Status::FromCode(static_cast<StatusCode>(bytes[0]), std::string(TextOf(bytes.subspan(1))));
-}
-
 }  // namespace
 
 ucs_status_t Transport::Impl::OnActiveMessage(void* arg, const void* header,
@@ -98,7 +93,7 @@ void Transport::Impl::DeliverFrame(const FrameHeader& header, ucp_ep_h reply_end
         pending_calls_.Complete(header.request_id, Bytes(payload.begin(), payload.end()));
         break;
       case FrameKind::kErrorResponse:
-        pending_calls_.Complete(header.request_id, DecodeError(payload));
+        pending_calls_.Complete(header.request_id, DecodeErrorResponse(payload));
         break;
       case FrameKind::kOneWay: ServeOneWay(header, payload); break;
       case FrameKind::kBatch: ServeBatch(header, payload); break;
