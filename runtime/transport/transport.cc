@@ -68,11 +68,19 @@ void Transport::Impl::Shutdown() {
                                        " shut down before the reply came"));
   }
   const bool closed = endpoints_.CloseAll();
+  const auto deadline = std::chrono::steady_clock::now() + kQuiesceTime;
   const bool flushed = worker_->Quiesce(kQuiesceTime);
+  // Receives started before the stop (nothing new starts after it) end with
+  // their data or with their closed endpoint's error.
+  while (rendezvous_in_progress_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    ucp_worker_progress(worker_->handle());
+  }
+  const bool received = rendezvous_in_progress_.load() == 0;
   // After a peer died, UCX may hold requests no close or flush reaches
   // (UcxWorker::Abandon): the worker is left to the process's end rather
   // than destroyed into an assertion that aborts the process.
-  if (!closed || !flushed || endpoints_.AnyPeerFailed() || peer_gone_.load()) worker_->Abandon();
+  if (!closed || !flushed || !received || endpoints_.AnyPeerFailed() || peer_gone_.load())
+    worker_->Abandon();
 }
 
 void Transport::Impl::NotePeerGone() {

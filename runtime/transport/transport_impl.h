@@ -200,6 +200,9 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   std::atomic<std::uint64_t> rejected_frames_{0};
   std::atomic<std::uint64_t> malformed_frames_{0};
   std::atomic<bool> peer_gone_{false};
+  // Rendezvous receives started and not yet finished: UCX aborts the
+  // process when its worker is destroyed with one still in progress.
+  std::atomic<std::size_t> rendezvous_in_progress_{0};
 
   ProgressLoop loop_;  // last: see Ownership above
 };

@@ -21,6 +21,9 @@ ucs_status_t Transport::Impl::OnActiveMessage(void* arg, const void* header,
                                               const ucp_am_recv_param_t* param) noexcept {
   CallbackScope scope;
   auto* impl = static_cast<Impl*>(arg);
+  // Shutting down: nothing more is served or received (a rendezvous
+  // receive started now could outlive the worker). UCX drops the message.
+  if (impl->loop_.stopping()) return UCS_OK;
   const ucp_ep_h reply_endpoint =
       (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0 ? param->reply_ep : nullptr;
   auto decoded = DecodeFrameHeader(AsBytes(header, header_length));
@@ -46,8 +49,10 @@ ucs_status_t Transport::Impl::OnActiveMessage(void* arg, const void* header,
     receive.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     receive.cb.recv_am = &Impl::OnRendezvousData;
     receive.user_data = incoming;
+    impl->rendezvous_in_progress_.fetch_add(1);
     const ucs_status_ptr_t request = ucp_am_recv_data_nbx(
         impl->worker_->handle(), data, incoming->buffer.data.get(), length, &receive);
+    if (request == nullptr || UCS_PTR_IS_ERR(request)) impl->rendezvous_in_progress_.fetch_sub(1);
     if (request == nullptr) {
       impl->DeliverFrame(incoming->header, reply_endpoint,
                          std::span(incoming->buffer.data.get(), length));
@@ -73,6 +78,7 @@ void Transport::Impl::OnRendezvousData(void* request, ucs_status_t status, std::
                                  std::span(incoming->buffer.data.get(), incoming->length));
   }
   incoming->impl->receive_buffers_.Release(std::move(incoming->buffer));
+  incoming->impl->rendezvous_in_progress_.fetch_sub(1);
   delete incoming;
   ucp_request_free(request);
 }

@@ -584,6 +584,23 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::minutes(5));
     Fail("hold-objects was not ended within 5 minutes");
   }
+  if (mode == "return-in-flight") {
+    // Issue 14, defect 3: main returns with 10,000 tasks in flight (one
+    // argument above the inline limit), without Get or Shutdown; the end of
+    // the process must still end the step cleanly.
+    const auto large = sray::Put(std::vector<std::uint64_t>(32 * 1024, 7));
+    std::vector<sray::ObjectRef<std::int64_t>> squares;
+    std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> checksums;
+    for (std::int64_t index = 0; index < 10000; ++index) {
+      if (index % 100 == 0) {
+        checksums.push_back(sray::Task(checksum_on_node).Remote(large, std::int64_t{0}));
+      } else {
+        squares.push_back(sray::Task(square).Remote(index));
+      }
+    }
+    std::cout << "ok: 10000 tasks submitted; main returns with them in flight" << std::endl;
+    return 0;
+  }
   if (mode == "throw-out-of-main") {
     SpreadObject();
     throw std::runtime_error("thrown out of main by tasks_check");

@@ -197,4 +197,14 @@ expect_step_output() {
   job=$(awk '$1 == "job" {print $2; exit}' "$out")
   expect_no_session_directories "$job"
   expect_no_shared_memory_objects "$job"
+  expect_no_loose_ucx_segments
+}
+
+# UCX's shared-memory segments belong in the step's own directory
+# (UCX_POSIX_DIR): one of the test user's in /dev/shm itself is a leak that
+# no step's cleanup would find (issue 14, defect 3).
+expect_no_loose_ucx_segments() {
+  local loose
+  loose=$(find /dev/shm -maxdepth 1 -user "$SRAY_TEST_USER" -name 'ucx_shm_posix_*' 2>/dev/null || true)
+  [ -z "$loose" ] || fail "UCX segments of $SRAY_TEST_USER left in /dev/shm: $loose"
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Remote tasks and the object store under `srun -N3 --ray-cluster` on the
 # emulated cluster (PMIx from Slurm, each node its own slurmd): the same
-# checks as tests/local/test_tasks_and_objects.sh, then nothing of the step
-# may remain: no process, shared-memory object, session directory or spill file.
+# checks as tests/local/test_tasks_and_objects.sh, and a driver returning with
+# tasks in flight; then nothing of the step may remain: no process,
+# shared-memory object (UCX's segments included), session directory or spill file.
 source "$(dirname "$0")/lib.sh"
 TASKS=$SRAY_PREFIX/libexec/sray/tests/tasks_check
 REFS=$SRAY_PREFIX/libexec/sray/tests/refs_check
@@ -22,6 +23,15 @@ run_mode lineage 3 ""
 run_mode blocked 1 ""
 run_mode short-after-long 1 ""
 run_step_check "$REFS" values 13 ""
+# A driver returning from main with 10,000 tasks in flight (it left
+# ucx_shm_posix_* segments, and UCX's "open(/proc/<pid>/fd/..) failed" error,
+# in 2 of 4 steps): three steps, each clean and quiet.
+for attempt in 1 2 3; do
+  run_mode return-in-flight 1 ""
+  if grep -E 'UCX +ERROR' "$WORK/tasks_check.return-in-flight.out"; then
+    fail "UCX reported an error when the driver returned with tasks in flight"
+  fi
+done
 
 as_user srun -N3 --ray-cluster "$EXAMPLES/parallel_data" >"$WORK/example.out" 2>&1 ||
   { cat "$WORK/example.out" >&2; fail "the parallel_data example failed under srun"; }
