@@ -37,7 +37,7 @@ echo "ok: a crashed worker's backtrace is in its log, one line on the job's outp
 run_mode exception 4 ""
 run_mode infeasible 3 ""
 run_mode memory 3 ""
-run_mode gpu 2 "resources=GPU:1"
+run_mode gpu 4 "resources=GPU:2"
 run_mode nested 1 ""
 # Tasks in flight capped at 3 in every process: the driver's submissions and
 # a task's own (which waits, lending its CPUs and running queued tasks) go

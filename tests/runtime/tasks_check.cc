@@ -115,6 +115,12 @@ std::string visible_devices(std::int64_t) {
   return devices == nullptr ? "<unset>" : devices;
 }
 
+// "node:devices" after holding its GPU for a while, so that tasks overlap.
+std::string node_and_devices(std::int64_t milliseconds) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds));
+  return std::to_string(sray::CurrentNode().node_id) + ":" + visible_devices(0);
+}
+
 // A task that is itself a client: submits tasks from its worker and waits.
 std::int64_t nested_sum_of_squares(std::int64_t count) {
   std::vector<sray::ObjectRef<std::int64_t>> refs;
@@ -150,7 +156,8 @@ std::vector<std::int64_t> occupy_memory(std::int64_t milliseconds) {
 }
 SRAY_REMOTE(occupy_memory);
 SRAY_REMOTE(square, add, sleep_then, node_after_work, checksum_on_node, make_block, die_once,
-            own_then_die, always_die, always_crash, throws_invalid_argument, visible_devices);
+            own_then_die, always_die, always_crash, throws_invalid_argument, visible_devices,
+            node_and_devices);
 
 std::uint64_t InMemory() {
   std::uint64_t total = 0;
@@ -550,6 +557,29 @@ void Gpu() {
          "half-GPU tasks see CUDA_VISIBLE_DEVICES=0");
   auto nodes = sray::Task(node_after_work).SetResources({{"CPU", 2}});
   Expect(sray::Get(nodes.Remote(1)) < sray::CurrentNode().num_nodes, "a 2-CPU task runs");
+  // Two GPUs a node (resources=GPU:2): whole-GPU tasks running at once on
+  // one node get different devices, never all device 0 (a known failure of
+  // Ray on Slurm), and a 2-GPU task sees both.
+  std::vector<sray::ObjectRef<std::string>> holders;
+  const std::uint32_t nodes_count = sray::CurrentNode().num_nodes;
+  for (std::uint32_t index = 0; index < 2 * nodes_count; ++index) {
+    holders.push_back(
+        sray::Task(node_and_devices).SetResources({{"CPU", 0.1}, {"GPU", 1}}).Remote(1500));
+  }
+  std::map<std::string, std::set<std::string>> devices_by_node;
+  std::string seen;
+  for (const std::string& answer : sray::Get(holders, std::chrono::seconds(60))) {
+    const auto colon = answer.find(':');
+    devices_by_node[answer.substr(0, colon)].insert(answer.substr(colon + 1));
+    seen += answer + " ";
+  }
+  bool distinct = devices_by_node.size() == nodes_count;
+  for (const auto& [node, devices] : devices_by_node)
+    distinct = distinct && devices == std::set<std::string>{"0", "1"};
+  Expect(distinct, "whole-GPU tasks at once on a node get devices 0 and 1 there (" + seen + ")");
+  Expect(sray::Get(sray::Task(visible_devices).SetResources({{"CPU", 1}, {"GPU", 2}}).Remote(3)) ==
+             "0,1",
+         "a 2-GPU task sees CUDA_VISIBLE_DEVICES=0,1");
 }
 
 // Puts about 36 MB and has one task on every node read it (each task takes

@@ -2,7 +2,8 @@
 # After a step, its session directories are gone from every node and no
 # process of the step is alive, including ones that left the task's process
 # tree (background, setsid) and would otherwise outlive the step; after a
-# scancel nothing of the step stays in /dev/shm either.
+# scancel, a SIGKILL of srun or of the driver alone nothing of the step stays
+# in /dev/shm either.
 source "$(dirname "$0")/lib.sh"
 TASKS=$SRAY_PREFIX/libexec/sray/tests/tasks_check
 
@@ -86,4 +87,34 @@ done
 echo "SIGKILL of srun: nothing of the step left after $((($(date +%s%N) - killed_at) / 1000000)) ms"
 expect_no_session_directories "$job"
 expect_processes_gone "$WORK/killed.out"
+
+# SIGKILL of the driver alone (rank 0's program; srun and Slurm go on):
+# nodes 1 and 2 notice that the driver is gone, say so and end themselves,
+# so the step ends and nothing of it stays.
+run_as_test_user srun -N3 -c2 --ray-cluster bash -c 'echo "rank $SLURM_PROCID $$"; echo "job $SLURM_JOB_ID $SRAY_JOB_ID"; exec "$0" hold-objects' \
+  "$TASKS" >"$WORK/driver_killed.out" 2>&1 &
+step_pid=$!
+wait_for_ready "$WORK/driver_killed.out" "$step_pid"
+read -r job sray_job < <(awk '$1 == "job" {print $2, $3; exit}' "$WORK/driver_killed.out")
+driver_pid=$(awk '$1 == "rank" && $2 == 0 {print $3; exit}' "$WORK/driver_killed.out")
+[ -n "$driver_pid" ] || fail "rank 0 printed no pid: $(cat "$WORK/driver_killed.out")"
+kill -KILL "$driver_pid"
+killed_at=$(date +%s%N)
+for _ in $(seq 300); do
+  kill -0 "$step_pid" 2>/dev/null || break
+  sleep 0.1
+done
+kill -0 "$step_pid" 2>/dev/null && fail "the step still ran 30 s after its driver was killed: $(cat "$WORK/driver_killed.out")"
+wait "$step_pid" || true
+for _ in $(seq 50); do
+  left=$(ls /dev/shm | grep "^sray\.$job\." || true)
+  alive=$(grep -lzx "SRAY_JOB_ID=$sray_job" /proc/[0-9]*/environ 2>/dev/null || true)
+  [ -z "$left$alive" ] && break
+  sleep 0.1
+done
+[ -z "$left" ] || fail "5 s after the step ended, left in /dev/shm: $left"
+[ -z "$alive" ] || fail "5 s after the step ended, processes of the job still alive: $alive"
+expect_lines "$WORK/driver_killed.out" '^sray: node [12]: lost the driver \(rank 0\): ' 2
+echo "SIGKILL of the driver: the step ended, nothing left $((($(date +%s%N) - killed_at) / 1000000)) ms after the kill"
+expect_no_session_directories "$job"
 echo PASS
