@@ -15,6 +15,13 @@ run_mode objects 4 ""
 run_mode refcount 2 ""
 run_mode spill 5 "object_store_memory=512M"
 run_mode worker-death 4 ""
+# A worker crashing on SIGSEGV on both tries: one sray line a try on the
+# step's output, naming the signal and the worker's log; UCX's own
+# backtrace goes to that log, not to the step's output.
+run_mode worker-crash 2 ""
+crash_out=$WORK/tasks_check.worker-crash.out
+expect_lines "$crash_out" '^sray: worker [0-9]+ \(pid [0-9]+\) on node [0-9] crashed: caught signal 11 \(Segmentation fault.*\); its backtrace is in /.+/worker-[0-9]+\.log$' 2
+expect_lines "$crash_out" 'backtrace \(tid|ucs_handle_error|Caught signal' 0
 run_mode exception 4 ""
 run_mode infeasible 3 ""
 run_mode memory 3 "" --mem=1G
