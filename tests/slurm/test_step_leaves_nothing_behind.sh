@@ -60,6 +60,20 @@ done
 echo "scancel: /dev/shm clean after $((($(date +%s%N) - cancelled_at) / 1000000)) ms"
 expect_no_session_directories "$job"
 
+# expect_step_gone_within_5s JOB SRAY_JOB WHEN: within 5 s, no /dev/shm entry
+# and no process of the step remain.
+expect_step_gone_within_5s() {
+  local job=$1 sray_job=$2 when=$3 left alive
+  for _ in $(seq 50); do
+    left=$(ls /dev/shm | grep "^sray\.$job\." || true)
+    alive=$(grep -lzx "SRAY_JOB_ID=$sray_job" /proc/[0-9]*/environ 2>/dev/null || true)
+    [ -z "$left$alive" ] && return 0
+    sleep 0.1
+  done
+  [ -z "$left" ] || fail "5 s after $when, left in /dev/shm: $left"
+  fail "5 s after $when, processes of the job still alive: $alive"
+}
+
 # SIGKILL of srun (the user's kill -9, or the OOM killer on a login node):
 # Slurm ends the step when srun's connection goes, and nothing of it may
 # stay: no process of the job (workers included), no /dev/shm entry, no
@@ -76,14 +90,7 @@ srun_pid=$(pgrep -x srun -P "$step_pid,$(pgrep -d, -P "$step_pid")" | head -1)
 kill -KILL "$srun_pid"
 killed_at=$(date +%s%N)
 wait "$step_pid" || true
-for _ in $(seq 50); do
-  left=$(ls /dev/shm | grep "^sray\.$job\." || true)
-  alive=$(grep -lzx "SRAY_JOB_ID=$sray_job" /proc/[0-9]*/environ 2>/dev/null || true)
-  [ -z "$left$alive" ] && break
-  sleep 0.1
-done
-[ -z "$left" ] || fail "5 s after SIGKILL of srun, left in /dev/shm: $left"
-[ -z "$alive" ] || fail "5 s after SIGKILL of srun, processes of the job still alive: $alive"
+expect_step_gone_within_5s "$job" "$sray_job" "SIGKILL of srun"
 echo "SIGKILL of srun: nothing of the step left after $((($(date +%s%N) - killed_at) / 1000000)) ms"
 expect_no_session_directories "$job"
 expect_processes_gone "$WORK/killed.out"
@@ -106,14 +113,7 @@ for _ in $(seq 300); do
 done
 kill -0 "$step_pid" 2>/dev/null && fail "the step still ran 30 s after its driver was killed: $(cat "$WORK/driver_killed.out")"
 wait "$step_pid" || true
-for _ in $(seq 50); do
-  left=$(ls /dev/shm | grep "^sray\.$job\." || true)
-  alive=$(grep -lzx "SRAY_JOB_ID=$sray_job" /proc/[0-9]*/environ 2>/dev/null || true)
-  [ -z "$left$alive" ] && break
-  sleep 0.1
-done
-[ -z "$left" ] || fail "5 s after the step ended, left in /dev/shm: $left"
-[ -z "$alive" ] || fail "5 s after the step ended, processes of the job still alive: $alive"
+expect_step_gone_within_5s "$job" "$sray_job" "the end of the step"
 expect_lines "$WORK/driver_killed.out" '^sray: node [12]: lost the driver \(rank 0\): ' 2
 echo "SIGKILL of the driver: the step ended, nothing left $((($(date +%s%N) - killed_at) / 1000000)) ms after the kill"
 expect_no_session_directories "$job"
