@@ -79,8 +79,9 @@ Status ProgressLoop::Start() {
 }
 
 void ProgressLoop::Stop() {
-  if (!thread_.joinable()) return;
+  // Set even when the thread never started: Transport's shutdown keys on it.
   stopping_.store(true);
+  if (!thread_.joinable()) return;
   ucp_worker_signal(worker_->handle());
   thread_.join();
 }

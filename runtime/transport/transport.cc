@@ -76,10 +76,23 @@ void Transport::Impl::Shutdown() {
     ucp_worker_progress(worker_->handle());
   }
   const bool received = rendezvous_in_progress_.load() == 0;
+  // Peers that still send keep making UCX requests of its own (a dropped
+  // rendezvous is acknowledged to its sender, a new peer's wire-up is
+  // answered) that no flush of ours can catch up with: destroying the
+  // worker then may abort the process in UCX (ucp_ep_destroy_base,
+  // proto_reqs; seen under srun when a driver left with 10,000 tasks in
+  // flight). Only a worker that stayed quiet to the end is destroyed.
+  // A send still in progress (a large message whose peer left before it
+  // fetched it) is such a request too; it is not waited for: the processes
+  // that shut down their transport exit right after.
+  const bool quiet = received && sends_in_progress_.load() == 0 &&
+                     arrived_during_shutdown_.load() == 0 &&
+                     ucp_worker_progress(worker_->handle()) == 0 &&
+                     arrived_during_shutdown_.load() == 0 && sends_in_progress_.load() == 0;
   // After a peer died, UCX may hold requests no close or flush reaches
   // (UcxWorker::Abandon): the worker is left to the process's end rather
   // than destroyed into an assertion that aborts the process.
-  if (!closed || !flushed || !received || endpoints_.AnyPeerFailed() || peer_gone_.load())
+  if (!closed || !flushed || !quiet || endpoints_.AnyPeerFailed() || peer_gone_.load())
     worker_->Abandon();
 }
 
@@ -156,11 +169,11 @@ void Transport::Impl::Transmit(const std::shared_ptr<PendingCall>& call,
   }
   auto* context = new SendContext{this, call, {}};
   const ucs_status_ptr_t request =
-      SendActiveMessage(*endpoint, {.header = call->header(),
-                                    .payload = payload,
-                                    .on_complete = &Impl::OnSendComplete,
-                                    .user_data = context,
-                                    .reply_endpoint_wanted = true});
+      StartTrackedSend(*endpoint, {.header = call->header(),
+                                   .payload = payload,
+                                   .on_complete = &Impl::OnSendComplete,
+                                   .user_data = context,
+                                   .reply_endpoint_wanted = true});
   if (request == nullptr) {
     delete context;
     call->MarkSent(Status::Ok());
@@ -394,10 +407,10 @@ bool Transport::Impl::SendPostedLocked() {
 void Transport::Impl::TransmitReply(ucp_ep_h reply_endpoint, OwnedFrame reply) {
   auto* context = new SendContext{this, nullptr, std::move(reply)};
   const ucs_status_ptr_t request =
-      SendActiveMessage(reply_endpoint, {.header = context->frame.header,
-                                         .payload = context->frame.payload,
-                                         .on_complete = &Impl::OnSendComplete,
-                                         .user_data = context});
+      StartTrackedSend(reply_endpoint, {.header = context->frame.header,
+                                        .payload = context->frame.payload,
+                                        .on_complete = &Impl::OnSendComplete,
+                                        .user_data = context});
   if (request == nullptr || UCS_PTR_IS_ERR(request)) delete context;
 }
 
@@ -422,10 +435,10 @@ void Transport::Impl::TransmitFrame(std::uint32_t rank, FrameKind kind, std::uin
                                                                 .token = options_.token}),
                                    .payload = std::move(payload)}};
   const ucs_status_ptr_t request =
-      SendActiveMessage(*endpoint, {.header = context->frame.header,
-                                    .payload = context->frame.payload,
-                                    .on_complete = &Impl::OnSendComplete,
-                                    .user_data = context});
+      StartTrackedSend(*endpoint, {.header = context->frame.header,
+                                   .payload = context->frame.payload,
+                                   .on_complete = &Impl::OnSendComplete,
+                                   .user_data = context});
   if (request == nullptr || UCS_PTR_IS_ERR(request)) delete context;
 }
 
@@ -478,18 +491,30 @@ void Transport::Impl::NotifyPeerFailure(std::uint32_t rank, const Status& failur
 
 // ---- send callbacks (never throw) -------------------------------------------
 
+ucs_status_ptr_t Transport::Impl::StartTrackedSend(ucp_ep_h endpoint,
+                                                   const ActiveMessageSend& send) {
+  // Counted before it starts: its completion may run on another thread
+  // before this one returns.
+  sends_in_progress_.fetch_add(1);
+  const ucs_status_ptr_t request = SendActiveMessage(endpoint, send);
+  if (request == nullptr || UCS_PTR_IS_ERR(request)) sends_in_progress_.fetch_sub(1);
+  return request;
+}
+
 void Transport::Impl::OnSendComplete(void* request, ucs_status_t status, void* user_data) noexcept {
   CallbackScope scope;
   auto* context = static_cast<SendContext*>(user_data);
+  Impl* impl = context->impl;
   if (context->call) {
     const Status sent = status == UCS_OK ? Status::Ok()
-                                         : context->impl->endpoints_.PeerFailure(
-                                               context->call->rank(), ucs_status_string(status));
+                                         : impl->endpoints_.PeerFailure(context->call->rank(),
+                                                                        ucs_status_string(status));
     context->call->MarkSent(sent);
-    if (!sent.ok()) context->impl->FailCall(context->call->id(), sent);
+    if (!sent.ok()) impl->FailCall(context->call->id(), sent);
   }
   delete context;
   ucp_request_free(request);
+  impl->sends_in_progress_.fetch_sub(1);  // last: Shutdown reads it
 }
 
 void Transport::Impl::OnOperationComplete(void* request, ucs_status_t status,

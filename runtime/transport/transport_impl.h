@@ -24,6 +24,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "transport/active_message.h"
 #include "transport/outbox.h"
 #include "transport/peer_endpoints.h"
 #include "transport/pending_calls.h"
@@ -146,6 +147,9 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   void TransmitBatch(std::uint32_t rank, Bytes batch) override;
 
   static void OnSendComplete(void* request, ucs_status_t status, void* user_data) noexcept;
+  // Sends whose completion is OnSendComplete go through here, counted in
+  // sends_in_progress_.
+  ucs_status_ptr_t StartTrackedSend(ucp_ep_h endpoint, const ActiveMessageSend& send);
   static void OnOperationComplete(void* request, ucs_status_t status, void* user_data) noexcept;
 
   // ---- what arrives (transport_serving.cc) ----
@@ -203,6 +207,11 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   // Rendezvous receives started and not yet finished: UCX aborts the
   // process when its worker is destroyed with one still in progress.
   std::atomic<std::size_t> rendezvous_in_progress_{0};
+  // Messages that arrived once Shutdown began (and were dropped): peers
+  // still talking, whose traffic makes UCX requests of its own.
+  std::atomic<std::uint64_t> arrived_during_shutdown_{0};
+  // Sends started and not yet completed (OnSendComplete's).
+  std::atomic<std::int64_t> sends_in_progress_{0};
 
   ProgressLoop loop_;  // last: see Ownership above
 };

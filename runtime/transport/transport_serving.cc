@@ -23,7 +23,10 @@ ucs_status_t Transport::Impl::OnActiveMessage(void* arg, const void* header,
   auto* impl = static_cast<Impl*>(arg);
   // Shutting down: nothing more is served or received (a rendezvous
   // receive started now could outlive the worker). UCX drops the message.
-  if (impl->loop_.stopping()) return UCS_OK;
+  if (impl->loop_.stopping()) {
+    impl->arrived_during_shutdown_.fetch_add(1);
+    return UCS_OK;
+  }
   const ucp_ep_h reply_endpoint =
       (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0 ? param->reply_ep : nullptr;
   auto decoded = DecodeFrameHeader(AsBytes(header, header_length));
@@ -73,14 +76,17 @@ void Transport::Impl::OnRendezvousData(void* request, ucs_status_t status, std::
                                        void* user_data) noexcept {
   CallbackScope scope;
   auto* incoming = static_cast<IncomingRendezvous*>(user_data);
-  if (status == UCS_OK) {
-    incoming->impl->DeliverFrame(incoming->header, incoming->reply_endpoint,
-                                 std::span(incoming->buffer.data.get(), incoming->length));
+  Impl* impl = incoming->impl;
+  // Data that completes once the shutdown began is not served either.
+  if (status == UCS_OK && !impl->loop_.stopping()) {
+    impl->DeliverFrame(incoming->header, incoming->reply_endpoint,
+                       std::span(incoming->buffer.data.get(), incoming->length));
   }
-  incoming->impl->receive_buffers_.Release(std::move(incoming->buffer));
-  incoming->impl->rendezvous_in_progress_.fetch_sub(1);
+  impl->receive_buffers_.Release(std::move(incoming->buffer));
   delete incoming;
   ucp_request_free(request);
+  // Last: Shutdown destroys the worker once this reaches zero.
+  impl->rendezvous_in_progress_.fetch_sub(1);
 }
 
 void Transport::Impl::DeliverFrame(const FrameHeader& header, ucp_ep_h reply_endpoint,

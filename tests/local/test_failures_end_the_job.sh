@@ -50,7 +50,7 @@ expect_no_shared_memory_objects "$abort_job"
 # both ranks run.
 start_stubborn_job() {
   local out=$1 attempt
-  "$SRAY" run -N2 -l bash -c 'echo "job $SRAY_JOB_ID"; trap "" TERM INT; sleep 300' >"$out" 2>&1 &
+  "$SRAY" run -N2 -l bash -c 'trap "" TERM INT; echo "job $SRAY_JOB_ID"; sleep 300' >"$out" 2>&1 &
   launcher=$!
   for attempt in $(seq 101); do
     [ "$(grep -c ' job ' "$out" || true)" -ge 2 ] && return 0
@@ -86,7 +86,13 @@ expect_nothing_left "$(awk '$2 == "job" {print $3; exit}' "$WORK/stubborn.out")"
 echo "one Ctrl-C: ranks ignoring SIGTERM ended after $took ms"
 start_stubborn_job "$WORK/stubborn2.out"
 kill -INT "$launcher"
-sleep 0.3
+# Two signals pending at once would read as one: the second goes once the
+# launcher has acted on the first.
+for attempt in $(seq 101); do
+  grep -q '^sray: interrupted by Interrupt' "$WORK/stubborn2.out" && break
+  [ "$attempt" -le 100 ] || fail "the launcher did not act on the first Ctrl-C within 10 s"
+  sleep 0.1
+done
 interrupted_at=$(milliseconds)
 kill -INT "$launcher"
 wait_for_launcher 15

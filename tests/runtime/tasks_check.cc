@@ -20,6 +20,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -115,10 +116,18 @@ std::string visible_devices(std::int64_t) {
   return devices == nullptr ? "<unset>" : devices;
 }
 
-// "node:devices" after holding its GPU for a while, so that tasks overlap.
+// "node devices start end" (steady-clock microseconds, one clock for every
+// process of a host) of a task that holds its GPU for a while.
 std::string node_and_devices(std::int64_t milliseconds) {
+  const auto now = [] {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  const auto start = now();
   std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds));
-  return std::to_string(sray::CurrentNode().node_id) + ":" + visible_devices(0);
+  return std::to_string(sray::CurrentNode().node_id) + " " + visible_devices(0) + " " +
+         std::to_string(start) + " " + std::to_string(now());
 }
 
 // A task that is itself a client: submits tasks from its worker and waits.
@@ -560,23 +569,41 @@ void Gpu() {
   // Two GPUs a node (resources=GPU:2): whole-GPU tasks running at once on
   // one node get different devices, never all device 0 (a known failure of
   // Ray on Slurm), and a 2-GPU task sees both.
+  // Where tasks land is the scheduler's choice: every pair that ran at once
+  // on one node is checked, and there must be such a pair.
+  struct Held {
+    std::string node, devices;
+    long long start = 0, end = 0;
+  };
   std::vector<sray::ObjectRef<std::string>> holders;
   const std::uint32_t nodes_count = sray::CurrentNode().num_nodes;
   for (std::uint32_t index = 0; index < 2 * nodes_count; ++index) {
     holders.push_back(
-        sray::Task(node_and_devices).SetResources({{"CPU", 0.1}, {"GPU", 1}}).Remote(1500));
+        sray::Task(node_and_devices).SetResources({{"CPU", 0.1}, {"GPU", 1}}).Remote(2000));
   }
-  std::map<std::string, std::set<std::string>> devices_by_node;
-  std::string seen;
+  std::vector<Held> held;
   for (const std::string& answer : sray::Get(holders, std::chrono::seconds(60))) {
-    const auto colon = answer.find(':');
-    devices_by_node[answer.substr(0, colon)].insert(answer.substr(colon + 1));
-    seen += answer + " ";
+    std::istringstream fields(answer);
+    Held one;
+    fields >> one.node >> one.devices >> one.start >> one.end;
+    held.push_back(one);
   }
-  bool distinct = devices_by_node.size() == nodes_count;
-  for (const auto& [node, devices] : devices_by_node)
-    distinct = distinct && devices == std::set<std::string>{"0", "1"};
-  Expect(distinct, "whole-GPU tasks at once on a node get devices 0 and 1 there (" + seen + ")");
+  std::size_t overlapping = 0;
+  std::string clashes;
+  for (std::size_t one = 0; one < held.size(); ++one) {
+    for (std::size_t other = one + 1; other < held.size(); ++other) {
+      const Held& left = held[one];
+      const Held& right = held[other];
+      if (left.node != right.node || left.end <= right.start || right.end <= left.start) continue;
+      ++overlapping;
+      if (left.devices == right.devices)
+        clashes += " node " + left.node + " device " + left.devices;
+    }
+  }
+  Expect(overlapping > 0 && clashes.empty(),
+         "whole-GPU tasks running at once on a node get different devices (" +
+             std::to_string(overlapping) + " such pairs" +
+             (clashes.empty() ? std::string() : "; the same device:" + clashes) + ")");
   Expect(sray::Get(sray::Task(visible_devices).SetResources({{"CPU", 1}, {"GPU", 2}}).Remote(3)) ==
              "0,1",
          "a 2-GPU task sees CUDA_VISIBLE_DEVICES=0,1");

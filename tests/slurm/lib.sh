@@ -202,9 +202,15 @@ expect_step_output() {
 
 # UCX's shared-memory segments belong in the step's own directory
 # (UCX_POSIX_DIR): one of the test user's in /dev/shm itself is a leak that
-# no step's cleanup would find (issue 14, defect 3).
+# no step's cleanup would find (issue 14, defect 3). Only segments that
+# appeared since this test began count: an earlier test's leak fails that
+# test, not every later one.
+loose_ucx_segments() {
+  find /dev/shm -maxdepth 1 -user "$SRAY_TEST_USER" -name 'ucx_shm_posix_*' 2>/dev/null | sort || true
+}
+UCX_SEGMENTS_BEFORE=$(loose_ucx_segments)
 expect_no_loose_ucx_segments() {
   local loose
-  loose=$(find /dev/shm -maxdepth 1 -user "$SRAY_TEST_USER" -name 'ucx_shm_posix_*' 2>/dev/null || true)
+  loose=$(comm -13 <(printf '%s\n' "$UCX_SEGMENTS_BEFORE") <(loose_ucx_segments) | grep . || true)
   [ -z "$loose" ] || fail "UCX segments of $SRAY_TEST_USER left in /dev/shm: $loose"
 }

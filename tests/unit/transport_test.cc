@@ -637,7 +637,15 @@ TEST_F(TransportPair, AShutdownWhileLargeMessagesArriveEndsCleanly) {
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
     });
-    while (received.load() < 3) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (received.load() < 3 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    if (received.load() < 3) {
+      stop.store(true);
+      sending.join();
+      FAIL() << "round " << round << ": 3 large messages did not arrive within 30 s";
+    }
     receiver.reset();  // aborted the process before the fix
     stop.store(true);
     sending.join();

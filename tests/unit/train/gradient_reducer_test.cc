@@ -143,6 +143,14 @@ TEST(GradientReducer, EveryBucketIsLaunchedWhileBackwardStillRunsWhenAllParamete
     GradientReducer reducer(parameters, collectives, 64, 512);
     const std::size_t buckets = reducer.buckets().size();
     EXPECT_GE(buckets, 3U);
+    // The first layer's weight gets its gradient last: by then the buckets
+    // of the later layers must have gone (launched from their hooks, not
+    // all from the last one).
+    std::uint64_t launched_before_the_first_layer = 0;
+    parameters.front().register_hook([&](const at::Tensor& gradient) {
+      launched_before_the_first_layer = reducer.statistics().buckets_launched_during_backward;
+      return gradient;
+    });
     torch::manual_seed(static_cast<std::uint64_t>(20 + rank));
     for (int step = 0; step < 2; ++step) {
       net->zero_grad();
@@ -151,6 +159,8 @@ TEST(GradientReducer, EveryBucketIsLaunchedWhileBackwardStillRunsWhenAllParamete
     const auto statistics = reducer.statistics();
     EXPECT_EQ(statistics.buckets_launched_during_backward, 2 * buckets) << "rank " << rank;
     EXPECT_EQ(statistics.buckets_launched_at_end, 0U) << "rank " << rank;
+    EXPECT_GE(launched_before_the_first_layer, buckets + 1)
+        << "rank " << rank << ": the second pass had launched none before its last gradient";
   });
 }
 
