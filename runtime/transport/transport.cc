@@ -85,10 +85,9 @@ void Transport::Impl::Shutdown() {
   // A send still in progress (a large message whose peer left before it
   // fetched it) is such a request too; it is not waited for: the processes
   // that shut down their transport exit right after.
-  const bool quiet = received && sends_in_progress_.load() == 0 &&
-                     arrived_during_shutdown_.load() == 0 &&
-                     ucp_worker_progress(worker_->handle()) == 0 &&
-                     arrived_during_shutdown_.load() == 0 && sends_in_progress_.load() == 0;
+  const bool idle = ucp_worker_progress(worker_->handle()) == 0;
+  const bool quiet =
+      idle && received && sends_in_progress_.load() == 0 && arrived_during_shutdown_.load() == 0;
   // After a peer died, UCX may hold requests no close or flush reaches
   // (UcxWorker::Abandon): the worker is left to the process's end rather
   // than destroyed into an assertion that aborts the process.
@@ -493,11 +492,12 @@ void Transport::Impl::NotifyPeerFailure(std::uint32_t rank, const Status& failur
 
 ucs_status_ptr_t Transport::Impl::StartTrackedSend(ucp_ep_h endpoint,
                                                    const ActiveMessageSend& send) {
-  // Counted before it starts: its completion may run on another thread
-  // before this one returns.
-  sends_in_progress_.fetch_add(1);
   const ucs_status_ptr_t request = SendActiveMessage(endpoint, send);
-  if (request == nullptr || UCS_PTR_IS_ERR(request)) sends_in_progress_.fetch_sub(1);
+  // Counted only when it did not complete at once, so that the small sends
+  // of the latency path touch no shared counter. Its callback may run on the
+  // progress thread before this increment: the count can dip below zero for
+  // a moment; Shutdown reads it once that thread has stopped.
+  if (request != nullptr && !UCS_PTR_IS_ERR(request)) sends_in_progress_.fetch_add(1);
   return request;
 }
 

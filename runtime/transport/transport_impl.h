@@ -147,8 +147,8 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   void TransmitBatch(std::uint32_t rank, Bytes batch) override;
 
   static void OnSendComplete(void* request, ucs_status_t status, void* user_data) noexcept;
-  // Sends whose completion is OnSendComplete go through here, counted in
-  // sends_in_progress_.
+  // Sends whose completion is OnSendComplete go through here; those that do
+  // not complete at once are counted in sends_in_progress_.
   ucs_status_ptr_t StartTrackedSend(ucp_ep_h endpoint, const ActiveMessageSend& send);
   static void OnOperationComplete(void* request, ucs_status_t status, void* user_data) noexcept;
 
@@ -210,7 +210,7 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   // Messages that arrived once Shutdown began (and were dropped): peers
   // still talking, whose traffic makes UCX requests of its own.
   std::atomic<std::uint64_t> arrived_during_shutdown_{0};
-  // Sends started and not yet completed (OnSendComplete's).
+  // Sends that did not complete at once and have not completed yet.
   std::atomic<std::int64_t> sends_in_progress_{0};
 
   ProgressLoop loop_;  // last: see Ownership above
