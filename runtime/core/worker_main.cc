@@ -308,6 +308,11 @@ void RunWorker() {
   // Output goes to a pipe (core/worker_output.h): line by line, as in a
   // terminal, not in 4 KiB blocks that a crash would lose.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  // A peer that goes away (a training group's Gloo socket, the node
+  // manager's end of the output pipe) must fail the write that reached it,
+  // not end this process with SIGPIPE: a worker killed that way would be
+  // taken for the root cause of a failure that started elsewhere.
+  (void)::signal(SIGPIPE, SIG_IGN);
   auto environment =
       jobsetup::ReadTaskEnvironment([](const char* name) { return std::getenv(name); });
   if (!environment.ok()) Die(environment.status().message());

@@ -26,6 +26,7 @@ Result<std::shared_ptr<UcxContext>> UcxContext::Create(const std::string& keepal
   // Smaller first receive pools: jobsetup/task_environment.h says why.
   setenv("UCX_POSIX_RX_BUFS_GROW", "128", 0);
   setenv("UCX_SYSV_RX_BUFS_GROW", "128", 0);
+  InstallUcxLogCapture();
   ucp_config_t* config = nullptr;
   SRAY_RETURN_IF_ERROR(
       FromUcs(ucp_config_read(nullptr, nullptr, &config), "cannot read UCX configuration")
@@ -115,8 +116,11 @@ Result<std::unique_ptr<UcxEndpoint>> UcxEndpoint::Connect(std::shared_ptr<UcxWor
   params.err_handler.cb = &UcxEndpoint::OnError;
   params.err_handler.arg = error_context.get();
   ucp_ep_h handle = nullptr;
+  // A peer that ended a moment ago fails the connect; the caller knows it
+  // is gone and words the failure, so UCX's own lines go into the Status.
+  const UcxLogCapture capture;
   SRAY_RETURN_IF_ERROR(FromUcs(ucp_ep_create(worker->handle(), &params, &handle),
-                               "cannot connect to " + std::string(peer)));
+                               "cannot connect to " + std::string(peer), capture));
   return std::unique_ptr<UcxEndpoint>(
       new UcxEndpoint(std::move(worker), std::move(error_context), handle));
 }

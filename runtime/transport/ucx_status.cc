@@ -1,8 +1,32 @@
 #include "transport/ucx_status.h"
 
+#include <ucs/debug/log_def.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <mutex>
 #include <string>
 
 namespace sray::transport {
+namespace {
+
+thread_local UcxLogCapture* current_capture = nullptr;
+
+ucs_log_func_rc_t KeepInCapture(const char* /*file*/, unsigned /*line*/, const char* /*function*/,
+                                ucs_log_level_t level,
+                                const ucs_log_component_config_t* /*component*/, const char* format,
+                                va_list arguments) {
+  if (current_capture == nullptr || level > UCS_LOG_LEVEL_WARN) return UCS_LOG_FUNC_RC_CONTINUE;
+  char text[512];
+  va_list copy;
+  va_copy(copy, arguments);
+  const int written = std::vsnprintf(text, sizeof text, format, copy);
+  va_end(copy);
+  if (written > 0) current_capture->Keep(text);
+  return UCS_LOG_FUNC_RC_STOP;
+}
+
+}  // namespace
 
 Status FromUcs(ucs_status_t status, std::string_view what) {
   if (status == UCS_OK || status == UCS_INPROGRESS) return Status::Ok();
@@ -22,6 +46,32 @@ Status FromUcs(ucs_status_t status, std::string_view what) {
     case UCS_ERR_NO_RESOURCE: return Status::IoError(std::move(message));
     default: return Status::Internal(std::move(message));
   }
+}
+
+Status FromUcs(ucs_status_t status, std::string_view what, const UcxLogCapture& capture) {
+  if (capture.messages().empty()) return FromUcs(status, what);
+  return FromUcs(status, std::string(what) + " (UCX: " + capture.messages() + ")");
+}
+
+UcxLogCapture::UcxLogCapture() : outer_(current_capture) {
+  InstallUcxLogCapture();
+  current_capture = this;
+}
+
+UcxLogCapture::~UcxLogCapture() {
+  current_capture = outer_;
+}
+
+void UcxLogCapture::Keep(std::string_view message) {
+  // Bounded: a storm of lines must not grow a Status without end.
+  if (messages_.size() > 2048) return;
+  if (!messages_.empty()) messages_ += "; ";
+  messages_ += message;
+}
+
+void InstallUcxLogCapture() {
+  static std::once_flag installed;
+  std::call_once(installed, [] { ucs_log_push_handler(&KeepInCapture); });
 }
 
 }  // namespace sray::transport

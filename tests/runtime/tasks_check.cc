@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -164,6 +165,51 @@ std::vector<std::int64_t> occupy_memory(std::int64_t milliseconds) {
   return {static_cast<std::int64_t>(sray::CurrentNode().node_id), start, now()};
 }
 SRAY_REMOTE(occupy_memory);
+
+// One per node (a STRICT_SPREAD group): writes to a pipe nobody reads any
+// more. A worker that SIGPIPE still ended would never answer; srun starts
+// the node managers with SIGPIPE at its default, sray run's head ignores it.
+class PipeProbe {
+ public:
+  static PipeProbe* Create() { return new PipeProbe(); }
+  // This node, and the errno the write failed with (0: it did not fail).
+  std::vector<std::int64_t> WriteToAClosedPipe() {
+    int ends[2];
+    if (::pipe(ends) != 0) return {-1, errno};
+    ::close(ends[0]);
+    const char byte = 'x';
+    const ssize_t written = ::write(ends[1], &byte, 1);
+    const int error = written < 0 ? errno : 0;
+    ::close(ends[1]);
+    return {static_cast<std::int64_t>(sray::CurrentNode().node_id), error};
+  }
+};
+SRAY_REMOTE(PipeProbe::Create, &PipeProbe::WriteToAClosedPipe);
+
+void ExpectWritesToClosedPipesFailOnEveryNode() {
+  const std::uint32_t nodes = sray::CurrentNode().num_nodes;
+  std::vector<std::map<std::string, double>> bundles(nodes, {{"CPU", 0.1}});
+  auto group = sray::CreatePlacementGroup(
+      {.name = "", .bundles = bundles, .strategy = sray::PlacementStrategy::kStrictSpread});
+  Expect(group.Wait(std::chrono::seconds(30)),
+         "a STRICT_SPREAD group with a bundle per node is placed");
+  std::set<std::int64_t> nodes_seen;
+  bool all_failed_with_epipe = true;
+  for (std::uint32_t index = 0; index < nodes; ++index) {
+    auto probe = sray::Actor(PipeProbe::Create)
+                     .SetResources({{"CPU", 0.1}})
+                     .SetPlacementGroup(group, static_cast<int>(index))
+                     .Remote();
+    const auto answer = sray::Get(probe.Task(&PipeProbe::WriteToAClosedPipe).Remote());
+    nodes_seen.insert(answer[0]);
+    all_failed_with_epipe = all_failed_with_epipe && answer[1] == EPIPE;
+  }
+  sray::RemovePlacementGroup(group);
+  Expect(nodes_seen.size() == nodes, "a probe ran on every node");
+  Expect(all_failed_with_epipe,
+         "a worker's write to a closed pipe fails with EPIPE on every node instead of SIGPIPE "
+         "ending it");
+}
 SRAY_REMOTE(square, add, sleep_then, node_after_work, checksum_on_node, make_block, die_once,
             own_then_die, always_die, always_crash, throws_invalid_argument, visible_devices,
             node_and_devices);
@@ -219,6 +265,7 @@ void Basic() {
   Expect(sray::Get(chained) == 25, "results chain from task to task without Get");
   Expect(sray::Get(sray::Task(add).Remote(sray::Put<std::int64_t>(40), 2)) == 42,
          "Put values are task arguments");
+  ExpectWritesToClosedPipesFailOnEveryNode();
 
   // Far apart, so a loaded machine (a worker still starting) cannot blur them.
   // Each says where it ran, for the message when the check fails.

@@ -1,0 +1,63 @@
+// UCX handles against the real UCX library: what a connect to a peer that
+// just ended reports, and where UCX's own lines about it go.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "transport/ucx_handles.h"
+#include "transport/ucx_status.h"
+
+namespace sray::transport {
+namespace {
+
+TEST(UcxEndpoint, AConnectToAnEndedWorkerKeepsUcxsLinesInTheStatusNotOnTheTerminal) {
+  auto context = UcxContext::Create("");
+  ASSERT_TRUE(context.ok()) << context.status().message();
+  auto ours = UcxWorker::Create(*context);
+  ASSERT_TRUE(ours.ok()) << ours.status().message();
+  auto other_context = UcxContext::Create("");
+  ASSERT_TRUE(other_context.ok()) << other_context.status().message();
+  std::vector<std::byte> address_of_ended;
+  {
+    auto ended = UcxWorker::Create(*other_context);
+    ASSERT_TRUE(ended.ok()) << ended.status().message();
+    auto address = (*ended)->Address(false);
+    ASSERT_TRUE(address.ok()) << address.status().message();
+    address_of_ended = *address;
+  }
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  auto endpoint = UcxEndpoint::Connect(*ours, address_of_ended, "the ended worker",
+                                       [](ucp_ep_h, ucs_status_t) {});
+  const std::string printed =
+      testing::internal::GetCapturedStdout() + testing::internal::GetCapturedStderr();
+  ASSERT_FALSE(endpoint.ok()) << "a connect to a worker whose shared memory is gone succeeded";
+  EXPECT_THAT(endpoint.status().message(),
+              testing::HasSubstr("cannot connect to the ended worker"));
+  EXPECT_THAT(endpoint.status().message(), testing::HasSubstr("(UCX: "));
+  EXPECT_EQ(printed.find("UCX"), std::string::npos) << "UCX printed: " << printed;
+}
+
+TEST(UcxLogCapture, KeepsLinesOnlyWhileItLivesAndTheInnermostOneKeeps) {
+  UcxLogCapture outer;
+  {
+    UcxLogCapture inner;
+    inner.Keep("first");
+    inner.Keep("second");
+    EXPECT_EQ(inner.messages(), "first; second");
+  }
+  EXPECT_TRUE(outer.messages().empty());
+  const Status status = FromUcs(UCS_ERR_UNREACHABLE, "cannot connect to rank 3", outer);
+  EXPECT_EQ(status.message(), "cannot connect to rank 3: Destination is unreachable");
+  outer.Keep("shmat failed");
+  EXPECT_EQ(FromUcs(UCS_ERR_UNREACHABLE, "cannot connect to rank 3", outer).message(),
+            "cannot connect to rank 3 (UCX: shmat failed): Destination is unreachable");
+  EXPECT_TRUE(FromUcs(UCS_OK, "nothing", outer).ok());
+}
+
+}  // namespace
+}  // namespace sray::transport
