@@ -6,7 +6,8 @@
 # loop failing Fit with the worker's cause (max_failures=0), and a restarted
 # group failing again naming the first cause (max_failures=1); bad
 # configuration and models that differ between workers refused with
-# messages naming them; the Fashion-MNIST example on a slice of the real data.
+# messages naming them; the loop's own TCPStore and Gloo group on
+# MASTER_ADDR:MASTER_PORT, as code written for torchrun makes them; the Fashion-MNIST example on a slice of the real data.
 # After each job no process, shared-memory object or session file is left.
 source "$(dirname "$0")/lib.sh"
 TRAIN=$SRAY_BUILD_DIR/tests/train_check
@@ -29,6 +30,7 @@ run_train_mode kill-fail 4
 run_train_mode kill-twice 5
 run_train_mode exception 4
 run_train_mode bad-input 6
+run_train_mode own-group 3
 grep -q 'failed: worker 1 (node 1, pid [0-9]*) died: its process ended with signal 9' "$WORK/train.kill-fail.out" ||
   { cat "$WORK/train.kill-fail.out" >&2; fail "the kill's error does not name the worker and the signal"; }
 

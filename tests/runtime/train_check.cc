@@ -3,7 +3,8 @@
 // each mode takes seconds. Prints "ok: <what>" lines, or "FAIL: ..." and
 // exits 1.
 //
-//   train_check basic | kill-resume | kill-fail | kill-twice | exception | bad-input | dashboard
+//   train_check basic | kill-resume | kill-fail | kill-twice | exception | bad-input | own-group |
+//               dashboard
 //               STORAGE_DIRECTORY
 
 #include <signal.h>
@@ -21,6 +22,13 @@
 #include <vector>
 
 #include <torch/torch.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+// Debian's LibTorch has Gloo's headers, a pip wheel's none: there the
+// program's own group is checked through its store alone.
+#if __has_include(<gloo/algorithm.h>)
+#define TRAIN_CHECK_WITH_GLOO 1
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
 
 #include <sray/api.h>
 #include <sray/train.h>
@@ -164,6 +172,48 @@ void TrainModel(Model network, const CheckConfig& config, const torch::Tensor& i
   }
 }
 
+// What code written for torchrun does with the variables: a TCPStore of its
+// own on MASTER_ADDR:MASTER_PORT (rank 0 serves it), and a Gloo group of its
+// own over that store. Rank 0 reports what every rank saw.
+void OwnStoreAndGroup() {
+  const auto& context = sray::train::GetContext();
+  const int rank = context.GetWorldRank();
+  const int world_size = context.GetWorldSize();
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(std::stoi(std::getenv("MASTER_PORT")));
+  options.isServer = rank == 0;
+  options.numWorkers = static_cast<std::size_t>(world_size);
+  options.timeout = std::chrono::seconds(60);
+  auto store = c10::make_intrusive<c10d::TCPStore>(std::getenv("MASTER_ADDR"), options);
+  const std::string mine = "pid " + std::to_string(::getpid());
+  store->set("rank" + std::to_string(rank), std::vector<std::uint8_t>(mine.begin(), mine.end()));
+  double peers_seen = 0;
+  for (int other = 0; other < world_size; ++other) {
+    const auto value = store->get("rank" + std::to_string(other));  // waits for it
+    if (std::string(value.begin(), value.end()).rfind("pid ", 0) == 0) ++peers_seen;
+  }
+  double sum = static_cast<double>(store->add("sum", rank + 1));
+#ifdef TRAIN_CHECK_WITH_GLOO
+  auto gloo_options = c10d::ProcessGroupGloo::Options::create();
+  gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size, gloo_options);
+  std::vector<at::Tensor> tensors{torch::full({4}, static_cast<double>(rank + 1), torch::kDouble)};
+  group->allreduce(tensors)->wait();
+  sum = tensors[0][3].item<double>();
+#else
+  // Every rank's add is in once the counter stops short of none.
+  for (int waited = 0; sum < world_size * (world_size + 1) / 2.0 && waited < 600; ++waited) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    sum = static_cast<double>(store->add("sum", 0));
+  }
+#endif
+  // Everyone has read everything before the server (rank 0) goes.
+  store->add("done", 1);
+  for (int waited = 0; store->add("done", 0) < world_size && waited < 600; ++waited)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  sray::train::Report({{"peers_seen", peers_seen}, {"sum", sum}, {"world_size", world_size}});
+}
+
 void TrainLoop(const CheckConfig& config) {
   const auto& context = sray::train::GetContext();
   // The torchrun variables agree with the context.
@@ -183,6 +233,10 @@ void TrainLoop(const CheckConfig& config) {
   {
     std::ofstream pid_file(config.storage + "/pids", std::ios::app);
     pid_file << ::getpid() << "\n";
+  }
+  if (config.mode == "own-group") {
+    OwnStoreAndGroup();
+    return;
   }
   auto [inputs, labels] = SyntheticData();
   if (config.mode == "bad-input") {
@@ -265,7 +319,8 @@ int main(int argc, char** argv) {
   sray::Init(argc, argv);
   if (argc != 3)
     Fail(
-        "usage: train_check basic|kill-resume|kill-fail|kill-twice|exception|bad-input|dashboard "
+        "usage: train_check "
+        "basic|kill-resume|kill-fail|kill-twice|exception|bad-input|own-group|dashboard "
         "STORAGE_DIRECTORY");
   CheckConfig config{argv[1], argv[2], 5};
   std::filesystem::create_directories(config.storage);
@@ -395,6 +450,19 @@ int main(int argc, char** argv) {
       Expect(error.cause().find("the workers' models differ") != std::string::npos,
              "PrepareModel refuses models that differ between workers");
     }
+    ExpectNoWorkerLeft(config.storage);
+  } else if (config.mode == "own-group") {
+    const auto result = Fit(config, 0);
+    Expect(result.metrics.at("world_size") == 2 && result.metrics.at("peers_seen") == 2,
+           "the loop's own TCPStore on MASTER_ADDR:MASTER_PORT reached every rank");
+#ifdef TRAIN_CHECK_WITH_GLOO
+    const std::string group = "its own Gloo group over that store";
+#else
+    const std::string group = "a sum through that store";
+#endif
+    Expect(result.metrics.at("sum") == 3, group + " adds every rank's value (" +
+                                              std::to_string(result.metrics.at("sum")) +
+                                              ", 3 expected)");
     ExpectNoWorkerLeft(config.storage);
   } else if (config.mode == "dashboard") {
     // A finished run stays on the dashboard until the test has looked:

@@ -3,8 +3,10 @@
 # two-worker run (one worker per node) whose loss falls, kill -9 of a
 # training worker resumed from the last checkpoint, the same kill failing Fit
 # with max_failures=0 and naming the worker, a restarted group failing again
-# (an exception) naming the first cause, and the Fashion-MNIST example on a
-# slice of the real data; checkpoints go to a directory every node sees.
+# (an exception) naming the first cause, the loop's own TCPStore and Gloo
+# group on MASTER_ADDR:MASTER_PORT as torchrun code makes them, and the
+# Fashion-MNIST example on a slice of the real data; checkpoints go to a
+# directory every node sees.
 # Nothing of a step may remain afterwards.
 source "$(dirname "$0")/lib.sh"
 TRAIN=$SRAY_PREFIX/libexec/sray/tests/train_check
@@ -26,6 +28,7 @@ run_train_mode kill-fail 4
 grep -q 'failed: worker 1 (node 1, pid [0-9]*) died: its process ended with signal 9' "$WORK/train.kill-fail.out" ||
   { cat "$WORK/train.kill-fail.out" >&2; fail "the kill's error does not name the worker and the signal"; }
 run_train_mode kill-twice 5
+run_train_mode own-group 3
 
 if [ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
   as_user srun -N2 --ray-cluster "$EXAMPLES/train_fashion_mnist" --workers 2 --spread --epochs 1 \
