@@ -5,9 +5,12 @@
 // keeps it. The driver prints each holder's node and pid, "ready", then
 // waits until the file named by its argument exists (at most 300 s). Before
 // it ends every holder sums its copy again: the other job must not have
-// touched them. Prints "ok: <what>" lines, or "FAIL: ..." and exits 1.
+// touched them. With `spill` (and a small object_store_memory) the driver
+// also Puts blocks until node 0 spills some to its session directory, and
+// reads them all back at the end. Prints "ok: <what>" lines, or "FAIL: ..."
+// and exits 1.
 //
-//   shared_node_check DONE_FILE
+//   shared_node_check DONE_FILE [spill]
 
 #include <unistd.h>
 
@@ -82,6 +85,20 @@ int main(int argc, char** argv) {
     std::cout << "holder node " << node << " pid " << sray::Get(holder.Task(&Holder::Pid).Remote()) << std::endl;
   }
   sray::check::Expect(std::find(seen.begin(), seen.end(), false) == seen.end(), "a holder on every node");
+  const bool spill = argc > 2 && std::string(argv[2]) == "spill";
+  std::vector<BlockRef> spilled_blocks;
+  if (spill) {
+    auto spilled_on_node0 = [] {
+      for (const auto& usage : sray::StoreUsage())
+        if (usage.node_id == 0) return usage.spilled;
+      return std::uint64_t{0};
+    };
+    while (spilled_on_node0() == 0 && spilled_blocks.size() < 64)
+      spilled_blocks.push_back(sray::Put(MakeBlock()));
+    sray::check::Expect(spilled_on_node0() > 0, "node 0 spilled blocks to its session directory (" +
+                                                    std::to_string(spilled_blocks.size()) +
+                                                    " Put)");
+  }
   std::cout << "ready" << std::endl;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
   while (!std::filesystem::exists(argv[1]) && std::chrono::steady_clock::now() < deadline) {
@@ -92,6 +109,12 @@ int main(int argc, char** argv) {
                         "a holder's copy is intact at the end");
   }
   sray::check::Expect(SumOf(sray::Get(block)) == expected, "the driver's block is intact at the end");
+  if (spill) {
+    bool intact = true;
+    for (const auto& spilled : spilled_blocks)
+      intact = intact && SumOf(sray::Get(spilled)) == expected;
+    sray::check::Expect(intact, "the spilled blocks read back intact at the end");
+  }
   sray::Shutdown();
   return 0;
 }

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Two users' jobs on the same three nodes at once. The test user's job holds
-# objects in every node's store and keeps an actor process on every node.
+# objects in every node's store, keeps an actor process on every node, and
+# has node 0 spill objects to its session directory (a 16 MiB store).
 # Meanwhile:
-# - its session directories and shared-memory entries give no access to
-#   group or others (checked as root on every node);
+# - its session directories, spill files and shared-memory entries give no
+#   access to group or others (checked as root on every node);
 # - the second user's job, on the same nodes, cannot list those
-#   directories, read those objects or the first user's jobs file, and gets
-#   401 from its dashboard, with no token or a made-up one;
+#   directories, read those objects or spill files or the first user's jobs
+#   file, and gets 401 from its dashboard, with no token or a made-up one;
 # - the second job runs sray work of its own (objects on every node), and
 #   its end, cleanup included, leaves the first job's processes, objects and
 #   directories alone.
-# The first job then finds its objects intact, and neither job leaves anything.
+# Then the other way round: a third job, the second user's again, runs while
+# the first one ends, and the first job's end leaves the third's alone.
+# Every job finds its objects intact, and none leaves anything.
 source "$(dirname "$0")/lib.sh"
 CHECK_PROGRAM=$SRAY_PREFIX/libexec/sray/tests/shared_node_check
 SECOND_USER=${SRAY_SECOND_TEST_USER:-}
@@ -21,13 +24,17 @@ SECOND_WORK=$(mktemp -d "$SECOND_HOME/test.XXXXXX")
 chown "$SECOND_USER:" "$SECOND_WORK"
 chmod 755 "$SECOND_WORK"
 first_pid=""
-# A failure while the first job waits ends that job before the files go.
-trap 'touch "$WORK/done" 2>/dev/null; [ -z "$first_pid" ] || wait "$first_pid" 2>/dev/null; rm -rf "$WORK" "$SECOND_WORK"' EXIT
+third_pid=""
+# A failure while a job waits ends that job before the files go.
+trap 'touch "$WORK/done" "$SECOND_WORK/third-done" 2>/dev/null
+      [ -z "$first_pid" ] || wait "$first_pid" 2>/dev/null
+      [ -z "$third_pid" ] || wait "$third_pid" 2>/dev/null
+      rm -rf "$WORK" "$SECOND_WORK"' EXIT
 run_as_second_user() { run_as "$SECOND_USER" "$SECOND_HOME" "$SECOND_WORK" "$@"; }
 first_uid=$(id -u "$SRAY_TEST_USER")
 
-run_as_test_user srun -N3 --ray-cluster bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" "$@"' \
-  "$CHECK_PROGRAM" "$WORK/done" >"$WORK/first.out" 2>&1 &
+run_as_test_user srun -N3 --ray-cluster=object_store_memory=16M bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" "$@"' \
+  "$CHECK_PROGRAM" "$WORK/done" spill >"$WORK/first.out" 2>&1 &
 first_pid=$!
 wait_for_ready "$WORK/first.out" "$first_pid"
 first_job=$(awk '$1 == "job" {print $2; exit}' "$WORK/first.out")
@@ -40,7 +47,9 @@ holders=$(awk '$1 == "holder" {print $5}' "$WORK/first.out")
 [ "$(echo "$holders" | wc -w)" -eq 3 ] || fail "the first job names no holder per node: $(cat "$WORK/first.out")"
 
 # The first job's files, as root on every node: directories 0700 and files
-# 0600 or narrower, all of the job user.
+# 0600 or narrower, all of the job user. Spill files are named as the job's
+# tasks see them (/tmp of their node), for the second user's probe.
+: >"$SECOND_WORK/spilled"
 for node in $nodes; do
   session=$(ls -d "$(on_node "$node" /tmp)/sray-$first_uid-$first_job".* 2>/dev/null) ||
     fail "no session directory of job $first_job on $node"
@@ -48,7 +57,12 @@ for node in $nodes; do
     fail "the session directory on $node is $(stat -c '%a %U' "$session")"
   open=$(find "$session" ! -type l \( -perm /077 -o ! -user "$SRAY_TEST_USER" \) -printf '%m %u %p\n')
   [ -z "$open" ] || fail "files of the session directory on $node that others may use: $open"
+  if [ -d "$session/spill" ]; then
+    find "$session/spill" -type f | sed "s|^$(on_node "$node" "")||" >>"$SECOND_WORK/spilled"
+  fi
 done
+[ -s "$SECOND_WORK/spilled" ] || fail "the first job spilled nothing: $(cat "$WORK/first.out")"
+echo "ok: the first job's spill files ($(wc -l <"$SECOND_WORK/spilled")) are its user's alone"
 shared=$(find /dev/shm -mindepth 1 -maxdepth 1 -user "$SRAY_TEST_USER" -name "*$first_job*")
 [ -n "$shared" ] || fail "the first job has nothing in /dev/shm: $(ls -la /dev/shm)"
 open=$(find $shared ! -type l -perm /077 -printf '%m %u %p\n')
@@ -72,6 +86,9 @@ probe='
     cat "$object" >/dev/null 2>&1 && echo "LEAK: read $object on $node"
     : >>"$object" 2>/dev/null && echo "LEAK: opened $object for writing on $node"
   done <objects
+  while read -r spilled; do
+    cat "$spilled" >/dev/null 2>&1 && echo "LEAK: read spill file $spilled on $node"
+  done <spilled
   cat '"$jobs_file"' >/dev/null 2>&1 && echo "LEAK: read the first user'"'"'s jobs file on $node"
   code=$(curl -s --max-time 5 -o /dev/null -w "%{http_code}" '"${url}api/nodes"')
   [ "$code" = 401 ] || echo "LEAK: the first job'"'"'s dashboard answered $code without a token on $node"
@@ -104,9 +121,40 @@ for node in $nodes; do
 done
 echo "ok: the second job's cleanup left the first job's processes, objects and directories"
 
+# The other way round: the second user's third job runs while the first
+# job ends, cleanup included.
+run_as_second_user srun -N3 -w "$nodelist" --ray-cluster bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" "$@"' \
+  "$CHECK_PROGRAM" "$SECOND_WORK/third-done" >"$WORK/third.out" 2>&1 &
+third_pid=$!
+wait_for_ready "$WORK/third.out" "$third_pid"
+third_job=$(awk '$1 == "job" {print $2; exit}' "$WORK/third.out")
+third_holders=$(awk '$1 == "holder" {print $5}' "$WORK/third.out")
+[ "$(echo "$third_holders" | wc -w)" -eq 3 ] || fail "the third job names no holder per node: $(cat "$WORK/third.out")"
+second_uid=$(id -u "$SECOND_USER")
+third_objects=$(find /dev/shm -mindepth 1 -maxdepth 1 -user "$SECOND_USER" -name "*$third_job*")
+[ -n "$third_objects" ] || fail "the third job has nothing in /dev/shm: $(ls -la /dev/shm)"
+
 touch "$WORK/done"
 wait "$first_pid" || fail "the first job failed: $(cat "$WORK/first.out")"
 first_pid=""
-expect_step_output "$WORK/first.out" 9
-echo "ok: the first job's objects were intact to its end, and neither job left anything"
+expect_step_output "$WORK/first.out" 11
+echo "ok: the first job's objects, spilled ones included, were intact to its end, and it left nothing"
+
+kill -0 "$third_pid" 2>/dev/null || fail "the third job ended with the first: $(cat "$WORK/third.out")"
+for pid in $third_holders; do
+  [ -d "/proc/$pid" ] || fail "holder pid $pid of the third job is gone after the first job ended"
+done
+for object in $third_objects; do
+  [ -e "$object" ] || fail "$object of the third job is gone after the first job ended"
+done
+for node in $nodes; do
+  ls -d "$(on_node "$node" /tmp)/sray-$second_uid-$third_job".* >/dev/null 2>&1 ||
+    fail "the third job's session directory on $node is gone after the first job ended"
+done
+echo "ok: the first job's cleanup left the third job's processes, objects and directories"
+touch "$SECOND_WORK/third-done"
+wait "$third_pid" || fail "the third job failed: $(cat "$WORK/third.out")"
+third_pid=""
+expect_step_output "$WORK/third.out" 9
+echo "ok: the third job's objects were intact to its end, and no job left anything"
 echo PASS
