@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -118,9 +119,14 @@ Result<std::unique_ptr<UcxEndpoint>> UcxEndpoint::Connect(std::shared_ptr<UcxWor
   ucp_ep_h handle = nullptr;
   // A peer that ended a moment ago fails the connect; the caller knows it
   // is gone and words the failure, so UCX's own lines go into the Status.
-  const UcxLogCapture capture;
+  UcxLogCapture capture;
   SRAY_RETURN_IF_ERROR(FromUcs(ucp_ep_create(worker->handle(), &params, &handle),
                                "cannot connect to " + std::string(peer), capture));
+  // Errors of a connect that still succeeded have no Status to go into.
+  if (!capture.messages().empty()) {
+    std::fprintf(stderr, "sray: UCX, connecting to %.*s: %s\n", static_cast<int>(peer.size()),
+                 peer.data(), capture.messages().c_str());
+  }
   return std::unique_ptr<UcxEndpoint>(
       new UcxEndpoint(std::move(worker), std::move(error_context), handle));
 }

@@ -12,17 +12,25 @@ namespace {
 
 thread_local UcxLogCapture* current_capture = nullptr;
 
+// Errors only: warnings of a call that then succeeds would have no Status
+// to go into, and fatal lines precede UCX's own abort.
 ucs_log_func_rc_t KeepInCapture(const char* /*file*/, unsigned /*line*/, const char* /*function*/,
                                 ucs_log_level_t level,
                                 const ucs_log_component_config_t* /*component*/, const char* format,
                                 va_list arguments) {
-  if (current_capture == nullptr || level > UCS_LOG_LEVEL_WARN) return UCS_LOG_FUNC_RC_CONTINUE;
+  if (current_capture == nullptr || level != UCS_LOG_LEVEL_ERROR) return UCS_LOG_FUNC_RC_CONTINUE;
   char text[512];
   va_list copy;
   va_copy(copy, arguments);
   const int written = std::vsnprintf(text, sizeof text, format, copy);
   va_end(copy);
-  if (written > 0) current_capture->Keep(text);
+  if (written <= 0) return UCS_LOG_FUNC_RC_CONTINUE;
+  try {
+    current_capture->Keep(text);
+  } catch (...) {
+    // No exception may cross UCX's C frames: printed as UCX would.
+    return UCS_LOG_FUNC_RC_CONTINUE;
+  }
   return UCS_LOG_FUNC_RC_STOP;
 }
 

@@ -14,14 +14,14 @@ namespace sray::transport {
 
 Status FromUcs(ucs_status_t status, std::string_view what);
 
-// UCX prints its errors to stderr itself, besides returning a status: a
+// UCX prints its errors itself, besides returning a status: a
 // connect to a process that just ended prints "shmat ... failed" lines that
 // the caller, who knows the peer is gone, would report differently or not at
-// all. While a UcxLogCapture lives on a thread, UCX's warnings and errors
-// raised on that thread are kept in it instead of printed, and FromUcs with
-// the capture adds them to the Status. Scopes nest (the innermost one
-// keeps); other threads print as before. Not thread-safe: one per thread,
-// on the stack.
+// all. While a UcxLogCapture lives on a thread, UCX's error lines raised on
+// that thread are kept in it instead of printed, and FromUcs with the
+// capture adds them to the Status (warnings and debug lines print as
+// before). Scopes nest (the innermost one keeps); other threads print as
+// before. Not thread-safe: one per thread, on the stack.
 class UcxLogCapture {
  public:
   UcxLogCapture();

@@ -7,7 +7,8 @@
 # group failing again naming the first cause (max_failures=1); bad
 # configuration and models that differ between workers refused with
 # messages naming them; the loop's own TCPStore and Gloo group on
-# MASTER_ADDR:MASTER_PORT, as code written for torchrun makes them; the Fashion-MNIST example on a slice of the real data.
+# MASTER_ADDR:MASTER_PORT, as code written for torchrun makes them; the
+# Fashion-MNIST example on a slice of the real data.
 # After each job no process, shared-memory object or session file is left.
 source "$(dirname "$0")/lib.sh"
 TRAIN=$SRAY_BUILD_DIR/tests/train_check

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -168,20 +169,35 @@ SRAY_REMOTE(occupy_memory);
 
 // One per node (a STRICT_SPREAD group): writes to a pipe nobody reads any
 // more. A worker that SIGPIPE still ended would never answer; srun starts
-// the node managers with SIGPIPE at its default, sray run's head ignores it.
+// the node managers with SIGPIPE at its default, and under sray run node 0's
+// rank process already ignores it. Programs the worker starts must get the
+// default back (a pipeline like `yes | head -1` relies on it).
 class PipeProbe {
  public:
   static PipeProbe* Create() { return new PipeProbe(); }
-  // This node, and the errno the write failed with (0: it did not fail).
+  // This node; the errno the write failed with (0: it did not fail); 1 when
+  // a program started from here ignores SIGPIPE, 0 when not, -1 unknown.
   std::vector<std::int64_t> WriteToAClosedPipe() {
     int ends[2];
-    if (::pipe(ends) != 0) return {-1, errno};
+    if (::pipe(ends) != 0) return {-1, errno, -1};
     ::close(ends[0]);
     const char byte = 'x';
     const ssize_t written = ::write(ends[1], &byte, 1);
     const int error = written < 0 ? errno : 0;
     ::close(ends[1]);
-    return {static_cast<std::int64_t>(sray::CurrentNode().node_id), error};
+    return {static_cast<std::int64_t>(sray::CurrentNode().node_id), error, ChildIgnoresSigpipe()};
+  }
+
+ private:
+  static std::int64_t ChildIgnoresSigpipe() {
+    FILE* child = ::popen("exec grep '^SigIgn:' /proc/self/status", "r");
+    if (child == nullptr) return -1;
+    char line[128] = {};
+    const bool read = std::fgets(line, sizeof line, child) != nullptr;
+    ::pclose(child);
+    unsigned long long ignored = 0;
+    if (!read || std::sscanf(line, "SigIgn: %llx", &ignored) != 1) return -1;
+    return (ignored >> (SIGPIPE - 1)) & 1U;
   }
 };
 SRAY_REMOTE(PipeProbe::Create, &PipeProbe::WriteToAClosedPipe);
@@ -195,6 +211,7 @@ void ExpectWritesToClosedPipesFailOnEveryNode() {
          "a STRICT_SPREAD group with a bundle per node is placed");
   std::set<std::int64_t> nodes_seen;
   bool all_failed_with_epipe = true;
+  bool children_get_the_default = true;
   for (std::uint32_t index = 0; index < nodes; ++index) {
     auto probe = sray::Actor(PipeProbe::Create)
                      .SetResources({{"CPU", 0.1}})
@@ -203,12 +220,15 @@ void ExpectWritesToClosedPipesFailOnEveryNode() {
     const auto answer = sray::Get(probe.Task(&PipeProbe::WriteToAClosedPipe).Remote());
     nodes_seen.insert(answer[0]);
     all_failed_with_epipe = all_failed_with_epipe && answer[1] == EPIPE;
+    children_get_the_default = children_get_the_default && answer[2] == 0;
   }
   sray::RemovePlacementGroup(group);
   Expect(nodes_seen.size() == nodes, "a probe ran on every node");
   Expect(all_failed_with_epipe,
          "a worker's write to a closed pipe fails with EPIPE on every node instead of SIGPIPE "
          "ending it");
+  Expect(children_get_the_default,
+         "programs a worker starts have SIGPIPE at its default on every node");
 }
 SRAY_REMOTE(square, add, sleep_then, node_after_work, checksum_on_node, make_block, die_once,
             own_then_die, always_die, always_crash, throws_invalid_argument, visible_devices,

@@ -195,7 +195,12 @@ void OwnStoreAndGroup() {
   double sum = static_cast<double>(store->add("sum", rank + 1));
 #ifdef TRAIN_CHECK_WITH_GLOO
   auto gloo_options = c10d::ProcessGroupGloo::Options::create();
-  gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
+      interface != nullptr && *interface) {
+    gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(interface));
+  } else {
+    gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  }
   auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size, gloo_options);
   std::vector<at::Tensor> tensors{torch::full({4}, static_cast<double>(rank + 1), torch::kDouble)};
   group->allreduce(tensors)->wait();
@@ -207,7 +212,8 @@ void OwnStoreAndGroup() {
     sum = static_cast<double>(store->add("sum", 0));
   }
 #endif
-  // Everyone has read everything before the server (rank 0) goes.
+  // Every rank is past its reads before any goes on; Report, a barrier,
+  // then keeps rank 0's server up until every rank's last call to it.
   store->add("done", 1);
   for (int waited = 0; store->add("done", 0) < world_size && waited < 600; ++waited)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -86,9 +86,16 @@ probe='
     cat "$object" >/dev/null 2>&1 && echo "LEAK: read $object on $node"
     : >>"$object" 2>/dev/null && echo "LEAK: opened $object for writing on $node"
   done <objects
+  denied=0 total=0
   while read -r spilled; do
-    cat "$spilled" >/dev/null 2>&1 && echo "LEAK: read spill file $spilled on $node"
+    total=$((total + 1))
+    if refusal=$(cat "$spilled" 2>&1 >/dev/null); then
+      echo "LEAK: read spill file $spilled on $node"
+    else
+      case $refusal in *"Permission denied"*) denied=$((denied + 1)) ;; esac
+    fi
   done <spilled
+  echo "spill files denied $denied of $total on $node"
   cat '"$jobs_file"' >/dev/null 2>&1 && echo "LEAK: read the first user'"'"'s jobs file on $node"
   code=$(curl -s --max-time 5 -o /dev/null -w "%{http_code}" '"${url}api/nodes"')
   [ "$code" = 401 ] || echo "LEAK: the first job'"'"'s dashboard answered $code without a token on $node"
@@ -102,6 +109,11 @@ rerun_on_slurm_auth_race run_as_second_user srun -N3 -w "$nodelist" --ray-cluste
   >"$WORK/second.out" 2>&1 || fail "the second user's job failed: $(cat "$WORK/second.out")"
 if grep '^LEAK' "$WORK/second.out"; then fail "the second user reached the first user's job"; fi
 for node in $nodes; do expect_lines "$WORK/second.out" "^probed $node\$" 1; done
+# On the node that spilled, each read must have been refused for want of
+# permission, not for a path that does not exist there.
+spilled_count=$(wc -l <"$SECOND_WORK/spilled")
+grep -q "^spill files denied $spilled_count of $spilled_count on " "$WORK/second.out" ||
+  fail "no node refused the second user every spill file for want of permission: $(grep '^spill files' "$WORK/second.out")"
 expect_step_output "$WORK/second.out" 9
 second_job=$(awk '$1 == "job" {print $2; exit}' "$WORK/second.out")
 [ "$second_job" != "$first_job" ] || fail "both users' steps have job id $first_job"
@@ -131,8 +143,10 @@ third_job=$(awk '$1 == "job" {print $2; exit}' "$WORK/third.out")
 third_holders=$(awk '$1 == "holder" {print $5}' "$WORK/third.out")
 [ "$(echo "$third_holders" | wc -w)" -eq 3 ] || fail "the third job names no holder per node: $(cat "$WORK/third.out")"
 second_uid=$(id -u "$SECOND_USER")
-third_objects=$(find /dev/shm -mindepth 1 -maxdepth 1 -user "$SECOND_USER" -name "*$third_job*")
-[ -n "$third_objects" ] || fail "the third job has nothing in /dev/shm: $(ls -la /dev/shm)"
+third_shared=$(find /dev/shm -mindepth 1 -maxdepth 1 -user "$SECOND_USER" -name "*$third_job*")
+[ -n "$third_shared" ] || fail "the third job has nothing in /dev/shm: $(ls -la /dev/shm)"
+third_objects=$(find $third_shared ! -type d)
+[ -n "$third_objects" ] || fail "the third job has no shared-memory object: $third_shared"
 
 touch "$WORK/done"
 wait "$first_pid" || fail "the first job failed: $(cat "$WORK/first.out")"
