@@ -335,11 +335,12 @@ Result<transport::Bytes> CallHead(transport::Transport& transport, std::uint32_t
     exit_code = 1;
   } else {
     const std::chrono::seconds node_timeout = NodeTimeoutOfJob();
-    auto last_answer = std::chrono::steady_clock::now();
+    core::HeadSilence silence(node_timeout, std::chrono::steady_clock::now());
     std::unique_lock lock(mutex);
     while (!shutdown) {
       if (changed.wait_for(lock, std::chrono::seconds(1), [&] { return shutdown; })) break;
       lock.unlock();
+      auto asked = std::chrono::steady_clock::now();
       auto alive = transport.Call(0, core::kHeartbeat, {}, std::chrono::seconds(30));
       // A call that timed out while this node was stopped (a freeze, swap)
       // says nothing about the head: asked once more, a live head answers
@@ -350,17 +351,20 @@ Result<transport::Bytes> CallHead(transport::Transport& transport, std::uint32_t
           std::lock_guard guard(mutex);
           ending = shutdown;
         }
-        if (!ending) alive = transport.Call(0, core::kHeartbeat, {}, std::chrono::seconds(30));
+        if (!ending) {
+          asked = std::chrono::steady_clock::now();
+          alive = transport.Call(0, core::kHeartbeat, {}, std::chrono::seconds(30));
+        }
       }
       lock.lock();
       const auto now = std::chrono::steady_clock::now();
-      if (alive.ok()) last_answer = now;
+      if (alive.ok()) silence.Answered(asked);
       if (!alive.ok() && !shutdown) {
         // Silent for longer than node_timeout (this node was stopped or
         // frozen: UCX then takes its own connections for timed out too),
         // the head has declared it lost and shut it out, or says so.
-        const bool shut_out = alive.status().code() == StatusCode::kPermissionDenied ||
-                              (node_timeout.count() > 0 && now - last_answer > node_timeout);
+        const bool shut_out =
+            alive.status().code() == StatusCode::kPermissionDenied || silence.DeclaredLost(now);
         if (shut_out) {
           // The job goes on without this node: its tasks ran again
           // elsewhere meanwhile. Leaving is this node's part, not a failure.
@@ -369,7 +373,7 @@ Result<transport::Bytes> CallHead(transport::Transport& transport, std::uint32_t
                             ? alive.status().message()
                             : "no answer from the head for " +
                                   std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                                                     now - last_answer)
+                                                     silence.Silent(now))
                                                      .count()) +
                                   " s, more than node_timeout (" +
                                   std::to_string(node_timeout.count()) +

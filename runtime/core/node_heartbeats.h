@@ -9,6 +9,7 @@
 //
 // Thread-safety: every member may be called from any thread.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -39,6 +40,40 @@ class NodeHeartbeats {
   std::vector<Clock::time_point> last_;  // guarded by mutex_
   std::vector<bool> declared_;           // guarded by mutex_
   Clock::time_point last_look_;          // guarded by mutex_
+};
+
+// A node manager's side: whether the head's silence means the head has
+// declared this node lost (and fenced it off) rather than died. Counted from
+// when the last answered heartbeat was sent, not from its answer: the head
+// heard it no earlier, so once the head has declared this node lost, this
+// count is past the timeout too, however long the answer took. Counted from
+// the answer, a node resumed just after the declaration came out a few
+// milliseconds short and took the head for dead (scripts/chaos node-freeze
+// under srun, 2026-12-05).
+//
+// Thread-safety: none; the node's heartbeat loop owns it.
+class HeadSilence {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  HeadSilence(std::chrono::seconds timeout, Clock::time_point now)
+      : timeout_(timeout), last_answered_ask_(now) {}
+
+  // A heartbeat sent at `asked` was answered.
+  void Answered(Clock::time_point asked) {
+    last_answered_ask_ = std::max(last_answered_ask_, asked);
+  }
+  // With no answer now: has the head declared this node lost by now?
+  [[nodiscard]] bool DeclaredLost(Clock::time_point now) const {
+    return timeout_.count() > 0 && now - last_answered_ask_ > timeout_;
+  }
+  [[nodiscard]] Clock::duration Silent(Clock::time_point now) const {
+    return now - last_answered_ask_;
+  }
+
+ private:
+  const std::chrono::seconds timeout_;
+  Clock::time_point last_answered_ask_;
 };
 
 }  // namespace sray::core

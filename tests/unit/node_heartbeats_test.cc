@@ -70,3 +70,43 @@ TEST(NodeHeartbeats, HeartbeatsKeepANodeInAndATimeoutOfZeroNeverDeclaresOne) {
 
 }  // namespace
 }  // namespace sray::core
+
+namespace sray::core {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(HeadSilence, ANodeResumedJustAfterTheHeadDeclaredItLostKnowsItWasDeclared) {
+  const auto start = Clock::now();
+  NodeHeartbeats head(2, seconds(6), start);
+  HeadSilence node(seconds(6), start);
+  // On a loaded node: asked at 1 s, heard by the head at 1.010 s, its answer
+  // handled at 1.6 s; then the node froze.
+  const auto asked = start + seconds(1);
+  const auto answered = start + milliseconds(1600);
+  head.Beat(1, asked + milliseconds(10));
+  node.Answered(asked);
+  // The head looks every half second and declares node 1 lost at 7.5 s.
+  EXPECT_TRUE(LookEveryHalfSecond(head, start, start + milliseconds(7000)).empty());
+  EXPECT_EQ(head.Overdue(start + milliseconds(7500)), std::vector<std::uint32_t>{1});
+  // Resumed right then: counted from the answer it would be 5.9 s, short of
+  // the timeout; counted from the ask it is past it, as at the head.
+  const auto resumed = start + milliseconds(7500);
+  EXPECT_LE(resumed - answered, seconds(6));
+  EXPECT_TRUE(node.DeclaredLost(resumed));
+  EXPECT_GT(node.Silent(resumed), seconds(6));
+}
+
+TEST(HeadSilence, AShortSilenceIsNotADeclarationAndAZeroTimeoutNeverIs) {
+  const auto start = Clock::now();
+  HeadSilence node(seconds(6), start);
+  node.Answered(start + seconds(10));
+  node.Answered(start + seconds(9));  // an older ask answered late changes nothing
+  EXPECT_FALSE(node.DeclaredLost(start + seconds(15)));
+  EXPECT_TRUE(node.DeclaredLost(start + seconds(17)));
+  HeadSilence never(seconds(0), start);
+  EXPECT_FALSE(never.DeclaredLost(start + std::chrono::hours(1)));
+}
+
+}  // namespace
+}  // namespace sray::core
