@@ -13,7 +13,7 @@
 #include <mutex>
 #include <span>
 
-
+#include "common/broken_pipe.h"
 #include "common/free_memory.h"
 #include "common/host_name.h"
 #include "core/actor_client.h"
@@ -310,15 +310,8 @@ void RunWorker() {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   // A peer that goes away (a training group's Gloo socket, the node
   // manager's end of the output pipe) must fail the write that reached it,
-  // not end this process with SIGPIPE: a worker killed that way would be
-  // taken for the root cause of a failure that started elsewhere. A handler
-  // that does nothing, not SIG_IGN: exec resets a handled signal, so the
-  // programs a task starts (`yes | head -1`) get the default back.
-  struct sigaction on_broken_pipe {};
-  on_broken_pipe.sa_handler = [](int) {};
-  sigemptyset(&on_broken_pipe.sa_mask);
-  on_broken_pipe.sa_flags = SA_RESTART;
-  (void)::sigaction(SIGPIPE, &on_broken_pipe, nullptr);
+  // not end this worker (common/broken_pipe.h).
+  FailWritesToClosedPipes();
   auto environment =
       jobsetup::ReadTaskEnvironment([](const char* name) { return std::getenv(name); });
   if (!environment.ok()) Die(environment.status().message());

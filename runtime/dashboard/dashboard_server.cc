@@ -15,6 +15,7 @@
 
 #include <httplib.h>
 
+#include "common/broken_pipe.h"
 #include "common/whole_number.h"
 #include "dashboard/dashboard_page.h"
 
@@ -355,7 +356,11 @@ Result<std::unique_ptr<DashboardServer>> DashboardServer::Start(DashboardOptions
   if (options.token.empty() || options.cookie_name.empty()) {
     return Status::InvalidArgument("the dashboard needs a token and a cookie name");
   }
+  // httplib::Server's constructor sets SIGPIPE to SIG_IGN for the whole
+  // process, the user's driver: programs it starts would inherit that.
+  const SigpipeDisposition before_server;
   auto server = std::make_unique<ServingDashboard>(std::move(options));
+  before_server.Restore();
   const Status started = server->Listen();
   if (!started.ok()) return started;
   return std::unique_ptr<DashboardServer>(std::move(server));

@@ -167,11 +167,24 @@ std::vector<std::int64_t> occupy_memory(std::int64_t milliseconds) {
 }
 SRAY_REMOTE(occupy_memory);
 
+// 1 when a program started from this process ignores SIGPIPE (its SigIgn
+// mask in /proc), 0 when not, -1 when that cannot be read.
+std::int64_t ChildIgnoresSigpipe() {
+  FILE* child = ::popen("exec grep '^SigIgn:' /proc/self/status", "r");
+  if (child == nullptr) return -1;
+  char line[128] = {};
+  const bool read = std::fgets(line, sizeof line, child) != nullptr;
+  ::pclose(child);
+  unsigned long long ignored = 0;
+  if (!read || std::sscanf(line, "SigIgn: %llx", &ignored) != 1) return -1;
+  return (ignored >> (SIGPIPE - 1)) & 1U;
+}
+
 // One per node (a STRICT_SPREAD group): writes to a pipe nobody reads any
-// more. A worker that SIGPIPE still ended would never answer; srun starts
-// the node managers with SIGPIPE at its default, and under sray run node 0's
-// rank process already ignores it. Programs the worker starts must get the
-// default back (a pipeline like `yes | head -1` relies on it).
+// more. A worker that SIGPIPE still ended would never answer (srun starts
+// the node managers with SIGPIPE at its default). Programs the worker
+// starts must get the default back (a pipeline like `yes | head -1` relies
+// on it).
 class PipeProbe {
  public:
   static PipeProbe* Create() { return new PipeProbe(); }
@@ -186,18 +199,6 @@ class PipeProbe {
     const int error = written < 0 ? errno : 0;
     ::close(ends[1]);
     return {static_cast<std::int64_t>(sray::CurrentNode().node_id), error, ChildIgnoresSigpipe()};
-  }
-
- private:
-  static std::int64_t ChildIgnoresSigpipe() {
-    FILE* child = ::popen("exec grep '^SigIgn:' /proc/self/status", "r");
-    if (child == nullptr) return -1;
-    char line[128] = {};
-    const bool read = std::fgets(line, sizeof line, child) != nullptr;
-    ::pclose(child);
-    unsigned long long ignored = 0;
-    if (!read || std::sscanf(line, "SigIgn: %llx", &ignored) != 1) return -1;
-    return (ignored >> (SIGPIPE - 1)) & 1U;
   }
 };
 SRAY_REMOTE(PipeProbe::Create, &PipeProbe::WriteToAClosedPipe);
@@ -229,6 +230,9 @@ void ExpectWritesToClosedPipesFailOnEveryNode() {
          "ending it");
   Expect(children_get_the_default,
          "programs a worker starts have SIGPIPE at its default on every node");
+  // The head's dashboard (cpp-httplib) sets SIG_IGN in this process; sray
+  // gives the default back to what the driver starts.
+  Expect(ChildIgnoresSigpipe() == 0, "programs the driver starts have SIGPIPE at its default");
 }
 SRAY_REMOTE(square, add, sleep_then, node_after_work, checksum_on_node, make_block, die_once,
             own_then_die, always_die, always_crash, throws_invalid_argument, visible_devices,

@@ -119,19 +119,26 @@ second_job=$(awk '$1 == "job" {print $2; exit}' "$WORK/second.out")
 [ "$second_job" != "$first_job" ] || fail "both users' steps have job id $first_job"
 echo "ok: the second user's job could not read or use the first's, and ran its own on the same nodes"
 
-# The second job's end left the first alone.
-kill -0 "$first_pid" 2>/dev/null || fail "the first job ended with the second: $(cat "$WORK/first.out")"
-for pid in $holders; do
-  [ -d "/proc/$pid" ] || fail "holder pid $pid of the first job is gone after the second job ended"
-done
-for object in $objects; do
-  [ -e "$object" ] || fail "$object of the first job is gone after the second job ended"
-done
-for node in $nodes; do
-  ls -d "$(on_node "$node" /tmp)/sray-$first_uid-$first_job".* >/dev/null 2>&1 ||
-    fail "the first job's session directory on $node is gone after the second job ended"
-done
-echo "ok: the second job's cleanup left the first job's processes, objects and directories"
+# expect_job_untouched NAME OTHER OUT PID UID JOB HOLDER_PIDS OBJECT_FILES:
+# the NAME job (output OUT, srun PID, user UID, job id JOB) still runs, with
+# its holders, /dev/shm objects and session directories on every node, after
+# the OTHER job and its cleanup ended.
+expect_job_untouched() {
+  local name=$1 other=$2 out=$3 pid=$4 uid=$5 job=$6 holder_pids=$7 object_files=$8 holder object node
+  kill -0 "$pid" 2>/dev/null || fail "the $name job ended with the $other: $(cat "$out")"
+  for holder in $holder_pids; do
+    [ -d "/proc/$holder" ] || fail "holder pid $holder of the $name job is gone after the $other job ended"
+  done
+  for object in $object_files; do
+    [ -e "$object" ] || fail "$object of the $name job is gone after the $other job ended"
+  done
+  for node in $nodes; do
+    ls -d "$(on_node "$node" /tmp)/sray-$uid-$job".* >/dev/null 2>&1 ||
+      fail "the $name job's session directory on $node is gone after the $other job ended"
+  done
+  echo "ok: the $other job's cleanup left the $name job's processes, objects and directories"
+}
+expect_job_untouched first second "$WORK/first.out" "$first_pid" "$first_uid" "$first_job" "$holders" "$objects"
 
 # The other way round: the second user's third job runs while the first
 # job ends, cleanup included.
@@ -154,18 +161,8 @@ first_pid=""
 expect_step_output "$WORK/first.out" 11
 echo "ok: the first job's objects, spilled ones included, were intact to its end, and it left nothing"
 
-kill -0 "$third_pid" 2>/dev/null || fail "the third job ended with the first: $(cat "$WORK/third.out")"
-for pid in $third_holders; do
-  [ -d "/proc/$pid" ] || fail "holder pid $pid of the third job is gone after the first job ended"
-done
-for object in $third_objects; do
-  [ -e "$object" ] || fail "$object of the third job is gone after the first job ended"
-done
-for node in $nodes; do
-  ls -d "$(on_node "$node" /tmp)/sray-$second_uid-$third_job".* >/dev/null 2>&1 ||
-    fail "the third job's session directory on $node is gone after the first job ended"
-done
-echo "ok: the first job's cleanup left the third job's processes, objects and directories"
+expect_job_untouched third first "$WORK/third.out" "$third_pid" "$second_uid" "$third_job" "$third_holders" \
+  "$third_objects"
 touch "$SECOND_WORK/third-done"
 wait "$third_pid" || fail "the third job failed: $(cat "$WORK/third.out")"
 third_pid=""

@@ -1,0 +1,36 @@
+#pragma once
+
+// SIGPIPE, which ends a process that writes to a pipe or socket whose reader
+// went away. sray's processes must see such a write fail with EPIPE instead:
+// a worker ended by it is taken for the root cause of a failure that began
+// elsewhere (a training peer's closed Gloo socket). A handler that does
+// nothing, not SIG_IGN: exec resets a handled signal to the default, while
+// SIG_IGN would pass on to every program the process starts (a shell loop
+// writing into `head -1` would then never end).
+//
+// Thread-safety: these change process-wide signal state; call them where no
+// other thread changes SIGPIPE's disposition.
+
+#include <signal.h>
+
+namespace sray {
+
+// Writes to a closed pipe or socket fail with EPIPE from now on.
+void FailWritesToClosedPipes();
+
+// SIGPIPE's disposition when it was made, to give back after a library that
+// sets SIG_IGN for the whole process (cpp-httplib's Server does, in its
+// constructor, in the user's driver process).
+class SigpipeDisposition {
+ public:
+  SigpipeDisposition();
+  // Puts back what was saved, except the default: that becomes
+  // FailWritesToClosedPipes's handler, since the library counts on not
+  // being ended by a write to a browser that left.
+  void Restore() const;
+
+ private:
+  struct sigaction saved_ {};
+};
+
+}  // namespace sray

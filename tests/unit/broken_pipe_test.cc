@@ -1,0 +1,85 @@
+// SIGPIPE's disposition in sray's processes: writes to a closed pipe fail,
+// and the programs a process starts get the default back.
+
+#include "common/broken_pipe.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+
+namespace sray {
+namespace {
+
+// Whether a program started from this process ignores SIGPIPE (its SigIgn
+// mask in /proc), or -1 when that cannot be read.
+int ChildIgnoresSigpipe() {
+  FILE* child = ::popen("exec grep '^SigIgn:' /proc/self/status", "r");
+  if (child == nullptr) return -1;
+  char line[128] = {};
+  const bool read = std::fgets(line, sizeof line, child) != nullptr;
+  ::pclose(child);
+  unsigned long long ignored = 0;
+  if (!read || std::sscanf(line, "SigIgn: %llx", &ignored) != 1) return -1;
+  return static_cast<int>((ignored >> (SIGPIPE - 1)) & 1U);
+}
+
+int ErrnoOfAWriteToAClosedPipe() {
+  int ends[2];
+  if (::pipe(ends) != 0) return -1;
+  ::close(ends[0]);
+  const char byte = 'x';
+  const int error = ::write(ends[1], &byte, 1) < 0 ? errno : 0;
+  ::close(ends[1]);
+  return error;
+}
+
+struct sigaction Current() {
+  struct sigaction now {};
+  (void)::sigaction(SIGPIPE, nullptr, &now);
+  return now;
+}
+
+// Gives the test process its own disposition back.
+class BrokenPipe : public testing::Test {
+ protected:
+  void SetUp() override { (void)::sigaction(SIGPIPE, nullptr, &original_); }
+  void TearDown() override { (void)::sigaction(SIGPIPE, &original_, nullptr); }
+
+ private:
+  struct sigaction original_ {};
+};
+
+TEST_F(BrokenPipe, AWriteToAClosedPipeFailsAndStartedProgramsGetTheDefault) {
+  (void)::signal(SIGPIPE, SIG_IGN);  // as a worker inherits it on node 0
+  FailWritesToClosedPipes();
+  EXPECT_EQ(ErrnoOfAWriteToAClosedPipe(), EPIPE);
+  EXPECT_EQ(ChildIgnoresSigpipe(), 0);
+}
+
+TEST_F(BrokenPipe, ALibrarysSigIgnIsUndoneWithoutLosingWhatTheProgramHadSet) {
+  (void)::signal(SIGPIPE, SIG_DFL);
+  {
+    const SigpipeDisposition before;
+    (void)::signal(SIGPIPE, SIG_IGN);  // what httplib::Server's constructor does
+    before.Restore();
+  }
+  const auto handler = Current().sa_handler;
+  EXPECT_NE(handler, SIG_IGN);
+  EXPECT_NE(handler, SIG_DFL)
+      << "the default would let a write to a browser that left end the driver";
+  EXPECT_EQ(ChildIgnoresSigpipe(), 0);
+
+  (void)::signal(SIGPIPE, SIG_IGN);  // the program's own choice stays
+  {
+    const SigpipeDisposition before;
+    (void)::signal(SIGPIPE, SIG_DFL);
+    before.Restore();
+  }
+  EXPECT_EQ(Current().sa_handler, SIG_IGN);
+}
+
+}  // namespace
+}  // namespace sray
