@@ -15,12 +15,14 @@ void FailWritesToClosedPipes() {
   (void)::sigaction(SIGPIPE, &on_broken_pipe, nullptr);
 }
 
-SigpipeDisposition::SigpipeDisposition() {
+SigpipeDispositionKept::SigpipeDispositionKept() {
   (void)::sigaction(SIGPIPE, nullptr, &saved_);
 }
 
-void SigpipeDisposition::Restore() const {
-  if (saved_.sa_handler == SIG_DFL && (saved_.sa_flags & SA_SIGINFO) == 0) {
+SigpipeDispositionKept::~SigpipeDispositionKept() {
+  // sa_handler and sa_sigaction share their storage: a null one is the
+  // default, whatever the flags say.
+  if (saved_.sa_handler == SIG_DFL) {
     FailWritesToClosedPipes();
     return;
   }

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <climits>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -55,6 +56,14 @@
 
 namespace sray {
 namespace {
+
+// "30.4 s": a silence compared with node_timeout to the tenth, so that one
+// just past it does not read as equal.
+std::string DescribeSeconds(std::chrono::steady_clock::duration elapsed) {
+  char text[48];
+  std::snprintf(text, sizeof(text), "%.1f s", std::chrono::duration<double>(elapsed).count());
+  return text;
+}
 
 using core::NodeDescription;
 
@@ -372,10 +381,8 @@ Result<transport::Bytes> CallHead(transport::Transport& transport, std::uint32_t
                     << (alive.status().code() == StatusCode::kPermissionDenied
                             ? alive.status().message()
                             : "no answer from the head for " +
-                                  std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                                                     silence.Silent(now))
-                                                     .count()) +
-                                  " s, more than node_timeout (" +
+                                  DescribeSeconds(silence.Silent(now)) +
+                                  ", more than node_timeout (" +
                                   std::to_string(node_timeout.count()) +
                                   " s): the head has declared this node lost (unless it is "
                                   "itself unreachable: " +

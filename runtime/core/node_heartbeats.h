@@ -44,12 +44,16 @@ class NodeHeartbeats {
 
 // A node manager's side: whether the head's silence means the head has
 // declared this node lost (and fenced it off) rather than died. Counted from
-// when the last answered heartbeat was sent, not from its answer: the head
-// heard it no earlier, so once the head has declared this node lost, this
-// count is past the timeout too, however long the answer took. Counted from
-// the answer, a node resumed just after the declaration came out a few
-// milliseconds short and took the head for dead (scripts/chaos node-freeze
-// under srun, 2026-12-05).
+// when the last answered heartbeat was sent, not from when its answer was
+// handled: the head heard it no earlier, so once the head has declared this
+// node lost, this count is past the timeout too. Counted from the answer, a
+// node frozen while a heartbeat was on its way back handled that answer only
+// after it resumed, restarted its count there, and took the next failure
+// (UCX's endpoint timeout from the freeze) for the head's death: "lost the
+// driver", exit 1 (scripts/chaos node-freeze under srun, 2026-12-05).
+// Limit: with a node_timeout shorter than an answer's delay (a head stalled
+// for longer than that, then dead), the node says it was shut out when the
+// head in fact died; with the default 30 s that needs a 30 s answer.
 //
 // Thread-safety: none; the node's heartbeat loop owns it.
 class HeadSilence {

@@ -358,9 +358,11 @@ Result<std::unique_ptr<DashboardServer>> DashboardServer::Start(DashboardOptions
   }
   // httplib::Server's constructor sets SIGPIPE to SIG_IGN for the whole
   // process, the user's driver: programs it starts would inherit that.
-  const SigpipeDisposition before_server;
-  auto server = std::make_unique<ServingDashboard>(std::move(options));
-  before_server.Restore();
+  std::unique_ptr<ServingDashboard> server;
+  {
+    const SigpipeDispositionKept kept;
+    server = std::make_unique<ServingDashboard>(std::move(options));
+  }
   const Status started = server->Listen();
   if (!started.ok()) return started;
   return std::unique_ptr<DashboardServer>(std::move(server));

@@ -62,9 +62,8 @@ TEST_F(BrokenPipe, AWriteToAClosedPipeFailsAndStartedProgramsGetTheDefault) {
 TEST_F(BrokenPipe, ALibrarysSigIgnIsUndoneWithoutLosingWhatTheProgramHadSet) {
   (void)::signal(SIGPIPE, SIG_DFL);
   {
-    const SigpipeDisposition before;
+    const SigpipeDispositionKept kept;
     (void)::signal(SIGPIPE, SIG_IGN);  // what httplib::Server's constructor does
-    before.Restore();
   }
   const auto handler = Current().sa_handler;
   EXPECT_NE(handler, SIG_IGN);
@@ -74,11 +73,22 @@ TEST_F(BrokenPipe, ALibrarysSigIgnIsUndoneWithoutLosingWhatTheProgramHadSet) {
 
   (void)::signal(SIGPIPE, SIG_IGN);  // the program's own choice stays
   {
-    const SigpipeDisposition before;
+    const SigpipeDispositionKept kept;
     (void)::signal(SIGPIPE, SIG_DFL);
-    before.Restore();
   }
   EXPECT_EQ(Current().sa_handler, SIG_IGN);
+
+  // The default, as the kernel may report it: SA_SIGINFO with no handler.
+  struct sigaction default_with_siginfo {};
+  default_with_siginfo.sa_handler = SIG_DFL;
+  default_with_siginfo.sa_flags = SA_SIGINFO;
+  (void)::sigaction(SIGPIPE, &default_with_siginfo, nullptr);
+  {
+    const SigpipeDispositionKept kept;
+    (void)::signal(SIGPIPE, SIG_IGN);
+  }
+  EXPECT_NE(Current().sa_handler, SIG_DFL);
+  EXPECT_NE(Current().sa_handler, SIG_IGN);
 }
 
 }  // namespace

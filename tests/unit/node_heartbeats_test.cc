@@ -97,6 +97,21 @@ TEST(HeadSilence, ANodeResumedJustAfterTheHeadDeclaredItLostKnowsItWasDeclared) 
   EXPECT_GT(node.Silent(resumed), seconds(6));
 }
 
+TEST(HeadSilence, AnAnswerHandledOnlyAfterAFreezeDoesNotRestartTheCount) {
+  const auto start = Clock::now();
+  NodeHeartbeats head(2, seconds(6), start);
+  HeadSilence node(seconds(6), start);
+  // Asked at 1 s and heard at once; the node froze before it handled the
+  // answer, and handles it on resuming at 9 s, after the head's declaration.
+  const auto asked = start + seconds(1);
+  head.Beat(1, asked);
+  EXPECT_EQ(LookEveryHalfSecond(head, start, start + seconds(8)), std::vector<std::uint32_t>{1});
+  node.Answered(asked);
+  // Its next heartbeat fails a second later (UCX timed the endpoint out
+  // during the freeze): 9 s of silence since the ask, not 1 since the answer.
+  EXPECT_TRUE(node.DeclaredLost(start + seconds(10)));
+}
+
 TEST(HeadSilence, AShortSilenceIsNotADeclarationAndAZeroTimeoutNeverIs) {
   const auto start = Clock::now();
   HeadSilence node(seconds(6), start);
