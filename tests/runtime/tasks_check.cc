@@ -31,9 +31,11 @@
 #include <sray/api.h>
 
 #include "check.h"
+#include "sigpipe_probe.h"
 
 namespace {
 
+using sray::check::ChildIgnoresSigpipe;
 using sray::check::Expect;
 using sray::check::Fail;
 
@@ -170,19 +172,6 @@ SRAY_REMOTE(occupy_memory);
 // Whether this process ignored SIGPIPE before sray::Init (a harness may have
 // started it so), read in main.
 bool sigpipe_ignored_before_init = false;
-
-// 1 when a program started from this process ignores SIGPIPE (its SigIgn
-// mask in /proc), 0 when not, -1 when that cannot be read.
-std::int64_t ChildIgnoresSigpipe() {
-  FILE* child = ::popen("exec grep '^SigIgn:' /proc/self/status", "r");
-  if (child == nullptr) return -1;
-  char line[128] = {};
-  const bool read = std::fgets(line, sizeof line, child) != nullptr;
-  ::pclose(child);
-  unsigned long long ignored = 0;
-  if (!read || std::sscanf(line, "SigIgn: %llx", &ignored) != 1) return -1;
-  return (ignored >> (SIGPIPE - 1)) & 1U;
-}
 
 // One per node (a STRICT_SPREAD group): writes to a pipe nobody reads any
 // more. A worker that SIGPIPE still ended would never answer (srun starts

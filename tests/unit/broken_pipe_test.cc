@@ -3,6 +3,8 @@
 
 #include "common/broken_pipe.h"
 
+#include "../runtime/sigpipe_probe.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -13,18 +15,7 @@
 namespace sray {
 namespace {
 
-// Whether a program started from this process ignores SIGPIPE (its SigIgn
-// mask in /proc), or -1 when that cannot be read.
-int ChildIgnoresSigpipe() {
-  FILE* child = ::popen("exec grep '^SigIgn:' /proc/self/status", "r");
-  if (child == nullptr) return -1;
-  char line[128] = {};
-  const bool read = std::fgets(line, sizeof line, child) != nullptr;
-  ::pclose(child);
-  unsigned long long ignored = 0;
-  if (!read || std::sscanf(line, "SigIgn: %llx", &ignored) != 1) return -1;
-  return static_cast<int>((ignored >> (SIGPIPE - 1)) & 1U);
-}
+using check::ChildIgnoresSigpipe;
 
 int ErrnoOfAWriteToAClosedPipe() {
   int ends[2];
