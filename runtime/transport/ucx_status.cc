@@ -13,11 +13,11 @@ namespace {
 thread_local UcxLogCapture* current_capture = nullptr;
 
 // Errors only: warnings of a call that then succeeds would have no Status
-// to go into, and fatal lines precede UCX's own abort.
-ucs_log_func_rc_t KeepInCapture(const char* /*file*/, unsigned /*line*/, const char* /*function*/,
-                                ucs_log_level_t level,
-                                const ucs_log_component_config_t* /*component*/, const char* format,
-                                va_list arguments) {
+// to go into, and fatal lines precede UCX's own abort. UCX hands its
+// printf-style format and arguments through (the format attribute).
+__attribute__((format(printf, 6, 0))) ucs_log_func_rc_t KeepInCapture(
+    const char* /*file*/, unsigned /*line*/, const char* /*function*/, ucs_log_level_t level,
+    const ucs_log_component_config_t* /*component*/, const char* format, va_list arguments) {
   if (current_capture == nullptr || level != UCS_LOG_LEVEL_ERROR) return UCS_LOG_FUNC_RC_CONTINUE;
   char text[512];
   va_list copy;
