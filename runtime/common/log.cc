@@ -60,4 +60,10 @@ std::string DescribeMilliseconds(std::chrono::steady_clock::duration elapsed) {
   return text;
 }
 
+std::string DescribeSeconds(std::chrono::steady_clock::duration elapsed) {
+  char text[48];
+  std::snprintf(text, sizeof(text), "%.1f s", std::chrono::duration<double>(elapsed).count());
+  return text;
+}
+
 }  // namespace sray

@@ -30,4 +30,8 @@ std::string DescribeTransfer(std::uint64_t bytes, double seconds);
 // "12.3 ms": how long a phase took, for log lines.
 std::string DescribeMilliseconds(std::chrono::steady_clock::duration elapsed);
 
+// "30.4 s": a longer wait, to the tenth (a silence just past a whole-second
+// timeout must not read as equal to it).
+std::string DescribeSeconds(std::chrono::steady_clock::duration elapsed);
+
 }  // namespace sray

@@ -15,7 +15,6 @@
 #include <chrono>
 #include <climits>
 #include <condition_variable>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -56,14 +55,6 @@
 
 namespace sray {
 namespace {
-
-// "30.4 s": a silence compared with node_timeout to the tenth, so that one
-// just past it does not read as equal.
-std::string DescribeSeconds(std::chrono::steady_clock::duration elapsed) {
-  char text[48];
-  std::snprintf(text, sizeof(text), "%.1f s", std::chrono::duration<double>(elapsed).count());
-  return text;
-}
 
 using core::NodeDescription;
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "common/log.h"
 #include "envs/activation.h"
 #include "envs/create.h"
 #include "envs/lock.h"
@@ -114,8 +115,8 @@ Status PrepareStepEnvironment(const StepEnvironmentRequest& request, TaskEnviron
     auto staged = StageFile(request, progress);
     if (!staged.ok()) return staged.status().WithContext("cannot stage " + what);
     prefix = staged->prefix;
-    char seconds[32];
-    std::snprintf(seconds, sizeof(seconds), "%.1f s", SecondsSince(progress.started()));
+    const std::string seconds =
+        DescribeSeconds(std::chrono::steady_clock::now() - progress.started());
     if (staged->reused) {
       note = "used the copy of " + request.source.string() + " staged on this node before (" +
              prefix.string() + ")";

@@ -42,8 +42,9 @@ class UcxLogCapture {
 Status FromUcs(ucs_status_t status, std::string_view what, const UcxLogCapture& capture);
 
 // Installs the handler behind UcxLogCapture into UCX's logging, once per
-// process. Called before the first UCX context exists (UCX's handler list is
-// not safe to change while other threads log).
+// process. UcxContext::Create calls it before ucp_init, so before UCX starts
+// threads of its own (its handler list is not safe to change while another
+// thread logs); a capture calls it too, for a process without a context.
 void InstallUcxLogCapture();
 
 }  // namespace sray::transport

@@ -16,6 +16,8 @@ TEST(Log, ATransferIsDescribedWithBytesSecondsAndRate) {
 TEST(Log, APhaseIsDescribedInMillisecondsToATenth) {
   EXPECT_EQ(DescribeMilliseconds(std::chrono::microseconds(12345)), "12.3 ms");
   EXPECT_EQ(DescribeMilliseconds(std::chrono::seconds(2)), "2000.0 ms");
+  EXPECT_EQ(DescribeSeconds(std::chrono::milliseconds(30040)), "30.0 s");
+  EXPECT_EQ(DescribeSeconds(std::chrono::milliseconds(30060)), "30.1 s");
 }
 
 TEST(Log, ErrorsAreAlwaysOnAndDebugOnlyWhenAsked) {
