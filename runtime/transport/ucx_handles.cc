@@ -14,10 +14,9 @@ constexpr std::chrono::milliseconds kCancelTime{200};
 }  // namespace
 
 Result<std::shared_ptr<UcxContext>> UcxContext::Create(const std::string& keepalive_interval) {
-  // For users who choose UCX's shared-memory transports with UCX_TLS (our
-  // default leaves them out, below): endpoints ask for peer-failure
-  // detection, and without these UCX 1.13 drops those transports ("no peer
-  // failure handler"). They are transport settings,
+  // Endpoints ask for peer-failure detection; without these UCX 1.13 drops
+  // the shared-memory transports ("no peer failure handler") and processes
+  // on one node would talk over TCP loopback. They are transport settings,
   // which ucp_config_modify rejects, so they go through the environment
   // (never overriding the user's), before UCX reads it.
   // Both front ends already export them to every task (with UCX's
@@ -40,18 +39,6 @@ Result<std::shared_ptr<UcxContext>> UcxContext::Create(const std::string& keepal
       (void)ucp_config_modify(config, name, value.c_str());
   };
   if (!keepalive_interval.empty()) set_default("KEEPALIVE_INTERVAL", keepalive_interval);
-  // No shared-memory FIFOs (UCX's mm transports: posix, sysv, xpmem) for
-  // messages: a sender takes a slot in the receiver's one FIFO, then fills
-  // it and flags it done, and the receiver reads slots in order. A process
-  // killed between the two (kill -9, the OOM killer) leaves a slot that is
-  // never flagged, and the receiver hears nothing more over shared memory
-  // from anyone, forever: a node manager stopped registering new workers
-  // after one was killed while reporting a task (chaos worker-kill under
-  // srun, 2 of 15 rounds hung). Over TCP each sender has its own connection,
-  // which the kernel closes when it dies. Costs about a third of the rate
-  // of synchronous tasks and actor calls on one node; objects still move
-  // through /dev/shm (same-host reads), and UCX_TLS chooses otherwise.
-  set_default("TLS", kDefaultTransports);
 
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;

@@ -25,15 +25,10 @@
 
 namespace sray::transport {
 
-// UCX_TLS unless the user sets it: every transport but UCX's shared-memory
-// FIFOs (UcxContext::Create says why).
-inline constexpr const char* kDefaultTransports = "^mm";
-
 class UcxContext {
  public:
   // `keepalive_interval` sets how soon a silent dead peer is noticed on
-  // transports without connection state (an explicit UCX_KEEPALIVE_INTERVAL
-  // wins); the transports are kDefaultTransports (an explicit UCX_TLS wins).
+  // transports without connection state (an explicit UCX_KEEPALIVE_INTERVAL wins).
   static Result<std::shared_ptr<UcxContext>> Create(const std::string& keepalive_interval);
   ~UcxContext();
   UcxContext(const UcxContext&) = delete;

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Remote tasks and the object store under `sray run -N3`: results, objects
-# crossing nodes (by default, and with UCX's shared-memory transports, which
-# a user may choose with UCX_TLS), reference counting,
+# crossing nodes (shared memory and UCX_TLS=tcp,self), reference counting,
 # ObjectRefs inside values borrowed across processes, surplus idle workers
 # kept while they own objects, spilling 2 GiB
 # through 512 MiB stores, a SIGKILLed worker's task retried, a crashing
@@ -17,7 +16,7 @@ run_mode() { run_job_check "$TASKS" "$@"; }
 
 run_mode basic 13 ""
 run_mode objects 4 ""
-run_mode objects 4 "" env UCX_TLS=shm,tcp,self
+run_mode objects 4 "" env UCX_TLS=tcp,self
 run_mode refcount 2 ""
 run_mode spill 5 "object_store_memory=512M,log_level=debug"
 # log_level=debug: each Put of 64 MiB or more is a line with its size and
