@@ -15,6 +15,9 @@ namespace sray::transport {
 // The one UCX active-message id sray uses; FrameHeader::kind and ::method
 // say what a message is.
 inline constexpr unsigned kActiveMessageId = 7;
+// An empty message put in place of one a killed sender left half-written in
+// a shared-memory receive queue (shared_memory_fifos.h); ignored.
+inline constexpr unsigned kSkippedSlotMessageId = 8;
 
 struct ActiveMessageSend {
   std::span<const std::byte> header;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "common/log.h"
 #include "transport/active_message.h"
 #include "transport/transport_impl.h"
 #include "transport/ucx_status.h"
@@ -15,6 +16,9 @@ namespace {
 
 // How often ranks with calls in flight are probed for liveness.
 constexpr std::chrono::milliseconds kLivenessInterval{250};
+// How often the shared-memory receive FIFOs are looked at for a slot a
+// killed sender left half-written.
+constexpr std::chrono::milliseconds kStalledSlotCheckInterval{250};
 // Long enough for the keepalive (1 s, core's UcxContext) to fail a send to a
 // peer that died silently; a flush with nothing in flight takes microseconds.
 constexpr std::chrono::milliseconds kQuiesceTime{3000};
@@ -57,6 +61,27 @@ Status Transport::Impl::Start() {
   handler.flags = UCP_AM_FLAG_WHOLE_MSG;
   SRAY_RETURN_IF_ERROR(FromUcs(ucp_worker_set_am_recv_handler(worker_->handle(), &handler),
                                "cannot register the active-message handler"));
+  handler.id = kSkippedSlotMessageId;
+  handler.cb = &Impl::OnSkippedSlot;
+  SRAY_RETURN_IF_ERROR(FromUcs(ucp_worker_set_am_recv_handler(worker_->handle(), &handler),
+                               "cannot register the handler of skipped queue slots"));
+  if (options_.stalled_slot_limit.count() > 0 && !worker_->receive_fifos().empty()) {
+    StalledSlotRepair::Settings settings;
+    settings.stall_limit = options_.stalled_slot_limit;
+    settings.skipped_slot_message_id = static_cast<std::uint16_t>(kSkippedSlotMessageId);
+    settings.on_fill = [this](const SharedMemoryFifo& fifo, std::uint64_t sequence) {
+      stalled_slots_skipped_.fetch_add(1);
+      Log(LogLevel::kWarning,
+          Describe(options_.rank) + ": slot " + std::to_string(sequence) +
+              " of this process's shared-memory receive queue (segment " + fifo.identity() +
+              ") stayed half-written for " + DescribeSeconds(options_.stalled_slot_limit) +
+              " with no process that maps it paused, so its sender was killed while it sent: "
+              "the slot was skipped (that message is lost with its sender) and messages from "
+              "the other processes of this node arrive again");
+    };
+    stalled_slot_repair_ =
+        std::make_unique<StalledSlotRepair>(worker_->receive_fifos(), std::move(settings));
+  }
   return loop_.Start();
 }
 
@@ -124,7 +149,9 @@ TransportStatistics Transport::Impl::statistics() const {
           .rejected_frames = rejected_frames_.load(),
           .malformed_frames = malformed_frames_.load(),
           .batches_received = batches_received_.load(),
-          .same_host_pulls = same_host_reads_.reads()};
+          .same_host_pulls = same_host_reads_.reads(),
+          .stalled_slots_skipped = stalled_slots_skipped_.load(),
+          .skipped_slot_messages = skipped_slot_messages_.load()};
 }
 
 // ---- calls ------------------------------------------------------------------
@@ -447,6 +474,13 @@ void Transport::Impl::Housekeeping(std::chrono::steady_clock::time_point now) {
   endpoints_.CloseUnused();
   ProbeAwaitedPeers(now);
   same_host_reads_.DropIdle(now);
+  RepairStalledSlots(now);
+}
+
+void Transport::Impl::RepairStalledSlots(std::chrono::steady_clock::time_point now) {
+  if (!stalled_slot_repair_ || now - last_stalled_slot_check_ < kStalledSlotCheckInterval) return;
+  last_stalled_slot_check_ = now;
+  stalled_slot_repair_->Check(now);
 }
 
 void Transport::Impl::Fence(std::uint32_t first, std::uint32_t last, const Status& cause) {

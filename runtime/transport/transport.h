@@ -16,6 +16,9 @@
 // - Endpoints are created lazily on first use, from the address the
 //   resolver returns (PMIx in a job), with peer error handling: when a peer
 //   dies every pending and future call to it fails with an error naming it.
+// - A slot of this process's shared-memory receive FIFO that a killed sender
+//   left half-written is skipped after a while, so that the other local
+//   senders are heard again (shared_memory_fifos.h; UCX 1.13 only).
 // - Every frame carries a token derived from the job secret; frames without
 //   the right token are counted and dropped, and the connection is closed.
 // - Handlers run on whichever thread progresses the worker, inside a UCX
@@ -82,6 +85,10 @@ struct TransportOptions {
   std::chrono::milliseconds default_timeout{std::chrono::seconds(60)};
   // How often UCX probes idle connections (UCX_KEEPALIVE_INTERVAL wins).
   std::string keepalive_interval = "1s";
+  // How long a slot of this process's shared-memory receive queue may stay
+  // taken but unwritten before it is taken for a killed sender's and
+  // skipped (shared_memory_fifos.h); zero: never.
+  std::chrono::milliseconds stalled_slot_limit{std::chrono::seconds(2)};
 };
 
 struct TransportStatistics {
@@ -90,6 +97,11 @@ struct TransportStatistics {
   std::uint64_t malformed_frames = 0;  // header or batch failed to decode
   std::uint64_t batches_received = 0;  // frames carrying several one-way messages
   std::uint64_t same_host_pulls = 0;   // pulls copied from a file of this host (same_host_reads.h)
+  // Slots of the shared-memory receive queue that a killed sender left
+  // half-written, skipped (shared_memory_fifos.h).
+  std::uint64_t stalled_slots_skipped = 0;
+  // The empty messages those slots were filled with, as they arrived.
+  std::uint64_t skipped_slot_messages = 0;
 };
 
 class Transport {

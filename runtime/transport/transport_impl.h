@@ -31,6 +31,7 @@
 #include "transport/progress_loop.h"
 #include "transport/receive_buffers.h"
 #include "transport/same_host_reads.h"
+#include "transport/shared_memory_fifos.h"
 #include "transport/transport.h"
 
 namespace sray::transport {
@@ -165,6 +166,12 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
                                       const ucp_am_recv_param_t* param) noexcept;
   static void OnRendezvousData(void* request, ucs_status_t status, std::size_t length,
                                void* user_data) noexcept;
+  static ucs_status_t OnSkippedSlot(void* arg, const void* header, std::size_t header_length,
+                                    void* data, std::size_t length,
+                                    const ucp_am_recv_param_t* param) noexcept;
+  // Watches this worker's shared-memory receive FIFOs for a slot a killed
+  // sender left half-written (progress thread only).
+  void RepairStalledSlots(std::chrono::steady_clock::time_point now);
   // Hands a checked frame to what it is for: a handler, a waiting call.
   void DeliverFrame(const FrameHeader& header, ucp_ep_h reply_endpoint,
                     std::span<const std::byte> payload) noexcept;
@@ -193,6 +200,11 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   std::mutex send_mutex_;
   ReceiveBufferPool receive_buffers_;
   std::chrono::steady_clock::time_point last_liveness_probe_{};  // progress thread only
+  // Null when repair is off; progress thread only.
+  std::unique_ptr<StalledSlotRepair> stalled_slot_repair_;
+  std::chrono::steady_clock::time_point last_stalled_slot_check_{};
+  std::atomic<std::uint64_t> stalled_slots_skipped_{0};
+  std::atomic<std::uint64_t> skipped_slot_messages_{0};
 
   std::shared_mutex handlers_mutex_;
   std::unordered_map<std::uint32_t, RequestHandler> request_handlers_;

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
 
 #include "transport/ucx_status.h"
 
@@ -62,9 +64,29 @@ Result<std::shared_ptr<UcxWorker>> UcxWorker::Create(std::shared_ptr<UcxContext>
   params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   params.thread_mode = UCS_THREAD_MODE_MULTI;
   ucp_worker_h handle = nullptr;
+  // The worker's receive FIFOs are the mm mappings of this process that
+  // appear while it is made and check out as FIFOs it owns. One worker is
+  // made at a time: a process with several (tests) has the others' FIFOs,
+  // and the FIFOs of its own it attached to as a sender, among the earlier
+  // mappings, by identity.
+  static std::mutex creation_mutex;
+  std::unique_lock creation(creation_mutex);
+  const std::optional<FifoLayouts> layouts = RepairableFifoLayouts();
+  std::set<std::string> earlier;
+  if (layouts) {
+    for (const FifoMapping& mapping : FindSharedMemoryMappings()) earlier.insert(mapping.identity);
+  }
   SRAY_RETURN_IF_ERROR(FromUcs(ucp_worker_create(context->handle(), &params, &handle),
                                "cannot create a UCX worker"));
-  return std::shared_ptr<UcxWorker>(new UcxWorker(std::move(context), handle));
+  std::shared_ptr<UcxWorker> worker(new UcxWorker(std::move(context), handle));
+  if (layouts) {
+    for (const FifoMapping& mapping : FindSharedMemoryMappings()) {
+      if (!earlier.insert(mapping.identity).second) continue;
+      auto fifo = SharedMemoryFifo::Open(mapping, mapping.posix ? layouts->posix : layouts->sysv);
+      if (fifo) worker->receive_fifos_.push_back(*fifo);
+    }
+  }
+  return worker;
 }
 
 UcxWorker::~UcxWorker() {

@@ -22,6 +22,7 @@
 
 #include "common/status.h"
 #include "transport/memory_key.h"
+#include "transport/shared_memory_fifos.h"
 
 namespace sray::transport {
 
@@ -61,6 +62,11 @@ class UcxWorker {
   // replies too, progressing on this thread for up to `limit`; false when
   // that did not finish. No other thread may progress the worker meanwhile.
   bool Quiesce(std::chrono::milliseconds limit);
+  // The shared-memory receive FIFOs UCX made for this worker (mapped until
+  // the worker is destroyed); empty when repair is off (shared_memory_fifos.h).
+  [[nodiscard]] const std::vector<SharedMemoryFifo>& receive_fifos() const {
+    return receive_fifos_;
+  }
   // Leaves the worker (and its context) to the process's end instead of
   // destroying it. For a worker whose peers died: UCX 1.13 then may hold
   // protocol requests on endpoints it made itself (replies to a process
@@ -75,6 +81,7 @@ class UcxWorker {
   std::shared_ptr<UcxContext> context_;
   ucp_worker_h handle_;
   bool abandoned_ = false;  // Abandon: not destroyed
+  std::vector<SharedMemoryFifo> receive_fifos_;
 };
 
 // A connection to one peer's worker, with UCX's peer-failure detection
