@@ -15,6 +15,8 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -387,6 +389,29 @@ TEST_F(KilledSender, EachWorkerFindsItsOwnReceiveFifos) {
       EXPECT_NE(mine.identity(), theirs.identity());
     }
   }
+}
+
+TEST_F(KilledSender, FifosOfAnotherConfiguredSizeAreFoundByThatSize) {
+  // UCX reads its FIFO settings once per process: this test runs itself in
+  // a child with the posix transport's FIFO at 32 slots (sysv's stays at
+  // 64), which prints how many receive FIFOs its worker found.
+  if (std::getenv("SRAY_TEST_REPORT_FIFOS") != nullptr) {
+    std::printf("receive fifos: %zu\n", NewWorker()->receive_fifos().size());
+    return;
+  }
+  const std::string command = "SRAY_TEST_REPORT_FIFOS=1 UCX_POSIX_FIFO_SIZE=32 /proc/" +
+                              std::to_string(getpid()) +
+                              "/exe --gtest_filter=KilledSender."
+                              "FifosOfAnotherConfiguredSizeAreFoundByThatSize 2>&1";
+  FILE* child = popen(command.c_str(), "r");
+  ASSERT_NE(child, nullptr);
+  std::string output;
+  char buffer[4096];
+  while (std::fgets(buffer, sizeof(buffer), child) != nullptr) output += buffer;
+  ASSERT_EQ(pclose(child), 0) << output;
+  // Read by the default layout, the 32-slot FIFO's mapping (8 KiB, not 12)
+  // would be refused: one FIFO found, not two.
+  EXPECT_NE(output.find("receive fifos: 2\n"), std::string::npos) << output;
 }
 
 TEST_F(KilledSender, WithoutRepairNothingArrivesOverSharedMemoryAgain) {
