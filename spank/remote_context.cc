@@ -27,7 +27,7 @@
 #include <slurm/slurm.h>  // SLURM_BATCH_SCRIPT and the other special step ids
 
 #include "common/host_name.h"
-#include "common/process_start_time.h"
+#include "common/process_stat.h"
 #include "contexts.h"
 #include "crashed_steps.h"
 #include "dashboard/jobs_file.h"

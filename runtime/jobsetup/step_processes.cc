@@ -8,10 +8,10 @@
 #include <fstream>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 
+#include "common/process_stat.h"
 #include "common/whole_number.h"
 
 namespace sray::jobsetup {
@@ -39,31 +39,9 @@ EnvironmentState ReadEnvironment(const std::filesystem::path& environ_file,
   return any ? EnvironmentState::kOther : EnvironmentState::kEmpty;
 }
 
-// What /proc/PID/stat says of a process; nothing when it is gone.
-struct ProcessState {
-  char state = '?';
-  unsigned long flags = 0;
-};
-
-std::optional<ProcessState> ReadProcessState(pid_t pid) {
-  std::ifstream stat_file("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat_file, line)) return std::nullopt;
-  // The name in parentheses may hold spaces: the fields follow the last ')'.
-  const auto close = line.rfind(')');
-  if (close == std::string::npos) return std::nullopt;
-  std::istringstream fields(line.substr(close + 1));
-  ProcessState process;
-  std::string skipped;
-  fields >> process.state;
-  for (int field = 0; field < 5; ++field) fields >> skipped;  // ppid .. tpgid
-  if (!(fields >> process.flags)) return std::nullopt;
-  return process;
-}
-
 // A zombie has already released everything; only its parent can reap it.
 bool IsAlive(pid_t pid) {
-  const auto process = ReadProcessState(pid);
+  const std::optional<ProcessStat> process = ReadProcessStat(pid);
   return process && process->state != 'Z';
 }
 
@@ -71,7 +49,7 @@ bool IsAlive(pid_t pid) {
 // kernel thread (root's kernel threads have no environment either).
 bool MayBeInsideExec(pid_t pid) {
   constexpr unsigned long kKernelThreadFlag = 0x00200000;  // PF_KTHREAD
-  const auto process = ReadProcessState(pid);
+  const std::optional<ProcessStat> process = ReadProcessStat(pid);
   return process && process->state != 'Z' && (process->flags & kKernelThreadFlag) == 0;
 }
 

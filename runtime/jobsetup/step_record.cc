@@ -10,7 +10,7 @@
 #include <system_error>
 
 #include "common/private_file.h"
-#include "common/process_start_time.h"
+#include "common/process_stat.h"
 #include "jobsetup/field_codec.h"
 
 namespace sray::jobsetup {

@@ -15,6 +15,8 @@
 #include <memory>
 #include <string_view>
 
+#include "common/process_stat.h"
+
 namespace sray::transport {
 namespace {
 
@@ -134,14 +136,9 @@ bool AnyThreadPaused(const std::string& process_directory) {
   if (!tasks) return false;
   while (const dirent* task = readdir(tasks.get())) {
     if (task->d_name[0] < '0' || task->d_name[0] > '9') continue;
-    std::ifstream stat(process_directory + "/task/" + task->d_name + "/stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    // "PID (COMMAND) STATE ...": the command may hold spaces and parentheses.
-    const std::size_t close_paren = line.rfind(')');
-    if (close_paren == std::string::npos || close_paren + 2 >= line.size()) continue;
-    const char state = line[close_paren + 2];
-    if (state == 'T' || state == 't' || state == 'D') return true;
+    const std::optional<ProcessStat> stat =
+        ReadProcessStat(process_directory + "/task/" + task->d_name + "/stat");
+    if (stat && IsPausedState(stat->state)) return true;
   }
   return false;
 }

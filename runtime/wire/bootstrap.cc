@@ -15,7 +15,7 @@
 #include <string_view>
 
 #include "common/log.h"
-#include "common/process_start_time.h"
+#include "common/process_stat.h"
 #include "common/random_bytes.h"
 #include "wire/rendezvous_client.h"
 #include "wire/rendezvous_invitation.h"

@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "common/process_start_time.h"
+#include "common/process_stat.h"
 #include "jobsetup/node_shared_memory.h"
 #include "jobsetup/step_processes.h"
 #include "jobsetup/step_record.h"

@@ -10,7 +10,7 @@
 #include <set>
 #include <string>
 
-#include "common/process_start_time.h"
+#include "common/process_stat.h"
 
 namespace sray::jobsetup {
 namespace {

@@ -1,0 +1,85 @@
+#include "common/process_stat.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <chrono>
+#include <thread>
+
+namespace sray {
+namespace {
+
+// A real line of /proc/PID/stat (fields 1-22 and a few more).
+constexpr std::string_view kSleepLine =
+    "4242 (sleep) S 1 4242 4242 0 -1 4194560 101 0 0 0 0 0 0 0 20 0 1 0 "
+    "123456 5668864 224 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n";
+
+TEST(ProcessStat, ReadsStateFlagsAndStartTimeOfALine) {
+  const std::optional<ProcessStat> stat = ParseProcessStat(kSleepLine);
+  ASSERT_TRUE(stat.has_value());
+  EXPECT_EQ(stat->state, 'S');
+  EXPECT_EQ(stat->flags, 4194560UL);
+  EXPECT_EQ(stat->start_time, 123456U);
+}
+
+// A program may name itself anything, parentheses and spaces included: the
+// fields are counted from the last ')'.
+TEST(ProcessStat, ACommandWithSpacesAndParenthesesDoesNotShiftTheFields) {
+  const std::optional<ProcessStat> stat =
+      ParseProcessStat("77 (a) b (c) T) t 1 77 77 0 -1 2097152 0 0 0 0 0 0 0 0 20 0 1 0 99 0 0\n");
+  ASSERT_TRUE(stat.has_value());
+  EXPECT_EQ(stat->state, 't');
+  EXPECT_EQ(stat->flags, 2097152UL);
+  EXPECT_EQ(stat->start_time, 99U);
+}
+
+TEST(ProcessStat, ALineCutShortOrGarbledIsRefused) {
+  EXPECT_FALSE(ParseProcessStat(""));
+  EXPECT_FALSE(ParseProcessStat("4242 sleep S 1"));
+  EXPECT_FALSE(ParseProcessStat("4242 (sleep) S 1 4242 4242 0 -1 4194560 101 0\n"));
+  EXPECT_FALSE(
+      ParseProcessStat("4242 (sleep) S 1 4242 4242 0 -1 flags 0 0 0 0 0 0 0 0 20 0 1 0 1 0"));
+  EXPECT_FALSE(ParseProcessStat("4242 (sleep) Sx 1 4242 4242 0 -1 1 0 0 0 0 0 0 0 0 20 0 1 0 1 0"));
+}
+
+TEST(ProcessStat, ThisProcessRunsAndHasAStartTime) {
+  const std::optional<ProcessStat> stat = ReadProcessStat(getpid());
+  ASSERT_TRUE(stat.has_value());
+  EXPECT_EQ(stat->state, 'R');
+  EXPECT_GT(stat->start_time, 0U);
+  EXPECT_EQ(ProcessStartTime(getpid()), stat->start_time);
+}
+
+TEST(ProcessStat, AStoppedChildIsPausedAndAReapedOneIsGone) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  ASSERT_EQ(kill(child, SIGSTOP), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, WUNTRACED), child);
+  const std::optional<ProcessStat> stopped = ReadProcessStat(child);
+  ASSERT_TRUE(stopped.has_value());
+  EXPECT_TRUE(IsPausedState(stopped->state)) << "state " << stopped->state;
+  EXPECT_GT(ProcessStartTime(child), 0U);
+
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  // Killed but not yet reaped: a zombie, which no longer runs.
+  for (int attempt = 0; attempt < 500; ++attempt) {
+    const std::optional<ProcessStat> now = ReadProcessStat(child);
+    if (now && now->state == 'Z') break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(ProcessStartTime(child), 0U);
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_FALSE(ReadProcessStat(child).has_value());
+  EXPECT_FALSE(IsPausedState('S'));
+  EXPECT_FALSE(IsPausedState('R'));
+}
+
+}  // namespace
+}  // namespace sray
