@@ -3,6 +3,7 @@
 #include <poll.h>
 
 #include "transport/ucx_status.h"
+#include "transport/yield_pacer.h"
 
 namespace sray::transport {
 namespace {
@@ -16,16 +17,10 @@ constexpr int kPollTimeoutMilliseconds = 200;
 // sleeps, so a request that follows a reply closely is served without a
 // wake-up (several microseconds each way).
 constexpr std::chrono::microseconds kBusyPollAfterActivity{100};
-// While polling, the progress thread (and a driving thread) yields its core
-// once in this many empty polls: yielding on every one costs a system call
-// each, and a message arriving meanwhile waits for it (a third of a small
-// round trip, measured).
-constexpr std::uint32_t kEmptyPollsPerYield = 16;
-// A caller waiting for its reply reads the clock once in this many polls: on
-// shared memory an empty poll takes about as long as a clock read, and clock
-// reads were a quarter of the samples of a small-call loop (perf). (Reading
-// it less in the progress thread's busy poll too made small calls slower:
-// its yields, counted in polls, then came more often.)
+// A caller waiting for its reply, and the progress thread polling, read the
+// clock once in this many empty polls: on shared memory an empty poll takes
+// about as long as a clock read, and clock reads were a quarter of the
+// samples of a small-call loop (perf).
 constexpr std::uint32_t kPollsPerClockRead = 8;
 // How long the progress thread naps, parked, while a caller polls for its
 // reply. A caller that gives up wakes it, so the nap delays nothing then; it
@@ -137,8 +132,9 @@ bool ProgressLoop::ProgressHere(const std::function<bool()>& done, std::chrono::
   driving_threads_.fetch_add(1);
   spinning_waiters_.fetch_add(1);
   tls_driving_progress = true;
-  auto spin_until = std::chrono::steady_clock::now() + spin;
-  std::uint32_t empty_polls = 0;
+  const auto started = std::chrono::steady_clock::now();
+  auto spin_until = started + spin;
+  YieldPacer yield_pacer(started);
   bool finished = done();
   while (!finished) {
     bool progressed = client_.SendPosted();
@@ -150,8 +146,8 @@ bool ProgressLoop::ProgressHere(const std::function<bool()>& done, std::chrono::
       spin_until = now + spin;
     } else if (now >= spin_until) {
       break;
-    } else if (++empty_polls % kEmptyPollsPerYield == 0) {
-      std::this_thread::yield();
+    } else {
+      yield_pacer.MaybeYield(now);
     }
   }
   // What handlers posted on this thread goes out before it leaves.
@@ -177,6 +173,7 @@ void ProgressLoop::Run() {
   tls_on_progress_thread = true;
   const ucp_worker_h worker = worker_->handle();
   auto last_activity = std::chrono::steady_clock::now();
+  YieldPacer yield_pacer(last_activity);
   std::uint32_t empty_polls = 0;
   while (!stopping_.load()) {
     if (spinning_waiters_.load() > 0 && !client_.HasPosted()) {
@@ -196,11 +193,15 @@ void ProgressLoop::Run() {
     }
     bool progressed = client_.SendPosted();
     while (ucp_worker_progress(worker) != 0) progressed = true;
+    // Empty polls read the clock (and do the housekeeping, which keeps its
+    // own intervals) once in kPollsPerClockRead: read on every poll, the
+    // clock was a quarter of this thread's samples serving small calls.
+    if (!progressed && ++empty_polls % kPollsPerClockRead != 0) continue;
     const auto now = std::chrono::steady_clock::now();
     if (progressed) last_activity = now;
     client_.Housekeeping(now);
     if (now - last_activity < kBusyPollAfterActivity) {
-      if (++empty_polls % kEmptyPollsPerYield == 0) std::this_thread::yield();
+      if (!progressed) yield_pacer.MaybeYield(now);
       continue;
     }
     sleeping_.store(true);
