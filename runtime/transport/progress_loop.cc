@@ -134,7 +134,10 @@ bool ProgressLoop::ProgressHere(const std::function<bool()>& done, std::chrono::
   tls_driving_progress = true;
   const auto started = std::chrono::steady_clock::now();
   auto spin_until = started + spin;
-  YieldPacer yield_pacer(started);
+  // One per thread: a worker drives in windows of 100 us between tasks, and
+  // a pacer made per window would start again at the shortest interval.
+  thread_local YieldPacer yield_pacer(started);
+  yield_pacer.Restart(started);
   bool finished = done();
   while (!finished) {
     bool progressed = client_.SendPosted();
@@ -189,6 +192,7 @@ void ProgressLoop::Run() {
           });
       parked_.store(false);
       last_activity = std::chrono::steady_clock::now();
+      yield_pacer.Restart(last_activity);
       continue;
     }
     bool progressed = client_.SendPosted();
@@ -201,7 +205,9 @@ void ProgressLoop::Run() {
     if (progressed) last_activity = now;
     client_.Housekeeping(now);
     if (now - last_activity < kBusyPollAfterActivity) {
-      if (!progressed) yield_pacer.MaybeYield(now);
+      // Under steady traffic too: the core is shared with the node's other
+      // processes, and the pacer backs off while nobody else wants it.
+      yield_pacer.MaybeYield(now);
       continue;
     }
     sleeping_.store(true);
@@ -219,6 +225,7 @@ void ProgressLoop::Run() {
     if (poll(&descriptor, 1, kPollTimeoutMilliseconds) > 0) {
       last_activity = std::chrono::steady_clock::now();
     }
+    yield_pacer.Restart(std::chrono::steady_clock::now());
     sleeping_.store(false);
   }
 }

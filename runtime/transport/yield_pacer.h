@@ -33,9 +33,15 @@ class YieldPacer {
   static constexpr std::chrono::nanoseconds kGaveTheCoreAway = std::chrono::microseconds(4);
 
   // `yield` and `now` are replaceable for tests.
-  explicit YieldPacer(Clock::time_point start, void (*yield)() = &std::this_thread::yield,
-                      Clock::time_point (*now)() = &Clock::now)
+  explicit YieldPacer(
+      Clock::time_point start, void (*yield)() = +[] { std::this_thread::yield(); },
+      Clock::time_point (*now)() = +[] { return Clock::now(); })
       : yield_(yield), now_(now), next_(start + kShortest) {}
+
+  // The thread comes back to polling after sleeping or running other work:
+  // the next yield is one interval from now (what it learned is kept), not
+  // at once, just as messages may be arriving.
+  void Restart(Clock::time_point now) { next_ = now + interval_; }
 
   // Yields if the interval since the last yield has passed; `now` is the
   // caller's own clock reading.

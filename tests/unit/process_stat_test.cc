@@ -44,6 +44,28 @@ TEST(ProcessStat, ALineCutShortOrGarbledIsRefused) {
   EXPECT_FALSE(ParseProcessStat("4242 (sleep) Sx 1 4242 4242 0 -1 1 0 0 0 0 0 0 0 0 20 0 1 0 1 0"));
 }
 
+TEST(ProcessStat, ALineThatEndsAtTheStartTimeIsRead) {
+  for (const std::string_view line : {"9 (x) S 1 9 9 0 -1 64 0 0 0 0 0 0 0 0 20 0 1 0 777",
+                                      "9 (x) S 1 9 9 0 -1 64 0 0 0 0 0 0 0 0 20 0 1 0 777\n"}) {
+    const std::optional<ProcessStat> stat = ParseProcessStat(line);
+    ASSERT_TRUE(stat.has_value()) << line;
+    EXPECT_EQ(stat->flags, 64UL);
+    EXPECT_EQ(stat->start_time, 777U);
+  }
+}
+
+// A thread's own file, as the transport reads it for every thread of a
+// process that maps its queues: the state of that thread.
+TEST(ProcessStat, AThreadsStatFileIsReadByItsPath) {
+  const std::string path =
+      "/proc/self/task/" + std::to_string(static_cast<pid_t>(syscall(SYS_gettid))) + "/stat";
+  const std::optional<ProcessStat> stat = ReadProcessStat(path);
+  ASSERT_TRUE(stat.has_value());
+  EXPECT_EQ(stat->state, 'R');
+  EXPECT_FALSE(IsPausedState(stat->state));
+  EXPECT_FALSE(ReadProcessStat("/proc/self/task/0/stat").has_value());
+}
+
 TEST(ProcessStat, ThisProcessRunsAndHasAStartTime) {
   const std::optional<ProcessStat> stat = ReadProcessStat(getpid());
   ASSERT_TRUE(stat.has_value());
@@ -68,12 +90,13 @@ TEST(ProcessStat, AStoppedChildIsPausedAndAReapedOneIsGone) {
   EXPECT_GT(ProcessStartTime(child), 0U);
 
   ASSERT_EQ(kill(child, SIGKILL), 0);
-  // Killed but not yet reaped: a zombie, which no longer runs.
-  for (int attempt = 0; attempt < 500; ++attempt) {
-    const std::optional<ProcessStat> now = ReadProcessStat(child);
-    if (now && now->state == 'Z') break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  // Killed but not yet reaped (WNOWAIT waits for the end and leaves the
+  // child): a zombie, which no longer runs.
+  siginfo_t ended{};
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(child), &ended, WEXITED | WNOWAIT), 0);
+  const std::optional<ProcessStat> zombie = ReadProcessStat(child);
+  ASSERT_TRUE(zombie.has_value());
+  EXPECT_EQ(zombie->state, 'Z');
   EXPECT_EQ(ProcessStartTime(child), 0U);
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_FALSE(ReadProcessStat(child).has_value());

@@ -85,5 +85,19 @@ TEST_F(YieldPacerTest, AYieldThatGaveTheCoreAwayBringsTheIntervalBackToTheShorte
   EXPECT_GT(under_contention, idle_yields);
 }
 
+TEST_F(YieldPacerTest, AfterARestartTheNextYieldIsOneLearnedIntervalAway) {
+  YieldPacer pacer(fake_now, &FakeYield, &FakeNow);
+  PollFor(pacer, microseconds(1000));
+  ASSERT_EQ(pacer.interval(), YieldPacer::kLongest);
+  fake_now += std::chrono::milliseconds(5);  // slept, or ran a task
+  pacer.Restart(fake_now);
+  const int before = yields;
+  pacer.MaybeYield(fake_now);
+  pacer.MaybeYield(fake_now + microseconds(49));
+  EXPECT_EQ(yields, before) << "no yield just as polling resumes";
+  pacer.MaybeYield(fake_now + microseconds(50));
+  EXPECT_EQ(yields, before + 1);
+}
+
 }  // namespace
 }  // namespace sray::transport
