@@ -16,34 +16,13 @@
 #include <string_view>
 
 #include "common/process_stat.h"
+#include "transport/ucx_fifo_layout.h"
 
 namespace sray::transport {
 namespace {
 
-// UCX 1.13's FIFO control block (uct_mm_fifo_ctl_t, packed, cache-line
-// aligned): the head in the first cache line with the signal socket's
-// address, the tail and the owner's pid in the second.
-constexpr std::size_t kHeadOffset = 0;
-constexpr std::size_t kSignalAddressLengthOffset = 8;
-constexpr std::size_t kSignalAddressOffset = 12;
-constexpr std::size_t kTailOffset = 128;
-constexpr std::size_t kOwnerPidOffset = 136;
-constexpr std::size_t kControlSize = 192;  // UCT_MM_FIFO_CTL_SIZE
-constexpr std::size_t kCacheLine = 64;
-// Set in the head while the receiver sleeps until a sender signals it.
-constexpr std::uint64_t kHeadArmedBit = std::uint64_t{1} << 63;
+using namespace ucx_fifo;  // the FIFO's offsets and flags, used throughout
 
-// A slot (uct_mm_fifo_element_t, packed): flags, UCT active-message id,
-// length, the receive descriptor (segment id, segment size, offset, and its
-// address in the receiver), then the inline data.
-constexpr std::size_t kSlotFlagsOffset = 0;
-constexpr std::size_t kSlotMessageIdOffset = 1;
-constexpr std::size_t kSlotLengthOffset = 2;
-constexpr std::size_t kSlotDescriptorSizeOffset = 12;
-constexpr std::size_t kSlotDescriptorAddressOffset = 20;
-constexpr std::size_t kSlotDataOffset = 28;
-constexpr std::uint8_t kSlotOwnerFlag = 1;   // flips every lap: "written in this lap"
-constexpr std::uint8_t kSlotInlineFlag = 2;  // the data is in the slot
 // UCP_AM_ID_AM_SINGLE: a single-fragment user active message, whose data
 // starts with UCP's header (ucp_am_hdr_t): the user id (16 bits), flags (16)
 // and the user header's length (32).

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "transport/transport.h"
+#include "transport/ucx_fifo_layout.h"
 #include "transport/ucx_handles.h"
 
 namespace sray::transport {
@@ -31,22 +32,9 @@ namespace {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-// UCX 1.13's control block and slot fields, as shared_memory_fifos.cc
-// reads them.
-constexpr std::size_t kHeadOffset = 0;
-constexpr std::size_t kSignalAddressLengthOffset = 8;
-constexpr std::size_t kSignalAddressOffset = 12;
-constexpr std::size_t kTailOffset = 128;
-constexpr std::size_t kOwnerPidOffset = 136;
-constexpr std::size_t kControlSize = 192;
-constexpr std::uint64_t kArmedBit = std::uint64_t{1} << 63;
-constexpr std::size_t kSlotMessageIdOffset = 1;
-constexpr std::size_t kSlotLengthOffset = 2;
-constexpr std::size_t kSlotDescriptorSizeOffset = 12;
-constexpr std::size_t kSlotDescriptorAddressOffset = 20;
-constexpr std::size_t kSlotDataOffset = 28;
-constexpr std::byte kInline{2};
-constexpr std::byte kOwner{1};
+using namespace ucx_fifo;  // the FIFO's offsets and flags, used throughout
+constexpr std::byte kInline{kSlotInlineFlag};
+constexpr std::byte kOwner{kSlotOwnerFlag};
 constexpr FifoLayout kLayout{.slots = 64, .slot_size = 128};
 
 StalledSlotRepair::Settings Limit(milliseconds stall_limit,
@@ -167,7 +155,7 @@ TEST(SharedMemoryFifo, FindsTheFirstTakenSlotNotYetFlaggedAcrossLaps) {
     if (sequence != 66) fifo.Write(sequence);
   }
   fifo.SetTail(32);
-  fifo.SetHead(70 | kArmedBit);
+  fifo.SetHead(70 | kHeadArmedBit);
   EXPECT_EQ(fifo.Open().FirstUnflaggedSlot(), 66u);
   fifo.Write(66);
   EXPECT_EQ(fifo.Open().FirstUnflaggedSlot(), std::nullopt);
