@@ -2,8 +2,13 @@
 // arguments (some above the inline limit) and actor calls, every result
 // checked. Prints "chaos: ready" once its objects and actors exist (the
 // script starts killing then), and at the end one line
-//   chaos_check tasks=N task_ok=K task_lost=L task_wrong=W calls=N call_ok=K
-//     call_lost=L call_wrong=W other_errors=E
+//   chaos_check rounds=R tasks=N task_ok=K task_lost=L task_wrong=W calls=N
+//     call_ok=K call_lost=L call_wrong=W other_errors=E
+// with N the totals over all rounds. One round runs TASKS tasks, then CALLS
+// calls; `seconds=S` repeats rounds until S seconds have passed since
+// "ready" (so that a fault injected in the first second lands in running
+// work, however fast a round is), `forever` until the job is ended from
+// outside.
 // "lost" is a typed error that names what died (WorkerDiedError after the
 // retries, ActorDiedError); "wrong" a result that does not match, and
 // "other" any other error: both fail the run (exit 1).
@@ -29,7 +34,7 @@
 // A line "soak: round N" every 100 rounds, then
 //   chaos_check soak rounds=N results=R wrong=W lost=L other_errors=E
 //
-//   chaos_check load SEED TASKS CALLS [forever]
+//   chaos_check load SEED TASKS CALLS [forever | seconds=S]
 //   chaos_check store SEED SECONDS
 //   chaos_check soak SEED DONE_FILE
 
@@ -349,11 +354,15 @@ int main(int argc, char** argv) {
     return StoreFull(std::stoull(argv[2]), std::stod(argv[3]));
   }
   if (argc == 4 && std::string(argv[1]) == "soak") return Soak(std::stoull(argv[2]), argv[3]);
-  const bool forever = argc == 6 && std::string(argv[5]) == "forever";
-  if ((argc != 5 && !forever) || std::string(argv[1]) != "load") {
-    std::cerr << "usage: chaos_check load SEED TASKS CALLS [forever] | store SEED SECONDS\n";
+  const std::string how_long = argc == 6 ? argv[5] : "";
+  const bool forever = how_long == "forever";
+  const bool timed = how_long.starts_with("seconds=");
+  if ((argc != 5 && !forever && !timed) || std::string(argv[1]) != "load") {
+    std::cerr << "usage: chaos_check load SEED TASKS CALLS [forever | seconds=S] | store SEED "
+                 "SECONDS | soak SEED DONE_FILE\n";
     return 2;
   }
+  const std::chrono::duration<double> least_duration(timed ? std::stod(how_long.substr(8)) : 0.0);
   const std::uint64_t seed = std::stoull(argv[2]);
   const std::size_t tasks = std::stoull(argv[3]);
   const std::size_t calls = std::stoull(argv[4]);
@@ -361,15 +370,19 @@ int main(int argc, char** argv) {
   auto [blobs, sums, actors] = MakeWorkload(random, 6);
   for (auto& actor : actors) (void)sray::Get(actor.Task(&Mixer::Apply).Remote(0));
   std::cout << "chaos: ready" << std::endl;
+  const auto ready_at = std::chrono::steady_clock::now();
 
-  std::size_t task_ok = 0, task_lost = 0, task_wrong = 0, call_ok = 0, call_lost = 0,
+  std::size_t rounds = 0, task_ok = 0, task_lost = 0, task_wrong = 0, call_ok = 0, call_lost = 0,
               call_wrong = 0, other = 0;
   auto other_error = [&](const std::string& what, const std::exception& error) {
     if (other++ < 3) std::cerr << "chaos_check: " << what << ": " << error.what() << "\n";
   };
-  // `forever` repeats the load until the job is ended from outside (a time
-  // limit), checking every result as it goes.
+  auto more_rounds = [&] {
+    if (task_wrong != 0 || call_wrong != 0 || other != 0) return false;
+    return forever || std::chrono::steady_clock::now() - ready_at < least_duration;
+  };
   do {
+    ++rounds;
     std::vector<sray::ObjectRef<std::uint64_t>> results;
     results.reserve(tasks);
     for (std::size_t index = 0; index < tasks; ++index) {
@@ -402,11 +415,11 @@ int main(int argc, char** argv) {
         other_error("actor call " + std::to_string(index), error);
       }
     }
-  } while (forever && task_wrong == 0 && call_wrong == 0 && other == 0);
-  std::cout << "chaos_check tasks=" << tasks << " task_ok=" << task_ok << " task_lost=" << task_lost
-            << " task_wrong=" << task_wrong << " calls=" << calls << " call_ok=" << call_ok
-            << " call_lost=" << call_lost << " call_wrong=" << call_wrong
-            << " other_errors=" << other << std::endl;
+  } while (more_rounds());
+  std::cout << "chaos_check rounds=" << rounds << " tasks=" << rounds * tasks
+            << " task_ok=" << task_ok << " task_lost=" << task_lost << " task_wrong=" << task_wrong
+            << " calls=" << rounds * calls << " call_ok=" << call_ok << " call_lost=" << call_lost
+            << " call_wrong=" << call_wrong << " other_errors=" << other << std::endl;
   sray::Shutdown();
   return task_wrong == 0 && call_wrong == 0 && other == 0 ? 0 : 1;
 }
