@@ -1,33 +1,87 @@
 #include "transport/receive_buffers.h"
 
 #include <algorithm>
+#include <bit>
+#include <limits>
+#include <vector>
 
 namespace sray::transport {
+namespace {
+
+constexpr std::chrono::milliseconds kIdleCheckInterval{250};
+
+std::size_t SizeClassOf(std::size_t capacity) {
+  return static_cast<std::size_t>(std::countr_zero(capacity));
+}
+
+}  // namespace
+
+std::size_t ReceiveBufferPool::CapacityFor(std::size_t length) {
+  // Beyond the largest power of two a size_t holds, the length itself (the
+  // allocation fails as it would have).
+  if (length > (std::numeric_limits<std::size_t>::max() >> 1) + 1) return length;
+  return std::max(kSmallestReceiveBuffer, std::bit_ceil(length));
+}
 
 ReceiveBuffer ReceiveBufferPool::Acquire(std::size_t length) {
-  if (length >= kPooledBufferMinimum) {
+  const std::size_t capacity = CapacityFor(length);
+  if (std::has_single_bit(capacity)) {
     std::lock_guard lock(mutex_);
-    for (auto it = pool_.begin(); it != pool_.end(); ++it) {
-      if (it->capacity >= length) {
-        ReceiveBuffer reused = std::move(*it);
-        pool_.erase(it);
-        pooled_bytes_ -= reused.capacity;
-        return reused;
-      }
+    auto& kept = kept_[SizeClassOf(capacity)];
+    if (!kept.empty()) {
+      ReceiveBuffer reused = std::move(kept.back().buffer);
+      kept.pop_back();
+      kept_count_.fetch_sub(1, std::memory_order_relaxed);
+      pooled_bytes_ -= reused.capacity;
+      return reused;
     }
   }
-  const std::size_t capacity = std::max<std::size_t>(length, 1);
   return {std::make_unique_for_overwrite<std::byte[]>(capacity), capacity};
 }
 
 void ReceiveBufferPool::Release(ReceiveBuffer buffer) {
-  if (buffer.capacity < kPooledBufferMinimum) return;
+  if (!buffer.data || !std::has_single_bit(buffer.capacity) ||
+      buffer.capacity < kSmallestReceiveBuffer || buffer.capacity > kPooledBytesKept) {
+    return;  // not one of this pool's, or too large to keep
+  }
+  const auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(mutex_);
   pooled_bytes_ += buffer.capacity;
-  pool_.push_back(std::move(buffer));
-  while (pooled_bytes_ > kPooledBytesKept && !pool_.empty()) {
-    pooled_bytes_ -= pool_.front().capacity;
-    pool_.erase(pool_.begin());
+  kept_[SizeClassOf(buffer.capacity)].push_back({std::move(buffer), releases_++, now});
+  kept_count_.fetch_add(1, std::memory_order_relaxed);
+  while (pooled_bytes_ > kPooledBytesKept) GiveBackOldest();
+}
+
+void ReceiveBufferPool::GiveBackOldest() {
+  std::deque<Kept>* oldest = nullptr;
+  for (auto& kept : kept_) {
+    if (!kept.empty() && (oldest == nullptr || kept.front().released < oldest->front().released)) {
+      oldest = &kept;
+    }
+  }
+  if (oldest == nullptr) return;
+  pooled_bytes_ -= oldest->front().buffer.capacity;
+  oldest->pop_front();
+  kept_count_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void ReceiveBufferPool::DropIdle(std::chrono::steady_clock::time_point now) {
+  if (kept_count_.load(std::memory_order_relaxed) == 0) return;
+  std::vector<ReceiveBuffer> idle;  // freed outside the lock
+  {
+    std::lock_guard lock(mutex_);
+    if (now < next_idle_check_) return;
+    next_idle_check_ = now + kIdleCheckInterval;
+    const auto cutoff = now - kKeepIdleReceiveBuffer;
+    for (auto& kept : kept_) {
+      // Each class is in order of release: the idle ones are in front.
+      while (!kept.empty() && kept.front().released_at <= cutoff) {
+        pooled_bytes_ -= kept.front().buffer.capacity;
+        idle.push_back(std::move(kept.front().buffer));
+        kept.pop_front();
+        kept_count_.fetch_sub(1, std::memory_order_relaxed);
+      }
+    }
   }
 }
 

@@ -474,6 +474,7 @@ void Transport::Impl::Housekeeping(std::chrono::steady_clock::time_point now) {
   endpoints_.CloseUnused();
   ProbeAwaitedPeers(now);
   same_host_reads_.DropIdle(now);
+  receive_buffers_.DropIdle(now);
   RepairStalledSlots(now);
 }
 

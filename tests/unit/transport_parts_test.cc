@@ -209,18 +209,35 @@ TEST(Outbox, TakeAllEmptiesItAndClearsTheFlag) {
   EXPECT_TRUE(outbox.TakeAll().empty());
 }
 
-TEST(ReceiveBufferPool, LargeBuffersAreReusedAndSmallOnesAreNot) {
+TEST(ReceiveBufferPool, CapacityIsThePowerOfTwoAtOrAboveTheLengthFromFourKiB) {
+  EXPECT_EQ(ReceiveBufferPool::CapacityFor(0), kSmallestReceiveBuffer);
+  EXPECT_EQ(ReceiveBufferPool::CapacityFor(100), kSmallestReceiveBuffer);
+  EXPECT_EQ(ReceiveBufferPool::CapacityFor(16384), 16384u);
+  EXPECT_EQ(ReceiveBufferPool::CapacityFor(16385), 32768u);
+  EXPECT_EQ(ReceiveBufferPool::CapacityFor((std::size_t{64} << 20) + 1), std::size_t{128} << 20);
+}
+
+// Streams of 16 and 32 KiB messages ran at 0.2 GB/s when buffers under
+// 64 KiB were allocated and freed per message.
+TEST(ReceiveBufferPool, BuffersOfEverySizeClassAreReusedNewestFirst) {
   ReceiveBufferPool pool;
-  ReceiveBuffer large = pool.Acquire(kPooledBufferMinimum * 2);
-  std::byte* const memory = large.data.get();
-  pool.Release(std::move(large));
-  EXPECT_EQ(pool.pooled_bytes(), kPooledBufferMinimum * 2);
-  ReceiveBuffer again = pool.Acquire(kPooledBufferMinimum + 1);
-  EXPECT_EQ(again.data.get(), memory);
-  EXPECT_EQ(pool.pooled_bytes(), 0u);
-  pool.Release(pool.Acquire(16));
-  EXPECT_EQ(pool.pooled_bytes(), 0u);
-  EXPECT_GE(pool.Acquire(0).capacity, 1u);
+  ReceiveBuffer first = pool.Acquire(20000);
+  ReceiveBuffer second = pool.Acquire(30000);
+  EXPECT_EQ(second.capacity, 32768u);
+  std::byte* const newest = second.data.get();
+  pool.Release(std::move(first));
+  pool.Release(std::move(second));
+  EXPECT_EQ(pool.pooled_bytes(), 2 * 32768u);
+  EXPECT_EQ(pool.Acquire(16385).data.get(), newest);
+  EXPECT_EQ(pool.pooled_bytes(), 32768u);
+}
+
+TEST(ReceiveBufferPool, ASmallMessageDoesNotTakeALargeBuffer) {
+  ReceiveBufferPool pool;
+  pool.Release(pool.Acquire(std::size_t{64} << 20));
+  ReceiveBuffer small = pool.Acquire(16384);
+  EXPECT_EQ(small.capacity, 16384u);
+  EXPECT_EQ(pool.pooled_bytes(), std::size_t{64} << 20);
 }
 
 TEST(ReceiveBufferPool, KeepsAtMostItsLimitGivingBackTheOldestFirst) {
@@ -233,6 +250,38 @@ TEST(ReceiveBufferPool, KeepsAtMostItsLimitGivingBackTheOldestFirst) {
   for (auto& buffer : buffers) pool.Release(std::move(buffer));
   EXPECT_EQ(pool.pooled_bytes(), kPooledBytesKept);
   for (int index = 0; index < 4; ++index) EXPECT_NE(pool.Acquire(size).data.get(), oldest);
+}
+
+TEST(ReceiveBufferPool, TheOldestIsGivenBackWhateverItsSizeClass) {
+  ReceiveBufferPool pool;
+  const std::size_t large = kPooledBytesKept / 4;
+  const std::size_t small = kPooledBytesKept / 16;
+  pool.Release(pool.Acquire(large));
+  std::vector<ReceiveBuffer> buffers;
+  for (int index = 0; index < 13; ++index) buffers.push_back(pool.Acquire(small));
+  for (auto& buffer : buffers) pool.Release(std::move(buffer));
+  // Four sixteenths of the limit, then thirteen: over it, so the large one, the
+  // oldest, went.
+  EXPECT_EQ(pool.pooled_bytes(), 13 * small);
+  (void)pool.Acquire(large);
+  EXPECT_EQ(pool.pooled_bytes(), 13 * small);
+}
+
+TEST(ReceiveBufferPool, BuffersNotReusedForTwoSecondsAreGivenBack) {
+  ReceiveBufferPool pool;
+  pool.Release(pool.Acquire(std::size_t{16} << 20));
+  const auto now = std::chrono::steady_clock::now();
+  pool.DropIdle(now);
+  EXPECT_EQ(pool.pooled_bytes(), std::size_t{16} << 20);
+  pool.Release(pool.Acquire(16384));
+  pool.DropIdle(now + kKeepIdleReceiveBuffer + std::chrono::milliseconds(300));
+  EXPECT_EQ(pool.pooled_bytes(), 0u);
+}
+
+TEST(ReceiveBufferPool, ABufferLargerThanTheLimitIsNotKept) {
+  ReceiveBufferPool pool;
+  pool.Release(pool.Acquire(kPooledBytesKept + 1));
+  EXPECT_EQ(pool.pooled_bytes(), 0u);
 }
 
 }  // namespace
