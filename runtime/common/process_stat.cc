@@ -1,14 +1,10 @@
 #include "common/process_stat.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <array>
-#include <cerrno>
 #include <charconv>
+#include <string>
 
-#include "common/file_descriptor.h"
+#include "common/whole_file.h"
 
 namespace sray {
 namespace {
@@ -54,18 +50,9 @@ std::optional<ProcessStat> ParseProcessStat(std::string_view line) {
 }
 
 std::optional<ProcessStat> ReadProcessStat(const std::string& stat_path) {
-  const FileDescriptor file(::open(stat_path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (file.get() < 0) return std::nullopt;
-  // A stat line is a few hundred bytes; a command name is at most 64.
-  std::array<char, 1024> buffer{};
-  std::size_t length = 0;
-  while (length < buffer.size()) {
-    const ssize_t got = ::read(file.get(), buffer.data() + length, buffer.size() - length);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    length += static_cast<std::size_t>(got);
-  }
-  return ParseProcessStat(std::string_view(buffer.data(), length));
+  const std::optional<std::string> line = ReadWholeFile(stat_path);
+  if (!line) return std::nullopt;
+  return ParseProcessStat(*line);
 }
 
 std::optional<ProcessStat> ReadProcessStat(pid_t pid) {

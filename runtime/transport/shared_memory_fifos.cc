@@ -11,11 +11,11 @@
 
 #include <charconv>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <string_view>
 
 #include "common/process_stat.h"
+#include "common/whole_file.h"
 #include "transport/ucx_fifo_layout.h"
 
 namespace sray::transport {
@@ -123,13 +123,8 @@ bool AnyThreadPaused(const std::string& process_directory) {
 }
 
 bool MapsSegment(const std::string& process_directory, const std::string& identity) {
-  std::ifstream maps(process_directory + "/maps");
-  const std::string needle = " " + identity + " ";
-  std::string line;
-  while (std::getline(maps, line)) {
-    if (line.find(needle) != std::string::npos) return true;
-  }
-  return false;
+  const std::optional<std::string> maps = ReadWholeFile(process_directory + "/maps");
+  return maps && maps->find(" " + identity + " ") != std::string::npos;
 }
 
 }  // namespace
@@ -156,17 +151,9 @@ std::optional<FifoLayouts> RepairableFifoLayouts() {
 std::vector<FifoMapping> FindSharedMemoryMappings() {
   std::vector<FifoMapping> found;
   // One read, no streams: every process pays this twice as it starts.
-  std::string maps;
-  {
-    const int file = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (file < 0) return found;
-    char buffer[16384];
-    ssize_t length = 0;
-    while ((length = read(file, buffer, sizeof(buffer))) > 0)
-      maps.append(buffer, static_cast<std::size_t>(length));
-    close(file);
-  }
-  std::string_view rest(maps);
+  const std::optional<std::string> maps = ReadWholeFile("/proc/self/maps");
+  if (!maps) return found;
+  std::string_view rest(*maps);
   while (!rest.empty()) {
     const std::size_t end_of_line = rest.find('\n');
     const std::string_view line = rest.substr(0, end_of_line);
