@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <limits>
 #include <vector>
 
 namespace sray::transport {
@@ -17,9 +16,9 @@ std::size_t SizeClassOf(std::size_t capacity) {
 }  // namespace
 
 std::size_t ReceiveBufferPool::CapacityFor(std::size_t length) {
-  // Beyond the largest power of two a size_t holds, the length itself (the
-  // allocation fails as it would have).
-  if (length > (std::numeric_limits<std::size_t>::max() >> 1) + 1) return length;
+  // Beyond what the pool keeps, the length itself: such a buffer is never
+  // kept, and rounding 300 MiB up to 512 would only risk the allocation.
+  if (length > kPooledBytesKept) return length;
   return std::max(kSmallestReceiveBuffer, std::bit_ceil(length));
 }
 
@@ -44,25 +43,29 @@ void ReceiveBufferPool::Release(ReceiveBuffer buffer) {
       buffer.capacity < kSmallestReceiveBuffer || buffer.capacity > kPooledBytesKept) {
     return;  // not one of this pool's, or too large to keep
   }
-  const auto now = std::chrono::steady_clock::now();
+  std::vector<ReceiveBuffer> given_back;  // freed outside the lock
   std::lock_guard lock(mutex_);
+  // Read under the lock, so each class stays in order of release (DropIdle).
+  const auto now = std::chrono::steady_clock::now();
   pooled_bytes_ += buffer.capacity;
   kept_[SizeClassOf(buffer.capacity)].push_back({std::move(buffer), releases_++, now});
   kept_count_.fetch_add(1, std::memory_order_relaxed);
-  while (pooled_bytes_ > kPooledBytesKept) GiveBackOldest();
+  while (pooled_bytes_ > kPooledBytesKept) given_back.push_back(TakeOldest());
 }
 
-void ReceiveBufferPool::GiveBackOldest() {
+ReceiveBuffer ReceiveBufferPool::TakeOldest() {
   std::deque<Kept>* oldest = nullptr;
   for (auto& kept : kept_) {
     if (!kept.empty() && (oldest == nullptr || kept.front().released < oldest->front().released)) {
       oldest = &kept;
     }
   }
-  if (oldest == nullptr) return;
-  pooled_bytes_ -= oldest->front().buffer.capacity;
+  if (oldest == nullptr) return {};
+  ReceiveBuffer taken = std::move(oldest->front().buffer);
   oldest->pop_front();
+  pooled_bytes_ -= taken.capacity;
   kept_count_.fetch_sub(1, std::memory_order_relaxed);
+  return taken;
 }
 
 void ReceiveBufferPool::DropIdle(std::chrono::steady_clock::time_point now) {

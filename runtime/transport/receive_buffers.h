@@ -2,13 +2,15 @@
 
 // Buffers for messages that arrive by UCX's rendezvous protocol: every
 // message above UCX's rendezvous threshold (above 8 KiB on shared memory
-// here). All are recycled. A fresh buffer costs a page fault on every page
+// here). All are recycled, up to a limit (below). A fresh buffer costs a
+// page fault on every page
 // the message is written to, and freeing one of 16-32 KiB let glibc hand the
 // top of its heap back (madvise) to fault it in again for the next: streams
 // of 16 KiB and 32 KiB messages ran at 0.2 GB/s on shared memory, against
 // 3-5 GB/s with every size pooled (docs/benchmarks.md).
 //
-// Capacities are powers of two from kSmallestReceiveBuffer, so a buffer
+// Capacities are powers of two from kSmallestReceiveBuffer (a message above
+// kPooledBytesKept gets a buffer of its own length, not kept), so a buffer
 // serves any message of its size class and none of a smaller class (a 64 MiB
 // buffer is not held up by a 16 KiB message). Only pages a message touched
 // are resident, so rounding up costs address space, not memory. Up to
@@ -44,7 +46,8 @@ struct ReceiveBuffer {
 
 class ReceiveBufferPool {
  public:
-  // A buffer of at least `length` bytes: its size class's power of two.
+  // A buffer of at least `length` bytes: its size class's power of two (or
+  // `length` itself above kPooledBytesKept).
   ReceiveBuffer Acquire(std::size_t length);
   void Release(ReceiveBuffer buffer);
   // Gives back the buffers released before now - kKeepIdleReceiveBuffer.
@@ -63,7 +66,8 @@ class ReceiveBufferPool {
   };
   static constexpr std::size_t kClasses = 64;
 
-  void GiveBackOldest();  // needs mutex_ held
+  // Removes the buffer released first; the caller frees it after unlocking.
+  ReceiveBuffer TakeOldest();  // needs mutex_ held
 
   mutable std::mutex mutex_;
   // By size class (log2 of the capacity); each oldest first. Guarded by mutex_.

@@ -41,13 +41,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -346,27 +350,70 @@ int Soak(std::uint64_t seed, const std::string& done_file) {
   return wrong == 0 && other == 0 ? 0 : 1;
 }
 
+// The whole text as a number, or nothing: "4x", "" and "-1" are refused,
+// not read as 4 or 0 as std::stoull and std::stod would.
+std::optional<std::uint64_t> WholeCount(std::string_view text) {
+  std::uint64_t number = 0;
+  const auto [stop, error] = std::from_chars(text.data(), text.data() + text.size(), number);
+  if (text.empty() || error != std::errc() || stop != text.data() + text.size())
+    return std::nullopt;
+  return number;
+}
+
+// Seconds: finite and not negative.
+std::optional<double> WholeSeconds(std::string_view text) {
+  double number = 0;
+  const auto [stop, error] = std::from_chars(text.data(), text.data() + text.size(), number);
+  if (text.empty() || error != std::errc() || stop != text.data() + text.size() ||
+      !std::isfinite(number) || number < 0) {
+    return std::nullopt;
+  }
+  return number;
+}
+
+int Usage(const std::string& problem) {
+  std::cerr << "chaos_check: " << problem
+            << "\nusage: chaos_check load SEED TASKS CALLS [forever | seconds=S] | store SEED "
+               "SECONDS | soak SEED DONE_FILE\n";
+  return 2;
+}
+
 }  // namespace
 
+// Init first even when the arguments are wrong: under `sray run` every rank
+// runs main, and the other ranks wait in the wire-up for the driver's.
 int main(int argc, char** argv) {
   sray::Init(argc, argv);
-  if (argc == 4 && std::string(argv[1]) == "store") {
-    return StoreFull(std::stoull(argv[2]), std::stod(argv[3]));
+  const std::string mode = argc > 1 ? argv[1] : "";
+  const std::optional<std::uint64_t> seed = argc > 2 ? WholeCount(argv[2]) : std::nullopt;
+  if (argc > 2 && !seed)
+    return Usage("SEED must be a whole number, not '" + std::string(argv[2]) + "'");
+  if (argc == 4 && mode == "store") {
+    const std::optional<double> seconds = WholeSeconds(argv[3]);
+    if (!seconds)
+      return Usage("SECONDS must be a number of seconds, not '" + std::string(argv[3]) + "'");
+    return StoreFull(*seed, *seconds);
   }
-  if (argc == 4 && std::string(argv[1]) == "soak") return Soak(std::stoull(argv[2]), argv[3]);
+  if (argc == 4 && mode == "soak") return Soak(*seed, argv[3]);
+  if (mode != "load" || (argc != 5 && argc != 6))
+    return Usage("unknown mode or wrong number of arguments");
+  const std::optional<std::uint64_t> tasks = WholeCount(argv[3]);
+  const std::optional<std::uint64_t> calls = WholeCount(argv[4]);
+  if (!tasks || !calls) return Usage("TASKS and CALLS must be whole numbers");
   const std::string how_long = argc == 6 ? argv[5] : "";
   const bool forever = how_long == "forever";
-  const bool timed = how_long.starts_with("seconds=");
-  if ((argc != 5 && !forever && !timed) || std::string(argv[1]) != "load") {
-    std::cerr << "usage: chaos_check load SEED TASKS CALLS [forever | seconds=S] | store SEED "
-                 "SECONDS | soak SEED DONE_FILE\n";
-    return 2;
+  std::optional<double> least_seconds = 0.0;
+  if (how_long.starts_with("seconds=")) {
+    least_seconds = WholeSeconds(std::string_view(how_long).substr(8));
+  } else if (!how_long.empty() && !forever) {
+    least_seconds.reset();
   }
-  const std::chrono::duration<double> least_duration(timed ? std::stod(how_long.substr(8)) : 0.0);
-  const std::uint64_t seed = std::stoull(argv[2]);
-  const std::size_t tasks = std::stoull(argv[3]);
-  const std::size_t calls = std::stoull(argv[4]);
-  std::mt19937_64 random(seed);
+  if (!least_seconds)
+    return Usage("the last argument must be 'forever' or 'seconds=S', not '" + how_long + "'");
+  const std::chrono::duration<double> least_duration(*least_seconds);
+  const std::size_t tasks_per_round = *tasks;
+  const std::size_t calls_per_round = *calls;
+  std::mt19937_64 random(*seed);
   auto [blobs, sums, actors] = MakeWorkload(random, 6);
   for (auto& actor : actors) (void)sray::Get(actor.Task(&Mixer::Apply).Remote(0));
   std::cout << "chaos: ready" << std::endl;
@@ -384,13 +431,13 @@ int main(int argc, char** argv) {
   do {
     ++rounds;
     std::vector<sray::ObjectRef<std::uint64_t>> results;
-    results.reserve(tasks);
-    for (std::size_t index = 0; index < tasks; ++index) {
+    results.reserve(tasks_per_round);
+    for (std::size_t index = 0; index < tasks_per_round; ++index) {
       results.push_back(sray::Task(checksum_of)
                             .SetMaxRetries(20)
                             .Remote(blobs[index % blobs.size()], std::uint64_t{index}));
     }
-    for (std::size_t index = 0; index < tasks; ++index) {
+    for (std::size_t index = 0; index < tasks_per_round; ++index) {
       try {
         const std::uint64_t value = sray::Get(results[index]);
         (value == (sums[index % sums.size()] ^ Mix(index)) ? task_ok : task_wrong)++;
@@ -401,12 +448,12 @@ int main(int argc, char** argv) {
       }
     }
     std::vector<sray::ObjectRef<std::uint64_t>> answers;
-    answers.reserve(calls);
-    for (std::size_t index = 0; index < calls; ++index) {
+    answers.reserve(calls_per_round);
+    for (std::size_t index = 0; index < calls_per_round; ++index) {
       answers.push_back(
           actors[index % actors.size()].Task(&Mixer::Apply).Remote(std::uint64_t{index}));
     }
-    for (std::size_t index = 0; index < calls; ++index) {
+    for (std::size_t index = 0; index < calls_per_round; ++index) {
       try {
         (sray::Get(answers[index]) == Mix(index) + 1 ? call_ok : call_wrong)++;
       } catch (const sray::ActorDiedError&) {
@@ -416,10 +463,11 @@ int main(int argc, char** argv) {
       }
     }
   } while (more_rounds());
-  std::cout << "chaos_check rounds=" << rounds << " tasks=" << rounds * tasks
+  std::cout << "chaos_check rounds=" << rounds << " tasks=" << rounds * tasks_per_round
             << " task_ok=" << task_ok << " task_lost=" << task_lost << " task_wrong=" << task_wrong
-            << " calls=" << rounds * calls << " call_ok=" << call_ok << " call_lost=" << call_lost
-            << " call_wrong=" << call_wrong << " other_errors=" << other << std::endl;
+            << " calls=" << rounds * calls_per_round << " call_ok=" << call_ok
+            << " call_lost=" << call_lost << " call_wrong=" << call_wrong
+            << " other_errors=" << other << std::endl;
   sray::Shutdown();
   return task_wrong == 0 && call_wrong == 0 && other == 0 ? 0 : 1;
 }
