@@ -11,6 +11,9 @@
 #include "transport/ucx_handles.h"
 #include "transport/ucx_status.h"
 
+#include <ucs/config/global_opts.h>
+#include <ucs/debug/log_def.h>
+
 namespace sray::transport {
 namespace {
 
@@ -40,6 +43,36 @@ TEST(UcxEndpoint, AConnectToAnEndedWorkerKeepsUcxsLinesInTheStatusNotOnTheTermin
               testing::HasSubstr("cannot connect to the ended worker"));
   EXPECT_THAT(endpoint.status().message(), testing::HasSubstr("(UCX: "));
   EXPECT_EQ(printed.find("ERROR"), std::string::npos) << "UCX printed: " << printed;
+}
+
+// A driver that returned with tasks in flight: a worker answering its
+// wire-up attached to its queue while it exited, and UCX printed
+// "open(file_name=/proc/PID/fd/N flags=0x0) failed: Permission denied" and
+// "mm ep failed to connect to remote FIFO ..." (slurm.tasks_under_srun).
+TEST(UcxLogCapture, UcxsLinesAboutAttachingToAnEndingPeerDoNotReachTheTerminal) {
+  InstallUcxLogCapture();
+  // UCX prints to stdout unless UCX_LOG_FILE says otherwise.
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  ucs_log_dispatch("mm_posix.c", 219, "uct_posix_mem_attach_common", UCS_LOG_LEVEL_ERROR,
+                   &ucs_global_opts.log_component, "open(file_name=%s flags=0x%x) failed: %s",
+                   "/proc/2839/fd/33", 0, "Permission denied");
+  ucs_log_dispatch("mm_ep.c", 171, "uct_mm_ep_attach_remote_seg", UCS_LOG_LEVEL_ERROR,
+                   &ucs_global_opts.log_component,
+                   "mm ep failed to connect to remote FIFO id 0x%lx: %s", 0x8000000840000b17UL,
+                   "Shared memory error");
+  const std::string quiet =
+      testing::internal::GetCapturedStdout() + testing::internal::GetCapturedStderr();
+  EXPECT_EQ(quiet.find("ERROR"), std::string::npos) << "UCX printed: " << quiet;
+  // Any other error still reaches the terminal.
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  ucs_log_dispatch("mm_posix.c", 1, "f", UCS_LOG_LEVEL_ERROR, &ucs_global_opts.log_component,
+                   "open(file_name=%s flags=0x%x) failed: %s", "/dev/shm/ucx_shm_posix_1", 0xc2,
+                   "No space left on device");
+  const std::string printed =
+      testing::internal::GetCapturedStdout() + testing::internal::GetCapturedStderr();
+  EXPECT_THAT(printed, testing::HasSubstr("No space left"));
 }
 
 TEST(UcxLogCapture, KeepsLinesOnlyWhileItLivesAndTheInnermostOneKeeps) {
