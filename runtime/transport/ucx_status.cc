@@ -2,6 +2,7 @@
 
 #include <ucs/debug/log_def.h>
 
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <mutex>
@@ -15,15 +16,26 @@ namespace {
 
 thread_local UcxLogCapture* current_capture = nullptr;
 
-// UCX's lines when it attaches to a peer's shared-memory queue and the peer
-// is ending (its /proc/PID/fd is no longer readable) or gone. UCX makes such
-// connects itself inside progress, answering a peer's wire-up, so no call
-// of sray's has a Status for them; the endpoint then fails, and sray reports
-// a dead peer its own way. Seen when a driver returned with tasks in flight.
+// Set by a hidden "open(/proc/...) failed" line: the "failed to connect to
+// remote FIFO" line that UCX prints next for the same attach is hidden too.
+thread_local bool hid_attach_to_ending_peer = false;
+
+// UCX's lines when it attaches to a peer's shared-memory queue through
+// /proc/PID/fd and the peer is exiting ("Permission denied": its fd table
+// is no longer readable) or gone ("No such file or directory"). UCX makes
+// such connects itself inside progress, answering a peer's wire-up, so no
+// call of sray's has a Status for them; the endpoint then fails, and sray
+// reports a dead peer its own way. Seen when a driver returned with tasks
+// in flight. Any other reason (too many open files, no memory) is printed.
 bool IsAttachToEndingPeer(std::string_view text) {
-  return text.find("failed to connect to remote FIFO") != std::string_view::npos ||
-         (text.starts_with("open(file_name=/proc/") &&
-          text.find(") failed") != std::string_view::npos);
+  if (text.starts_with("open(file_name=/proc/") &&
+      (text.ends_with("Permission denied") || text.ends_with("No such file or directory"))) {
+    hid_attach_to_ending_peer = true;
+    return true;
+  }
+  const bool follows = hid_attach_to_ending_peer;
+  hid_attach_to_ending_peer = false;
+  return follows && text.starts_with("mm ep failed to connect to remote FIFO");
 }
 
 // Errors only: warnings of a call that then succeeds would have no Status
@@ -33,26 +45,35 @@ __attribute__((format(printf, 6, 0))) ucs_log_func_rc_t KeepInCapture(
     const char* /*file*/, unsigned /*line*/, const char* /*function*/, ucs_log_level_t level,
     const ucs_log_component_config_t* /*component*/, const char* format, va_list arguments) {
   if (level != UCS_LOG_LEVEL_ERROR) return UCS_LOG_FUNC_RC_CONTINUE;
+  // UCX's own printing may still follow, and its formats use %m.
+  const int saved_errno = errno;
   char text[512];
   va_list copy;
   va_copy(copy, arguments);
   const int written = std::vsnprintf(text, sizeof text, format, copy);
   va_end(copy);
-  if (written <= 0) return UCS_LOG_FUNC_RC_CONTINUE;
-  try {
-    if (current_capture != nullptr) {
-      current_capture->Keep(text);
-    } else if (IsAttachToEndingPeer(text)) {
-      // Noise of a peer's end, not a fault of this process: for log_level=debug.
-      Log(LogLevel::kDebug, std::string("UCX, attaching to a peer that is ending: ") + text);
-    } else {
-      return UCS_LOG_FUNC_RC_CONTINUE;
+  ucs_log_func_rc_t outcome = UCS_LOG_FUNC_RC_STOP;
+  if (written <= 0) {
+    outcome = UCS_LOG_FUNC_RC_CONTINUE;
+  } else {
+    try {
+      if (current_capture != nullptr) {
+        current_capture->Keep(text);
+      } else if (IsAttachToEndingPeer(text)) {
+        // Noise of a peer's end, not a fault of this process.
+        if (LogEnabled(LogLevel::kDebug)) {
+          Log(LogLevel::kDebug, std::string("UCX, attaching to a peer that is ending: ") + text);
+        }
+      } else {
+        outcome = UCS_LOG_FUNC_RC_CONTINUE;
+      }
+    } catch (...) {
+      // No exception may cross UCX's C frames: printed as UCX would.
+      outcome = UCS_LOG_FUNC_RC_CONTINUE;
     }
-  } catch (...) {
-    // No exception may cross UCX's C frames: printed as UCX would.
-    return UCS_LOG_FUNC_RC_CONTINUE;
   }
-  return UCS_LOG_FUNC_RC_STOP;
+  errno = saved_errno;
+  return outcome;
 }
 
 }  // namespace
