@@ -117,6 +117,42 @@ std::uint64_t InStores() {
   return total;
 }
 
+using Block = std::vector<std::uint64_t>;
+
+// Blocks made by make_noted_block, with their seeds, and the seeds of those
+// node 2 made (the checks after the loss need some there).
+struct NotedBlocks {
+  std::vector<sray::ObjectRef<Block>> refs;
+  std::vector<std::uint64_t> seeds;
+  std::set<std::uint64_t> seeds_of_node_2;
+};
+
+// `count` noted blocks, some of them made on node 2. Where tasks run is the
+// scheduler's choice: a batch that node 2 made none of (it happened once in
+// CI under srun, for a batch of 20) is dropped and made again with new seeds
+// from `next_seed`.
+NotedBlocks MakeNotedBlocksSomeOnNode2(std::uint64_t& next_seed, std::uint64_t count,
+                                       const std::string& notes) {
+  for (int batch = 0; batch < 10; ++batch) {
+    NotedBlocks made;
+    for (std::uint64_t index = 0; index < count; ++index) {
+      made.seeds.push_back(next_seed);
+      made.refs.push_back(sray::Task(make_noted_block).SetMaxRetries(3).Remote(next_seed, notes));
+      ++next_seed;
+    }
+    (void)sray::Wait(made.refs, made.refs.size(), std::chrono::seconds(60));
+    const std::set<std::uint64_t> ours(made.seeds.begin(), made.seeds.end());
+    std::ifstream noted(notes);
+    std::uint64_t seed = 0;
+    std::uint32_t node = 0;
+    while (noted >> seed >> node) {
+      if (node == 2 && ours.contains(seed)) made.seeds_of_node_2.insert(seed);
+    }
+    if (!made.seeds_of_node_2.empty()) return made;
+  }
+  Fail("node 2 made none of 10 batches of " + std::to_string(count) + " blocks");
+}
+
 }  // namespace
 
 // Calls `reader`'s MakerOf with refs[0], an object this task borrows: the
@@ -168,24 +204,17 @@ int main(int argc, char** argv) {
   // The first 30 are read after the loss, the other 30 passed to new tasks.
   std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> blocks;
   std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> argument_blocks;
-  std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> actor_blocks;  // seeds 60-89
-  // Seeds 90-109: passed to tasks that pass them on to an actor.
-  std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> borrowed_blocks;
   const std::string notes = signal_file + ".blocks";
   for (std::uint64_t seed = 0; seed < 60; ++seed) {
     (seed < 30 ? blocks : argument_blocks)
         .push_back(sray::Task(make_block).SetMaxRetries(3).Remote(seed));
   }
-  for (std::uint64_t seed = 60; seed < 90; ++seed) {
-    actor_blocks.push_back(sray::Task(make_noted_block).SetMaxRetries(3).Remote(seed, notes));
-  }
-  for (std::uint64_t seed = 90; seed < 110; ++seed) {
-    borrowed_blocks.push_back(sray::Task(make_noted_block).SetMaxRetries(3).Remote(seed, notes));
-  }
+  std::uint64_t next_seed = 60;
+  // Passed to an actor by the driver, then to tasks that pass them on to it.
+  const NotedBlocks actor_blocks = MakeNotedBlocksSomeOnNode2(next_seed, 30, notes);
+  const NotedBlocks borrowed_blocks = MakeNotedBlocksSomeOnNode2(next_seed, 20, notes);
   (void)sray::Wait(blocks, blocks.size(), std::chrono::seconds(60));
   (void)sray::Wait(argument_blocks, argument_blocks.size(), std::chrono::seconds(60));
-  (void)sray::Wait(actor_blocks, actor_blocks.size(), std::chrono::seconds(60));
-  (void)sray::Wait(borrowed_blocks, borrowed_blocks.size(), std::chrono::seconds(60));
   std::uint64_t objects_on_node_2 = 0;
   for (const auto& node : sray::StoreUsage()) {
     if (node.node_id == 2) objects_on_node_2 = node.objects;
@@ -209,16 +238,6 @@ int main(int argc, char** argv) {
   }
   Expect(survivor >= 0, "an actor lives on a node that stays");
   auto& reader = counters[static_cast<std::size_t>(survivor)];
-  std::set<std::uint64_t> actor_blocks_of_node_2;
-  std::set<std::uint64_t> borrowed_blocks_of_node_2;
-  {
-    std::ifstream noted(notes);
-    std::uint64_t seed = 0;
-    std::uint32_t node = 0;
-    while (noted >> seed >> node) {
-      if (node == 2) (seed < 90 ? actor_blocks_of_node_2 : borrowed_blocks_of_node_2).insert(seed);
-    }
-  }
 
   // Objects owned by a process of node 2 (an actor there), borrowed by the
   // driver before the loss.
@@ -312,41 +331,43 @@ int main(int argc, char** argv) {
   // Actor calls whose argument lived only on node 2: the caller rebuilds it
   // while the actor waits, in the call's place.
   std::vector<sray::ObjectRef<std::uint64_t>> made_after;
-  for (std::uint64_t index = 0; index < actor_blocks.size(); ++index) {
-    made_after.push_back(reader.Task(&Counter::MakerOf).Remote(actor_blocks[index], index + 60));
+  for (std::uint64_t index = 0; index < actor_blocks.refs.size(); ++index) {
+    made_after.push_back(
+        reader.Task(&Counter::MakerOf).Remote(actor_blocks.refs[index], actor_blocks.seeds[index]));
   }
   bool actor_arguments_intact = true;
   const auto answers = sray::Get(made_after, std::chrono::seconds(120));
   for (std::uint64_t index = 0; index < answers.size(); ++index) {
-    actor_arguments_intact = actor_arguments_intact && answers[index] != 99 &&
-                             (answers[index] != 2 || !actor_blocks_of_node_2.contains(index + 60));
+    actor_arguments_intact =
+        actor_arguments_intact && answers[index] != 99 &&
+        (answers[index] != 2 || !actor_blocks.seeds_of_node_2.contains(actor_blocks.seeds[index]));
   }
-  Expect(actor_arguments_intact && !actor_blocks_of_node_2.empty(),
+  Expect(actor_arguments_intact,
          "30 actor calls whose argument objects were made before the loss answer, the " +
-             std::to_string(actor_blocks_of_node_2.size()) +
+             std::to_string(actor_blocks.seeds_of_node_2.size()) +
              " of node 2 rebuilt on another node first");
 
   // The same when the actor's caller only borrows the argument (a task the
   // driver passed it to): the actor asks the caller, which asks the owner
   // (the call failed with ObjectLostError before).
   std::vector<sray::ObjectRef<std::uint64_t>> passed_on;
-  for (std::uint64_t index = 0; index < borrowed_blocks.size(); ++index) {
-    passed_on.push_back(sray::Task(ask_reader)
-                            .Remote(reader,
-                                    std::vector<sray::ObjectRef<std::vector<std::uint64_t>>>{
-                                        borrowed_blocks[index]},
-                                    index + 90));
+  for (std::uint64_t index = 0; index < borrowed_blocks.refs.size(); ++index) {
+    passed_on.push_back(
+        sray::Task(ask_reader)
+            .Remote(reader, std::vector<sray::ObjectRef<Block>>{borrowed_blocks.refs[index]},
+                    borrowed_blocks.seeds[index]));
   }
   bool borrowed_arguments_intact = true;
   const auto passed_answers = sray::Get(passed_on, std::chrono::seconds(120));
   for (std::uint64_t index = 0; index < passed_answers.size(); ++index) {
     borrowed_arguments_intact =
         borrowed_arguments_intact && passed_answers[index] < 98 &&
-        (passed_answers[index] != 2 || !borrowed_blocks_of_node_2.contains(index + 90));
+        (passed_answers[index] != 2 ||
+         !borrowed_blocks.seeds_of_node_2.contains(borrowed_blocks.seeds[index]));
   }
-  Expect(borrowed_arguments_intact && !borrowed_blocks_of_node_2.empty(),
+  Expect(borrowed_arguments_intact,
          "20 actor calls from tasks that borrowed their argument objects answer, the " +
-             std::to_string(borrowed_blocks_of_node_2.size()) +
+             std::to_string(borrowed_blocks.seeds_of_node_2.size()) +
              " of node 2 rebuilt by their owner first");
 
   // The owner died with its node: reads fail at once with ObjectLostError,
