@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "common/log.h"
+#include "common/mebibytes.h"
 #include "envs/activation.h"
 #include "envs/create.h"
 #include "envs/lock.h"
@@ -23,12 +24,6 @@ constexpr std::uint64_t kCacheLimitBytes = std::uint64_t{50} << 30;
 
 // A packed environment is unpacked into the node's cache; a spec is matched
 // against the copies there or created by the user's conda tool.
-std::string Mebibytes(std::uint64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  return text;
-}
-
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

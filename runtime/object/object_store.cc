@@ -7,16 +7,10 @@
 #include <system_error>
 #include <vector>
 
+#include "common/mebibytes.h"
 #include "common/private_file.h"
 
 namespace sray::object {
-namespace {
-
-std::string Mebibytes(std::uint64_t bytes) {
-  return std::to_string(bytes >> 20) + " MiB";
-}
-
-}  // namespace
 
 Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(StoreConfig config) {
   struct statvfs filesystem {};
@@ -28,8 +22,8 @@ Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(StoreConfig config) {
   if (config.capacity > available) {
     return Status::ResourceExhausted(
         "object store of node " + std::to_string(config.node_id) + ": " +
-        config.shared_memory_directory.string() + " has " + Mebibytes(available) +
-        " free but the store needs " + Mebibytes(config.capacity) +
+        config.shared_memory_directory.string() + " has " + WholeMebibytes(available) +
+        " free but the store needs " + WholeMebibytes(config.capacity) +
         ": set object_store_memory lower (e.g. --ray-cluster=object_store_memory=" +
         std::to_string((available / 2) >> 20) + "M) or give the node more " +
         config.shared_memory_directory.string());

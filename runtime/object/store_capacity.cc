@@ -6,14 +6,9 @@
 #include <cerrno>
 #include <string>
 
+#include "common/mebibytes.h"
+
 namespace sray::object {
-namespace {
-
-std::string Mebibytes(std::uint64_t bytes) {
-  return std::to_string(bytes >> 20) + " MiB";
-}
-
-}  // namespace
 
 Result<std::uint64_t> StoreCapacity(std::optional<std::uint64_t> configured,
                                     std::uint64_t shared_memory_bytes, std::uint32_t nodes_here) {
@@ -22,14 +17,15 @@ Result<std::uint64_t> StoreCapacity(std::optional<std::uint64_t> configured,
       nodes > 1 ? " (" + std::to_string(nodes) + " nodes of the step share this machine's)" : "";
   if (configured) {
     if (*configured < kMinimumStoreBytes) {
-      return Status::InvalidArgument("object_store_memory=" + Mebibytes(*configured) +
+      return Status::InvalidArgument("object_store_memory=" + WholeMebibytes(*configured) +
                                      " is below the object store's minimum of " +
-                                     Mebibytes(kMinimumStoreBytes) + ": set at least that");
+                                     WholeMebibytes(kMinimumStoreBytes) + ": set at least that");
     }
     if (*configured > shared_memory_bytes / nodes) {
       return Status::ResourceExhausted(
-          "object_store_memory=" + Mebibytes(*configured) + " per node does not fit in /dev/shm" +
-          sharing + ", which holds " + Mebibytes(shared_memory_bytes) +
+          "object_store_memory=" + WholeMebibytes(*configured) +
+          " per node does not fit in /dev/shm" + sharing + ", which holds " +
+          WholeMebibytes(shared_memory_bytes) +
           ": lower object_store_memory, or enlarge /dev/shm (mount -o remount,size=... /dev/shm; "
           "docker run --shm-size=...)");
     }
@@ -39,9 +35,9 @@ Result<std::uint64_t> StoreCapacity(std::optional<std::uint64_t> configured,
                                                 kDefaultStoreFraction / nodes);
   if (share < kMinimumStoreBytes) {
     return Status::ResourceExhausted(
-        "/dev/shm holds only " + Mebibytes(shared_memory_bytes) + sharing + ", and the object " +
-        "store's default share of it (" + Mebibytes(share) + ") is below its minimum of " +
-        Mebibytes(kMinimumStoreBytes) +
+        "/dev/shm holds only " + WholeMebibytes(shared_memory_bytes) + sharing +
+        ", and the object " + "store's default share of it (" + WholeMebibytes(share) +
+        ") is below its minimum of " + WholeMebibytes(kMinimumStoreBytes) +
         ": enlarge /dev/shm (mount -o remount,size=... /dev/shm; docker run --shm-size=...) or "
         "set object_store_memory");
   }
