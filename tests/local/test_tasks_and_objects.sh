@@ -2,8 +2,8 @@
 # Remote tasks and the object store under `sray run -N3`: results, objects
 # crossing nodes (shared memory and UCX_TLS=tcp,self), reference counting,
 # ObjectRefs inside values borrowed across processes, surplus idle workers
-# kept while they own objects, spilling 2 GiB
-# through 512 MiB stores, a SIGKILLed worker's task retried, a crashing
+# kept while they own objects, spilling 576 MiB
+# through 128 MiB stores, a SIGKILLed worker's task retried, a crashing
 # worker reported in one line with its backtrace in its log,
 # remote exceptions, infeasible requests, fractional GPUs declared in
 # config, memory as a resource; the parallel_data and resources examples;
@@ -18,11 +18,11 @@ run_mode basic 13 ""
 run_mode objects 4 ""
 run_mode objects 4 "" env UCX_TLS=tcp,self
 run_mode refcount 2 ""
-run_mode spill 5 "object_store_memory=512M,log_level=debug"
+run_mode spill 5 "object_store_memory=128M,log_level=debug"
 # log_level=debug: each Put of 64 MiB or more is a line with its size and
-# rate, and so is each pull of one between nodes.
-expect_lines "$WORK/tasks_check.spill.out" '^sray: \[debug\] put object [0-9]+\.[0-9]+ into node 0.s store: 1[0-9]{8} bytes in [0-9.]+ s \([0-9]+ MiB/s\)$' 16
-expect_lines "$WORK/tasks_check.spill.out" '^sray: \[debug\] node [12] pulled object [0-9]+\.[0-9]+ from node 0: 1[0-9]{8} bytes in [0-9.]+ s \([0-9]+ MiB/s\)$'
+# rate, and so is each pull of one between nodes (72 MiB objects).
+expect_lines "$WORK/tasks_check.spill.out" '^sray: \[debug\] put object [0-9]+\.[0-9]+ into node 0.s store: 754[0-9]{5} bytes in [0-9.]+ s \([0-9]+ MiB/s\)$' 8
+expect_lines "$WORK/tasks_check.spill.out" '^sray: \[debug\] node [12] pulled object [0-9]+\.[0-9]+ from node 0: 754[0-9]{5} bytes in [0-9.]+ s \([0-9]+ MiB/s\)$'
 run_mode worker-death 4 ""
 # A worker crashing on SIGSEGV on both tries: UCX's backtrace goes to the
 # worker's log (kept here by log_dir=), the job's output gets one sray line a try.

@@ -399,10 +399,11 @@ void Refcount() {
 }
 
 void Spill() {
-  // 2 GiB through stores of 512 MiB: 16 objects of 16 Mi words each above
-  // 2^32 (msgpack stores them in 9 bytes: 144 MiB per object, 2.25 GiB).
-  constexpr std::size_t kObjects = 16;
-  constexpr std::size_t kWords = 16 * 1024 * 1024;
+  // 4.5 times a store of 128 MiB (the scripts set object_store_memory=128M):
+  // 8 objects of 8 Mi words each above 2^32 (msgpack stores them in 9
+  // bytes: 72 MiB per object, 576 MiB in all).
+  constexpr std::size_t kObjects = 8;
+  constexpr std::size_t kWords = 8 * 1024 * 1024;
   constexpr std::uint64_t kBase = std::uint64_t{1} << 40;
   std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> refs;
   for (std::size_t object = 0; object < kObjects; ++object) {
@@ -422,7 +423,7 @@ void Spill() {
              values.back() == kBase + object * kWords + kWords - 1 &&
              values[kWords / 2] == kBase + object * kWords + kWords / 2;
   }
-  Expect(intact, "all 2 GiB come back intact from memory and disk");
+  Expect(intact, "all 576 MiB come back intact from memory and disk");
   // One of them read by tasks on the other nodes too: pulled across (with
   // log_level=debug, a line each with its size and rate).
   std::vector<sray::ObjectRef<std::vector<std::uint64_t>>> reads;
@@ -435,10 +436,10 @@ void Spill() {
     read_on.insert(result[1]);
   }
   Expect(sums_right && read_on.size() >= 2,
-         "a 144 MiB object arrives intact in tasks on " + std::to_string(read_on.size()) + " nodes");
+         "a 72 MiB object arrives intact in tasks on " + std::to_string(read_on.size()) + " nodes");
   bool full = false;
   try {
-    (void)sray::Put(std::vector<char>(600u << 20));
+    (void)sray::Put(std::vector<char>(200u << 20));
   } catch (const sray::ObjectStoreFullError& error) {
     full = true;
     std::cout << "info: " << error.what() << std::endl;

@@ -13,7 +13,7 @@ run_mode() { run_step_check "$TASKS" "$@"; }
 run_mode basic 13 ""
 run_mode objects 4 ""
 run_mode refcount 2 ""
-run_mode spill 5 "object_store_memory=512M"
+run_mode spill 5 "object_store_memory=128M"
 run_mode worker-death 4 ""
 # A worker crashing on SIGSEGV on both tries: one sray line a try on the
 # step's output, naming the signal and the worker's log; UCX's own
