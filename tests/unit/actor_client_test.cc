@@ -32,7 +32,7 @@ constexpr internal::ActorId kActor = 7;
 constexpr std::uint32_t kActorNode = 1;
 
 // Inline values only, and a record of what the client asked to discard.
-class RecordingStore final : public NoStore {
+class OrphanRecordingStore final : public NoStore {
  public:
   void DiscardOrphan(const OrphanedResult& orphan) override {
     std::lock_guard lock(mutex_);
@@ -148,7 +148,7 @@ class ActorClientTest : public ::testing::Test {
   }
 
   TransportsByRank transports_;  // outlives the transports below
-  RecordingStore store_;
+  OrphanRecordingStore store_;
   Owner owner_{OwnerIdentity{.rank = kCallerRank, .node_id = 0}, store_, [](TaskSpec) {}};
   std::unique_ptr<transport::Transport> actor_transport_;
   std::unique_ptr<transport::Transport> caller_transport_;

@@ -67,13 +67,13 @@ using actor_host_test::Gate;
 using transport::Bytes;
 using transport::Transport;
 
-constexpr std::uint64_t kActor = 7;
+constexpr std::uint64_t kHostedActor = 7;
 constexpr std::int32_t kIncarnation = 1;
 constexpr std::uint32_t kHostRank = 1;
-constexpr std::uint32_t kCallerRank = 2;
+constexpr std::uint32_t kHostCallerRank = 2;
 
 // Files in a scratch directory, and how each object was sealed.
-class RecordingStore final : public NoStore {
+class SealRecordingStore final : public NoStore {
  public:
   Result<std::string> Create(const ObjectId& id, std::uint64_t, std::int32_t) override {
     return (directory_.path() / id.ToString()).string();
@@ -112,7 +112,7 @@ class ActorHostTest : public ::testing::Test {
  protected:
   void SetUp() override {
     host_transport_ = Make(kHostRank);
-    caller_ = Make(kCallerRank);
+    caller_ = Make(kHostCallerRank);
     received_ = std::make_shared<Received>();
     caller_->RegisterOneWayHandler(kActorCallDone, [received = received_](std::uint32_t, auto payload) {
       auto outcome = Decode<TaskOutcome>(payload, "answer");
@@ -132,8 +132,9 @@ class ActorHostTest : public ::testing::Test {
                                      &typeid(Gate)};
     // The caller's rank stands in for the node manager, which gets the counts.
     host_ = std::make_unique<ActorHost>(
-        std::move(instance), kActor, kIncarnation, 1, store_, 0, *host_transport_, kCallerRank,
-        [](std::uint32_t, const std::string&) {}, [](std::uint64_t) { return false; });
+        std::move(instance), kHostedActor, kIncarnation, 1, store_, 0, *host_transport_,
+        kHostCallerRank, [](std::uint32_t, const std::string&) {},
+        [](std::uint64_t) { return false; });
     host_transport_->RegisterOneWayHandler(kActorCall, [this](std::uint32_t source, auto payload) {
       host_->Accept(source, Bytes(payload.begin(), payload.end()));
     });
@@ -179,10 +180,10 @@ class ActorHostTest : public ::testing::Test {
     spec.task_id = task;
     spec.function = method;
     spec.kind = TaskKind::kActorMethod;
-    spec.actor_id = kActor;
+    spec.actor_id = kHostedActor;
     spec.incarnation = incarnation;
     spec.sequence = sequence;
-    spec.owner_rank = kCallerRank;
+    spec.owner_rank = kHostCallerRank;
     spec.arguments.push_back(ArgumentSpec{.by_reference = false,
                                           .value = internal::Serialize(value),
                                           .id = {},
@@ -193,7 +194,7 @@ class ActorHostTest : public ::testing::Test {
 
   std::mutex mutex_;
   std::map<std::uint32_t, Bytes> addresses_;
-  RecordingStore store_;
+  SealRecordingStore store_;
   std::unique_ptr<Transport> host_transport_;
   std::unique_ptr<Transport> caller_;
   std::shared_ptr<Received> received_;

@@ -34,7 +34,7 @@ struct sigaction Current() {
 }
 
 // Gives the test process its own disposition back.
-class BrokenPipe : public testing::Test {
+class BrokenPipe : public ::testing::Test {
  protected:
   void SetUp() override { (void)::sigaction(SIGPIPE, nullptr, &original_); }
   void TearDown() override { (void)::sigaction(SIGPIPE, &original_, nullptr); }

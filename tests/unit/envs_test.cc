@@ -527,7 +527,7 @@ TEST_F(EnvsTest, AnExplicitFileOfEveryCondaPackageMatchesAPrefixWithPipPackages)
   auto spec = ReadSpec(root_ / "explicit.txt");
   ASSERT_TRUE(spec.ok()) << spec.status().message();
   const auto differences = Compare(*spec, *ReadPrefix(prefix_));
-  EXPECT_TRUE(differences.empty()) << testing::PrintToString(Describe(differences));
+  EXPECT_TRUE(differences.empty()) << ::testing::PrintToString(Describe(differences));
   EXPECT_EQ(differences.not_compared.size(), 1u);
 }
 
@@ -642,7 +642,7 @@ TEST_F(EnvsTest, CreatingASpecsEnvironmentTellsItsProgressWhileTheToolRuns) {
   ::unsetenv("FAKE_MICROMAMBA_SECONDS");
   ASSERT_TRUE(prepared.ok()) << prepared.message();
   // 4 s: one line after 2 s (the next would come 5 s later), then the outcome.
-  ASSERT_GE(lines.size(), 2u) << testing::PrintToString(lines);
+  ASSERT_GE(lines.size(), 2u) << ::testing::PrintToString(lines);
   const std::string& first = lines.front();
   const std::string start = "creating the environment of " + (root_ / "explicit.txt").string() +
                             " with micromamba: ";
@@ -650,7 +650,7 @@ TEST_F(EnvsTest, CreatingASpecsEnvironmentTellsItsProgressWhileTheToolRuns) {
   EXPECT_NE(first.find(" files, "), std::string::npos) << first;
   EXPECT_NE(first.find(" MiB so far; micromamba: Downloading packages ["), std::string::npos)
       << first;
-  EXPECT_EQ(lines.size(), 2u) << testing::PrintToString(lines);
+  EXPECT_EQ(lines.size(), 2u) << ::testing::PrintToString(lines);
   EXPECT_EQ(lines.back().rfind("made ", 0), 0u) << lines.back();
 }
 

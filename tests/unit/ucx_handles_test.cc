@@ -32,16 +32,16 @@ TEST(UcxEndpoint, AConnectToAnEndedWorkerKeepsUcxsLinesInTheStatusNotOnTheTermin
     ASSERT_TRUE(address.ok()) << address.status().message();
     address_of_ended = *address;
   }
-  testing::internal::CaptureStdout();
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
   auto endpoint = UcxEndpoint::Connect(*ours, address_of_ended, "the ended worker",
                                        [](ucp_ep_h, ucs_status_t) {});
   const std::string printed =
-      testing::internal::GetCapturedStdout() + testing::internal::GetCapturedStderr();
+      ::testing::internal::GetCapturedStdout() + ::testing::internal::GetCapturedStderr();
   ASSERT_FALSE(endpoint.ok()) << "a connect to a worker whose shared memory is gone succeeded";
   EXPECT_THAT(endpoint.status().message(),
-              testing::HasSubstr("cannot connect to the ended worker"));
-  EXPECT_THAT(endpoint.status().message(), testing::HasSubstr("(UCX: "));
+              ::testing::HasSubstr("cannot connect to the ended worker"));
+  EXPECT_THAT(endpoint.status().message(), ::testing::HasSubstr("(UCX: "));
   EXPECT_EQ(printed.find("ERROR"), std::string::npos) << "UCX printed: " << printed;
 }
 
@@ -52,8 +52,8 @@ TEST(UcxEndpoint, AConnectToAnEndedWorkerKeepsUcxsLinesInTheStatusNotOnTheTermin
 TEST(UcxLogCapture, UcxsLinesAboutAttachingToAnEndingPeerDoNotReachTheTerminal) {
   InstallUcxLogCapture();
   // UCX prints to stdout unless UCX_LOG_FILE says otherwise.
-  testing::internal::CaptureStdout();
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
   ucs_log_dispatch("mm_posix.c", 219, "uct_posix_mem_attach_common", UCS_LOG_LEVEL_ERROR,
                    &ucs_global_opts.log_component, "open(file_name=%s flags=0x%x) failed: %s",
                    "/proc/2839/fd/33", 0, "Permission denied");
@@ -62,12 +62,12 @@ TEST(UcxLogCapture, UcxsLinesAboutAttachingToAnEndingPeerDoNotReachTheTerminal) 
                    "mm ep failed to connect to remote FIFO id 0x%lx: %s", 0x8000000840000b17UL,
                    "Shared memory error");
   const std::string quiet =
-      testing::internal::GetCapturedStdout() + testing::internal::GetCapturedStderr();
+      ::testing::internal::GetCapturedStdout() + ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(quiet.find("ERROR"), std::string::npos) << "UCX printed: " << quiet;
   // Any other error still reaches the terminal: this process's own, an
   // attach that failed for another reason, and the FIFO line after it.
-  testing::internal::CaptureStdout();
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
   ucs_log_dispatch("mm_posix.c", 1, "f", UCS_LOG_LEVEL_ERROR, &ucs_global_opts.log_component,
                    "open(file_name=%s flags=0x%x) failed: %s", "/dev/shm/ucx_shm_posix_1", 0xc2,
                    "No space left on device");
@@ -78,10 +78,10 @@ TEST(UcxLogCapture, UcxsLinesAboutAttachingToAnEndingPeerDoNotReachTheTerminal) 
                    "mm ep failed to connect to remote FIFO id 0x%lx: %s", 0x8000000840000b17UL,
                    "Shared memory error");
   const std::string printed =
-      testing::internal::GetCapturedStdout() + testing::internal::GetCapturedStderr();
-  EXPECT_THAT(printed, testing::HasSubstr("No space left"));
-  EXPECT_THAT(printed, testing::HasSubstr("Too many open files"));
-  EXPECT_THAT(printed, testing::HasSubstr("remote FIFO"));
+      ::testing::internal::GetCapturedStdout() + ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(printed, ::testing::HasSubstr("No space left"));
+  EXPECT_THAT(printed, ::testing::HasSubstr("Too many open files"));
+  EXPECT_THAT(printed, ::testing::HasSubstr("remote FIFO"));
 }
 
 TEST(UcxLogCapture, KeepsLinesOnlyWhileItLivesAndTheInnermostOneKeeps) {

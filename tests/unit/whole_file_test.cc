@@ -11,7 +11,7 @@ namespace sray {
 namespace {
 
 TEST(ReadWholeFile, ReadsAFileLargerThanOneRead) {
-  const std::string path = testing::TempDir() + "/whole_file_" + std::to_string(::getpid());
+  const std::string path = ::testing::TempDir() + "/whole_file_" + std::to_string(::getpid());
   std::string written;
   for (int line = 0; written.size() < 100000; ++line)
     written += "line " + std::to_string(line) + "\n";
