@@ -13,7 +13,7 @@ namespace sray {
 // "144 MiB": whole mebibytes, rounded down.
 std::string WholeMebibytes(std::uint64_t bytes);
 
-// "143.9 MiB": one decimal, for sizes below a few MiB.
+// "143.9 MiB": one decimal.
 std::string Mebibytes(std::uint64_t bytes);
 
 }  // namespace sray

@@ -231,7 +231,7 @@ int main(int argc, char** argv) {
     first_node[index] = sray::Get(counters[static_cast<std::size_t>(index)].Task(&Counter::Add).Remote())[1];
   }
 
-  // An actor that stays, and which of actor_blocks node 2 made.
+  // An actor that stays.
   int survivor = -1;
   for (int index = 0; index < 6 && survivor < 0; ++index) {
     if (first_node[index] != 2) survivor = index;
