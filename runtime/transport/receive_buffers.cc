@@ -31,24 +31,25 @@ ReceiveBuffer ReceiveBufferPool::Acquire(std::size_t length) {
       ReceiveBuffer reused = std::move(kept.back().buffer);
       kept.pop_back();
       kept_count_.fetch_sub(1, std::memory_order_relaxed);
-      pooled_bytes_ -= reused.capacity;
+      pooled_bytes_ -= reused.capacity();
       return reused;
     }
   }
-  return {std::make_unique_for_overwrite<std::byte[]>(capacity), capacity};
+  return {HugePageBuffer(capacity)};
 }
 
 void ReceiveBufferPool::Release(ReceiveBuffer buffer) {
-  if (!buffer.data || !std::has_single_bit(buffer.capacity) ||
-      buffer.capacity < kSmallestReceiveBuffer || buffer.capacity > kPooledBytesKept) {
+  const std::size_t capacity = buffer.capacity();
+  if (buffer.data() == nullptr || !std::has_single_bit(capacity) ||
+      capacity < kSmallestReceiveBuffer || capacity > kPooledBytesKept) {
     return;  // not one of this pool's, or too large to keep
   }
   std::vector<ReceiveBuffer> given_back;  // freed outside the lock
   std::lock_guard lock(mutex_);
   // Read under the lock, so each class stays in order of release (DropIdle).
   const auto now = std::chrono::steady_clock::now();
-  pooled_bytes_ += buffer.capacity;
-  kept_[SizeClassOf(buffer.capacity)].push_back({std::move(buffer), releases_++, now});
+  pooled_bytes_ += capacity;
+  kept_[SizeClassOf(capacity)].push_back({std::move(buffer), releases_++, now});
   kept_count_.fetch_add(1, std::memory_order_relaxed);
   while (pooled_bytes_ > kPooledBytesKept) given_back.push_back(TakeOldest());
 }
@@ -63,7 +64,7 @@ ReceiveBuffer ReceiveBufferPool::TakeOldest() {
   if (oldest == nullptr) return {};
   ReceiveBuffer taken = std::move(oldest->front().buffer);
   oldest->pop_front();
-  pooled_bytes_ -= taken.capacity;
+  pooled_bytes_ -= taken.capacity();
   kept_count_.fetch_sub(1, std::memory_order_relaxed);
   return taken;
 }
@@ -79,7 +80,7 @@ void ReceiveBufferPool::DropIdle(std::chrono::steady_clock::time_point now) {
     for (auto& kept : kept_) {
       // Each class is in order of release: the idle ones are in front.
       while (!kept.empty() && kept.front().released_at <= cutoff) {
-        pooled_bytes_ -= kept.front().buffer.capacity;
+        pooled_bytes_ -= kept.front().buffer.capacity();
         idle.push_back(std::move(kept.front().buffer));
         kept.pop_front();
         kept_count_.fetch_sub(1, std::memory_order_relaxed);

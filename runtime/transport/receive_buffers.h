@@ -28,8 +28,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <memory>
 #include <mutex>
+
+#include "common/huge_page_buffer.h"
 
 namespace sray::transport {
 
@@ -38,10 +39,14 @@ inline constexpr std::size_t kSmallestReceiveBuffer = std::size_t{4} * 1024;
 inline constexpr std::size_t kPooledBytesKept = std::size_t{256} << 20;
 inline constexpr std::chrono::seconds kKeepIdleReceiveBuffer{2};
 
-// Memory that is not zero-filled on allocation.
+// Memory that is not zero-filled on allocation; from 2 MiB up, advised for
+// huge pages (common/huge_page_buffer.h): a fresh 256 MiB buffer faulted in
+// 4 KiB at a time cost 0.7 s on the test machines.
 struct ReceiveBuffer {
-  std::unique_ptr<std::byte[]> data;
-  std::size_t capacity = 0;
+  HugePageBuffer memory;
+
+  [[nodiscard]] std::byte* data() const noexcept { return memory.data(); }
+  [[nodiscard]] std::size_t capacity() const noexcept { return memory.size(); }
 };
 
 class ReceiveBufferPool {

@@ -64,11 +64,11 @@ ucs_status_t Transport::Impl::OnActiveMessage(void* arg, const void* header,
     receive.user_data = incoming;
     impl->rendezvous_in_progress_.fetch_add(1);
     const ucs_status_ptr_t request = ucp_am_recv_data_nbx(
-        impl->worker_->handle(), data, incoming->buffer.data.get(), length, &receive);
+        impl->worker_->handle(), data, incoming->buffer.data(), length, &receive);
     if (request == nullptr || UCS_PTR_IS_ERR(request)) impl->rendezvous_in_progress_.fetch_sub(1);
     if (request == nullptr) {
       impl->DeliverFrame(incoming->header, reply_endpoint,
-                         std::span(incoming->buffer.data.get(), length));
+                         std::span(incoming->buffer.data(), length));
       impl->receive_buffers_.Release(std::move(incoming->buffer));
       delete incoming;
     } else if (UCS_PTR_IS_ERR(request)) {
@@ -90,7 +90,7 @@ void Transport::Impl::OnRendezvousData(void* request, ucs_status_t status, std::
   // Data that completes once the shutdown began is not served either.
   if (status == UCS_OK && !impl->loop_.stopping()) {
     impl->DeliverFrame(incoming->header, incoming->reply_endpoint,
-                       std::span(incoming->buffer.data.get(), incoming->length));
+                       std::span(incoming->buffer.data(), incoming->length));
   }
   impl->receive_buffers_.Release(std::move(incoming->buffer));
   delete incoming;

@@ -223,12 +223,12 @@ TEST(ReceiveBufferPool, BuffersOfEverySizeClassAreReusedNewestFirst) {
   ReceiveBufferPool pool;
   ReceiveBuffer first = pool.Acquire(20000);
   ReceiveBuffer second = pool.Acquire(30000);
-  EXPECT_EQ(second.capacity, 32768u);
-  std::byte* const newest = second.data.get();
+  EXPECT_EQ(second.capacity(), 32768u);
+  std::byte* const newest = second.data();
   pool.Release(std::move(first));
   pool.Release(std::move(second));
   EXPECT_EQ(pool.pooled_bytes(), 2 * 32768u);
-  EXPECT_EQ(pool.Acquire(16385).data.get(), newest);
+  EXPECT_EQ(pool.Acquire(16385).data(), newest);
   EXPECT_EQ(pool.pooled_bytes(), 32768u);
 }
 
@@ -236,7 +236,7 @@ TEST(ReceiveBufferPool, ASmallMessageDoesNotTakeALargeBuffer) {
   ReceiveBufferPool pool;
   pool.Release(pool.Acquire(std::size_t{64} << 20));
   ReceiveBuffer small = pool.Acquire(16384);
-  EXPECT_EQ(small.capacity, 16384u);
+  EXPECT_EQ(small.capacity(), 16384u);
   EXPECT_EQ(pool.pooled_bytes(), std::size_t{64} << 20);
 }
 
@@ -246,10 +246,10 @@ TEST(ReceiveBufferPool, KeepsAtMostItsLimitGivingBackTheOldestFirst) {
   std::vector<ReceiveBuffer> buffers;
   buffers.reserve(5);
   for (int index = 0; index < 5; ++index) buffers.push_back(pool.Acquire(size));
-  std::byte* const oldest = buffers[0].data.get();
+  std::byte* const oldest = buffers[0].data();
   for (auto& buffer : buffers) pool.Release(std::move(buffer));
   EXPECT_EQ(pool.pooled_bytes(), kPooledBytesKept);
-  for (int index = 0; index < 4; ++index) EXPECT_NE(pool.Acquire(size).data.get(), oldest);
+  for (int index = 0; index < 4; ++index) EXPECT_NE(pool.Acquire(size).data(), oldest);
 }
 
 TEST(ReceiveBufferPool, TheOldestIsGivenBackWhateverItsSizeClass) {
