@@ -17,24 +17,31 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "transport/bytes.h"
 #include "transport/frame.h"
+#include "transport/pending_calls.h"
 
 namespace sray::transport {
 
 struct PostedMessage {
-  enum class Kind : std::uint8_t { kOneWay, kReply };
+  enum class Kind : std::uint8_t { kOneWay, kReply, kCall };
   Kind kind = Kind::kOneWay;
-  // kOneWay: to whom, and what.
+  // kOneWay and kCall: to whom; kOneWay: what.
   std::uint32_t rank = 0;
   std::uint32_t method = 0;
   Bytes payload;
   // kReply: the encoded reply, on the endpoint its request came by.
   ucp_ep_h reply_endpoint = nullptr;
   OwnedFrame reply;
+  // kCall: a request already registered as pending, and its payload, which
+  // the caller keeps valid until the call is done (not copied).
+  std::shared_ptr<PendingCall> call;
+  std::span<const std::byte> call_payload;
 };
 
 class Outbox {
@@ -59,12 +66,14 @@ class FrameSink {
   virtual void TransmitReply(ucp_ep_h reply_endpoint, OwnedFrame reply) = 0;
   virtual void TransmitOneWay(std::uint32_t rank, std::uint32_t method, Bytes payload) = 0;
   virtual void TransmitBatch(std::uint32_t rank, Bytes batch) = 0;
+  virtual void TransmitCall(const std::shared_ptr<PendingCall>& call,
+                            std::span<const std::byte> payload) = 0;
 };
 
 // Turns one turn's messages into frames: a lone message goes as it is
 // (without a copy), several small ones to one peer as batches of up to
-// kBatchBytesLimit, one above kBatchableMessageLimit alone after the
-// messages posted to that peer before it.
+// kBatchBytesLimit, one above kBatchableMessageLimit (and every call) alone
+// after the// messages posted to that peer before it.
 void SendAsFrames(std::vector<PostedMessage> messages, FrameSink& sink);
 
 }  // namespace sray::transport

@@ -31,6 +31,11 @@ bool PendingCall::sent() const {
   return sent_;
 }
 
+bool PendingCall::has_outcome() const {
+  std::lock_guard lock(mutex_);
+  return outcome_.has_value();
+}
+
 void PendingCall::MaybeFinish(std::unique_lock<std::recursive_mutex>& lock) {
   if (finished_ || !sent_ || !outcome_) return;
   finished_ = true;

@@ -52,6 +52,9 @@ class PendingCall {
   // the call's lock (cancelling may run the send callback on this thread).
   void CancelSend(const std::function<void(void* request)>& cancel);
   [[nodiscard]] bool sent() const;
+  // Whether the outcome is known (a reply, a failure, a timeout): a call
+  // handed to the progress thread is then not sent at all.
+  [[nodiscard]] bool has_outcome() const;
 
  private:
   void MaybeFinish(std::unique_lock<std::recursive_mutex>& lock);

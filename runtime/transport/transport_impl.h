@@ -111,6 +111,10 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
                                          std::span<const std::byte> payload,
                                          std::function<void(Result<Bytes>)> done);
   void Transmit(const std::shared_ptr<PendingCall>& call, std::span<const std::byte> payload);
+  // Calls handed to the progress thread that it will never send (the
+  // transport stops): each is marked sent, so that its caller, who keeps
+  // the payload until then, is released.
+  void ReleaseHandedOffCalls();
   void FailCall(std::uint64_t id, const Status& status);
   void CancelAndAwait(PendingCall& call);
   // Starts one UCX operation through `start` (given the request parameters)
@@ -146,6 +150,8 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   void TransmitReply(ucp_ep_h reply_endpoint, OwnedFrame reply) override;
   void TransmitOneWay(std::uint32_t rank, std::uint32_t method, Bytes payload) override;
   void TransmitBatch(std::uint32_t rank, Bytes batch) override;
+  void TransmitCall(const std::shared_ptr<PendingCall>& call,
+                    std::span<const std::byte> payload) override;
 
   static void OnSendComplete(void* request, ucs_status_t status, void* user_data) noexcept;
   // Sends whose completion is OnSendComplete go through here; those that do

@@ -121,6 +121,11 @@ class RecordingSink final : public FrameSink {
     EXPECT_TRUE(status.ok()) << status.message();
     frames.push_back(text);
   }
+  void TransmitCall(const std::shared_ptr<PendingCall>& call,
+                    std::span<const std::byte> payload) override {
+    frames.push_back("call " + std::to_string(call->id()) + " to " + std::to_string(call->rank()) +
+                     ": " + Describe(0, payload));
+  }
 
  private:
   static std::string Describe(std::uint32_t method, std::span<const std::byte> payload) {
@@ -136,7 +141,9 @@ PostedMessage OneWay(std::uint32_t rank, std::uint32_t method, const std::string
           .method = method,
           .payload = BytesOf(text),
           .reply_endpoint = nullptr,
-          .reply = {}};
+          .reply = {},
+          .call = nullptr,
+          .call_payload = {}};
 }
 
 TEST(SendAsFrames, ALoneMessageGoesAsItIs) {
@@ -195,6 +202,26 @@ TEST(SendAsFrames, RepliesGoOutAtOnce) {
   messages.push_back(OneWay(1, 7, "b"));
   SendAsFrames(std::move(messages), sink);
   EXPECT_EQ(sink.frames, (std::vector<std::string>{"reply r", "to 1: batch 7/a 7/b"}));
+}
+
+// A call handed to the progress thread must not overtake what its caller
+// posted to that peer before it, nor wait behind what came after.
+TEST(SendAsFrames, AHandedOffCallGoesAfterWhatWasPostedToItsPeerBeforeIt) {
+  RecordingSink sink;
+  const Bytes call_payload = BytesOf("big");
+  std::vector<PostedMessage> messages;
+  messages.push_back(OneWay(1, 7, "a"));
+  messages.push_back(OneWay(2, 7, "x"));
+  PostedMessage call;
+  call.kind = PostedMessage::Kind::kCall;
+  call.rank = 1;
+  call.call = std::make_shared<PendingCall>(42, 1, EncodedFrameHeader{}, [](Result<Bytes>) {});
+  call.call_payload = call_payload;
+  messages.push_back(std::move(call));
+  messages.push_back(OneWay(1, 8, "b"));
+  SendAsFrames(std::move(messages), sink);
+  EXPECT_EQ(sink.frames, (std::vector<std::string>{"to 1: 7/a", "call 42 to 1: 0/big", "to 1: 8/b",
+                                                   "to 2: 7/x"}));
 }
 
 TEST(Outbox, TakeAllEmptiesItAndClearsTheFlag) {

@@ -381,6 +381,56 @@ TEST_F(TransportPair, ManyConcurrentAsyncCallsAllComplete) {
   EXPECT_EQ(correct.load(), kCalls);
 }
 
+// Large calls made while the progress thread is busy are handed to it
+// (StartCall): they must all go, each with its own payload, and complete.
+TEST_F(TransportPair, ManyConcurrentLargeAsyncCallsArriveIntact) {
+  auto server = Make(0, TokenOf(1));
+  auto client = Make(1, TokenOf(1));
+  RegisterHandlers(*server);
+  constexpr int kCalls = 64;
+  std::vector<Bytes> payloads;
+  std::vector<std::uint64_t> sums;
+  for (int call = 0; call < kCalls; ++call) {
+    Bytes payload(256U << 10, std::byte{static_cast<unsigned char>(call + 1)});
+    sums.push_back(static_cast<std::uint64_t>(call + 1) * payload.size());
+    payloads.push_back(std::move(payload));
+  }
+  std::atomic<int> correct{0};
+  std::atomic<int> finished{0};
+  std::promise<void> all_done;
+  for (int call = 0; call < kCalls; ++call) {
+    const auto index = static_cast<std::size_t>(call);
+    client->CallAsync(0, kSum, payloads[index], [&, index](Result<Bytes> reply) {
+      std::uint64_t got = 0;
+      if (reply.ok() && reply->size() == 8) std::memcpy(&got, reply->data(), 8);
+      if (got == sums[index]) ++correct;
+      if (++finished == kCalls) all_done.set_value();
+    });
+  }
+  ASSERT_EQ(all_done.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_EQ(correct.load(), kCalls);
+}
+
+// Calls still waiting for the progress thread when the transport shuts down
+// are never sent, yet each caller hears the end (its payload is then free).
+TEST_F(TransportPair, AShutdownEndsEveryLargeCallStillWaitingToGo) {
+  auto server = Make(0, TokenOf(1));
+  auto client = Make(1, TokenOf(1));
+  server->RegisterRequestHandler(kSum, [](std::uint32_t, std::span<const std::byte>) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return Result<Bytes>(Bytes(8));
+  });
+  constexpr int kCalls = 64;
+  const Bytes payload(256U << 10, std::byte{3});
+  std::atomic<int> finished{0};
+  for (int call = 0; call < kCalls; ++call) {
+    client->CallAsync(0, kSum, payload, [&](Result<Bytes>) { finished.fetch_add(1); });
+  }
+  client.reset();
+  EXPECT_EQ(finished.load(), kCalls);
+  server->NotePeerGone();
+}
+
 TEST_F(TransportPair, OneWayMessagesReachTheirHandler) {
   auto server = Make(0, TokenOf(1));
   auto client = Make(1, TokenOf(1));
