@@ -203,7 +203,8 @@ int MeasurePull(sray::wire::WiredJob& job, const Bytes& address, const Bytes& ke
     // of this VM move the figure by a tenth.
     const std::size_t iterations = IterationsFor(size, 2048U << 20);
     for (std::size_t i = 0; i < iterations / 10 + 1; ++i) {
-      (void)job.transport->Pull(1, remote, key, local.data(), size);
+      auto pulled = job.transport->Pull(1, remote, key, local.data(), size);
+      if (!pulled.ok()) return Fail(pulled.message());
     }
     const auto started = Clock::now();
     for (std::size_t i = 0; i < iterations; ++i) {

@@ -30,17 +30,21 @@ std::size_t RoundUp(std::size_t value, std::size_t multiple) {
 }  // namespace
 
 HugePageBuffer::HugePageBuffer(std::size_t bytes) : size_(bytes) {
-  if (bytes < kMappedFrom) {
+  const std::size_t huge_page = HugePageBytes();
+  // Below one huge page (512 MiB on ARM kernels with 64 KiB pages), the
+  // advice would make the kernel back the buffer with more than it asks.
+  if (bytes < kMappedFrom || bytes < huge_page) {
     data_ = new std::byte[bytes];
     return;
   }
-  const std::size_t huge_page = HugePageBytes();
   const std::size_t length = RoundUp(bytes, huge_page);
   if (length < bytes || length + huge_page < length) throw std::bad_alloc();
   // Map one huge page more than needed, then unmap what lies outside the
   // aligned part: mmap itself only aligns to 4 KiB.
-  void* mapping = mmap(nullptr, length + huge_page, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  // Not MAP_NORESERVE: a size the system cannot back fails here, as the
+  // heap would, rather than killing the process at the first write.
+  void* mapping =
+      mmap(nullptr, length + huge_page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mapping == MAP_FAILED) throw std::bad_alloc();
   const auto start = reinterpret_cast<std::uintptr_t>(mapping);
   const std::uintptr_t aligned = RoundUp(start, huge_page);

@@ -20,7 +20,8 @@ namespace sray {
 
 class HugePageBuffer {
  public:
-  // Buffers from this size up are mapped on their own.
+  // Buffers from this size (and at least one huge page) up are mapped on
+  // their own.
   static constexpr std::size_t kMappedFrom = std::size_t{2} << 20;
 
   HugePageBuffer() = default;
@@ -34,7 +35,7 @@ class HugePageBuffer {
 
   [[nodiscard]] std::byte* data() const noexcept { return data_; }
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
-  // Whether the memory is a mapping of its own (from kMappedFrom bytes).
+  // Whether the memory is a mapping of its own.
   [[nodiscard]] bool mapped() const noexcept { return mapped_bytes_ != 0; }
 
  private:

@@ -72,11 +72,6 @@ void SendAsFrames(std::vector<PostedMessage> messages, FrameSink& sink) {
       continue;
     }
     OutgoingBatch* outgoing = open_for(message.rank);
-    if (message.kind == PostedMessage::Kind::kCall) {
-      if (outgoing != nullptr) outgoing->Flush(sink);
-      sink.TransmitCall(message.call, message.call_payload);
-      continue;
-    }
     if (message.payload.size() > kBatchableMessageLimit) {
       if (outgoing != nullptr) outgoing->Flush(sink);
       sink.TransmitOneWay(message.rank, message.method, std::move(message.payload));

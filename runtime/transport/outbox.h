@@ -39,7 +39,8 @@ struct PostedMessage {
   ucp_ep_h reply_endpoint = nullptr;
   OwnedFrame reply;
   // kCall: a request already registered as pending, and its payload, which
-  // the caller keeps valid until the call is done (not copied).
+  // the caller keeps valid until the call is done (not copied). Sent by the
+  // transport itself, after the turn's other messages.
   std::shared_ptr<PendingCall> call;
   std::span<const std::byte> call_payload;
 };
@@ -66,14 +67,13 @@ class FrameSink {
   virtual void TransmitReply(ucp_ep_h reply_endpoint, OwnedFrame reply) = 0;
   virtual void TransmitOneWay(std::uint32_t rank, std::uint32_t method, Bytes payload) = 0;
   virtual void TransmitBatch(std::uint32_t rank, Bytes batch) = 0;
-  virtual void TransmitCall(const std::shared_ptr<PendingCall>& call,
-                            std::span<const std::byte> payload) = 0;
 };
 
-// Turns one turn's messages into frames: a lone message goes as it is
+// Turns one turn's messages (one-way messages and replies; the caller takes
+// the calls out first) into frames: a lone message goes as it is
 // (without a copy), several small ones to one peer as batches of up to
-// kBatchBytesLimit, one above kBatchableMessageLimit (and every call) alone
-// after the// messages posted to that peer before it.
+// kBatchBytesLimit, one above kBatchableMessageLimit alone after the// messages posted to that peer
+// before it.
 void SendAsFrames(std::vector<PostedMessage> messages, FrameSink& sink);
 
 }  // namespace sray::transport

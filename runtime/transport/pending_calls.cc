@@ -16,9 +16,10 @@ void PendingCall::Complete(Result<Bytes> result) {
   MaybeFinish(lock);
 }
 
-void PendingCall::SetSendRequest(void* request) {
+bool PendingCall::SetSendRequest(void* request) {
   std::lock_guard lock(mutex_);
   if (!sent_) send_request_ = request;
+  return outcome_.has_value();
 }
 
 void PendingCall::CancelSend(const std::function<void(void* request)>& cancel) {

@@ -46,8 +46,10 @@ class PendingCall {
   // Records the outcome; later outcomes are ignored.
   void Complete(Result<Bytes> result);
   // While the send is in flight, the UCX request that carries it (so a
-  // timed-out call can cancel it). Ignored once the send is over.
-  void SetSendRequest(void* request);
+  // timed-out call can cancel it). Ignored once the send is over. Returns
+  // whether the outcome is known already: a caller that timed out before the
+  // request was recorded could not cancel it, so the sender must.
+  [[nodiscard]] bool SetSendRequest(void* request);
   // Calls `cancel` with the send's request if it is still in flight, under
   // the call's lock (cancelling may run the send callback on this thread).
   void CancelSend(const std::function<void(void* request)>& cancel);

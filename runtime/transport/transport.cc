@@ -4,6 +4,7 @@
 // (transport_impl.h).
 
 #include <algorithm>
+#include <iterator>
 #include <mutex>
 
 #include "common/log.h"
@@ -200,15 +201,33 @@ std::shared_ptr<PendingCall> Transport::Impl::StartCall(std::uint32_t rank, std:
   return call;
 }
 
-void Transport::Impl::TransmitCall(const std::shared_ptr<PendingCall>& call,
-                                   std::span<const std::byte> payload) {
-  // Timed out or failed while it waited: its caller may be waiting for the
-  // send to be over, and nothing is sent.
-  if (call->has_outcome()) {
-    call->MarkSent(Status::Ok());
+void Transport::Impl::TransmitHandedOffCalls(std::vector<PostedMessage> calls) {
+  if (calls.empty()) return;
+  // Their callbacks run here, as when a reply completes them: outside
+  // send_mutex_, and refused blocking calls.
+  const CallbackScope scope;
+  if (loop_.stopping()) {
+    FinishUnsentCalls(std::move(calls));
     return;
   }
-  Transmit(call, payload);
+  for (auto& message : calls) {
+    // Timed out or failed while it waited: its caller may be waiting for
+    // the send to be over, and nothing is sent.
+    if (message.call->has_outcome()) {
+      message.call->MarkSent(Status::Ok());
+      continue;
+    }
+    Transmit(message.call, message.call_payload);
+  }
+}
+
+void Transport::Impl::FinishUnsentCalls(std::vector<PostedMessage> calls) {
+  for (auto& message : calls) {
+    if (message.kind != PostedMessage::Kind::kCall) continue;
+    FailCall(message.call->id(), Status::Unavailable("the transport of " + Describe(options_.rank) +
+                                                     " shut down before the call was sent"));
+    message.call->MarkSent(Status::Ok());  // nothing was sent
+  }
 }
 
 void Transport::Impl::ReleaseHandedOffCalls() {
@@ -217,12 +236,7 @@ void Transport::Impl::ReleaseHandedOffCalls() {
     std::lock_guard lock(send_mutex_);
     messages = outbox_.TakeAll();
   }
-  for (auto& message : messages) {
-    if (message.kind != PostedMessage::Kind::kCall) continue;
-    FailCall(message.call->id(), Status::Unavailable("the transport of " + Describe(options_.rank) +
-                                                     " shut down before the call was sent"));
-    message.call->MarkSent(Status::Ok());  // nothing was sent
-  }
+  FinishUnsentCalls(std::move(messages));
 }
 
 void Transport::Impl::Transmit(const std::shared_ptr<PendingCall>& call,
@@ -255,8 +269,10 @@ void Transport::Impl::Transmit(const std::shared_ptr<PendingCall>& call,
     call->MarkSent(Status::Ok());  // nothing is in flight
     FailCall(call->id(),
              FromUcs(UCS_PTR_STATUS(request), "cannot send to " + Describe(call->rank())));
-  } else {
-    call->SetSendRequest(request);
+  } else if (call->SetSendRequest(request)) {
+    // Timed out while this thread started the send (a call handed to the
+    // progress thread): its caller found no request to cancel.
+    ucp_request_cancel(worker_->handle(), request);
   }
 }
 
@@ -391,12 +407,14 @@ void Transport::Impl::Post(std::uint32_t rank, std::uint32_t method, Bytes paylo
   if (send_here && rank != options_.rank && !OnProgressThread() && !InUcxCallback()) {
     const bool sleeping = loop_.progress_thread_sleeping();
     if (sleeping || loop_.progress_thread_parked()) {
+      std::vector<PostedMessage> calls;
       {
         // Messages this thread posted before go first.
         std::lock_guard lock(send_mutex_);
-        SendPostedLocked();
+        SendPostedLocked(calls);
         TransmitOneWay(rank, method, std::move(payload));
       }
+      TransmitHandedOffCalls(std::move(calls));
       // A sleeping progress thread drives what did not complete inline; a
       // parked one leaves that to the thread driving the worker.
       if (sleeping) loop_.Signal();
@@ -453,8 +471,14 @@ void Transport::Impl::SendReply(ucp_ep_h reply_endpoint, const FrameHeader& head
 bool Transport::Impl::SendPosted() {
   const bool delivered = DeliverLoopback();
   if (!outbox_.HasMessages()) return delivered;
-  std::lock_guard lock(send_mutex_);
-  return SendPostedLocked() || delivered;
+  std::vector<PostedMessage> calls;
+  bool sent = false;
+  {
+    std::lock_guard lock(send_mutex_);
+    sent = SendPostedLocked(calls);
+  }
+  TransmitHandedOffCalls(std::move(calls));
+  return sent || delivered;
 }
 
 bool Transport::Impl::DeliverLoopback() {
@@ -474,9 +498,15 @@ bool Transport::Impl::DeliverLoopback() {
   return true;
 }
 
-bool Transport::Impl::SendPostedLocked() {
+bool Transport::Impl::SendPostedLocked(std::vector<PostedMessage>& calls) {
   auto messages = outbox_.TakeAll();
   if (messages.empty()) return false;
+  const auto first_call = std::stable_partition(
+      messages.begin(), messages.end(),
+      [](const PostedMessage& message) { return message.kind != PostedMessage::Kind::kCall; });
+  calls.insert(calls.end(), std::make_move_iterator(first_call),
+               std::make_move_iterator(messages.end()));
+  messages.erase(first_call, messages.end());
   SendAsFrames(std::move(messages), *this);
   return true;
 }

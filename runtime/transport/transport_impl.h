@@ -111,9 +111,13 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
                                          std::span<const std::byte> payload,
                                          std::function<void(Result<Bytes>)> done);
   void Transmit(const std::shared_ptr<PendingCall>& call, std::span<const std::byte> payload);
-  // Calls handed to the progress thread that it will never send (the
-  // transport stops): each is marked sent, so that its caller, who keeps
-  // the payload until then, is released.
+  // Sends calls handed to the progress thread (StartCall), once send_mutex_
+  // is released: their completion may run a caller's callback.
+  void TransmitHandedOffCalls(std::vector<PostedMessage> calls);
+  // Calls handed over that will never be sent (the transport stops): each
+  // fails and is marked sent, so that its caller, who keeps the payload
+  // until then, is released.
+  void FinishUnsentCalls(std::vector<PostedMessage> calls);
   void ReleaseHandedOffCalls();
   void FailCall(std::uint64_t id, const Status& status);
   void CancelAndAwait(PendingCall& call);
@@ -129,8 +133,9 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   [[nodiscard]] bool ShouldHandOff() const;
   void TransmitFrame(std::uint32_t rank, FrameKind kind, std::uint32_t method, Bytes payload);
   // Posted messages to UCX, under send_mutex_ (one sender at a time keeps
-  // each peer's messages in posting order). True if there were any.
-  bool SendPostedLocked();
+  // each peer's messages in posting order). True if there were any. Calls
+  // handed over are moved to `calls`, for TransmitHandedOffCalls.
+  bool SendPostedLocked(std::vector<PostedMessage>& calls);
   // Fails the calls to peers whose process is gone, when the liveness probe
   // can tell (same node) and UCX has not noticed yet.
   void ProbeAwaitedPeers(std::chrono::steady_clock::time_point now);
@@ -150,8 +155,6 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   void TransmitReply(ucp_ep_h reply_endpoint, OwnedFrame reply) override;
   void TransmitOneWay(std::uint32_t rank, std::uint32_t method, Bytes payload) override;
   void TransmitBatch(std::uint32_t rank, Bytes batch) override;
-  void TransmitCall(const std::shared_ptr<PendingCall>& call,
-                    std::span<const std::byte> payload) override;
 
   static void OnSendComplete(void* request, ucs_status_t status, void* user_data) noexcept;
   // Sends whose completion is OnSendComplete go through here; those that do

@@ -55,11 +55,24 @@ TEST(PendingCall, AFailedSendIsTheOutcomeUnlessAReplyCameFirst) {
   EXPECT_EQ(outcomes.finished[1].second, "answer");
 }
 
+// A call that timed out before its send's request was recorded (a call the
+// progress thread sends) could not be cancelled by its caller: recording the
+// request says so, for the sender to cancel it.
+TEST(PendingCall, RecordingTheRequestOfACallThatEndedAlreadySaysSo) {
+  Outcomes outcomes;
+  auto call = CallTo(1, 1, outcomes);
+  call->Complete(Status::Unavailable("timed out"));
+  EXPECT_TRUE(call->has_outcome());
+  int request = 0;
+  EXPECT_TRUE(call->SetSendRequest(&request));
+  EXPECT_TRUE(outcomes.finished.empty());  // the send is not over yet
+}
+
 TEST(PendingCall, CancelSendSeesTheRequestOnlyWhileTheSendIsInFlight) {
   Outcomes outcomes;
   auto call = CallTo(1, 1, outcomes);
   int request = 0;
-  call->SetSendRequest(&request);
+  EXPECT_FALSE(call->SetSendRequest(&request));  // no outcome yet
   std::vector<void*> cancelled;
   call->CancelSend([&](void* pending) {
     cancelled.push_back(pending);
@@ -120,11 +133,6 @@ class RecordingSink final : public FrameSink {
         });
     EXPECT_TRUE(status.ok()) << status.message();
     frames.push_back(text);
-  }
-  void TransmitCall(const std::shared_ptr<PendingCall>& call,
-                    std::span<const std::byte> payload) override {
-    frames.push_back("call " + std::to_string(call->id()) + " to " + std::to_string(call->rank()) +
-                     ": " + Describe(0, payload));
   }
 
  private:
@@ -202,26 +210,6 @@ TEST(SendAsFrames, RepliesGoOutAtOnce) {
   messages.push_back(OneWay(1, 7, "b"));
   SendAsFrames(std::move(messages), sink);
   EXPECT_EQ(sink.frames, (std::vector<std::string>{"reply r", "to 1: batch 7/a 7/b"}));
-}
-
-// A call handed to the progress thread must not overtake what its caller
-// posted to that peer before it, nor wait behind what came after.
-TEST(SendAsFrames, AHandedOffCallGoesAfterWhatWasPostedToItsPeerBeforeIt) {
-  RecordingSink sink;
-  const Bytes call_payload = BytesOf("big");
-  std::vector<PostedMessage> messages;
-  messages.push_back(OneWay(1, 7, "a"));
-  messages.push_back(OneWay(2, 7, "x"));
-  PostedMessage call;
-  call.kind = PostedMessage::Kind::kCall;
-  call.rank = 1;
-  call.call = std::make_shared<PendingCall>(42, 1, EncodedFrameHeader{}, [](Result<Bytes>) {});
-  call.call_payload = call_payload;
-  messages.push_back(std::move(call));
-  messages.push_back(OneWay(1, 8, "b"));
-  SendAsFrames(std::move(messages), sink);
-  EXPECT_EQ(sink.frames, (std::vector<std::string>{"to 1: 7/a", "call 42 to 1: 0/big", "to 1: 8/b",
-                                                   "to 2: 7/x"}));
 }
 
 TEST(Outbox, TakeAllEmptiesItAndClearsTheFlag) {

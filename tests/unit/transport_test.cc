@@ -381,12 +381,40 @@ TEST_F(TransportPair, ManyConcurrentAsyncCallsAllComplete) {
   EXPECT_EQ(correct.load(), kCalls);
 }
 
-// Large calls made while the progress thread is busy are handed to it
-// (StartCall): they must all go, each with its own payload, and complete.
-TEST_F(TransportPair, ManyConcurrentLargeAsyncCallsArriveIntact) {
-  auto server = Make(0, TokenOf(1));
-  auto client = Make(1, TokenOf(1));
-  RegisterHandlers(*server);
+// Holds a transport's progress thread inside a handler of a message it
+// posted to itself, so that large calls made meanwhile are handed to that
+// thread (StartCall) and wait in its outbox until Release.
+class BusyProgressThread {
+ public:
+  explicit BusyProgressThread(Transport& transport, std::uint32_t own_rank) {
+    transport.RegisterOneWayHandler(kNote, [this](std::uint32_t, std::span<const std::byte>) {
+      std::unique_lock lock(mutex_);
+      entered_ = true;
+      changed_.notify_all();
+      changed_.wait(lock, [this] { return released_; });
+    });
+    transport.Post(own_rank, kNote, Text("hold"));
+    std::unique_lock lock(mutex_);
+    EXPECT_TRUE(changed_.wait_for(lock, std::chrono::seconds(10), [this] { return entered_; }));
+  }
+  ~BusyProgressThread() { Release(); }
+  BusyProgressThread(const BusyProgressThread&) = delete;
+  BusyProgressThread& operator=(const BusyProgressThread&) = delete;
+
+  void Release() {
+    std::lock_guard lock(mutex_);
+    released_ = true;
+    changed_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool entered_ = false;   // guarded by mutex_
+  bool released_ = false;  // guarded by mutex_
+};
+
+TEST_F(TransportPair, LargeCallsHandedToABusyProgressThreadArriveIntact) {
   constexpr int kCalls = 64;
   std::vector<Bytes> payloads;
   std::vector<std::uint64_t> sums;
@@ -398,14 +426,21 @@ TEST_F(TransportPair, ManyConcurrentLargeAsyncCallsArriveIntact) {
   std::atomic<int> correct{0};
   std::atomic<int> finished{0};
   std::promise<void> all_done;
-  for (int call = 0; call < kCalls; ++call) {
-    const auto index = static_cast<std::size_t>(call);
-    client->CallAsync(0, kSum, payloads[index], [&, index](Result<Bytes> reply) {
-      std::uint64_t got = 0;
-      if (reply.ok() && reply->size() == 8) std::memcpy(&got, reply->data(), 8);
-      if (got == sums[index]) ++correct;
-      if (++finished == kCalls) all_done.set_value();
-    });
+  auto server = Make(0, TokenOf(1));
+  auto client = Make(1, TokenOf(1));
+  RegisterHandlers(*server);
+  {
+    BusyProgressThread busy(*client, 1);
+    for (int call = 0; call < kCalls; ++call) {
+      const auto index = static_cast<std::size_t>(call);
+      client->CallAsync(0, kSum, payloads[index], [&, index](Result<Bytes> reply) {
+        std::uint64_t got = 0;
+        if (reply.ok() && reply->size() == 8) std::memcpy(&got, reply->data(), 8);
+        if (got == sums[index]) ++correct;
+        if (++finished == kCalls) all_done.set_value();
+      });
+    }
+    EXPECT_EQ(finished.load(), 0);  // all wait for the progress thread
   }
   ASSERT_EQ(all_done.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
   EXPECT_EQ(correct.load(), kCalls);
@@ -414,21 +449,30 @@ TEST_F(TransportPair, ManyConcurrentLargeAsyncCallsArriveIntact) {
 // Calls still waiting for the progress thread when the transport shuts down
 // are never sent, yet each caller hears the end (its payload is then free).
 TEST_F(TransportPair, AShutdownEndsEveryLargeCallStillWaitingToGo) {
-  auto server = Make(0, TokenOf(1));
-  auto client = Make(1, TokenOf(1));
-  server->RegisterRequestHandler(kSum, [](std::uint32_t, std::span<const std::byte>) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    return Result<Bytes>(Bytes(8));
-  });
-  constexpr int kCalls = 64;
+  constexpr int kCalls = 16;
   const Bytes payload(256U << 10, std::byte{3});
   std::atomic<int> finished{0};
+  std::atomic<int> ended_by_the_shutdown{0};
+  auto server = Make(0, TokenOf(1));
+  RegisterHandlers(*server);
+  auto client = Make(1, TokenOf(1));
+  auto busy = std::make_unique<BusyProgressThread>(*client, 1);
   for (int call = 0; call < kCalls; ++call) {
-    client->CallAsync(0, kSum, payload, [&](Result<Bytes>) { finished.fetch_add(1); });
+    client->CallAsync(0, kSum, payload, [&](Result<Bytes> reply) {
+      if (!reply.ok() && reply.status().message().find("shut down") != std::string::npos) {
+        ended_by_the_shutdown.fetch_add(1);
+      }
+      finished.fetch_add(1);
+    });
   }
-  client.reset();
+  // The shutdown stops the loop first, then waits for the progress thread,
+  // which the handler still holds.
+  std::thread shutting_down([&] { client.reset(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  busy->Release();
+  shutting_down.join();
   EXPECT_EQ(finished.load(), kCalls);
-  server->NotePeerGone();
+  EXPECT_EQ(ended_by_the_shutdown.load(), kCalls);
 }
 
 TEST_F(TransportPair, OneWayMessagesReachTheirHandler) {
