@@ -70,10 +70,10 @@ class FrameSink {
 };
 
 // Turns one turn's messages (one-way messages and replies; the caller takes
-// the calls out first) into frames: a lone message goes as it is
-// (without a copy), several small ones to one peer as batches of up to
-// kBatchBytesLimit, one above kBatchableMessageLimit alone after the// messages posted to that peer
-// before it.
+// the calls out first) into frames: a lone message goes as it is (without a
+// copy), several small ones to one peer as batches of up to kBatchBytesLimit,
+// one above kBatchableMessageLimit alone after the messages posted to that
+// peer before it.
 void SendAsFrames(std::vector<PostedMessage> messages, FrameSink& sink);
 
 }  // namespace sray::transport

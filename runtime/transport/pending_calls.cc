@@ -19,7 +19,7 @@ void PendingCall::Complete(Result<Bytes> result) {
 bool PendingCall::SetSendRequest(void* request) {
   std::lock_guard lock(mutex_);
   if (!sent_) send_request_ = request;
-  return outcome_.has_value();
+  return outcome_.has_value() && !outcome_->ok();
 }
 
 void PendingCall::CancelSend(const std::function<void(void* request)>& cancel) {

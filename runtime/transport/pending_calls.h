@@ -47,8 +47,9 @@ class PendingCall {
   void Complete(Result<Bytes> result);
   // While the send is in flight, the UCX request that carries it (so a
   // timed-out call can cancel it). Ignored once the send is over. Returns
-  // whether the outcome is known already: a caller that timed out before the
-  // request was recorded could not cancel it, so the sender must.
+  // whether the call failed already (a timeout, a dead peer): a caller that
+  // timed out before the request was recorded could not cancel it, so the
+  // sender must. A reply that came first needs nothing cancelled.
   [[nodiscard]] bool SetSendRequest(void* request);
   // Calls `cancel` with the send's request if it is still in flight, under
   // the call's lock (cancelling may run the send callback on this thread).

@@ -4,7 +4,6 @@
 // (transport_impl.h).
 
 #include <algorithm>
-#include <iterator>
 #include <mutex>
 
 #include "common/log.h"
@@ -270,8 +269,8 @@ void Transport::Impl::Transmit(const std::shared_ptr<PendingCall>& call,
     FailCall(call->id(),
              FromUcs(UCS_PTR_STATUS(request), "cannot send to " + Describe(call->rank())));
   } else if (call->SetSendRequest(request)) {
-    // Timed out while this thread started the send (a call handed to the
-    // progress thread): its caller found no request to cancel.
+    // Failed (timed out) while this thread started the send, a call handed
+    // to the progress thread: its caller found no request to cancel.
     ucp_request_cancel(worker_->handle(), request);
   }
 }
@@ -501,12 +500,17 @@ bool Transport::Impl::DeliverLoopback() {
 bool Transport::Impl::SendPostedLocked(std::vector<PostedMessage>& calls) {
   auto messages = outbox_.TakeAll();
   if (messages.empty()) return false;
-  const auto first_call = std::stable_partition(
-      messages.begin(), messages.end(),
-      [](const PostedMessage& message) { return message.kind != PostedMessage::Kind::kCall; });
-  calls.insert(calls.end(), std::make_move_iterator(first_call),
-               std::make_move_iterator(messages.end()));
-  messages.erase(first_call, messages.end());
+  // Calls out, the rest kept in order; a turn without calls moves nothing.
+  auto kept = messages.begin();
+  for (auto& message : messages) {
+    if (message.kind == PostedMessage::Kind::kCall) {
+      calls.push_back(std::move(message));
+    } else {
+      if (&*kept != &message) *kept = std::move(message);
+      ++kept;
+    }
+  }
+  messages.erase(kept, messages.end());
   SendAsFrames(std::move(messages), *this);
   return true;
 }

@@ -66,6 +66,11 @@ TEST(PendingCall, RecordingTheRequestOfACallThatEndedAlreadySaysSo) {
   int request = 0;
   EXPECT_TRUE(call->SetSendRequest(&request));
   EXPECT_TRUE(outcomes.finished.empty());  // the send is not over yet
+
+  // A reply that overtook the recording of its send leaves it to finish.
+  auto answered = CallTo(1, 2, outcomes);
+  answered->Complete(BytesOf("reply"));
+  EXPECT_FALSE(answered->SetSendRequest(&request));
 }
 
 TEST(PendingCall, CancelSendSeesTheRequestOnlyWhileTheSendIsInFlight) {
