@@ -1,5 +1,6 @@
 #include "core/borrowed_objects.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace sray::core {
@@ -87,21 +88,68 @@ std::optional<std::string> BorrowedObjects::OwnerAddressOf(const ObjectId& id) c
   return found->second.owner_address;
 }
 
-void BorrowedObjects::RequestStatus(const ObjectId& id,
-                                    std::function<void(Result<ObjectStatus>)> done,
-                                    std::optional<std::uint32_t> lost_on_node,
-                                    std::uint16_t rebuilds_seen) {
+std::uint64_t BorrowedObjects::RequestStatus(const ObjectId& id, StatusDone done,
+                                             std::optional<std::uint32_t> lost_on_node,
+                                             std::uint16_t rebuilds_seen) {
   auto address = OwnerAddressOf(id);
   if (!address) {
     done(Status::NotFound("object " + id.ToString() + " is not held by this process"));
-    return;
+    return 0;
   }
-  links_.RequestStatus(*address,
-                       StatusRequest{.id = id,
-                                     .rebuild = lost_on_node.has_value(),
-                                     .lost_on_node = lost_on_node.value_or(0),
-                                     .rebuilds_seen = rebuilds_seen},
-                       std::move(done));
+  if (lost_on_node) {
+    // Each loss is news to the owner: never folded into another question.
+    links_.RequestStatus(*address,
+                         StatusRequest{.id = id,
+                                       .rebuild = true,
+                                       .lost_on_node = *lost_on_node,
+                                       .rebuilds_seen = rebuilds_seen},
+                         std::move(done));
+    return 0;
+  }
+  std::uint64_t ticket = 0;
+  {
+    std::lock_guard lock(questions_->mutex);
+    ticket = questions_->next_ticket++;
+    auto [question, first] = questions_->waiting.try_emplace(id);
+    question->second.emplace_back(ticket, std::move(done));
+    if (!first) return ticket;
+  }
+  links_.RequestStatus(
+      *address, StatusRequest{.id = id},
+      [questions = questions_, id](Result<ObjectStatus> answer) { questions->Answer(id, answer); });
+  return ticket;
+}
+
+void BorrowedObjects::OpenQuestions::Answer(const ObjectId& id,
+                                            const Result<ObjectStatus>& answer) {
+  std::vector<std::pair<std::uint64_t, StatusDone>> waiters;
+  {
+    std::lock_guard lock(mutex);
+    auto found = waiting.find(id);
+    if (found == waiting.end()) return;
+    waiters = std::move(found->second);
+    waiting.erase(found);
+  }
+  for (auto& [ticket, done] : waiters) done(answer);
+}
+
+void BorrowedObjects::CancelStatusRequest(const ObjectId& id, std::uint64_t ticket) {
+  if (ticket == 0) return;
+  StatusDone cancelled;  // destroyed outside the lock: it may hold the last reference to anything
+  std::lock_guard lock(questions_->mutex);
+  auto found = questions_->waiting.find(id);
+  if (found == questions_->waiting.end()) return;
+  auto& waiters = found->second;
+  auto waiter = std::find_if(waiters.begin(), waiters.end(),
+                             [ticket](const auto& entry) { return entry.first == ticket; });
+  if (waiter == waiters.end()) return;
+  cancelled = std::move(waiter->second);
+  waiters.erase(waiter);
+}
+
+std::size_t BorrowedObjects::open_questions() const {
+  std::lock_guard lock(questions_->mutex);
+  return questions_->waiting.size();
 }
 
 std::size_t BorrowedObjects::size() const {

@@ -12,7 +12,7 @@
 //
 // Thread-safety: every member may be called from any thread. Borrow and Lend
 // block on the owner's answer (never call them from a transport handler);
-// Adopt, Release and RequestStatus do not block.
+// Adopt, Release, RequestStatus and CancelStatusRequest do not block.
 
 #include <cstdint>
 #include <functional>
@@ -22,6 +22,8 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 #include "core/protocol.h"
@@ -75,12 +77,37 @@ class BorrowedObjects {
   // The owner's answer for `id` once resolved; an error when `id` is not
   // borrowed here or the owner cannot be reached. With `lost_on_node`, no
   // copy was found there: the owner rebuilds the object first (StatusRequest).
-  void RequestStatus(const ObjectId& id, std::function<void(Result<ObjectStatus>)> done,
-                     std::optional<std::uint32_t> lost_on_node = std::nullopt,
-                     std::uint16_t rebuilds_seen = 0);
+  // Requests for an object already asked about and not yet answered wait for
+  // that one question: a Get or Wait called again and again on a pending
+  // object asks its owner once. Returns a ticket for CancelStatusRequest (0
+  // when there is nothing to cancel: `done` ran already, or a rebuild was
+  // asked for, which always asks).
+  std::uint64_t RequestStatus(const ObjectId& id, std::function<void(Result<ObjectStatus>)> done,
+                              std::optional<std::uint32_t> lost_on_node = std::nullopt,
+                              std::uint16_t rebuilds_seen = 0);
+  // The `done` of request `ticket` will not run, unless it runs already: for
+  // a Get or Wait that stopped waiting, so that what it left does not pile up
+  // while the object stays pending. The question to the owner stays open.
+  void CancelStatusRequest(const ObjectId& id, std::uint64_t ticket);
   [[nodiscard]] std::size_t size() const;
+  // Objects asked about whose owner has not answered yet.
+  [[nodiscard]] std::size_t open_questions() const;
 
  private:
+  using StatusDone = std::function<void(Result<ObjectStatus>)>;
+  // The questions to owners not answered yet, with who waits for each
+  // answer. Shared with the answers' callbacks, which may run on the
+  // transport's thread after this object is gone.
+  struct OpenQuestions {
+    std::mutex mutex;
+    std::uint64_t next_ticket = 1;
+    std::unordered_map<ObjectId, std::vector<std::pair<std::uint64_t, StatusDone>>,
+                       internal::ObjectIdHash>
+        waiting;
+    // Hands `answer` to everyone waiting for `id`, and closes the question.
+    void Answer(const ObjectId& id, const Result<ObjectStatus>& answer);
+  };
+
   struct Entry {
     std::string owner_address;
     std::uint32_t handles = 0;        // live ObjectHandles in this process
@@ -91,6 +118,7 @@ class BorrowedObjects {
   BorrowLinks& links_;
   mutable std::mutex mutex_;
   std::unordered_map<ObjectId, Entry, internal::ObjectIdHash> entries_;
+  const std::shared_ptr<OpenQuestions> questions_ = std::make_shared<OpenQuestions>();
 };
 
 }  // namespace sray::core

@@ -368,7 +368,17 @@ class Owner final : public internal::Runtime {
                    BlockedScope& blocked, Values& values);
   // Answers from the owners of borrowed objects, filled from any thread.
   struct OwnerAnswers;
+  class StopAskingOwners;
   std::shared_ptr<OwnerAnswers> AskOwners(const std::vector<internal::ObjectId>& ids);
+  // The callback that puts an owner's answer in slot `index` and wakes the waiters.
+  std::function<void(Result<ObjectStatus>)> AnswerInto(std::shared_ptr<OwnerAnswers> answers,
+                                                       std::size_t index);
+  // Has the owner of borrowed `id` rebuild the copy `lost` named, which was
+  // not found; its answer once it is rebuilt (or why it cannot be). Throws
+  // GetTimeoutError at `deadline`.
+  Result<ObjectStatus> AskOwnerToRebuild(const internal::ObjectId& id, const ObjectStatus& lost,
+                                         std::chrono::steady_clock::time_point deadline,
+                                         internal::Timeout timeout, BlockedScope& blocked);
   // Wakes this Owner's waiters from callbacks that may outlive it.
   struct WakeToken {
     std::mutex mutex;

@@ -12,6 +12,10 @@
 namespace sray::core {
 namespace {
 
+// How often a borrower's Get has the owner rebuild a copy that is lost again
+// before it reads it.
+constexpr int kBorrowedRebuildsAsked = 3;
+
 std::string GetTimeoutMessage(std::chrono::milliseconds timeout, const internal::ObjectId& id,
                               const std::string& producer) {
   return "sray: Get timed out after " + std::to_string(timeout.count()) + " ms: object " +
@@ -43,10 +47,33 @@ class MappedValue final : public internal::ObjectValue {
 // One answer slot per borrowed id. Callbacks fill it from the transport's
 // thread, possibly after the Get that asked gave up.
 struct Owner::OwnerAnswers {
-  explicit OwnerAnswers(std::size_t count) : answers(count) {}
+  explicit OwnerAnswers(std::size_t count) : answers(count), tickets(count, 0) {}
   std::mutex mutex;
   std::vector<std::optional<Result<ObjectStatus>>> answers;
   std::atomic<std::size_t> arrived{0};
+  std::vector<std::uint64_t> tickets;  // BorrowedObjects' requests, to cancel
+};
+
+// Ends the requests of a Get or Wait that stops waiting, so that a caller
+// asking again and again about a pending object leaves nothing behind.
+class Owner::StopAskingOwners {
+ public:
+  StopAskingOwners(BorrowedObjects* borrowed, const std::vector<internal::ObjectId>& ids,
+                   std::shared_ptr<OwnerAnswers> answers)
+      : borrowed_(borrowed), ids_(ids), answers_(std::move(answers)) {}
+  ~StopAskingOwners() {
+    if (borrowed_ == nullptr || !answers_) return;
+    for (std::size_t index = 0; index < ids_.size(); ++index) {
+      borrowed_->CancelStatusRequest(ids_[index], answers_->tickets[index]);
+    }
+  }
+  StopAskingOwners(const StopAskingOwners&) = delete;
+  StopAskingOwners& operator=(const StopAskingOwners&) = delete;
+
+ private:
+  BorrowedObjects* const borrowed_;
+  const std::vector<internal::ObjectId>& ids_;
+  const std::shared_ptr<OwnerAnswers> answers_;
 };
 
 std::shared_ptr<Owner::OwnerAnswers> Owner::AskOwners(const std::vector<internal::ObjectId>& ids) {
@@ -60,18 +87,43 @@ std::shared_ptr<Owner::OwnerAnswers> Owner::AskOwners(const std::vector<internal
     return answers;
   }
   for (std::size_t index = 0; index < ids.size(); ++index) {
-    borrowed_->RequestStatus(ids[index],
-                             [answers, index, token = wake_token_](Result<ObjectStatus> status) {
-                               {
-                                 std::lock_guard lock(answers->mutex);
-                                 answers->answers[index] = std::move(status);
-                               }
-                               answers->arrived.fetch_add(1);
-                               std::lock_guard lock(token->mutex);
-                               if (token->owner != nullptr) token->owner->WakeWaiters();
-                             });
+    answers->tickets[index] = borrowed_->RequestStatus(ids[index], AnswerInto(answers, index));
   }
   return answers;
+}
+
+std::function<void(Result<ObjectStatus>)> Owner::AnswerInto(std::shared_ptr<OwnerAnswers> answers,
+                                                            std::size_t index) {
+  return [answers = std::move(answers), index, token = wake_token_](Result<ObjectStatus> status) {
+    {
+      std::lock_guard lock(answers->mutex);
+      answers->answers[index] = std::move(status);
+    }
+    answers->arrived.fetch_add(1);
+    std::lock_guard lock(token->mutex);
+    if (token->owner != nullptr) token->owner->WakeWaiters();
+  };
+}
+
+Result<ObjectStatus> Owner::AskOwnerToRebuild(const internal::ObjectId& id,
+                                              const ObjectStatus& lost,
+                                              std::chrono::steady_clock::time_point deadline,
+                                              internal::Timeout timeout, BlockedScope& blocked) {
+  auto answers = std::make_shared<OwnerAnswers>(1);
+  // Not withdrawn on a timeout: a rebuild is asked for once per loss.
+  (void)borrowed_->RequestStatus(id, AnswerInto(answers, 0), lost.node, lost.rebuilds);
+  {
+    std::unique_lock lock(mutex_);
+    if (!WaitHelping(lock, deadline, blocked, [&] { return answers->arrived == 1; })) {
+      throw GetTimeoutError("sray: Get timed out after " + std::to_string(timeout->count()) +
+                            " ms: object " + id.ToString() + " was lost on node " +
+                            std::to_string(lost.node) + " and its owner (rank " +
+                            std::to_string(id.owner) +
+                            ") is still recomputing it: wait longer, or check with Wait first");
+    }
+  }
+  std::lock_guard lock(answers->mutex);
+  return std::move(*answers->answers[0]);
 }
 
 Owner::WatchScope::WatchScope(Owner& owner, const std::vector<internal::ObjectId>& ids,
@@ -258,6 +310,7 @@ void Owner::GetBorrowed(const std::vector<internal::ObjectId>& ids,
                         std::chrono::steady_clock::time_point deadline, internal::Timeout timeout,
                         BlockedScope& blocked, Values& values) {
   const auto answers = AskOwners(ids);
+  const StopAskingOwners stop_asking(borrowed_.get(), ids, answers);
   {
     std::unique_lock lock(mutex_);
     if (!WaitHelping(lock, deadline, blocked, [&] { return answers->arrived == ids.size(); })) {
@@ -271,37 +324,48 @@ void Owner::GetBorrowed(const std::vector<internal::ObjectId>& ids,
       }
     }
   }
-  std::lock_guard answers_lock(answers->mutex);
   for (std::size_t index = 0; index < ids.size(); ++index) {
     const internal::ObjectId& id = ids[index];
-    const Result<ObjectStatus>& answer = *answers->answers[index];
-    if (!answer.ok()) {
-      throw ObjectLostError("sray: object " + id.ToString() + " is lost: its owner (rank " +
-                            std::to_string(id.owner) +
-                            ") did not answer: " + answer.status().message() +
-                            ": an object lives only as long as the process that created it");
+    Result<ObjectStatus> answer = Status::Ok();
+    {
+      std::lock_guard answers_lock(answers->mutex);
+      answer = *answers->answers[index];
     }
-    switch (static_cast<ObjectStatusKind>(answer->kind)) {
-      case ObjectStatusKind::kInline:
+    // A copy found gone is rebuilt by the owner (from its lineage; only the
+    // owner keeps it), which answers where the new copy is: as an owner's own
+    // Get does, a few times over, since the new copy can be lost in turn.
+    for (int rebuilds_asked = 0;; ++rebuilds_asked) {
+      if (!answer.ok()) {
+        throw ObjectLostError("sray: object " + id.ToString() + " is lost: its owner (rank " +
+                              std::to_string(id.owner) +
+                              ") did not answer: " + answer.status().message() +
+                              ": an object lives only as long as the process that created it");
+      }
+      const auto kind = static_cast<ObjectStatusKind>(answer->kind);
+      if (kind == ObjectStatusKind::kInline) {
         values[slots[index]] = std::make_shared<InlineValue>(answer->value);
         break;
-      case ObjectStatusKind::kStored: {
-        std::string why_lost;
-        auto value = ReadStored(id, answer->node, answer->size, why_lost);
-        if (!value) {
-          throw ObjectLostError("sray: object " + id.ToString() + " is lost: node " +
-                                std::to_string(answer->node) + " no longer has it (" + why_lost +
-                                "); only its owner (rank " + std::to_string(id.owner) +
-                                ") can recompute it: Get it there");
-        }
-        values[slots[index]] = std::move(value);
-        break;
       }
-      case ObjectStatusKind::kFailed: ThrowFailure(answer->failure);
-      default:
+      if (kind == ObjectStatusKind::kFailed) ThrowFailure(answer->failure);
+      if (kind != ObjectStatusKind::kStored) {
         throw ObjectLostError("sray: object " + id.ToString() + " is unknown to its owner (rank " +
                               std::to_string(id.owner) +
                               "): it was freed before this reference reached this process");
+      }
+      std::string why_lost;
+      auto value = ReadStored(id, answer->node, answer->size, why_lost);
+      if (value) {
+        values[slots[index]] = std::move(value);
+        break;
+      }
+      if (rebuilds_asked == kBorrowedRebuildsAsked) {
+        throw ObjectLostError("sray: object " + id.ToString() + " is lost: node " +
+                              std::to_string(answer->node) + " no longer has it (" + why_lost +
+                              "), and it was lost again each of the " +
+                              std::to_string(kBorrowedRebuildsAsked) + " times its owner (rank " +
+                              std::to_string(id.owner) + ") rebuilt it");
+      }
+      answer = AskOwnerToRebuild(id, *answer, deadline, timeout, blocked);
     }
   }
 }
@@ -348,6 +412,7 @@ std::vector<bool> Owner::Wait(const std::vector<internal::ObjectId>& ids, std::s
   }
   std::shared_ptr<OwnerAnswers> answers;
   if (!borrowed.empty()) answers = AskOwners(borrowed);
+  const StopAskingOwners stop_asking(borrowed_.get(), borrowed, answers);
   BlockedScope blocked(blocking_notifier_, blocked_depth_);
   std::unique_lock lock(mutex_);
   auto count_ready = [&] {

@@ -51,11 +51,11 @@ run_frozen() {
 run_frozen resumed yes
 [ "$status" -eq 0 ] || { cat "$WORK/resumed.out" >&2; fail "the job exited with $status after node 2 came back"; }
 expect_lines "$WORK/resumed.out" '^sray: node 2: shut out of the job: .*: ending this node.s workers and objects; the job goes on without it$' 1
-expect_job_output "$WORK/resumed.out" 16
+expect_job_output "$WORK/resumed.out" 17
 echo "ok: a stopped node 2 was declared lost, the job went on, and node 2 left when it came back"
 
 run_frozen never no
 [ "$status" -eq 0 ] || { cat "$WORK/never.out" >&2; fail "the job exited with $status with node 2 still stopped"; }
 expect_lines "$WORK/never.out" "^sray: ending the ranks still running 10 s after the driver's rank ended" 1
-expect_job_output "$WORK/never.out" 16
+expect_job_output "$WORK/never.out" 17
 echo "ok: a node stopped for good was declared lost, and the launcher ended it after the driver"

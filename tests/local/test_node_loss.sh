@@ -29,6 +29,6 @@ wait "$launcher" || status=$?
 [ "$status" -eq 0 ] || { cat "$out" >&2; fail "the job exited with $status after losing node 2"; }
 expect_lines "$out" '^sray: node 2 \(.*\) was lost: .*; the job goes on without it' 1
 expect_lines "$out" '^sray: rank 2 \(node 2\) was killed by signal .*: its node is lost; the job goes on without it$' 1
-expect_job_output "$out" 16
+expect_job_output "$out" 17
 grep "^ok: " "$out"
 echo "ok: node 2 lost, the job went on and finished"

@@ -168,6 +168,18 @@ std::uint64_t ask_reader(sray::ActorHandle<Counter> reader,
   }
 }
 
+// Reads refs[0], an object this task borrows: the node that made it, 99 when
+// it is not the block of `seed`, or 98 when the read fails with
+// ObjectLostError.
+std::uint64_t read_borrowed(const std::vector<sray::ObjectRef<std::vector<std::uint64_t>>>& refs,
+                            std::uint64_t seed) {
+  try {
+    return maker_of_block(sray::Get(refs[0], std::chrono::seconds(90)), seed);
+  } catch (const sray::ObjectLostError&) {
+    return 98;
+  }
+}
+
 // A borrower on another node reading an object whose owner is gone: 1 when
 // its Get fails with ObjectLostError, 0 when it returns.
 std::uint32_t read_orphan(const std::vector<sray::ObjectRef<std::vector<std::uint64_t>>>& refs) {
@@ -180,7 +192,7 @@ std::uint32_t read_orphan(const std::vector<sray::ObjectRef<std::vector<std::uin
 }
 
 SRAY_REMOTE(whereabouts, make_block, make_noted_block, sum_plus, maker_of_block, node_of_task,
-            read_orphan, ask_reader);
+            read_orphan, ask_reader, read_borrowed);
 SRAY_REMOTE(Counter::Create, &Counter::Add, &Counter::MakerOf, &Counter::Stash, &Counter::Keep);
 
 int main(int argc, char** argv) {
@@ -213,6 +225,7 @@ int main(int argc, char** argv) {
   // Passed to an actor by the driver, then to tasks that pass them on to it.
   const NotedBlocks actor_blocks = MakeNotedBlocksSomeOnNode2(next_seed, 30, notes);
   const NotedBlocks borrowed_blocks = MakeNotedBlocksSomeOnNode2(next_seed, 20, notes);
+  const NotedBlocks blocks_read_by_borrowers = MakeNotedBlocksSomeOnNode2(next_seed, 20, notes);
   (void)sray::Wait(blocks, blocks.size(), std::chrono::seconds(60));
   (void)sray::Wait(argument_blocks, argument_blocks.size(), std::chrono::seconds(60));
   std::uint64_t objects_on_node_2 = 0;
@@ -368,6 +381,28 @@ int main(int argc, char** argv) {
   Expect(borrowed_arguments_intact,
          "20 actor calls from tasks that borrowed their argument objects answer, the " +
              std::to_string(borrowed_blocks.seeds_of_node_2.size()) +
+             " of node 2 rebuilt by their owner first");
+
+  // A task that borrows an object whose only copy was on node 2 and reads it:
+  // its owner rebuilds it first (the read failed with ObjectLostError before).
+  std::vector<sray::ObjectRef<std::uint64_t>> borrowers_read;
+  for (std::uint64_t index = 0; index < blocks_read_by_borrowers.refs.size(); ++index) {
+    borrowers_read.push_back(
+        sray::Task(read_borrowed)
+            .Remote(std::vector<sray::ObjectRef<Block>>{blocks_read_by_borrowers.refs[index]},
+                    blocks_read_by_borrowers.seeds[index]));
+  }
+  bool borrowers_read_intact = true;
+  const auto borrowers_answers = sray::Get(borrowers_read, std::chrono::seconds(120));
+  for (std::uint64_t index = 0; index < borrowers_answers.size(); ++index) {
+    borrowers_read_intact =
+        borrowers_read_intact && borrowers_answers[index] < 98 &&
+        (borrowers_answers[index] != 2 ||
+         !blocks_read_by_borrowers.seeds_of_node_2.contains(blocks_read_by_borrowers.seeds[index]));
+  }
+  Expect(borrowers_read_intact,
+         "20 tasks read objects they borrow that were made before the loss, the " +
+             std::to_string(blocks_read_by_borrowers.seeds_of_node_2.size()) +
              " of node 2 rebuilt by their owner first");
 
   // The owner died with its node: reads fail at once with ObjectLostError,

@@ -4,9 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <future>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -17,6 +20,7 @@
 #include "no_store.h"
 #include "sray/errors.h"
 #include "sray/internal/serialization.h"
+#include "test_files.h"
 
 namespace sray::core {
 namespace {
@@ -94,6 +98,75 @@ TEST(BorrowedObjects, LendingAsksTheOwnerToCountTheReceiver) {
   EXPECT_FALSE(borrowed.Lend(ObjectId{1, 10}, 9).ok());  // not held here
 }
 
+// Keeps each status question until the test answers it.
+class QuestionLinks final : public BorrowLinks {
+ public:
+  std::string OwnAddress() override { return "me"; }
+  Status AddBorrower(const std::string&, const BorrowerChange&) override { return Status::Ok(); }
+  void RemoveBorrower(const std::string&, const BorrowerChange&) override {}
+  void RequestStatus(const std::string&, const StatusRequest& request,
+                     std::function<void(Result<ObjectStatus>)> done) override {
+    asked.emplace_back(request, std::move(done));
+  }
+  void RequestStatusFrom(std::uint32_t, const StatusRequest& request,
+                         std::function<void(Result<ObjectStatus>)> done) override {
+    asked.emplace_back(request, std::move(done));
+  }
+  std::vector<std::pair<StatusRequest, std::function<void(Result<ObjectStatus>)>>> asked;
+};
+
+// A Get or Wait called in a loop on a pending borrowed object asked its owner
+// anew each time: the questions and the owner's waiters grew until the
+// object resolved.
+TEST(BorrowedObjects, RepeatedStatusRequestsForAPendingObjectAskTheOwnerOnce) {
+  QuestionLinks links;
+  BorrowedObjects borrowed(2, links);
+  const ObjectId id{1, 11};
+  auto handle = borrowed.Borrow(id, "owner-address");
+  int first_answers = 0;
+  int cancelled_answers = 0;
+  int last_answers = 0;
+  const std::uint64_t first =
+      borrowed.RequestStatus(id, [&](const Result<ObjectStatus>&) { ++first_answers; });
+  auto kept_alive = std::make_shared<int>(0);
+  for (int round = 0; round < 1000; ++round) {
+    const std::uint64_t ticket = borrowed.RequestStatus(
+        id, [&, kept_alive](const Result<ObjectStatus>&) { ++cancelled_answers; });
+    EXPECT_NE(ticket, 0U);
+    borrowed.CancelStatusRequest(id, ticket);
+  }
+  EXPECT_EQ(kept_alive.use_count(), 1) << "a cancelled request keeps nothing";
+  (void)borrowed.RequestStatus(id, [&](const Result<ObjectStatus>&) { ++last_answers; });
+  ASSERT_EQ(links.asked.size(), 1U) << "one question to the owner";
+  EXPECT_FALSE(links.asked[0].first.rebuild);
+  EXPECT_EQ(borrowed.open_questions(), 1U);
+
+  ObjectStatus status;
+  status.kind = static_cast<std::uint8_t>(ObjectStatusKind::kInline);
+  links.asked[0].second(status);
+  EXPECT_EQ(first_answers, 1);
+  EXPECT_EQ(last_answers, 1);
+  EXPECT_EQ(cancelled_answers, 0);
+  EXPECT_EQ(borrowed.open_questions(), 0U);
+  borrowed.CancelStatusRequest(id, first);  // answered already: nothing to do
+
+  // Answered questions close: the next request asks again, and a lost copy is
+  // always news to the owner.
+  (void)borrowed.RequestStatus(id, [](const Result<ObjectStatus>&) {});
+  EXPECT_EQ(borrowed.RequestStatus(
+                id, [](const Result<ObjectStatus>&) {}, 3, 1),
+            0U);
+  ASSERT_EQ(links.asked.size(), 3U);
+  EXPECT_TRUE(links.asked[2].first.rebuild);
+  EXPECT_EQ(links.asked[2].first.lost_on_node, 3U);
+  // An owner that cannot be reached fails everyone waiting for the question.
+  Status failure = Status::Ok();
+  (void)borrowed.RequestStatus(
+      id, [&](const Result<ObjectStatus>& answer) { failure = answer.status(); });
+  links.asked[1].second(Status::Unavailable("owner gone"));
+  EXPECT_EQ(failure.code(), StatusCode::kUnavailable);
+}
+
 // Routes each owner-bound message to the Owner of that rank, at once.
 class DirectLinks final : public BorrowLinks {
  public:
@@ -111,6 +184,7 @@ class DirectLinks final : public BorrowLinks {
   }
   void RequestStatusFrom(std::uint32_t asked, const StatusRequest& request,
                          std::function<void(Result<ObjectStatus>)> done) override {
+    ++status_requests;
     Owner* owner = owners->at(asked);
     auto answer = [done = std::move(done)](ObjectStatus status) { done(std::move(status)); };
     if (request.rebuild) {
@@ -121,6 +195,7 @@ class DirectLinks final : public BorrowLinks {
     }
   }
   std::map<std::uint32_t, Owner*>* owners = nullptr;
+  std::atomic<int> status_requests{0};
 
  private:
   std::uint32_t self_;
@@ -267,6 +342,20 @@ TEST_F(TwoOwners, ABorrowersGetWaitsForThePendingObject) {
   ASSERT_EQ(submitted_.size(), 1U);
   owner_.OnTaskOutcome(OutcomeFor(submitted_[0], OutcomeKind::kInlineValue, 6));
   EXPECT_EQ(ValueOf(got.get().front()), 6);
+  EXPECT_TRUE(borrower_.Wait({id}, 1, std::chrono::seconds(5))[0]);
+}
+
+TEST_F(TwoOwners, ABorrowerWaitingInALoopOnAPendingObjectAsksItsOwnerOnce) {
+  const ObjectId id = owner_.SubmitTask("f", {}, {});
+  auto handle = borrower_.Borrow(id, "rank-1");
+  for (int round = 0; round < 500; ++round) {
+    EXPECT_FALSE(borrower_.Wait({id}, 1, std::chrono::milliseconds(0))[0]);
+  }
+  EXPECT_THROW((void)borrower_.Get({id}, std::chrono::milliseconds(1)), GetTimeoutError);
+  EXPECT_EQ(borrower_links_.status_requests.load(), 1);
+  ASSERT_EQ(submitted_.size(), 1U);
+  owner_.OnTaskOutcome(OutcomeFor(submitted_[0], OutcomeKind::kInlineValue, 8));
+  EXPECT_EQ(ValueOf(borrower_.Get({id}, std::chrono::seconds(5)).front()), 8);
   EXPECT_TRUE(borrower_.Wait({id}, 1, std::chrono::seconds(5))[0]);
 }
 
@@ -454,6 +543,116 @@ TEST_F(TwoOwners, AResultHoldingTheOwnersOwnObjectKeepsItAliveUntilTheResultGoes
   owner_.RemoveReference(result);
   EXPECT_EQ(owner_.counts().owned, 0U);
   SetProcessRuntime(nullptr);
+}
+
+// A store that has lost every copy on `lost_node`; anywhere else an object
+// reads as the contents of `file`.
+class CopiesLostOnOneNode final : public NoStore {
+ public:
+  CopiesLostOnOneNode(std::uint32_t lost_node, std::filesystem::path file)
+      : lost_node_(lost_node), file_(std::move(file)) {}
+  Result<std::string> MakeLocal(const ObjectId&, std::uint32_t node, std::uint64_t) override {
+    if (node == lost_node_) return Status::NotFound("no copy on node " + std::to_string(node));
+    return file_.string();
+  }
+
+ private:
+  std::uint32_t lost_node_;
+  std::filesystem::path file_;
+};
+
+// An owner (rank 1) and a borrower (rank 2) whose store has lost node 2's copies.
+class BorrowerOfALostCopy : public ::testing::Test {
+ protected:
+  BorrowerOfALostCopy() {
+    owner_.SetBorrowLinks(owner_links_);
+    borrower_.SetBorrowLinks(borrower_links_);
+    owner_links_.owners = &owners_;
+    borrower_links_.owners = &owners_;
+  }
+  std::size_t Submitted() {
+    std::lock_guard lock(submitted_mutex_);
+    return submitted_.size();
+  }
+  TaskSpec SubmittedAt(std::size_t index) {
+    std::lock_guard lock(submitted_mutex_);
+    return submitted_.at(index);
+  }
+  bool WaitForSubmitted(std::size_t count) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (Submitted() < count) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+  }
+
+  testing::ScratchDirectory scratch_;
+  NoStore owner_store_;
+  CopiesLostOnOneNode borrower_store_{2, scratch_.Write("copy", "rebuilt bytes")};
+  std::mutex submitted_mutex_;
+  std::vector<TaskSpec> submitted_;
+  Owner owner_{OwnerIdentity{.rank = 1, .node_id = 0}, owner_store_, [this](TaskSpec spec) {
+                 std::lock_guard lock(submitted_mutex_);
+                 submitted_.push_back(std::move(spec));
+               }};
+  Owner borrower_{OwnerIdentity{.rank = 2, .node_id = 1}, borrower_store_, [](TaskSpec) {}};
+  DirectLinks owner_links_{1};
+  DirectLinks borrower_links_{2};
+  std::map<std::uint32_t, Owner*> owners_{{1, &owner_}, {2, &borrower_}};
+};
+
+// A borrower's Get of an object whose only copy was lost failed with "only
+// its owner can recompute it", where the owner's own Get recomputed it.
+TEST_F(BorrowerOfALostCopy, AGetHasTheOwnerRebuildTheLostCopyAndReadsTheNewOne) {
+  const ObjectId produced = owner_.SubmitTask("make_block", {}, {});
+  owner_.OnTaskOutcome(StoredOn(SubmittedAt(0), 2));
+  auto handle = borrower_.Borrow(produced, "rank-1");
+  auto got = std::async(std::launch::async,
+                        [&] { return borrower_.Get({produced}, std::chrono::seconds(30)); });
+  ASSERT_TRUE(WaitForSubmitted(2)) << "the owner was not asked to recompute the lost copy";
+  EXPECT_EQ(SubmittedAt(1).function, "make_block");
+  EXPECT_EQ(got.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout)
+      << "answered before the rebuild";
+  owner_.OnTaskOutcome(StoredOn(SubmittedAt(1), 3));
+  const auto values = got.get();
+  ASSERT_EQ(values.size(), 1U);
+  EXPECT_EQ(values[0]->bytes(), "rebuilt bytes");
+}
+
+TEST_F(BorrowerOfALostCopy, AGetOfALostCopyTheOwnerCannotRebuildSaysWhy) {
+  internal::TaskOptions no_retries;
+  no_retries.max_retries = 0;
+  const ObjectId produced = owner_.SubmitTask("make_block", {}, no_retries);
+  owner_.OnTaskOutcome(StoredOn(SubmittedAt(0), 2));
+  auto handle = borrower_.Borrow(produced, "rank-1");
+  try {
+    (void)borrower_.Get({produced}, std::chrono::seconds(10));
+    FAIL() << "Get of a copy lost for good returned";
+  } catch (const ObjectLostError& error) {
+    EXPECT_NE(std::string(error.what()).find("cannot recompute it"), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST_F(BorrowerOfALostCopy, AGetGivesUpWhenEveryRebuiltCopyIsLostAgain) {
+  const ObjectId produced = owner_.SubmitTask("make_block", {}, {});
+  owner_.OnTaskOutcome(StoredOn(SubmittedAt(0), 2));
+  auto handle = borrower_.Borrow(produced, "rank-1");
+  auto got = std::async(std::launch::async,
+                        [&] { return borrower_.Get({produced}, std::chrono::seconds(30)); });
+  for (std::size_t rebuilt = 1; rebuilt <= 3; ++rebuilt) {
+    ASSERT_TRUE(WaitForSubmitted(rebuilt + 1)) << "rebuild " << rebuilt << " was not asked for";
+    owner_.OnTaskOutcome(StoredOn(SubmittedAt(rebuilt), 2));  // lost again
+  }
+  try {
+    (void)got.get();
+    FAIL() << "Get of a copy lost every time returned";
+  } catch (const ObjectLostError& error) {
+    EXPECT_NE(std::string(error.what()).find("lost again each of the 3 times"), std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(Submitted(), 4U);
 }
 
 }  // namespace
