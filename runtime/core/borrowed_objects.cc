@@ -110,13 +110,26 @@ std::uint64_t BorrowedObjects::RequestStatus(const ObjectId& id, StatusDone done
   {
     std::lock_guard lock(questions_->mutex);
     ticket = questions_->next_ticket++;
-    auto [question, first] = questions_->waiting.try_emplace(id);
-    question->second.emplace_back(ticket, std::move(done));
-    if (!first) return ticket;
+    auto found = questions_->waiting.find(id);
+    if (found != questions_->waiting.end()) {
+      found->second.emplace_back(ticket, std::move(done));
+      return ticket;
+    }
+    std::vector<std::pair<std::uint64_t, StatusDone>> waiters;
+    waiters.emplace_back(ticket, std::move(done));
+    questions_->waiting.emplace(id, std::move(waiters));
   }
-  links_.RequestStatus(
-      *address, StatusRequest{.id = id},
-      [questions = questions_, id](Result<ObjectStatus> answer) { questions->Answer(id, answer); });
+  try {
+    links_.RequestStatus(*address, StatusRequest{.id = id},
+                         [questions = questions_, id](Result<ObjectStatus> answer) {
+                           questions->Answer(id, answer);
+                         });
+  } catch (...) {
+    // Not asked: a question left open would hold every later request for
+    // this object for ever.
+    questions_->Answer(id, Status::Internal("cannot ask the owner of object " + id.ToString()));
+    throw;
+  }
   return ticket;
 }
 
@@ -150,6 +163,13 @@ void BorrowedObjects::CancelStatusRequest(const ObjectId& id, std::uint64_t tick
 std::size_t BorrowedObjects::open_questions() const {
   std::lock_guard lock(questions_->mutex);
   return questions_->waiting.size();
+}
+
+std::size_t BorrowedObjects::status_waiters() const {
+  std::lock_guard lock(questions_->mutex);
+  std::size_t count = 0;
+  for (const auto& [id, waiters] : questions_->waiting) count += waiters.size();
+  return count;
 }
 
 std::size_t BorrowedObjects::size() const {

@@ -79,9 +79,12 @@ class BorrowedObjects {
   // copy was found there: the owner rebuilds the object first (StatusRequest).
   // Requests for an object already asked about and not yet answered wait for
   // that one question: a Get or Wait called again and again on a pending
-  // object asks its owner once. Returns a ticket for CancelStatusRequest (0
-  // when there is nothing to cancel: `done` ran already, or a rebuild was
-  // asked for, which always asks).
+  // object asks its owner once. So `done` may run on any thread, this one
+  // included, when another request's question is answered or fails: never
+  // call this holding a lock some `done` takes. Returns a ticket for
+  // CancelStatusRequest: 0 when nothing can be cancelled (the object is not
+  // held here, or a rebuild was asked for, which always asks); cancelling
+  // the ticket of a request already answered does nothing.
   std::uint64_t RequestStatus(const ObjectId& id, std::function<void(Result<ObjectStatus>)> done,
                               std::optional<std::uint32_t> lost_on_node = std::nullopt,
                               std::uint16_t rebuilds_seen = 0);
@@ -90,8 +93,10 @@ class BorrowedObjects {
   // while the object stays pending. The question to the owner stays open.
   void CancelStatusRequest(const ObjectId& id, std::uint64_t ticket);
   [[nodiscard]] std::size_t size() const;
-  // Objects asked about whose owner has not answered yet.
+  // Objects asked about whose owner has not answered yet, and the requests
+  // waiting for those answers.
   [[nodiscard]] std::size_t open_questions() const;
+  [[nodiscard]] std::size_t status_waiters() const;
 
  private:
   using StatusDone = std::function<void(Result<ObjectStatus>)>;

@@ -130,6 +130,8 @@ class Owner final : public internal::Runtime {
   struct Counts {
     std::size_t owned = 0;
     std::size_t borrowed = 0;
+    // Requests waiting for the answers of owners of borrowed objects.
+    std::size_t waiting_for_owners = 0;
   };
   Counts counts();
 

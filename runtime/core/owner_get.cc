@@ -119,7 +119,8 @@ Result<ObjectStatus> Owner::AskOwnerToRebuild(const internal::ObjectId& id,
                             " ms: object " + id.ToString() + " was lost on node " +
                             std::to_string(lost.node) + " and its owner (rank " +
                             std::to_string(id.owner) +
-                            ") is still recomputing it: wait longer, or check with Wait first");
+                            ") has not answered with a new copy yet: wait longer, or check "
+                            "with Wait first");
     }
   }
   std::lock_guard lock(answers->mutex);
@@ -326,11 +327,10 @@ void Owner::GetBorrowed(const std::vector<internal::ObjectId>& ids,
   }
   for (std::size_t index = 0; index < ids.size(); ++index) {
     const internal::ObjectId& id = ids[index];
-    Result<ObjectStatus> answer = Status::Ok();
-    {
+    Result<ObjectStatus> answer = [&] {
       std::lock_guard answers_lock(answers->mutex);
-      answer = *answers->answers[index];
-    }
+      return *answers->answers[index];
+    }();
     // A copy found gone is rebuilt by the owner (from its lineage; only the
     // owner keeps it), which answers where the new copy is: as an owner's own
     // Get does, a few times over, since the new copy can be lost in turn.
@@ -350,7 +350,9 @@ void Owner::GetBorrowed(const std::vector<internal::ObjectId>& ids,
       if (kind != ObjectStatusKind::kStored) {
         throw ObjectLostError("sray: object " + id.ToString() + " is unknown to its owner (rank " +
                               std::to_string(id.owner) +
-                              "): it was freed before this reference reached this process");
+                              (rebuilds_asked == 0
+                                   ? "): it was freed before this reference reached this process"
+                                   : "), which was asked to rebuild a lost copy of it"));
       }
       std::string why_lost;
       auto value = ReadStored(id, answer->node, answer->size, why_lost);

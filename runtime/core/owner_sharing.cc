@@ -371,7 +371,9 @@ void Owner::OnArgumentStatus(const OwnerQuestion& question, Result<ObjectStatus>
 
 Owner::Counts Owner::counts() {
   std::lock_guard lock(mutex_);
-  return Counts{.owned = objects_.size(), .borrowed = borrowed_ ? borrowed_->size() : 0};
+  return Counts{.owned = objects_.size(),
+                .borrowed = borrowed_ ? borrowed_->size() : 0,
+                .waiting_for_owners = borrowed_ ? borrowed_->status_waiters() : 0};
 }
 
 }  // namespace sray::core

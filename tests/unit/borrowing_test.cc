@@ -136,6 +136,7 @@ TEST(BorrowedObjects, RepeatedStatusRequestsForAPendingObjectAskTheOwnerOnce) {
     borrowed.CancelStatusRequest(id, ticket);
   }
   EXPECT_EQ(kept_alive.use_count(), 1) << "a cancelled request keeps nothing";
+  EXPECT_EQ(borrowed.status_waiters(), 1U);
   (void)borrowed.RequestStatus(id, [&](const Result<ObjectStatus>&) { ++last_answers; });
   ASSERT_EQ(links.asked.size(), 1U) << "one question to the owner";
   EXPECT_FALSE(links.asked[0].first.rebuild);
@@ -165,6 +166,41 @@ TEST(BorrowedObjects, RepeatedStatusRequestsForAPendingObjectAskTheOwnerOnce) {
       id, [&](const Result<ObjectStatus>& answer) { failure = answer.status(); });
   links.asked[1].second(Status::Unavailable("owner gone"));
   EXPECT_EQ(failure.code(), StatusCode::kUnavailable);
+}
+
+// Throws on the first question, as an allocation failure would.
+class ThrowingLinks final : public BorrowLinks {
+ public:
+  std::string OwnAddress() override { return "me"; }
+  Status AddBorrower(const std::string&, const BorrowerChange&) override { return Status::Ok(); }
+  void RemoveBorrower(const std::string&, const BorrowerChange&) override {}
+  void RequestStatus(const std::string&, const StatusRequest&,
+                     std::function<void(Result<ObjectStatus>)> done) override {
+    if (throws-- > 0) throw std::bad_alloc();
+    done(ObjectStatus{});
+  }
+  void RequestStatusFrom(std::uint32_t, const StatusRequest&,
+                         std::function<void(Result<ObjectStatus>)> done) override {
+    done(ObjectStatus{});
+  }
+  int throws = 1;
+};
+
+TEST(BorrowedObjects, AQuestionThatCouldNotBeAskedIsNotLeftOpen) {
+  ThrowingLinks links;
+  BorrowedObjects borrowed(2, links);
+  const ObjectId id{1, 12};
+  auto handle = borrowed.Borrow(id, "owner-address");
+  Status failed = Status::Ok();
+  EXPECT_THROW((void)borrowed.RequestStatus(
+                   id, [&](const Result<ObjectStatus>& answer) { failed = answer.status(); }),
+               std::bad_alloc);
+  EXPECT_FALSE(failed.ok()) << "its waiter is told";
+  EXPECT_EQ(borrowed.open_questions(), 0U);
+  bool answered = false;
+  (void)borrowed.RequestStatus(id,
+                               [&](const Result<ObjectStatus>& answer) { answered = answer.ok(); });
+  EXPECT_TRUE(answered) << "the next request asks again";
 }
 
 // Routes each owner-bound message to the Owner of that rank, at once.
@@ -353,6 +389,8 @@ TEST_F(TwoOwners, ABorrowerWaitingInALoopOnAPendingObjectAsksItsOwnerOnce) {
   }
   EXPECT_THROW((void)borrower_.Get({id}, std::chrono::milliseconds(1)), GetTimeoutError);
   EXPECT_EQ(borrower_links_.status_requests.load(), 1);
+  EXPECT_EQ(borrower_.counts().waiting_for_owners, 0U)
+      << "each Wait and Get that gave up withdrew its place";
   ASSERT_EQ(submitted_.size(), 1U);
   owner_.OnTaskOutcome(OutcomeFor(submitted_[0], OutcomeKind::kInlineValue, 8));
   EXPECT_EQ(ValueOf(borrower_.Get({id}, std::chrono::seconds(5)).front()), 8);
