@@ -29,6 +29,7 @@
 
 #include "common/host_name.h"
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "common/whole_number.h"
 #include "core/actor_client.h"
 #include "core/actor_directory.h"
@@ -554,6 +555,7 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
   }
   state->heartbeat_watch =
       std::jthread([heartbeats, raw_transport, ranks, head_rank](const std::stop_token& stop) {
+        NameThisThread("sray-heartbeat");
         std::mutex mutex;
         std::condition_variable_any wake;
         std::unique_lock lock(mutex);

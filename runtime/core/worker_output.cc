@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/private_file.h"
+#include "common/thread_name.h"
 #include "common/worker_log_files.h"
 
 namespace sray::core {
@@ -73,7 +74,10 @@ Result<std::unique_ptr<WorkerOutput>> WorkerOutput::Start(Options options) {
 
 WorkerOutput::WorkerOutput(Options options, int wake_fd)
     : options_(std::move(options)), wake_fd_(wake_fd) {
-  reader_ = std::thread([this] { Read(); });
+  reader_ = std::thread([this] {
+    NameThisThread("sray-output");
+    Read();
+  });
 }
 
 WorkerOutput::~WorkerOutput() {

@@ -16,6 +16,7 @@
 #include <httplib.h>
 
 #include "common/broken_pipe.h"
+#include "common/thread_name.h"
 #include "common/whole_number.h"
 #include "dashboard/dashboard_page.h"
 
@@ -239,6 +240,7 @@ class ServingDashboard final : public DashboardServer {
                                  "dashboard=HOST:PORT, or dashboard=off");
     }
     thread_ = std::thread([this] {
+      NameThisThread("sray-dashboard");
       server_.listen_after_bind();
       listening_ended_.store(true);
     });

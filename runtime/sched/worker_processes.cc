@@ -12,6 +12,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/thread_name.h"
+
 namespace sray::sched {
 namespace {
 
@@ -46,7 +48,10 @@ Result<std::unique_ptr<WorkerProcesses>> WorkerProcesses::Create(ExitHandler on_
 
 WorkerProcesses::WorkerProcesses(ExitHandler on_exit, int wake_fd)
     : on_exit_(std::move(on_exit)), wake_fd_(wake_fd) {
-  watcher_ = std::thread([this] { Watch(); });
+  watcher_ = std::thread([this] {
+    NameThisThread("sray-workers");
+    Watch();
+  });
 }
 
 WorkerProcesses::~WorkerProcesses() {

@@ -23,6 +23,7 @@
 
 #include "common/status.h"
 #include "transport/bytes.h"
+#include "transport/long_operations.h"
 #include "transport/ucx_handles.h"
 
 namespace sray::transport {
@@ -35,6 +36,8 @@ class PeerEndpoints {
     std::function<std::string(std::uint32_t rank)> describe;
     // A peer was found dead by UCX: fail what waits for it.
     std::function<void(std::uint32_t rank, const Status& failure)> on_failure;
+    // Counts each endpoint's creation; may be null. Must outlive this.
+    LongOperations* long_operations = nullptr;
   };
 
   PeerEndpoints(std::shared_ptr<UcxWorker> worker, Peers peers);

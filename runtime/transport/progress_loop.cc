@@ -2,6 +2,7 @@
 
 #include <poll.h>
 
+#include "common/thread_name.h"
 #include "transport/ucx_status.h"
 #include "transport/yield_pacer.h"
 
@@ -59,8 +60,9 @@ CallbackScope::~CallbackScope() {
   tls_in_ucx_callback = previous_;
 }
 
-ProgressLoop::ProgressLoop(std::shared_ptr<UcxWorker> worker, Client& client)
-    : worker_(std::move(worker)), client_(client) {}
+ProgressLoop::ProgressLoop(std::shared_ptr<UcxWorker> worker, Client& client,
+                           LongOperations* long_operations)
+    : worker_(std::move(worker)), client_(client), long_operations_(long_operations) {}
 
 ProgressLoop::~ProgressLoop() {
   Stop();
@@ -69,7 +71,10 @@ ProgressLoop::~ProgressLoop() {
 Status ProgressLoop::Start() {
   SRAY_RETURN_IF_ERROR(FromUcs(ucp_worker_get_efd(worker_->handle(), &event_fd_),
                                "cannot get the UCX worker's event file descriptor"));
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("sray-progress");
+    Run();
+  });
   return Status::Ok();
 }
 
@@ -179,6 +184,15 @@ void ProgressLoop::Run() {
   YieldPacer yield_pacer(last_activity);
   std::uint32_t empty_polls = 0;
   while (!stopping_.load()) {
+    if (long_operations_ != nullptr && long_operations_->any()) {
+      // The operation holds the worker's lock: progressing now would spin on it.
+      parked_.store(true);
+      (void)long_operations_->WaitUntilNone(kParkedRecheck);
+      parked_.store(false);
+      last_activity = std::chrono::steady_clock::now();
+      yield_pacer.Restart(last_activity);
+      continue;
+    }
     if (spinning_waiters_.load() > 0 && !client_.HasPosted()) {
       // Another thread drives the worker itself: stay off the CPU, off the
       // worker's lock and off the event fd (which would wake this thread

@@ -25,6 +25,9 @@
 //   the outbox's flag before they look at sleeping_ (both sequentially
 //   consistent), so a post either is seen or signals the worker.
 // - stopping_: Stop was called; the thread leaves within kPollTimeout.
+// - long_operations_ (transport/long_operations): while another thread
+//   creates an endpoint, the progress thread parks instead of spinning on
+//   the worker's lock, for at most kParkedRecheck at a time.
 //
 // Thread-safety: every member may be called from any thread, except that
 // Start and Stop are called once each by the owner.
@@ -42,6 +45,7 @@
 
 #include "common/status.h"
 #include "transport/completion.h"
+#include "transport/long_operations.h"
 #include "transport/ucx_handles.h"
 
 namespace sray::transport {
@@ -81,8 +85,10 @@ class ProgressLoop {
     virtual void Housekeeping(std::chrono::steady_clock::time_point now) = 0;
   };
 
-  // `client` must outlive the loop's thread (Stop joins it).
-  ProgressLoop(std::shared_ptr<UcxWorker> worker, Client& client);
+  // `client` and `long_operations` (may be null) must outlive the loop's
+  // thread (Stop joins it).
+  ProgressLoop(std::shared_ptr<UcxWorker> worker, Client& client,
+               LongOperations* long_operations = nullptr);
   ~ProgressLoop();
   ProgressLoop(const ProgressLoop&) = delete;
   ProgressLoop& operator=(const ProgressLoop&) = delete;
@@ -116,6 +122,7 @@ class ProgressLoop {
 
   std::shared_ptr<UcxWorker> worker_;
   Client& client_;
+  LongOperations* const long_operations_;
   int event_fd_ = -1;
   std::thread thread_;
   std::atomic<bool> stopping_{false};

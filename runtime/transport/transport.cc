@@ -45,9 +45,11 @@ Transport::Impl::Impl(TransportOptions options, std::shared_ptr<UcxWorker> worke
                                     pending_calls_.FailCallsTo(rank, failure);
                                     // Not for an endpoint that lost the race to
                                     // connect: the one in use may be fine.
-                                    if (endpoints_.HasFailed(rank)) NotifyPeerFailure(rank, failure);
-                                  }}),
-      loop_(worker_, *this) {}
+                                    if (endpoints_.HasFailed(rank))
+                                      NotifyPeerFailure(rank, failure);
+                                  },
+                              .long_operations = &long_operations_}),
+      loop_(worker_, *this, &long_operations_) {}
 
 Transport::Impl::~Impl() {
   Shutdown();

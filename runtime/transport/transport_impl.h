@@ -194,6 +194,8 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   std::atomic<std::uint64_t> next_request_id_{1};
   PendingCalls pending_calls_;
   SameHostReads same_host_reads_;
+  // Before endpoints_ and loop_, which count on it.
+  LongOperations long_operations_;
   PeerEndpoints endpoints_;
   Outbox outbox_;
   // Posts to this process's own rank (the driver's node manager, head and

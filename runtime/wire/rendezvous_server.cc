@@ -14,6 +14,8 @@
 #include <system_error>
 #include <vector>
 
+#include "common/thread_name.h"
+
 namespace sray::wire::rendezvous {
 namespace {
 
@@ -434,7 +436,10 @@ RendezvousServer::RendezvousServer(std::unique_ptr<Loop> loop,
       wake_fd_(wake_fd),
       port_(port),
       owner_(::getpid()) {
-  thread_ = std::thread([this] { loop_->Run(wake_fd_); });
+  thread_ = std::thread([this] {
+    NameThisThread("sray-rendezvous");
+    loop_->Run(wake_fd_);
+  });
 }
 
 RendezvousServer::~RendezvousServer() {
