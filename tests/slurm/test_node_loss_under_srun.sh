@@ -41,7 +41,7 @@ wait "$srun_pid" || status=$?
 [ "$status" -ne 0 ] || fail "srun reported success although one of its tasks was killed"
 expect_lines "$out" '^sray: node 2 \(n3\) was lost: .*; the job goes on without it' 1
 expect_lines "$out" '^FAIL' 0
-expect_step_output "$out" 16
+expect_step_output "$out" 17
 left=$(pgrep -u "$SRAY_TEST_USER" -f node_loss_check || true)
 [ -z "$left" ] || fail "processes of the test user left: $left"
 echo PASS
