@@ -32,6 +32,8 @@ class LongOperations {
   };
 
   [[nodiscard]] bool any() const { return running_.load() > 0; }
+  // Threads in WaitUntilNone (for tests).
+  [[nodiscard]] int waiting() const { return waiting_.load(); }
   // Blocks until no long operation runs, or `limit` passed; true if none runs.
   bool WaitUntilNone(std::chrono::microseconds limit);
 

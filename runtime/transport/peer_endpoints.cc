@@ -1,7 +1,6 @@
 #include "transport/peer_endpoints.h"
 
 #include <chrono>
-#include <optional>
 
 #include "transport/progress_loop.h"
 
@@ -44,14 +43,10 @@ Result<ucp_ep_h> PeerEndpoints::For(std::uint32_t rank) {
   if (!address.ok()) {
     return address.status().WithContext("cannot reach " + peers_.describe(rank));
   }
-  auto endpoint = [&] {
-    std::optional<LongOperations::Scope> long_operation;
-    if (peers_.long_operations != nullptr) long_operation.emplace(*peers_.long_operations);
-    return UcxEndpoint::Connect(worker_, *address, peers_.describe(rank),
-                                [this, rank](ucp_ep_h handle, ucs_status_t status) {
-                                  OnEndpointError(rank, handle, status);
-                                });
-  }();
+  auto endpoint = UcxEndpoint::Connect(
+      worker_, *address, peers_.describe(rank),
+      [this, rank](ucp_ep_h handle, ucs_status_t status) { OnEndpointError(rank, handle, status); },
+      peers_.long_operations);
   if (!endpoint.ok()) {
     // Connecting to a process that already died fails here (on shared
     // memory: "Shared memory error"); say so the way every peer death is said.

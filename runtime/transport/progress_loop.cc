@@ -185,13 +185,15 @@ void ProgressLoop::Run() {
   std::uint32_t empty_polls = 0;
   while (!stopping_.load()) {
     if (long_operations_ != nullptr && long_operations_->any()) {
-      // The operation holds the worker's lock: progressing now would spin on it.
-      parked_.store(true);
-      (void)long_operations_->WaitUntilNone(kParkedRecheck);
-      parked_.store(false);
-      last_activity = std::chrono::steady_clock::now();
-      yield_pacer.Restart(last_activity);
-      continue;
+      // The operation holds the worker's lock: progressing now would spin on
+      // it. Not parked_: posters must leave their messages in the outbox, not
+      // send them (and spin) themselves. Operations that keep coming get one
+      // full pass per kParkedRecheck, as the client is promised.
+      if (long_operations_->WaitUntilNone(kParkedRecheck)) {
+        yield_pacer.Restart(std::chrono::steady_clock::now());
+        continue;
+      }
+      client_.Housekeeping(std::chrono::steady_clock::now());
     }
     if (spinning_waiters_.load() > 0 && !client_.HasPosted()) {
       // Another thread drives the worker itself: stay off the CPU, off the

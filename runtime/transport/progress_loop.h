@@ -26,8 +26,10 @@
 //   consistent), so a post either is seen or signals the worker.
 // - stopping_: Stop was called; the thread leaves within kPollTimeout.
 // - long_operations_ (transport/long_operations): while another thread
-//   creates an endpoint, the progress thread parks instead of spinning on
-//   the worker's lock, for at most kParkedRecheck at a time.
+//   creates an endpoint, the progress thread waits for it to end instead of
+//   spinning on the worker's lock, for at most kParkedRecheck at a time, then
+//   makes one full pass. It does not set parked_ meanwhile: posters queue
+//   their messages instead of sending them on the locked worker.
 //
 // Thread-safety: every member may be called from any thread, except that
 // Start and Stop are called once each by the owner.

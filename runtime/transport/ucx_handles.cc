@@ -129,7 +129,8 @@ Result<std::vector<std::byte>> UcxWorker::Address(bool network_only) const {
 Result<std::unique_ptr<UcxEndpoint>> UcxEndpoint::Connect(std::shared_ptr<UcxWorker> worker,
                                                           std::span<const std::byte> address,
                                                           std::string_view peer,
-                                                          ErrorHandler on_error) {
+                                                          ErrorHandler on_error,
+                                                          LongOperations* long_operations) {
   auto error_context = std::make_unique<ErrorContext>(ErrorContext{std::move(on_error)});
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
@@ -142,8 +143,13 @@ Result<std::unique_ptr<UcxEndpoint>> UcxEndpoint::Connect(std::shared_ptr<UcxWor
   // A peer that ended a moment ago fails the connect; the caller knows it
   // is gone and words the failure, so UCX's own lines go into the Status.
   UcxLogCapture capture;
-  SRAY_RETURN_IF_ERROR(FromUcs(ucp_ep_create(worker->handle(), &params, &handle),
-                               "cannot connect to " + std::string(peer), capture));
+  ucs_status_t created = UCS_OK;
+  {
+    std::optional<LongOperations::Scope> long_operation;
+    if (long_operations != nullptr) long_operation.emplace(*long_operations);
+    created = ucp_ep_create(worker->handle(), &params, &handle);
+  }
+  SRAY_RETURN_IF_ERROR(FromUcs(created, "cannot connect to " + std::string(peer), capture));
   // Errors of a connect that still succeeded have no Status to go into.
   if (!capture.messages().empty()) {
     std::fprintf(stderr, "sray: UCX, connecting to %.*s: %s\n", static_cast<int>(peer.size()),

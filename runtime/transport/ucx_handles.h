@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "transport/long_operations.h"
 #include "transport/memory_key.h"
 #include "transport/shared_memory_fifos.h"
 
@@ -96,10 +97,13 @@ class UcxEndpoint {
   // throw, and must not close this endpoint (operations on it just fail).
   using ErrorHandler = std::function<void(ucp_ep_h endpoint, ucs_status_t status)>;
 
-  // `peer` names the peer in the error when the connection fails.
+  // `peer` names the peer in the error when the connection fails. UCX's
+  // connect, which holds the worker's lock throughout, counts in
+  // `long_operations` (may be null).
   static Result<std::unique_ptr<UcxEndpoint>> Connect(std::shared_ptr<UcxWorker> worker,
                                                       std::span<const std::byte> address,
-                                                      std::string_view peer, ErrorHandler on_error);
+                                                      std::string_view peer, ErrorHandler on_error,
+                                                      LongOperations* long_operations = nullptr);
   ~UcxEndpoint();
   UcxEndpoint(const UcxEndpoint&) = delete;
   UcxEndpoint& operator=(const UcxEndpoint&) = delete;
