@@ -153,6 +153,18 @@ NotedBlocks MakeNotedBlocksSomeOnNode2(std::uint64_t& next_seed, std::uint64_t c
   Fail("node 2 made none of 10 batches of " + std::to_string(count) + " blocks");
 }
 
+// The makers named by reads of `blocks` (one answer per block, in order):
+// every block read intact (below 98), and none of those node 2 made says it
+// came from node 2, so each was rebuilt elsewhere.
+bool RebuiltWhereLost(const std::vector<std::uint64_t>& makers, const NotedBlocks& blocks) {
+  bool rebuilt = makers.size() == blocks.seeds.size();
+  for (std::uint64_t index = 0; rebuilt && index < makers.size(); ++index) {
+    rebuilt = makers[index] < 98 &&
+              (makers[index] != 2 || !blocks.seeds_of_node_2.contains(blocks.seeds[index]));
+  }
+  return rebuilt;
+}
+
 }  // namespace
 
 // Calls `reader`'s MakerOf with refs[0], an object this task borrows: the
@@ -370,15 +382,7 @@ int main(int argc, char** argv) {
             .Remote(reader, std::vector<sray::ObjectRef<Block>>{borrowed_blocks.refs[index]},
                     borrowed_blocks.seeds[index]));
   }
-  bool borrowed_arguments_intact = true;
-  const auto passed_answers = sray::Get(passed_on, std::chrono::seconds(120));
-  for (std::uint64_t index = 0; index < passed_answers.size(); ++index) {
-    borrowed_arguments_intact =
-        borrowed_arguments_intact && passed_answers[index] < 98 &&
-        (passed_answers[index] != 2 ||
-         !borrowed_blocks.seeds_of_node_2.contains(borrowed_blocks.seeds[index]));
-  }
-  Expect(borrowed_arguments_intact,
+  Expect(RebuiltWhereLost(sray::Get(passed_on, std::chrono::seconds(120)), borrowed_blocks),
          "20 actor calls from tasks that borrowed their argument objects answer, the " +
              std::to_string(borrowed_blocks.seeds_of_node_2.size()) +
              " of node 2 rebuilt by their owner first");
@@ -392,15 +396,8 @@ int main(int argc, char** argv) {
             .Remote(std::vector<sray::ObjectRef<Block>>{blocks_read_by_borrowers.refs[index]},
                     blocks_read_by_borrowers.seeds[index]));
   }
-  bool borrowers_read_intact = true;
-  const auto borrowers_answers = sray::Get(borrowers_read, std::chrono::seconds(120));
-  for (std::uint64_t index = 0; index < borrowers_answers.size(); ++index) {
-    borrowers_read_intact =
-        borrowers_read_intact && borrowers_answers[index] < 98 &&
-        (borrowers_answers[index] != 2 ||
-         !blocks_read_by_borrowers.seeds_of_node_2.contains(blocks_read_by_borrowers.seeds[index]));
-  }
-  Expect(borrowers_read_intact,
+  Expect(RebuiltWhereLost(sray::Get(borrowers_read, std::chrono::seconds(120)),
+                          blocks_read_by_borrowers),
          "20 tasks read objects they borrow that were made before the loss, the " +
              std::to_string(blocks_read_by_borrowers.seeds_of_node_2.size()) +
              " of node 2 rebuilt by their owner first");

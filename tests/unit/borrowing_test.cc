@@ -244,14 +244,18 @@ TaskOutcome OutcomeFor(const TaskSpec& spec, OutcomeKind kind, std::int64_t valu
   return outcome;
 }
 
+// Lets `owner` (rank 1) and `borrower` (rank 2) reach each other directly.
+void LinkDirectly(Owner& owner, DirectLinks& owner_links, Owner& borrower,
+                  DirectLinks& borrower_links, std::map<std::uint32_t, Owner*>& owners) {
+  owner.SetBorrowLinks(owner_links);
+  borrower.SetBorrowLinks(borrower_links);
+  owner_links.owners = &owners;
+  borrower_links.owners = &owners;
+}
+
 class TwoOwners : public ::testing::Test {
  protected:
-  TwoOwners() {
-    owner_.SetBorrowLinks(owner_links_);
-    borrower_.SetBorrowLinks(borrower_links_);
-    owner_links_.owners = &owners_;
-    borrower_links_.owners = &owners_;
-  }
+  TwoOwners() { LinkDirectly(owner_, owner_links_, borrower_, borrower_links_, owners_); }
   std::int64_t ValueOf(const std::shared_ptr<const internal::ObjectValue>& value) {
     return internal::Deserialize<std::int64_t>(value->bytes(), "test");
   }
@@ -602,12 +606,7 @@ class CopiesLostOnOneNode final : public NoStore {
 // An owner (rank 1) and a borrower (rank 2) whose store has lost node 2's copies.
 class BorrowerOfALostCopy : public ::testing::Test {
  protected:
-  BorrowerOfALostCopy() {
-    owner_.SetBorrowLinks(owner_links_);
-    borrower_.SetBorrowLinks(borrower_links_);
-    owner_links_.owners = &owners_;
-    borrower_links_.owners = &owners_;
-  }
+  BorrowerOfALostCopy() { LinkDirectly(owner_, owner_links_, borrower_, borrower_links_, owners_); }
   std::size_t Submitted() {
     std::lock_guard lock(submitted_mutex_);
     return submitted_.size();
