@@ -364,6 +364,12 @@ class Owner final : public internal::Runtime {
   void GetOwned(const std::vector<internal::ObjectId>& ids, const std::vector<std::size_t>* slots,
                 std::chrono::steady_clock::time_point deadline, internal::Timeout timeout,
                 BlockedScope& blocked, Values& values);
+  // Reads owned `id` into `value` once it is resolved; false when its copy
+  // was lost and its rebuild has started (read it again). Throws what Get
+  // throws.
+  bool ReadOwned(const internal::ObjectId& id, std::chrono::steady_clock::time_point deadline,
+                 internal::Timeout timeout, BlockedScope& blocked,
+                 std::shared_ptr<const internal::ObjectValue>& value);
   void GetBorrowed(const std::vector<internal::ObjectId>& ids,
                    const std::vector<std::size_t>& slots,
                    std::chrono::steady_clock::time_point deadline, internal::Timeout timeout,

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <numeric>
 
 #include "common/log.h"
 #include "core/owner.h"
@@ -262,48 +263,63 @@ void Owner::GetOwned(const std::vector<internal::ObjectId>& ids,
       }
     }
   }
-  for (std::size_t index = 0; index < ids.size(); ++index) {
-    const internal::ObjectId& id = ids[index];
-    auto& value = values[slots != nullptr ? (*slots)[index] : index];
-    while (true) {
-      std::unique_lock lock(mutex_);
-      const std::vector<internal::ObjectId> this_one{id};
-      Waiter waiter;
-      WatchScope watch(*this, this_one, waiter);
-      if (!WaitHelping(lock, deadline, blocked, [&] { return waiter.completions_needed == 0; })) {
-        const auto& entry = objects_.at(id);
-        throw GetTimeoutError(GetTimeoutMessage(*timeout, id, entry.producer));
-      }
-      auto found = objects_.find(id);
-      if (found == objects_.end()) {
-        throw ObjectLostError("sray: object " + id.ToString() +
-                              " is unknown to this process: its references were all dropped");
-      }
-      const ObjectEntry& entry = found->second;
-      if (entry.state == State::kFailed) {
-        const std::shared_ptr<const TaskOutcome> failure = entry.failure;
-        lock.unlock();
-        ThrowFailure(*failure);
-      }
-      if (!entry.in_store) {
-        value = std::make_shared<InlineValue>(entry.inline_value);
-        break;
-      }
-      const std::uint32_t node = entry.node;
-      const std::uint64_t size = entry.size;
-      const std::uint16_t rebuilds = entry.rebuilds;
-      const std::string why_not = WhyNotRecomputedLocked(id, entry);
-      lock.unlock();
-      std::string why_lost;
-      value = ReadStored(id, node, size, why_lost);
-      if (value) break;
-      if (!Reconstruct(id, node, rebuilds)) {
-        throw ObjectLostError("sray: object " + id.ToString() + " is lost: node " +
-                              std::to_string(node) + " no longer has it (" + why_lost +
-                              "), and it cannot be recomputed: " + why_not);
+  // Then each is read in order; a copy found lost has its rebuild started
+  // and is read in the next pass, so the rebuilds of several lost objects
+  // run at once instead of one after the other.
+  std::vector<std::size_t> unread(ids.size());
+  std::iota(unread.begin(), unread.end(), std::size_t{0});
+  while (!unread.empty()) {
+    std::vector<std::size_t> rebuilding;
+    for (const std::size_t index : unread) {
+      if (!ReadOwned(ids[index], deadline, timeout, blocked,
+                     values[slots != nullptr ? (*slots)[index] : index])) {
+        rebuilding.push_back(index);
       }
     }
+    unread = std::move(rebuilding);
   }
+}
+
+bool Owner::ReadOwned(const internal::ObjectId& id, std::chrono::steady_clock::time_point deadline,
+                      internal::Timeout timeout, BlockedScope& blocked,
+                      std::shared_ptr<const internal::ObjectValue>& value) {
+  std::unique_lock lock(mutex_);
+  const std::vector<internal::ObjectId> this_one{id};
+  Waiter waiter;
+  WatchScope watch(*this, this_one, waiter);
+  if (!WaitHelping(lock, deadline, blocked, [&] { return waiter.completions_needed == 0; })) {
+    const auto& entry = objects_.at(id);
+    throw GetTimeoutError(GetTimeoutMessage(*timeout, id, entry.producer));
+  }
+  auto found = objects_.find(id);
+  if (found == objects_.end()) {
+    throw ObjectLostError("sray: object " + id.ToString() +
+                          " is unknown to this process: its references were all dropped");
+  }
+  const ObjectEntry& entry = found->second;
+  if (entry.state == State::kFailed) {
+    const std::shared_ptr<const TaskOutcome> failure = entry.failure;
+    lock.unlock();
+    ThrowFailure(*failure);
+  }
+  if (!entry.in_store) {
+    value = std::make_shared<InlineValue>(entry.inline_value);
+    return true;
+  }
+  const std::uint32_t node = entry.node;
+  const std::uint64_t size = entry.size;
+  const std::uint16_t rebuilds = entry.rebuilds;
+  const std::string why_not = WhyNotRecomputedLocked(id, entry);
+  lock.unlock();
+  std::string why_lost;
+  value = ReadStored(id, node, size, why_lost);
+  if (value) return true;
+  if (!Reconstruct(id, node, rebuilds)) {
+    throw ObjectLostError("sray: object " + id.ToString() + " is lost: node " +
+                          std::to_string(node) + " no longer has it (" + why_lost +
+                          "), and it cannot be recomputed: " + why_not);
+  }
+  return false;
 }
 
 void Owner::GetBorrowed(const std::vector<internal::ObjectId>& ids,

@@ -603,7 +603,7 @@ class CopiesLostOnOneNode final : public NoStore {
   std::filesystem::path file_;
 };
 
-// An owner (rank 1) and a borrower (rank 2) whose store has lost node 2's copies.
+// An owner (rank 1) and a borrower (rank 2) whose stores have lost node 2's copies.
 class BorrowerOfALostCopy : public ::testing::Test {
  protected:
   BorrowerOfALostCopy() { LinkDirectly(owner_, owner_links_, borrower_, borrower_links_, owners_); }
@@ -625,7 +625,7 @@ class BorrowerOfALostCopy : public ::testing::Test {
   }
 
   testing::ScratchDirectory scratch_;
-  NoStore owner_store_;
+  CopiesLostOnOneNode owner_store_{2, scratch_.Write("owner-copy", "rebuilt bytes")};
   CopiesLostOnOneNode borrower_store_{2, scratch_.Write("copy", "rebuilt bytes")};
   std::mutex submitted_mutex_;
   std::vector<TaskSpec> submitted_;
@@ -655,6 +655,26 @@ TEST_F(BorrowerOfALostCopy, AGetHasTheOwnerRebuildTheLostCopyAndReadsTheNewOne) 
   const auto values = got.get();
   ASSERT_EQ(values.size(), 1U);
   EXPECT_EQ(values[0]->bytes(), "rebuilt bytes");
+}
+
+// The owner's own Get of several objects lost with a node waited for each
+// rebuild before it started the next: recovery took their producers' time
+// one after the other.
+TEST_F(BorrowerOfALostCopy, AnOwnersGetStartsTheRebuildsOfAllItsLostCopiesAtOnce) {
+  const ObjectId first = owner_.SubmitTask("make_block", {}, {});
+  const ObjectId second = owner_.SubmitTask("make_block", {}, {});
+  owner_.OnTaskOutcome(StoredOn(SubmittedAt(0), 2));
+  owner_.OnTaskOutcome(StoredOn(SubmittedAt(1), 2));
+  auto got = std::async(std::launch::async, [&] {
+    return owner_.Get({first, second}, std::chrono::seconds(30));
+  });
+  ASSERT_TRUE(WaitForSubmitted(4)) << "the second rebuild waited for the first";
+  owner_.OnTaskOutcome(StoredOn(SubmittedAt(2), 3));
+  owner_.OnTaskOutcome(StoredOn(SubmittedAt(3), 3));
+  const auto values = got.get();
+  ASSERT_EQ(values.size(), 2U);
+  EXPECT_EQ(values[0]->bytes(), "rebuilt bytes");
+  EXPECT_EQ(values[1]->bytes(), "rebuilt bytes");
 }
 
 TEST_F(BorrowerOfALostCopy, AGetOfALostCopyTheOwnerCannotRebuildSaysWhy) {
