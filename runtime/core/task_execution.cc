@@ -4,13 +4,13 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string_view>
 #include <typeinfo>
 
+#include "common/copy_in_pieces.h"
 #include "core/owner.h"
 #include "core/process_runtime.h"
 #include "object/mapped_file.h"
@@ -185,7 +185,7 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
     store.Free(spec.return_id, node_id);
     return fail(OutcomeKind::kStoreFull, "", "cannot store its result: " + file.status().message());
   }
-  std::memcpy((*file)->data(), result.data(), result.size());
+  CopyInPieces((*file)->data(), result.data(), result.size());
   file->reset();
   const Status sealed = store.Seal(spec.return_id, result.size(), spec.incarnation, seal);
   if (!sealed.ok()) {

@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
+#include "common/copy_in_pieces.h"
 #include "common/file_descriptor.h"
 
 namespace sray::transport {
@@ -29,6 +29,16 @@ struct SameHostReads::Mapping {
     return ::fstat(file.get(), &status) != 0 || status.st_nlink == 0;
   }
 
+  // Whether [offset, offset + length) is mapped and still inside the file:
+  // the owner may have shrunk it since (recycled for a smaller object), and a
+  // read past a file's end is a SIGBUS.
+  [[nodiscard]] bool StillCovers(std::uint64_t offset, std::size_t length) const {
+    struct stat status {};
+    if (offset > size || length > size - offset) return false;
+    return ::fstat(file.get(), &status) == 0 && status.st_nlink > 0 &&
+           offset + length <= static_cast<std::uint64_t>(status.st_size);
+  }
+
   const FileDescriptor file;
   void* const data;
   const std::size_t size;
@@ -46,20 +56,38 @@ bool SameHostReads::Read(const MemoryKey& key, std::uint64_t remote_address, voi
     return false;
   }
   const std::uint64_t offset = file.offset + (remote_address - key.address);
-  struct stat status {};
-  if (::stat(file.path.c_str(), &status) != 0 || status.st_dev != file.device ||
-      status.st_ino != file.inode || !S_ISREG(status.st_mode) || offset < file.offset ||
-      offset > static_cast<std::uint64_t>(status.st_size) ||
-      length > static_cast<std::uint64_t>(status.st_size) - offset) {
-    return false;
+  if (offset < file.offset) return false;
+  // A file read before is checked through the descriptor its mapping keeps:
+  // an fstat, where the path's stat walks /dev/shm (a tenth of a 1 MiB pull
+  // here). The mapping is of the device and inode the key names, so what the
+  // path's stat would add is only whether the file is still at that path.
+  std::shared_ptr<Mapping> mapping = KeptMappingOf(file);
+  if (!mapping || !mapping->StillCovers(offset, length)) {
+    struct stat status {};
+    if (::stat(file.path.c_str(), &status) != 0 || status.st_dev != file.device ||
+        status.st_ino != file.inode || !S_ISREG(status.st_mode) ||
+        offset > static_cast<std::uint64_t>(status.st_size) ||
+        length > static_cast<std::uint64_t>(status.st_size) - offset) {
+      return false;
+    }
+    mapping = MappingOf(file, static_cast<std::uint64_t>(status.st_size));
+    if (!mapping || offset + length > mapping->size) return false;
   }
-  const std::shared_ptr<Mapping> mapping =
-      MappingOf(file, static_cast<std::uint64_t>(status.st_size));
-  if (!mapping || offset + length > mapping->size) return false;
-  if (length > 0) std::memcpy(local, static_cast<const std::byte*>(mapping->data) + offset, length);
-  std::lock_guard lock(mutex_);
-  reads_++;
+  CopyInPieces(local, static_cast<const std::byte*>(mapping->data) + offset, length);
+  reads_.fetch_add(1, std::memory_order_relaxed);
   return true;
+}
+
+std::shared_ptr<SameHostReads::Mapping> SameHostReads::KeptMappingOf(
+    const SharedFileOfMemory& file) {
+  if (kept_.load() == 0) return nullptr;
+  std::lock_guard lock(mutex_);
+  for (auto kept = mappings_.rbegin(); kept != mappings_.rend(); ++kept) {
+    if ((*kept)->device != file.device || (*kept)->inode != file.inode) continue;
+    (*kept)->last_used = std::chrono::steady_clock::now();
+    return *kept;
+  }
+  return nullptr;
 }
 
 std::shared_ptr<SameHostReads::Mapping> SameHostReads::FindKeptLocked(
@@ -139,8 +167,7 @@ void SameHostReads::DropIdle(std::chrono::steady_clock::time_point now) {
 }
 
 std::uint64_t SameHostReads::reads() const {
-  std::lock_guard lock(mutex_);
-  return reads_;
+  return reads_.load(std::memory_order_relaxed);
 }
 
 std::size_t SameHostReads::kept_mappings() const {

@@ -14,9 +14,11 @@
 // deleted the file, so the bounds matter: housekeeping (DropIdle, at least
 // every 200 ms on the progress thread) releases them.
 //
-// A read checks, with stat(), that the path still names the file the key
-// describes (device and inode: the same path in another mount namespace, or
-// a file replaced since, is not used) and that the range lies inside it. The
+// The first read of a file checks, with stat(), that the path still names the
+// file the key describes (device and inode: the same path in another mount
+// namespace, or a file replaced since, is not used) and that the range lies
+// inside it; later reads through its kept mapping check the range and that
+// the file is not deleted with an fstat of the descriptor the mapping keeps. The
 // caller pulls through UCX whenever Read returns false. The owner must not
 // shrink the file while a read may run: the object store deletes a pinned
 // object's file instead of recycling it (ObjectStore::EraseLocked), and a
@@ -58,6 +60,9 @@ class SameHostReads {
  private:
   struct Mapping;
   std::shared_ptr<Mapping> MappingOf(const SharedFileOfMemory& file, std::uint64_t size);
+  // The kept mapping of `file`'s device and inode, whatever its size; null
+  // when none is kept.
+  std::shared_ptr<Mapping> KeptMappingOf(const SharedFileOfMemory& file);
   // The kept mapping of `file` covering `size` bytes, made the most recent;
   // one too small goes to `unmapped_later`.
   std::shared_ptr<Mapping> FindKeptLocked(const SharedFileOfMemory& file, std::uint64_t size,
@@ -65,7 +70,7 @@ class SameHostReads {
 
   mutable std::mutex mutex_;
   std::vector<std::shared_ptr<Mapping>> mappings_;  // guarded by mutex_; most recent last
-  std::uint64_t reads_ = 0;                         // guarded by mutex_
+  std::atomic<std::uint64_t> reads_{0};
   std::chrono::steady_clock::time_point next_drop_check_;  // guarded by mutex_
   // mappings_.size(), readable without the lock: DropIdle with nothing kept
   // costs one atomic load.

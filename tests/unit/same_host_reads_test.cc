@@ -147,6 +147,28 @@ TEST_F(SameHostReadsTest, ADeletedFileIsNotReadAndItsMappingIsLetGo) {
   EXPECT_EQ(reads.kept_mappings(), 0U);
 }
 
+// A file read before is checked through its kept mapping's descriptor: one
+// the owner shrank since (recycled for a smaller object) is read only inside
+// its new size (past it, the mapping would fault with SIGBUS), and one that
+// grew is mapped again to reach its new bytes.
+TEST_F(SameHostReadsTest, AFileResizedSinceItsLastReadIsReadOnlyWithinItsNewSize) {
+  SameHostReads reads;
+  std::string copy(16, '\0');
+  ASSERT_TRUE(reads.Read(key_, 0x10000 + contents_.size() - 16, copy.data(), copy.size()));
+  ASSERT_EQ(::truncate(path_.c_str(), 4096), 0);
+  EXPECT_FALSE(reads.Read(key_, 0x10000 + contents_.size() - 16, copy.data(), copy.size()));
+  ASSERT_TRUE(reads.Read(key_, 0x10000 + 4096 - 16, copy.data(), copy.size()));
+  EXPECT_EQ(copy, contents_.substr(4096 - 16, 16));
+
+  MemoryKey grown = key_;
+  grown.length = 2 * contents_.size();
+  ASSERT_EQ(::truncate(path_.c_str(), static_cast<off_t>(grown.length)), 0);
+  EXPECT_TRUE(reads.Read(grown, 0x10000 + grown.length - 16, copy.data(), copy.size()));
+  EXPECT_EQ(copy, std::string(16, '\0'));
+  EXPECT_EQ(reads.reads(), 3U);
+  EXPECT_EQ(reads.kept_mappings(), 1U);
+}
+
 // At most kKeptMappings files stay mapped: the least recently read goes.
 TEST(SameHostReadsBounds, AtMostKeptMappingsFilesStayMapped) {
   SameHostReads reads;
