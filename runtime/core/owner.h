@@ -381,12 +381,21 @@ class Owner final : public internal::Runtime {
   // The callback that puts an owner's answer in slot `index` and wakes the waiters.
   std::function<void(Result<ObjectStatus>)> AnswerInto(std::shared_ptr<OwnerAnswers> answers,
                                                        std::size_t index);
-  // Has the owner of borrowed `id` rebuild the copy `lost` named, which was
-  // not found; its answer once it is rebuilt (or why it cannot be). Throws
+  // Reads borrowed `id` into `value` from its owner's `answer`; false when
+  // the copy the answer names was lost (ask the owner to rebuild it, then
+  // read again). Throws what Get throws, and ObjectLostError once
+  // `rebuilds_asked` reached kBorrowedRebuildsAsked.
+  bool ReadBorrowed(const internal::ObjectId& id, const Result<ObjectStatus>& answer,
+                    int rebuilds_asked, std::shared_ptr<const internal::ObjectValue>& value);
+  // Has the owners of borrowed `ids[index]` for each of `lost` rebuild the
+  // copy its `latest` answer named, all at once; their answers, once rebuilt
+  // (or why they cannot be), replace those in `latest`. Throws
   // GetTimeoutError at `deadline`.
-  Result<ObjectStatus> AskOwnerToRebuild(const internal::ObjectId& id, const ObjectStatus& lost,
-                                         std::chrono::steady_clock::time_point deadline,
-                                         internal::Timeout timeout, BlockedScope& blocked);
+  void AskOwnersToRebuild(const std::vector<internal::ObjectId>& ids,
+                          const std::vector<std::size_t>& lost,
+                          std::vector<Result<ObjectStatus>>& latest,
+                          std::chrono::steady_clock::time_point deadline, internal::Timeout timeout,
+                          BlockedScope& blocked);
   // Wakes this Owner's waiters from callbacks that may outlive it.
   struct WakeToken {
     std::mutex mutex;

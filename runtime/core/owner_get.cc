@@ -106,26 +106,38 @@ std::function<void(Result<ObjectStatus>)> Owner::AnswerInto(std::shared_ptr<Owne
   };
 }
 
-Result<ObjectStatus> Owner::AskOwnerToRebuild(const internal::ObjectId& id,
-                                              const ObjectStatus& lost,
-                                              std::chrono::steady_clock::time_point deadline,
-                                              internal::Timeout timeout, BlockedScope& blocked) {
-  auto answers = std::make_shared<OwnerAnswers>(1);
+void Owner::AskOwnersToRebuild(const std::vector<internal::ObjectId>& ids,
+                               const std::vector<std::size_t>& lost,
+                               std::vector<Result<ObjectStatus>>& latest,
+                               std::chrono::steady_clock::time_point deadline,
+                               internal::Timeout timeout, BlockedScope& blocked) {
+  auto answers = std::make_shared<OwnerAnswers>(lost.size());
   // Not withdrawn on a timeout: a rebuild is asked for once per loss.
-  (void)borrowed_->RequestStatus(id, AnswerInto(answers, 0), lost.node, lost.rebuilds);
+  for (std::size_t asked = 0; asked < lost.size(); ++asked) {
+    const ObjectStatus& copy = *latest[lost[asked]];
+    (void)borrowed_->RequestStatus(ids[lost[asked]], AnswerInto(answers, asked), copy.node,
+                                   copy.rebuilds);
+  }
   {
     std::unique_lock lock(mutex_);
-    if (!WaitHelping(lock, deadline, blocked, [&] { return answers->arrived == 1; })) {
-      throw GetTimeoutError("sray: Get timed out after " + std::to_string(timeout->count()) +
-                            " ms: object " + id.ToString() + " was lost on node " +
-                            std::to_string(lost.node) + " and its owner (rank " +
-                            std::to_string(id.owner) +
-                            ") has not answered with a new copy yet: wait longer, or check "
-                            "with Wait first");
+    if (!WaitHelping(lock, deadline, blocked, [&] { return answers->arrived == lost.size(); })) {
+      std::lock_guard answers_lock(answers->mutex);
+      for (std::size_t asked = 0; asked < lost.size(); ++asked) {
+        if (answers->answers[asked]) continue;
+        const internal::ObjectId& id = ids[lost[asked]];
+        throw GetTimeoutError("sray: Get timed out after " + std::to_string(timeout->count()) +
+                              " ms: object " + id.ToString() + " was lost on node " +
+                              std::to_string(latest[lost[asked]]->node) + " and its owner (rank " +
+                              std::to_string(id.owner) +
+                              ") has not answered with a new copy yet: wait longer, or check "
+                              "with Wait first");
+      }
     }
   }
-  std::lock_guard lock(answers->mutex);
-  return std::move(*answers->answers[0]);
+  std::lock_guard answers_lock(answers->mutex);
+  for (std::size_t asked = 0; asked < lost.size(); ++asked) {
+    latest[lost[asked]] = std::move(*answers->answers[asked]);
+  }
 }
 
 Owner::WatchScope::WatchScope(Owner& owner, const std::vector<internal::ObjectId>& ids,
@@ -341,51 +353,63 @@ void Owner::GetBorrowed(const std::vector<internal::ObjectId>& ids,
       }
     }
   }
-  for (std::size_t index = 0; index < ids.size(); ++index) {
-    const internal::ObjectId& id = ids[index];
-    Result<ObjectStatus> answer = [&] {
-      std::lock_guard answers_lock(answers->mutex);
-      return *answers->answers[index];
-    }();
-    // A copy found gone is rebuilt by the owner (from its lineage; only the
-    // owner keeps it), which answers where the new copy is: as an owner's own
-    // Get does, a few times over, since the new copy can be lost in turn.
-    for (int rebuilds_asked = 0;; ++rebuilds_asked) {
-      if (!answer.ok()) {
-        throw ObjectLostError("sray: object " + id.ToString() + " is lost: its owner (rank " +
-                              std::to_string(id.owner) +
-                              ") did not answer: " + answer.status().message() +
-                              ": an object lives only as long as the process that created it");
-      }
-      const auto kind = static_cast<ObjectStatusKind>(answer->kind);
-      if (kind == ObjectStatusKind::kInline) {
-        values[slots[index]] = std::make_shared<InlineValue>(answer->value);
-        break;
-      }
-      if (kind == ObjectStatusKind::kFailed) ThrowFailure(answer->failure);
-      if (kind != ObjectStatusKind::kStored) {
-        throw ObjectLostError("sray: object " + id.ToString() + " is unknown to its owner (rank " +
-                              std::to_string(id.owner) +
-                              (rebuilds_asked == 0
-                                   ? "): it was freed before this reference reached this process"
-                                   : "), which was asked to rebuild a lost copy of it"));
-      }
-      std::string why_lost;
-      auto value = ReadStored(id, answer->node, answer->size, why_lost);
-      if (value) {
-        values[slots[index]] = std::move(value);
-        break;
-      }
-      if (rebuilds_asked == kBorrowedRebuildsAsked) {
-        throw ObjectLostError("sray: object " + id.ToString() + " is lost: node " +
-                              std::to_string(answer->node) + " no longer has it (" + why_lost +
-                              "), and it was lost again each of the " +
-                              std::to_string(kBorrowedRebuildsAsked) + " times its owner (rank " +
-                              std::to_string(id.owner) + ") rebuilt it");
-      }
-      answer = AskOwnerToRebuild(id, *answer, deadline, timeout, blocked);
-    }
+  std::vector<Result<ObjectStatus>> latest;
+  latest.reserve(ids.size());
+  {
+    std::lock_guard answers_lock(answers->mutex);
+    for (auto& answer : answers->answers) latest.push_back(std::move(*answer));
   }
+  // A copy found gone is rebuilt by its owner (from its lineage; only the
+  // owner keeps it), which answers where the new copy is: as an owner's own
+  // Get does, a few times over, since the new copy can be lost in turn. All
+  // the lost copies of a pass are asked for at once, so their rebuilds run
+  // side by side.
+  std::vector<std::size_t> unread(ids.size());
+  std::iota(unread.begin(), unread.end(), std::size_t{0});
+  for (int rebuilds_asked = 0; !unread.empty(); ++rebuilds_asked) {
+    std::vector<std::size_t> lost;
+    for (const std::size_t index : unread) {
+      if (!ReadBorrowed(ids[index], latest[index], rebuilds_asked, values[slots[index]])) {
+        lost.push_back(index);
+      }
+    }
+    if (!lost.empty()) AskOwnersToRebuild(ids, lost, latest, deadline, timeout, blocked);
+    unread = std::move(lost);
+  }
+}
+
+bool Owner::ReadBorrowed(const internal::ObjectId& id, const Result<ObjectStatus>& answer,
+                         int rebuilds_asked, std::shared_ptr<const internal::ObjectValue>& value) {
+  if (!answer.ok()) {
+    throw ObjectLostError("sray: object " + id.ToString() + " is lost: its owner (rank " +
+                          std::to_string(id.owner) +
+                          ") did not answer: " + answer.status().message() +
+                          ": an object lives only as long as the process that created it");
+  }
+  const auto kind = static_cast<ObjectStatusKind>(answer->kind);
+  if (kind == ObjectStatusKind::kInline) {
+    value = std::make_shared<InlineValue>(answer->value);
+    return true;
+  }
+  if (kind == ObjectStatusKind::kFailed) ThrowFailure(answer->failure);
+  if (kind != ObjectStatusKind::kStored) {
+    throw ObjectLostError("sray: object " + id.ToString() + " is unknown to its owner (rank " +
+                          std::to_string(id.owner) +
+                          (rebuilds_asked == 0
+                               ? "): it was freed before this reference reached this process"
+                               : "), which was asked to rebuild a lost copy of it"));
+  }
+  std::string why_lost;
+  value = ReadStored(id, answer->node, answer->size, why_lost);
+  if (value) return true;
+  if (rebuilds_asked == kBorrowedRebuildsAsked) {
+    throw ObjectLostError("sray: object " + id.ToString() + " is lost: node " +
+                          std::to_string(answer->node) + " no longer has it (" + why_lost +
+                          "), and it was lost again each of the " +
+                          std::to_string(kBorrowedRebuildsAsked) + " times its owner (rank " +
+                          std::to_string(id.owner) + ") rebuilt it");
+  }
+  return false;
 }
 
 std::shared_ptr<const internal::ObjectValue> Owner::ReadStored(const internal::ObjectId& id,

@@ -677,6 +677,27 @@ TEST_F(BorrowerOfALostCopy, AnOwnersGetStartsTheRebuildsOfAllItsLostCopiesAtOnce
   EXPECT_EQ(values[1]->bytes(), "rebuilt bytes");
 }
 
+// A borrower's Get of several copies lost with a node asked for each
+// rebuild only after the one before it was answered.
+TEST_F(BorrowerOfALostCopy, ABorrowersGetAsksForTheRebuildsOfAllItsLostCopiesAtOnce) {
+  const ObjectId first = owner_.SubmitTask("make_block", {}, {});
+  const ObjectId second = owner_.SubmitTask("make_block", {}, {});
+  owner_.OnTaskOutcome(StoredOn(SubmittedAt(0), 2));
+  owner_.OnTaskOutcome(StoredOn(SubmittedAt(1), 2));
+  auto first_handle = borrower_.Borrow(first, "rank-1");
+  auto second_handle = borrower_.Borrow(second, "rank-1");
+  auto got = std::async(std::launch::async, [&] {
+    return borrower_.Get({first, second}, std::chrono::seconds(30));
+  });
+  ASSERT_TRUE(WaitForSubmitted(4)) << "the second rebuild waited for the first";
+  owner_.OnTaskOutcome(StoredOn(SubmittedAt(2), 3));
+  owner_.OnTaskOutcome(StoredOn(SubmittedAt(3), 3));
+  const auto values = got.get();
+  ASSERT_EQ(values.size(), 2U);
+  EXPECT_EQ(values[0]->bytes(), "rebuilt bytes");
+  EXPECT_EQ(values[1]->bytes(), "rebuilt bytes");
+}
+
 TEST_F(BorrowerOfALostCopy, AGetOfALostCopyTheOwnerCannotRebuildSaysWhy) {
   internal::TaskOptions no_retries;
   no_retries.max_retries = 0;
