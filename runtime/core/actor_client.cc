@@ -91,12 +91,20 @@ internal::ActorId ActorClient::Create(const std::string& factory,
   }
   auto info = head_.CreateActor(creation);
   if (!info.ok()) ThrowStatus(info.status(), "cannot create actor " + factory);
+  Actions actions;
   {
     std::lock_guard lock(mutex_);
     ActorEntry& entry = actors_[info->id];
     entry.constructor_refs = std::move(constructor_refs);
     LearnLocked(entry, *info);
+    // The constructor's references are held until the actor is dead, which
+    // this process learns through its open question to the head: asked at
+    // once here, since an actor that is never called would never ask, and
+    // would keep them for the whole job. Without references nothing waits
+    // for the death, and the question starts with the first call.
+    if (!entry.constructor_refs.empty()) FlushLocked(info->id, entry, actions);
   }
+  Perform(std::move(actions));
   return info->id;
 }
 

@@ -18,8 +18,10 @@
 #include <vector>
 
 #include "core/owner.h"
+#include "core/process_runtime.h"
 #include "no_store.h"
 #include "sray/errors.h"
+#include "sray/internal/serialization.h"
 #include "transport/transport.h"
 #include "transports_by_rank.h"
 
@@ -162,6 +164,31 @@ TEST_F(ActorClientTest, AnActorKilledWithoutCallsLeavesNoEntry) {
   owner_.KillActor(actor, /*no_restart=*/true);
   EXPECT_EQ(head_->kills_, 1);
   EXPECT_EQ(client_->KnownActors(), 0u) << "a dead actor with nothing to answer kept its entry";
+}
+
+// The references in a constructor's arguments are held until the actor is
+// dead; an actor that was never called never asked the head about its fate,
+// so they stayed for the whole job when its process died.
+TEST_F(ActorClientTest, AnActorNeverCalledReleasesItsConstructorsReferencesWhenItDies) {
+  SetProcessRuntime(&owner_);  // dropped handles reach this owner
+  const ObjectId inner = owner_.AddInlineObject(internal::Serialize(std::int64_t{5}), {});
+  internal::TaskArgument argument;
+  argument.value = "packed value holding a reference";
+  // The one reference made: the program dropped its own.
+  argument.contained.push_back(std::make_shared<internal::ObjectHandle>(inner));
+  std::vector<internal::TaskArgument> arguments;
+  arguments.push_back(std::move(argument));
+  const auto actor = owner_.CreateActor("Counter::Create", std::move(arguments), {});
+  ASSERT_EQ(owner_.counts().owned, 1U) << "the constructor's reference was not kept";
+  ActorInfo dead;
+  dead.id = actor;
+  dead.factory = "Counter::Create";
+  dead.state = static_cast<std::uint8_t>(ActorState::kDead);
+  dead.cause = "its process died (killed by signal 9) and it has no restarts left";
+  head_->Answer(std::move(dead));
+  EXPECT_EQ(owner_.counts().owned, 0U) << "the dead actor's constructor kept its reference";
+  EXPECT_EQ(client_->KnownActors(), 0U);
+  SetProcessRuntime(nullptr);
 }
 
 TEST_F(ActorClientTest, AKillTheHeadAnswersAtOnceLeavesNoEntryAndFailsTheCallInFlight) {
