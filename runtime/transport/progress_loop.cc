@@ -104,13 +104,28 @@ void ProgressLoop::UnparkProgressThread() {
   park_changed_.notify_one();
 }
 
-bool ProgressLoop::WaitFor(Completion& completion, std::chrono::milliseconds limit) {
+ProgressLoop::ReplyExpected::ReplyExpected(ProgressLoop& loop) : loop_(&loop) {
+  loop_->spinning_waiters_.fetch_add(1);
+}
+
+ProgressLoop::ReplyExpected::~ReplyExpected() {
+  if (loop_ == nullptr) return;
+  loop_->spinning_waiters_.fetch_sub(1);
+  loop_->UnparkProgressThread();
+}
+
+bool ProgressLoop::WaitFor(Completion& completion, std::chrono::milliseconds limit,
+                           ReplyExpected* expected) {
   auto now = std::chrono::steady_clock::now();
   const auto deadline = now + limit;
   auto spin_until = now + kSpinWithoutProgress;
   const ucp_worker_h worker = worker_->handle();
   std::uint32_t polls = 0;
-  spinning_waiters_.fetch_add(1);
+  if (expected != nullptr && expected->loop_ == this) {
+    expected->loop_ = nullptr;  // its count is this wait's now
+  } else {
+    spinning_waiters_.fetch_add(1);
+  }
   while (!completion.done.load(std::memory_order_acquire)) {
     if (ucp_worker_progress(worker) != 0) spin_until = now + kSpinWithoutProgress;
     if (++polls % kPollsPerClockRead != 0) continue;

@@ -7,7 +7,8 @@
 //
 // The protocol, by its atomics:
 // - spinning_waiters_: threads polling the worker themselves (WaitFor for up
-//   to kSpinWithoutProgress without progress, ProgressHere for its `spin`).
+//   to kSpinWithoutProgress without progress, ProgressHere for its `spin`),
+//   and callers between their send and WaitFor (ReplyExpected).
 //   While it is non-zero and nothing is posted, the progress thread stays
 //   off the worker (progressing too would make the caller wait for the
 //   worker's lock, most of a small call's time).
@@ -102,10 +103,30 @@ class ProgressLoop {
   [[nodiscard]] bool progress_thread_sleeping() const { return sleeping_.load(); }
   [[nodiscard]] bool progress_thread_parked() const { return parked_.load(); }
 
+  // Counts the calling thread among the reply-waiters (spinning_waiters_)
+  // from before it sends its request, so that the progress thread does not
+  // take the gap between the send and WaitFor to leave its park and spin on
+  // the worker's lock behind the caller (most of the wait of a small call on
+  // shared memory: docs/benchmarks.md, Transport). Hand it to WaitFor, which
+  // takes the count over; dropped without that, it uncounts the thread.
+  class ReplyExpected {
+   public:
+    explicit ReplyExpected(ProgressLoop& loop);
+    ~ReplyExpected();
+    ReplyExpected(const ReplyExpected&) = delete;
+    ReplyExpected& operator=(const ReplyExpected&) = delete;
+
+   private:
+    friend class ProgressLoop;
+    ProgressLoop* loop_;  // null once WaitFor took the count over
+  };
+
   // Waits for `completion` until `limit`: polls the worker on this thread
   // while that makes progress, then sleeps and leaves the worker to the
-  // progress thread. False on timeout.
-  bool WaitFor(Completion& completion, std::chrono::milliseconds limit);
+  // progress thread. False on timeout. `expected`, if given, is this
+  // thread's count from before its send.
+  bool WaitFor(Completion& completion, std::chrono::milliseconds limit,
+               ReplyExpected* expected = nullptr);
   // Transport::ProgressHere (transport.h).
   bool ProgressHere(const std::function<bool()>& done, std::chrono::microseconds spin);
   // Progresses the worker on this thread until `finished()`, for at most

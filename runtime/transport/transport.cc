@@ -286,6 +286,7 @@ Result<Bytes> Transport::Impl::Call(std::uint32_t rank, std::uint32_t method,
                                     std::optional<std::chrono::milliseconds> timeout) {
   if (InUcxCallback()) return BlockingInCallbackError("Call");
   auto completion = std::make_shared<Completion>();
+  ProgressLoop::ReplyExpected reply_expected(loop_);
   auto call = StartCall(rank, method, payload, [completion](Result<Bytes> result) {
     if (result.ok()) {
       completion->Finish(Status::Ok(), std::move(result).value());
@@ -294,7 +295,7 @@ Result<Bytes> Transport::Impl::Call(std::uint32_t rank, std::uint32_t method,
     }
   });
   const auto limit = timeout.value_or(options_.default_timeout);
-  if (!loop_.WaitFor(*completion, limit)) {
+  if (!loop_.WaitFor(*completion, limit, &reply_expected)) {
     // The caller may free `payload` once we return, so a send still in
     // flight is cancelled and waited for first.
     FailCall(call->id(), Status::Unavailable("timed out"));
