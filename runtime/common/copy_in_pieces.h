@@ -7,7 +7,7 @@
 // AMD machines it uses `rep movsb` below the L2 size (1 MiB) and a vector loop
 // from there up, and the vector loop copied a mapped /dev/shm file 14-35%
 // slower at every size from 1 to 64 MiB (docs/benchmarks.md, Transport: "The
-// 1 MiB same-host pull"). Handing glibc pieces of kPieceBytes keeps its
+// 1 MiB same-host pull"). Handing glibc pieces of kCopyPieceBytes keeps its
 // in-cache choice, whatever that is on the processor at hand, instead of
 // hard-coding an instruction here.
 //

@@ -94,7 +94,8 @@ internal::ActorId ActorClient::Create(const std::string& factory,
   Actions actions;
   {
     std::lock_guard lock(mutex_);
-    ActorEntry& entry = actors_[info->id];
+    auto found = actors_.try_emplace(info->id).first;
+    ActorEntry& entry = found->second;
     entry.constructor_refs = std::move(constructor_refs);
     LearnLocked(entry, *info);
     // The constructor's references are held until the actor is dead, which
@@ -103,6 +104,7 @@ internal::ActorId ActorClient::Create(const std::string& factory,
     // would keep them for the whole job. Without references nothing waits
     // for the death, and the question starts with the first call.
     if (!entry.constructor_refs.empty()) FlushLocked(info->id, entry, actions);
+    ForgetIfDoneLocked(found);  // dead already (its constructor's group is gone, say)
   }
   Perform(std::move(actions));
   return info->id;

@@ -387,6 +387,9 @@ class Owner final : public internal::Runtime {
   // `rebuilds_asked` reached kBorrowedRebuildsAsked.
   bool ReadBorrowed(const internal::ObjectId& id, const Result<ObjectStatus>& answer,
                     int rebuilds_asked, std::shared_ptr<const internal::ObjectValue>& value);
+  // Whether an owner's answer ends its object's Get with an error whatever
+  // else comes (no answer, a failure, an object it does not know).
+  static bool IsFinalFailure(const Result<ObjectStatus>& answer);
   // Has the owners of borrowed `ids[index]` for each of `lost` rebuild the
   // copy its `latest` answer named, all at once; their answers, once rebuilt
   // (or why they cannot be), replace those in `latest`. Throws

@@ -118,9 +118,35 @@ void Owner::AskOwnersToRebuild(const std::vector<internal::ObjectId>& ids,
     (void)borrowed_->RequestStatus(ids[lost[asked]], AnswerInto(answers, asked), copy.node,
                                    copy.rebuilds);
   }
+  // An answer that settles its object's fate (the owner cannot rebuild it)
+  // is thrown at once, not after the other rebuilds: one of them may take
+  // long or never come.
+  const auto failed_answer = [&]() -> std::optional<std::size_t> {
+    std::lock_guard answers_lock(answers->mutex);
+    for (std::size_t asked = 0; asked < lost.size(); ++asked) {
+      if (answers->answers[asked] && IsFinalFailure(*answers->answers[asked])) return asked;
+    }
+    return std::nullopt;
+  };
+  std::optional<std::size_t> failed;
   {
     std::unique_lock lock(mutex_);
-    if (!WaitHelping(lock, deadline, blocked, [&] { return answers->arrived == lost.size(); })) {
+    const bool answered = WaitHelping(lock, deadline, blocked, [&] {
+      if (answers->arrived == lost.size()) return true;
+      failed = failed_answer();
+      return failed.has_value();
+    });
+    if (!failed) failed = failed_answer();
+    if (failed) {
+      lock.unlock();
+      const Result<ObjectStatus> answer = [&] {
+        std::lock_guard answers_lock(answers->mutex);
+        return *answers->answers[*failed];
+      }();
+      std::shared_ptr<const internal::ObjectValue> unused;
+      (void)ReadBorrowed(ids[lost[*failed]], answer, /*rebuilds_asked=*/1, unused);  // throws
+    }
+    if (!answered) {
       std::lock_guard answers_lock(answers->mutex);
       for (std::size_t asked = 0; asked < lost.size(); ++asked) {
         if (answers->answers[asked]) continue;
@@ -376,6 +402,12 @@ void Owner::GetBorrowed(const std::vector<internal::ObjectId>& ids,
     if (!lost.empty()) AskOwnersToRebuild(ids, lost, latest, deadline, timeout, blocked);
     unread = std::move(lost);
   }
+}
+
+bool Owner::IsFinalFailure(const Result<ObjectStatus>& answer) {
+  if (!answer.ok()) return true;
+  const auto kind = static_cast<ObjectStatusKind>(answer->kind);
+  return kind != ObjectStatusKind::kInline && kind != ObjectStatusKind::kStored;
 }
 
 bool Owner::ReadBorrowed(const internal::ObjectId& id, const Result<ObjectStatus>& answer,

@@ -8,7 +8,8 @@
 // The protocol, by its atomics:
 // - spinning_waiters_: threads polling the worker themselves (WaitFor for up
 //   to kSpinWithoutProgress without progress, ProgressHere for its `spin`),
-//   and callers between their send and WaitFor (ReplyExpected).
+//   and callers from before StartCall sends their request to their WaitFor
+//   (ReplyExpected; their endpoint is made before).
 //   While it is non-zero and nothing is posted, the progress thread stays
 //   off the worker (progressing too would make the caller wait for the
 //   worker's lock, most of a small call's time).
@@ -102,6 +103,8 @@ class ProgressLoop {
   [[nodiscard]] bool stopping() const { return stopping_.load(); }
   [[nodiscard]] bool progress_thread_sleeping() const { return sleeping_.load(); }
   [[nodiscard]] bool progress_thread_parked() const { return parked_.load(); }
+  // Threads that poll the worker themselves, or are about to (tests).
+  [[nodiscard]] int spinning_waiters() const { return spinning_waiters_.load(); }
 
   // Counts the calling thread among the reply-waiters (spinning_waiters_)
   // from before it sends its request, so that the progress thread does not

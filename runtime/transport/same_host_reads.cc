@@ -85,7 +85,10 @@ std::shared_ptr<SameHostReads::Mapping> SameHostReads::KeptMappingOf(
   for (auto kept = mappings_.rbegin(); kept != mappings_.rend(); ++kept) {
     if ((*kept)->device != file.device || (*kept)->inode != file.inode) continue;
     (*kept)->last_used = std::chrono::steady_clock::now();
-    return *kept;
+    // Made the most recent (the back), so the bound drops the least
+    // recently read file, not this one.
+    std::rotate(kept.base() - 1, kept.base(), mappings_.end());
+    return mappings_.back();
   }
   return nullptr;
 }

@@ -286,6 +286,11 @@ Result<Bytes> Transport::Impl::Call(std::uint32_t rank, std::uint32_t method,
                                     std::optional<std::chrono::milliseconds> timeout) {
   if (InUcxCallback()) return BlockingInCallbackError("Call");
   auto completion = std::make_shared<Completion>();
+  // A first call to a peer connects before this thread counts as waiting:
+  // resolving its address (a PMIx lookup) may take long, and the progress
+  // thread must not stay off the worker meanwhile. StartCall finds the
+  // endpoint made (or says why there is none).
+  (void)endpoints_.For(rank);
   ProgressLoop::ReplyExpected reply_expected(loop_);
   auto call = StartCall(rank, method, payload, [completion](Result<Bytes> result) {
     if (result.ok()) {

@@ -170,7 +170,13 @@ TEST_F(ActorClientTest, AnActorKilledWithoutCallsLeavesNoEntry) {
 // dead; an actor that was never called never asked the head about its fate,
 // so they stayed for the whole job when its process died.
 TEST_F(ActorClientTest, AnActorNeverCalledReleasesItsConstructorsReferencesWhenItDies) {
-  SetProcessRuntime(&owner_);  // dropped handles reach this owner
+  // Dropped handles reach this owner, until the test ends however it ends.
+  struct RuntimeForTheTest {
+    explicit RuntimeForTheTest(Owner& owner) { SetProcessRuntime(&owner); }
+    ~RuntimeForTheTest() { SetProcessRuntime(nullptr); }
+    RuntimeForTheTest(const RuntimeForTheTest&) = delete;
+    RuntimeForTheTest& operator=(const RuntimeForTheTest&) = delete;
+  } runtime(owner_);
   const ObjectId inner = owner_.AddInlineObject(internal::Serialize(std::int64_t{5}), {});
   internal::TaskArgument argument;
   argument.value = "packed value holding a reference";
@@ -188,7 +194,6 @@ TEST_F(ActorClientTest, AnActorNeverCalledReleasesItsConstructorsReferencesWhenI
   head_->Answer(std::move(dead));
   EXPECT_EQ(owner_.counts().owned, 0U) << "the dead actor's constructor kept its reference";
   EXPECT_EQ(client_->KnownActors(), 0U);
-  SetProcessRuntime(nullptr);
 }
 
 TEST_F(ActorClientTest, AKillTheHeadAnswersAtOnceLeavesNoEntryAndFailsTheCallInFlight) {

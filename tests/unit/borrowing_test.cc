@@ -698,6 +698,31 @@ TEST_F(BorrowerOfALostCopy, ABorrowersGetAsksForTheRebuildsOfAllItsLostCopiesAtO
   EXPECT_EQ(values[1]->bytes(), "rebuilt bytes");
 }
 
+// With every rebuild asked for at once, a copy the owner cannot rebuild
+// must end the Get when its answer comes, not once the other rebuild (here
+// one that never finishes) is answered or the Get times out.
+TEST_F(BorrowerOfALostCopy, ACopyThatCannotBeRebuiltEndsTheGetWithoutWaitingForTheOthers) {
+  internal::TaskOptions no_retries;
+  no_retries.max_retries = 0;
+  const ObjectId slow = owner_.SubmitTask("make_block", {}, {});
+  const ObjectId cannot = owner_.SubmitTask("make_block", {}, no_retries);
+  owner_.OnTaskOutcome(StoredOn(SubmittedAt(0), 2));
+  owner_.OnTaskOutcome(StoredOn(SubmittedAt(1), 2));
+  auto slow_handle = borrower_.Borrow(slow, "rank-1");
+  auto cannot_handle = borrower_.Borrow(cannot, "rank-1");
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    (void)borrower_.Get({slow, cannot}, std::chrono::seconds(30));
+    FAIL() << "Get of a copy lost for good returned";
+  } catch (const ObjectLostError& error) {
+    EXPECT_NE(std::string(error.what()).find("cannot recompute it"), std::string::npos)
+        << error.what();
+  } catch (const GetTimeoutError& error) {
+    FAIL() << "waited for the other rebuild: " << error.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
+}
+
 TEST_F(BorrowerOfALostCopy, AGetOfALostCopyTheOwnerCannotRebuildSaysWhy) {
   internal::TaskOptions no_retries;
   no_retries.max_retries = 0;

@@ -57,7 +57,9 @@ TEST(ProgressLoopReplyWaiters,
     });
     EXPECT_TRUE(loop.WaitFor(completion, milliseconds(5000), &expected));
     replier.join();
+    EXPECT_EQ(loop.spinning_waiters(), 0) << "the wait did not take the caller's count over";
   }
+  EXPECT_EQ(loop.spinning_waiters(), 0);
   EXPECT_TRUE(Eventually([&] { return !loop.progress_thread_parked(); }));
   loop.Signal();
   std::this_thread::sleep_for(milliseconds(20));
@@ -75,9 +77,11 @@ TEST(ProgressLoopReplyWaiters, ACallerThatNeverWaitsGivesItsCountBack) {
   ASSERT_TRUE(loop.Start().ok());
   {
     const ProgressLoop::ReplyExpected expected(loop);
+    EXPECT_EQ(loop.spinning_waiters(), 1);
     loop.Signal();
     ASSERT_TRUE(Eventually([&] { return loop.progress_thread_parked(); }));
   }
+  EXPECT_EQ(loop.spinning_waiters(), 0);
   EXPECT_TRUE(Eventually([&] { return !loop.progress_thread_parked(); }));
   loop.Signal();
   std::this_thread::sleep_for(milliseconds(20));

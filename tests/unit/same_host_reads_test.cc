@@ -169,34 +169,69 @@ TEST_F(SameHostReadsTest, AFileResizedSinceItsLastReadIsReadOnlyWithinItsNewSize
   EXPECT_EQ(reads.kept_mappings(), 1U);
 }
 
+// A file of 16 known bytes at `path`, and a key for it as if registered at 0x1000.
+MemoryKey SixteenByteFile(const std::string& path) {
+  const int descriptor = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  EXPECT_GE(descriptor, 0);
+  EXPECT_EQ(::write(descriptor, "0123456789abcdef", 16), 16);
+  struct stat status {};
+  EXPECT_EQ(::fstat(descriptor, &status), 0);
+  ::close(descriptor);
+  return MemoryKey{.ucx_key = {},
+                   .address = 0x1000,
+                   .length = 16,
+                   .file = SharedFileOfMemory{.host = ThisHostId(),
+                                              .path = path,
+                                              .device = status.st_dev,
+                                              .inode = status.st_ino,
+                                              .offset = 0}};
+}
+
+std::string BoundTestPath(std::size_t index) {
+  return "/dev/shm/sray-same-host-test." + std::to_string(::getpid()) + ".bound" +
+         std::to_string(index);
+}
+
 // At most kKeptMappings files stay mapped: the least recently read goes.
 TEST(SameHostReadsBounds, AtMostKeptMappingsFilesStayMapped) {
   SameHostReads reads;
-  std::vector<std::string> paths;
   for (std::size_t i = 0; i <= SameHostReads::kKeptMappings; ++i) {
-    paths.push_back("/dev/shm/sray-same-host-test." + std::to_string(::getpid()) + ".bound" +
-                    std::to_string(i));
-    const int descriptor =
-        ::open(paths.back().c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    ASSERT_GE(descriptor, 0);
-    ASSERT_EQ(::write(descriptor, "0123456789abcdef", 16), 16);
-    struct stat status {};
-    ASSERT_EQ(::fstat(descriptor, &status), 0);
-    ::close(descriptor);
-    const MemoryKey key{.ucx_key = {},
-                        .address = 0x1000,
-                        .length = 16,
-                        .file = SharedFileOfMemory{.host = ThisHostId(),
-                                                   .path = paths.back(),
-                                                   .device = status.st_dev,
-                                                   .inode = status.st_ino,
-                                                   .offset = 0}};
+    const MemoryKey key = SixteenByteFile(BoundTestPath(i));
     std::string copy(16, '\0');
     EXPECT_TRUE(reads.Read(key, 0x1000, copy.data(), copy.size()));
     EXPECT_EQ(copy, "0123456789abcdef");
   }
   EXPECT_EQ(reads.kept_mappings(), SameHostReads::kKeptMappings);
-  for (const auto& path : paths) ::unlink(path.c_str());
+  for (std::size_t i = 0; i <= SameHostReads::kKeptMappings; ++i)
+    ::unlink(BoundTestPath(i).c_str());
+}
+
+// A file read again through its kept mapping is the most recent: the bound
+// drops a file read longer ago instead (the fast path of a pull once left
+// the order alone, so the file read most often went first).
+TEST(SameHostReadsBounds, AFileReadAgainOutlivesFilesReadLongerAgo) {
+  SameHostReads reads;
+  std::vector<MemoryKey> keys;
+  std::string copy(16, '\0');
+  for (std::size_t i = 0; i < SameHostReads::kKeptMappings; ++i) {
+    keys.push_back(SixteenByteFile(BoundTestPath(i)));
+    ASSERT_TRUE(reads.Read(keys.back(), 0x1000, copy.data(), copy.size()));
+  }
+  ASSERT_TRUE(reads.Read(keys[0], 0x1000, copy.data(), copy.size()));  // through its mapping
+  const MemoryKey newest = SixteenByteFile(BoundTestPath(SameHostReads::kKeptMappings));
+  ASSERT_TRUE(reads.Read(newest, 0x1000, copy.data(), copy.size()));
+  // Moved away, a file can be read only through a mapping kept of it.
+  for (std::size_t i = 0; i < 2; ++i) {
+    ASSERT_EQ(::rename(BoundTestPath(i).c_str(), (BoundTestPath(i) + ".moved").c_str()), 0);
+  }
+  EXPECT_TRUE(reads.Read(keys[0], 0x1000, copy.data(), copy.size()))
+      << "the file read most recently but one lost its mapping";
+  EXPECT_FALSE(reads.Read(keys[1], 0x1000, copy.data(), copy.size()))
+      << "the least recently read file kept its mapping";
+  for (std::size_t i = 0; i <= SameHostReads::kKeptMappings; ++i) {
+    ::unlink(BoundTestPath(i).c_str());
+    ::unlink((BoundTestPath(i) + ".moved").c_str());
+  }
 }
 
 }  // namespace
