@@ -624,6 +624,31 @@ class BorrowerOfALostCopy : public ::testing::Test {
     return true;
   }
 
+  // Two objects whose copies were lost with node 2, read by `reader` (the
+  // owner or the borrower) in one Get: both rebuilds must be asked for
+  // before either is answered, and both new copies read.
+  void ExpectAGetOfTwoLostCopiesToRebuildThemAtOnce(Owner& reader) {
+    const ObjectId first = owner_.SubmitTask("make_block", {}, {});
+    const ObjectId second = owner_.SubmitTask("make_block", {}, {});
+    owner_.OnTaskOutcome(StoredOn(SubmittedAt(0), 2));
+    owner_.OnTaskOutcome(StoredOn(SubmittedAt(1), 2));
+    std::vector<std::shared_ptr<internal::ObjectHandle>> handles;
+    if (&reader != &owner_) {
+      handles.push_back(reader.Borrow(first, "rank-1"));
+      handles.push_back(reader.Borrow(second, "rank-1"));
+    }
+    auto got = std::async(std::launch::async, [&] {
+      return reader.Get({first, second}, std::chrono::seconds(30));
+    });
+    ASSERT_TRUE(WaitForSubmitted(4)) << "the second rebuild waited for the first";
+    owner_.OnTaskOutcome(StoredOn(SubmittedAt(2), 3));
+    owner_.OnTaskOutcome(StoredOn(SubmittedAt(3), 3));
+    const auto values = got.get();
+    ASSERT_EQ(values.size(), 2U);
+    EXPECT_EQ(values[0]->bytes(), "rebuilt bytes");
+    EXPECT_EQ(values[1]->bytes(), "rebuilt bytes");
+  }
+
   testing::ScratchDirectory scratch_;
   CopiesLostOnOneNode owner_store_{2, scratch_.Write("owner-copy", "rebuilt bytes")};
   CopiesLostOnOneNode borrower_store_{2, scratch_.Write("copy", "rebuilt bytes")};
@@ -661,41 +686,13 @@ TEST_F(BorrowerOfALostCopy, AGetHasTheOwnerRebuildTheLostCopyAndReadsTheNewOne) 
 // rebuild before it started the next: recovery took their producers' time
 // one after the other.
 TEST_F(BorrowerOfALostCopy, AnOwnersGetStartsTheRebuildsOfAllItsLostCopiesAtOnce) {
-  const ObjectId first = owner_.SubmitTask("make_block", {}, {});
-  const ObjectId second = owner_.SubmitTask("make_block", {}, {});
-  owner_.OnTaskOutcome(StoredOn(SubmittedAt(0), 2));
-  owner_.OnTaskOutcome(StoredOn(SubmittedAt(1), 2));
-  auto got = std::async(std::launch::async, [&] {
-    return owner_.Get({first, second}, std::chrono::seconds(30));
-  });
-  ASSERT_TRUE(WaitForSubmitted(4)) << "the second rebuild waited for the first";
-  owner_.OnTaskOutcome(StoredOn(SubmittedAt(2), 3));
-  owner_.OnTaskOutcome(StoredOn(SubmittedAt(3), 3));
-  const auto values = got.get();
-  ASSERT_EQ(values.size(), 2U);
-  EXPECT_EQ(values[0]->bytes(), "rebuilt bytes");
-  EXPECT_EQ(values[1]->bytes(), "rebuilt bytes");
+  ExpectAGetOfTwoLostCopiesToRebuildThemAtOnce(owner_);
 }
 
 // A borrower's Get of several copies lost with a node asked for each
 // rebuild only after the one before it was answered.
 TEST_F(BorrowerOfALostCopy, ABorrowersGetAsksForTheRebuildsOfAllItsLostCopiesAtOnce) {
-  const ObjectId first = owner_.SubmitTask("make_block", {}, {});
-  const ObjectId second = owner_.SubmitTask("make_block", {}, {});
-  owner_.OnTaskOutcome(StoredOn(SubmittedAt(0), 2));
-  owner_.OnTaskOutcome(StoredOn(SubmittedAt(1), 2));
-  auto first_handle = borrower_.Borrow(first, "rank-1");
-  auto second_handle = borrower_.Borrow(second, "rank-1");
-  auto got = std::async(std::launch::async, [&] {
-    return borrower_.Get({first, second}, std::chrono::seconds(30));
-  });
-  ASSERT_TRUE(WaitForSubmitted(4)) << "the second rebuild waited for the first";
-  owner_.OnTaskOutcome(StoredOn(SubmittedAt(2), 3));
-  owner_.OnTaskOutcome(StoredOn(SubmittedAt(3), 3));
-  const auto values = got.get();
-  ASSERT_EQ(values.size(), 2U);
-  EXPECT_EQ(values[0]->bytes(), "rebuilt bytes");
-  EXPECT_EQ(values[1]->bytes(), "rebuilt bytes");
+  ExpectAGetOfTwoLostCopiesToRebuildThemAtOnce(borrower_);
 }
 
 // With every rebuild asked for at once, a copy the owner cannot rebuild

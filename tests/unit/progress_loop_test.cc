@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <thread>
 
 #include "transport/completion.h"
@@ -32,19 +33,29 @@ bool Eventually(const std::function<bool()>& condition) {
   return true;
 }
 
+// A started progress loop on a worker of its own, with nothing to send.
+class ProgressLoopReplyWaiters : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto context = UcxContext::Create("");
+    ASSERT_TRUE(context.ok()) << context.status().message();
+    auto worker = UcxWorker::Create(*context);
+    ASSERT_TRUE(worker.ok()) << worker.status().message();
+    loop_ = std::make_unique<ProgressLoop>(std::move(worker).value(), client_);
+    ASSERT_TRUE(loop_->Start().ok());
+  }
+
+  NothingPosted client_;
+  std::unique_ptr<ProgressLoop> loop_;  // stopped before the client goes
+};
+
 // A caller is counted from before its send, so the progress thread stays
 // off the worker through the send too; the wait takes the count over, and
 // once the reply is in nothing of it is left (a count left behind would keep
 // the progress thread parked for good, and nobody would serve the worker).
-TEST(ProgressLoopReplyWaiters,
-     ACallerCountedBeforeItsSendKeepsTheProgressThreadOffAndLeavesNoCount) {
-  auto context = UcxContext::Create("");
-  ASSERT_TRUE(context.ok()) << context.status().message();
-  auto worker = UcxWorker::Create(*context);
-  ASSERT_TRUE(worker.ok()) << worker.status().message();
-  NothingPosted client;
-  ProgressLoop loop(*worker, client);
-  ASSERT_TRUE(loop.Start().ok());
+TEST_F(ProgressLoopReplyWaiters,
+       ACallerCountedBeforeItsSendKeepsTheProgressThreadOffAndLeavesNoCount) {
+  ProgressLoop& loop = *loop_;
   {
     ProgressLoop::ReplyExpected expected(loop);
     loop.Signal();  // from its sleep on the worker's event descriptor
@@ -67,14 +78,8 @@ TEST(ProgressLoopReplyWaiters,
 }
 
 // A caller whose send failed before it waited gives its count back.
-TEST(ProgressLoopReplyWaiters, ACallerThatNeverWaitsGivesItsCountBack) {
-  auto context = UcxContext::Create("");
-  ASSERT_TRUE(context.ok()) << context.status().message();
-  auto worker = UcxWorker::Create(*context);
-  ASSERT_TRUE(worker.ok()) << worker.status().message();
-  NothingPosted client;
-  ProgressLoop loop(*worker, client);
-  ASSERT_TRUE(loop.Start().ok());
+TEST_F(ProgressLoopReplyWaiters, ACallerThatNeverWaitsGivesItsCountBack) {
+  ProgressLoop& loop = *loop_;
   {
     const ProgressLoop::ReplyExpected expected(loop);
     EXPECT_EQ(loop.spinning_waiters(), 1);
