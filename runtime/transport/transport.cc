@@ -288,9 +288,9 @@ Result<Bytes> Transport::Impl::Call(std::uint32_t rank, std::uint32_t method,
   auto completion = std::make_shared<Completion>();
   // A first call to a peer connects before this thread counts as waiting:
   // resolving its address (a PMIx lookup) may take long, and the progress
-  // thread must not stay off the worker meanwhile. StartCall finds the
-  // endpoint made (or says why there is none).
-  (void)endpoints_.For(rank);
+  // thread must not stay off the worker meanwhile. A peer that cannot be
+  // reached fails the call here, as StartCall would say.
+  if (auto endpoint = endpoints_.For(rank); !endpoint.ok()) return endpoint.status();
   ProgressLoop::ReplyExpected reply_expected(loop_);
   auto call = StartCall(rank, method, payload, [completion](Result<Bytes> result) {
     if (result.ok()) {

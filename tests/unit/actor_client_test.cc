@@ -60,7 +60,9 @@ class AnsweringHead final : public HeadService {
     ActorInfo info;
     info.id = kActor;
     info.factory = creation.factory;
-    info.state = static_cast<std::uint8_t>(ActorState::kAlive);
+    info.state =
+        static_cast<std::uint8_t>(dead_at_creation_ ? ActorState::kDead : ActorState::kAlive);
+    if (dead_at_creation_) info.cause = "its placement group was removed";
     info.node = kActorNode;
     info.worker_rank = kActorRank;
     info.worker_address = actor_address_;
@@ -111,6 +113,7 @@ class AnsweringHead final : public HeadService {
   }
 
   int kills_ = 0;
+  bool dead_at_creation_ = false;  // answer creations with a dead actor
 
  private:
   std::string actor_address_;
@@ -149,6 +152,26 @@ class ActorClientTest : public ::testing::Test {
     EXPECT_EQ(discarded[0].incarnation, 0) << "the incarnation the call was sent to";
   }
 
+  // Dropped handles reach this test's owner while it lives.
+  struct RuntimeForTheTest {
+    explicit RuntimeForTheTest(Owner& owner) { SetProcessRuntime(&owner); }
+    ~RuntimeForTheTest() { SetProcessRuntime(nullptr); }
+    RuntimeForTheTest(const RuntimeForTheTest&) = delete;
+    RuntimeForTheTest& operator=(const RuntimeForTheTest&) = delete;
+  };
+
+  // Constructor arguments whose value holds the only reference to an object
+  // of owner_ (the program dropped its own).
+  std::vector<internal::TaskArgument> ArgumentsHoldingAnObject() {
+    const ObjectId inner = owner_.AddInlineObject(internal::Serialize(std::int64_t{5}), {});
+    internal::TaskArgument argument;
+    argument.value = "packed value holding a reference";
+    argument.contained.push_back(std::make_shared<internal::ObjectHandle>(inner));
+    std::vector<internal::TaskArgument> arguments;
+    arguments.push_back(std::move(argument));
+    return arguments;
+  }
+
   TransportsByRank transports_;  // outlives the transports below
   OrphanRecordingStore store_;
   Owner owner_{OwnerIdentity{.rank = kCallerRank, .node_id = 0}, store_, [](TaskSpec) {}};
@@ -170,21 +193,8 @@ TEST_F(ActorClientTest, AnActorKilledWithoutCallsLeavesNoEntry) {
 // dead; an actor that was never called never asked the head about its fate,
 // so they stayed for the whole job when its process died.
 TEST_F(ActorClientTest, AnActorNeverCalledReleasesItsConstructorsReferencesWhenItDies) {
-  // Dropped handles reach this owner, until the test ends however it ends.
-  struct RuntimeForTheTest {
-    explicit RuntimeForTheTest(Owner& owner) { SetProcessRuntime(&owner); }
-    ~RuntimeForTheTest() { SetProcessRuntime(nullptr); }
-    RuntimeForTheTest(const RuntimeForTheTest&) = delete;
-    RuntimeForTheTest& operator=(const RuntimeForTheTest&) = delete;
-  } runtime(owner_);
-  const ObjectId inner = owner_.AddInlineObject(internal::Serialize(std::int64_t{5}), {});
-  internal::TaskArgument argument;
-  argument.value = "packed value holding a reference";
-  // The one reference made: the program dropped its own.
-  argument.contained.push_back(std::make_shared<internal::ObjectHandle>(inner));
-  std::vector<internal::TaskArgument> arguments;
-  arguments.push_back(std::move(argument));
-  const auto actor = owner_.CreateActor("Counter::Create", std::move(arguments), {});
+  const RuntimeForTheTest runtime(owner_);
+  const auto actor = owner_.CreateActor("Counter::Create", ArgumentsHoldingAnObject(), {});
   ASSERT_EQ(owner_.counts().owned, 1U) << "the constructor's reference was not kept";
   ActorInfo dead;
   dead.id = actor;
@@ -194,6 +204,18 @@ TEST_F(ActorClientTest, AnActorNeverCalledReleasesItsConstructorsReferencesWhenI
   head_->Answer(std::move(dead));
   EXPECT_EQ(owner_.counts().owned, 0U) << "the dead actor's constructor kept its reference";
   EXPECT_EQ(client_->KnownActors(), 0U);
+}
+
+// An actor the head answers dead at once: its constructor's references go,
+// and so does the entry the client made for it.
+TEST_F(ActorClientTest, AnActorDeadAtCreationKeepsNeitherItsReferencesNorAnEntry) {
+  const RuntimeForTheTest runtime(owner_);
+  head_->dead_at_creation_ = true;
+  (void)owner_.CreateActor("Counter::Create", ArgumentsHoldingAnObject(), {});
+  EXPECT_EQ(owner_.counts().owned, 0U);
+  EXPECT_EQ(client_->KnownActors(), 0U) << "a dead actor's entry stayed";
+  (void)owner_.CreateActor("Counter::Create", {}, {});
+  EXPECT_EQ(client_->KnownActors(), 0U) << "a dead actor's entry stayed (no references)";
 }
 
 TEST_F(ActorClientTest, AKillTheHeadAnswersAtOnceLeavesNoEntryAndFailsTheCallInFlight) {
