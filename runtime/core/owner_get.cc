@@ -304,17 +304,22 @@ void Owner::GetOwned(const std::vector<internal::ObjectId>& ids,
   // Then each is read in order; a copy found lost has its rebuild started
   // and is read in the next pass, so the rebuilds of several lost objects
   // run at once instead of one after the other.
-  std::vector<std::size_t> unread(ids.size());
-  std::iota(unread.begin(), unread.end(), std::size_t{0});
-  while (!unread.empty()) {
-    std::vector<std::size_t> rebuilding;
-    for (const std::size_t index : unread) {
-      if (!ReadOwned(ids[index], deadline, timeout, blocked,
-                     values[slots != nullptr ? (*slots)[index] : index])) {
-        rebuilding.push_back(index);
-      }
+  const auto read = [&](std::size_t index) {
+    return ReadOwned(ids[index], deadline, timeout, blocked,
+                     values[slots != nullptr ? (*slots)[index] : index]);
+  };
+  // The first pass needs no list of indexes (every Get of an owned object
+  // comes here); only lost copies make one.
+  std::vector<std::size_t> rebuilding;
+  for (std::size_t index = 0; index < ids.size(); ++index) {
+    if (!read(index)) rebuilding.push_back(index);
+  }
+  while (!rebuilding.empty()) {
+    std::vector<std::size_t> again;
+    for (const std::size_t index : rebuilding) {
+      if (!read(index)) again.push_back(index);
     }
-    unread = std::move(rebuilding);
+    rebuilding = std::move(again);
   }
 }
 

@@ -81,16 +81,9 @@ bool SameHostReads::Read(const MemoryKey& key, std::uint64_t remote_address, voi
 std::shared_ptr<SameHostReads::Mapping> SameHostReads::KeptMappingOf(
     const SharedFileOfMemory& file) {
   if (kept_.load() == 0) return nullptr;
+  std::vector<std::shared_ptr<Mapping>> none;  // no size asked for: none is too small
   std::lock_guard lock(mutex_);
-  for (auto kept = mappings_.rbegin(); kept != mappings_.rend(); ++kept) {
-    if ((*kept)->device != file.device || (*kept)->inode != file.inode) continue;
-    (*kept)->last_used = std::chrono::steady_clock::now();
-    // Made the most recent (the back), so the bound drops the least
-    // recently read file, not this one.
-    std::rotate(kept.base() - 1, kept.base(), mappings_.end());
-    return mappings_.back();
-  }
-  return nullptr;
+  return FindKeptLocked(file, 0, none);
 }
 
 std::shared_ptr<SameHostReads::Mapping> SameHostReads::FindKeptLocked(

@@ -60,8 +60,8 @@ class SameHostReads {
  private:
   struct Mapping;
   std::shared_ptr<Mapping> MappingOf(const SharedFileOfMemory& file, std::uint64_t size);
-  // The kept mapping of `file`'s device and inode, whatever its size; null
-  // when none is kept.
+  // The kept mapping of `file`'s device and inode, whatever its size, made
+  // the most recent; null when none is kept.
   std::shared_ptr<Mapping> KeptMappingOf(const SharedFileOfMemory& file);
   // The kept mapping of `file` covering `size` bytes, made the most recent;
   // one too small goes to `unmapped_later`.
