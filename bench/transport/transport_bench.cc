@@ -1,5 +1,5 @@
 // Transport benchmark, run on two ranks by bench/transport/run:
-//   sray run -N1 --tasks-per-node 2 transport_bench [latency|bandwidth|rpc|pull]
+//   sray run -N1 --tasks-per-node 2 transport_bench [latency|bandwidth|rpc|pull|slow]
 // Rank 0 measures against rank 1 and prints one line per metric:
 //   metric <name> <value> <unit>
 // Sizes go from 8 B to 64 MiB. Latency is half the round trip of a request
@@ -8,6 +8,9 @@
 // replies (ucp_am_bw); pull bandwidth reads registered memory (ucp_get)
 // that is, as the object store's, a shared mapping of a file in /dev/shm,
 // so a peer on the same host reads the file (transport/same_host_reads.h).
+// `slow` (only when named) times calls whose handler sleeps 20 us to 3 ms,
+// answered from the handler or later from another thread, and reports what
+// each costs beyond the handler's own time.
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -24,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "wire/bootstrap.h"
@@ -36,6 +40,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::uint32_t kEcho = 1;
 constexpr std::uint32_t kSink = 2;
+constexpr std::uint32_t kSlow = 3;          // sleeps as many microseconds as its payload says
+constexpr std::uint32_t kSlowDeferred = 4;  // the same on another thread, as an actor's method
 // Requests in flight while streaming: kWindow, but no more than
 // kBytesInFlight (a window of 32 64 MiB messages would have the receiver
 // allocate 2 GiB, which no workload of sray does, and measure page faults).
@@ -192,6 +198,91 @@ int MeasureRoundTrips(sray::transport::Transport& transport) {
   return 0;
 }
 
+// Sleeps as many microseconds as `payload` says; answers the seconds slept.
+Result<Bytes> SleepAsAsked(std::span<const std::byte> payload) {
+  std::uint32_t microseconds = 0;
+  if (payload.size() != sizeof(microseconds)) return Result<Bytes>(Bytes{});
+  std::memcpy(&microseconds, payload.data(), sizeof(microseconds));
+  const auto started = Clock::now();
+  std::this_thread::sleep_for(std::chrono::microseconds(microseconds));
+  const double slept = Seconds(started);
+  Bytes answer(sizeof(slept));
+  std::memcpy(answer.data(), &slept, sizeof(slept));
+  return answer;
+}
+
+// One thread that answers deferred requests in order, as an actor's does.
+class SlowMethods {
+ public:
+  SlowMethods()
+      : thread_([this] {
+          std::unique_lock lock(mutex_);
+          while (true) {
+            changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+            if (queue_.empty()) return;
+            auto [payload, responder] = std::move(queue_.front());
+            queue_.erase(queue_.begin());
+            lock.unlock();
+            responder.Reply(SleepAsAsked(payload));
+            lock.lock();
+          }
+        }) {}
+  ~SlowMethods() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_one();
+    thread_.join();
+  }
+  SlowMethods(const SlowMethods&) = delete;
+  SlowMethods& operator=(const SlowMethods&) = delete;
+  void Add(Bytes payload, sray::transport::Responder responder) {
+    {
+      std::lock_guard lock(mutex_);
+      queue_.emplace_back(std::move(payload), std::move(responder));
+    }
+    changed_.notify_one();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::pair<Bytes, sray::transport::Responder>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+// What a call costs beyond its handler's own time when the handler takes
+// long (a task or an actor method at the other end): the caller stops
+// spinning after a while and sleeps, and both sides' progress threads go
+// from polling to sleeping on the worker's events.
+int MeasureSlowCalls(sray::transport::Transport& transport) {
+  for (const auto& [method, name] : {std::pair{kSlow, std::string("slow_call")},
+                                     std::pair{kSlowDeferred, std::string("slow_deferred_call")}}) {
+    for (const std::uint32_t microseconds : {20U, 100U, 400U, 1000U, 3000U}) {
+      Bytes payload(sizeof(microseconds));
+      std::memcpy(payload.data(), &microseconds, sizeof(microseconds));
+      const std::size_t calls = std::clamp<std::size_t>(400'000 / microseconds, 50, 5000);
+      double handler_seconds = 0;
+      const auto started = Clock::now();
+      for (std::size_t i = 0; i < calls; ++i) {
+        auto reply = transport.Call(1, method, payload);
+        if (!reply.ok() || reply->size() != sizeof(double)) return Fail("slow call failed");
+        double slept = 0;
+        std::memcpy(&slept, reply->data(), sizeof(slept));
+        handler_seconds += slept;
+      }
+      const double seconds = Seconds(started);
+      Report(name + "_overhead_" + std::to_string(microseconds) + "us",
+             (seconds - handler_seconds) / static_cast<double>(calls) * 1e6, "us");
+      Report(name + "_round_trip_" + std::to_string(microseconds) + "us",
+             seconds / static_cast<double>(calls) * 1e6, "us");
+    }
+  }
+  return 0;
+}
+
 int MeasurePull(sray::wire::WiredJob& job, const Bytes& address, const Bytes& key) {
   std::uint64_t remote = 0;
   std::memcpy(&remote, address.data(), sizeof(remote));
@@ -220,7 +311,8 @@ int MeasurePull(sray::wire::WiredJob& job, const Bytes& address, const Bytes& ke
 }  // namespace
 
 int main(int argc, char** argv) {
-  // An optional argument runs one measurement: latency, bandwidth, rpc or pull.
+  // An optional argument runs one measurement: latency, bandwidth, rpc or
+  // pull; or slow, which runs only when named (no peer measures it).
   const std::string only = argc > 1 ? argv[1] : "";
   const auto wanted = [&only](std::string_view name) { return only.empty() || only == name; };
   auto wired = sray::wire::WireUp();
@@ -232,6 +324,16 @@ int main(int argc, char** argv) {
       });
   job.transport->RegisterRequestHandler(
       kSink, [](std::uint32_t, std::span<const std::byte>) { return Result<Bytes>(Bytes{}); });
+  // Answer how long they really slept (a sleep overshoots by the timer slack).
+  job.transport->RegisterRequestHandler(
+      kSlow,
+      [](std::uint32_t, std::span<const std::byte> payload) { return SleepAsAsked(payload); });
+  SlowMethods slow_methods;
+  job.transport->RegisterDeferredRequestHandler(
+      kSlowDeferred, [&slow_methods](std::uint32_t, std::span<const std::byte> payload,
+                                     sray::transport::Responder responder) {
+        slow_methods.Add(Bytes(payload.begin(), payload.end()), std::move(responder));
+      });
   const auto& layout = job.pmix->layout();
   if (layout.size != 2) return Fail("run with exactly two ranks");
 
@@ -271,6 +373,7 @@ int main(int argc, char** argv) {
     if (result == 0 && wanted("bandwidth")) result = MeasureBandwidth(*job.transport);
     if (result == 0 && wanted("rpc")) result = MeasureRoundTrips(*job.transport);
     if (result == 0 && wanted("pull")) result = MeasurePull(job, *address, *key);
+    if (result == 0 && only == "slow") result = MeasureSlowCalls(*job.transport);
   }
   if (!job.pmix->Fence().ok()) return Fail("final fence failed");
   return result;
