@@ -2,15 +2,20 @@
 // JSON with ratios are bench/microbench/run's job once it exists; this
 // program prints "name value unit" lines).
 //
-//   sray run -N3 ./sray_microbench
+//   sray run -N3 ./sray_microbench [METRIC...]
+//
+// Only when named: {actor_calls,tasks}_sync_{100,1000,3000}us_overhead, what
+// a synchronous call of a method or task that sleeps that long costs beyond
+// its own sleep (the waits between messages, where threads sleep and wake).
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <sray/api.h>
@@ -31,11 +36,21 @@ std::int64_t submit_many(std::int64_t count) {
   return sum;
 }
 
+std::int64_t SleepFor(std::int64_t microseconds) {
+  const auto started = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::microseconds(microseconds));
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                               started)
+      .count();
+}
+
 // The actor of the actor benchmarks: answers at once.
 class Echo {
  public:
   static Echo* Create() { return new Echo(); }
   std::int64_t Ping(std::int64_t value) { return value; }
+  // Sleeps `microseconds`; answers how many it really slept.
+  std::int64_t Sleep(std::int64_t microseconds) { return SleepFor(microseconds); }
 };
 
 // One caller among several: `count` async calls to its own actor.
@@ -48,8 +63,8 @@ std::int64_t call_many(sray::ActorHandle<Echo> actor, std::int64_t count) {
   return sum;
 }
 
-SRAY_REMOTE(noop, submit_many, call_many);
-SRAY_REMOTE(Echo::Create, &Echo::Ping);
+SRAY_REMOTE(noop, submit_many, call_many, SleepFor);
+SRAY_REMOTE(Echo::Create, &Echo::Ping, &Echo::Sleep);
 
 using Clock = std::chrono::steady_clock;
 
@@ -65,11 +80,29 @@ double Rate(const std::function<std::size_t()>& batch) {
   return static_cast<double>(operations) / std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// Mean microseconds a call of `sleep_call` (which sleeps `microseconds` and
+// answers how long it slept) takes beyond its sleep.
+double OverheadBeyondSleeps(std::int64_t microseconds,
+                            const std::function<std::int64_t()>& sleep_call) {
+  const std::int64_t calls = std::min<std::int64_t>(2000, 1'000'000 / microseconds);
+  (void)sleep_call();  // warm-up
+  std::int64_t slept = 0;
+  const auto started = Clock::now();
+  for (std::int64_t index = 0; index < calls; ++index) slept += sleep_call();
+  const double total = std::chrono::duration<double, std::micro>(Clock::now() - started).count();
+  return (total - static_cast<double>(slept)) / static_cast<double>(calls);
+}
+
 // Metrics to run: all, or those named on the command line.
 std::vector<std::string> selected;
 
 bool Wanted(const std::string& name) {
   return selected.empty() || std::find(selected.begin(), selected.end(), name) != selected.end();
+}
+
+// Metrics that are not Ray's (no peer in bench/microbench/run): only when named.
+bool Named(const std::string& name) {
+  return std::find(selected.begin(), selected.end(), name) != selected.end();
 }
 
 void Report(const std::string& name, double value, const std::string& unit) {
@@ -147,6 +180,23 @@ int main(int argc, char** argv) {
            return std::size_t{1000};
          }),
          "calls/s");
+  for (const std::int64_t microseconds : {100, 1000, 3000}) {
+    const std::string suffix = "_" + std::to_string(microseconds) + "us_overhead";
+    if (Named("actor_calls_sync" + suffix)) {
+      Report("actor_calls_sync" + suffix,
+             OverheadBeyondSleeps(
+                 microseconds,
+                 [&] { return sray::Get(actor.Task(&Echo::Sleep).Remote(microseconds)); }),
+             "us");
+    }
+    if (Named("tasks_sync" + suffix)) {
+      Report(
+          "tasks_sync" + suffix,
+          OverheadBeyondSleeps(
+              microseconds, [&] { return sray::Get(sray::Task(SleepFor).Remote(microseconds)); }),
+          "us");
+    }
+  }
   std::vector<sray::ActorHandle<Echo>> actors;
   for (int index = 0; index < 3; ++index) actors.push_back(sray::Actor(Echo::Create).Remote());
   if (Wanted("1_n_actor_calls_async")) Report("1_n_actor_calls_async", Rate([&] {
