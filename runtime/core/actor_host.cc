@@ -157,14 +157,23 @@ void ActorHost::RunCalls() {
     const TaskOutcome outcome = ExecuteActorCall(call.spec, store_, node_id_, instance_);
     transport::Bytes answer = Encode(outcome);
     lock.lock();
-    // Posted (only queued) under the lock, with the call counted as running
-    // until then: a Kill that finds no call running finds every answer out.
-    // On this process's own endpoint: dropped, not a crash, if the caller died.
-    transport_.Post(call.caller, kActorCallDone, std::move(answer));
     --running_;
     --counts.running;
     ++(HoldsValue(static_cast<OutcomeKind>(outcome.kind)) ? counts.finished : counts.failed);
     MarkTallyChanged();
+    lock.unlock();
+    // Sent from here when the progress thread sleeps: waking it to send cost
+    // each call one more wake-up before its caller heard (docs/benchmarks.md,
+    // "Calls whose handler takes long"). Outside mutex_: this thread may wait
+    // for the worker's lock, which the progress thread holds while a handler
+    // waits for mutex_ (Accept). Counted as done first, so that a Kill sent
+    // once the caller has its answer finds no call running and retires the
+    // actor; this thread sends before it sees the retirement, and Serve
+    // returns only after, so every answer still goes out before the
+    // worker's kActorRetired. On this process's own endpoint: dropped, not
+    // a crash, if the caller died.
+    transport_.Post(call.caller, kActorCallDone, std::move(answer), /*send_here=*/true);
+    lock.lock();
   }
 }
 
