@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <string>
 
+#include "common/block_pool.h"
+
 namespace sray {
 namespace {
 
@@ -20,6 +22,7 @@ Mallctl FindMallctl() {
 }  // namespace
 
 void ReturnFreedMemoryToTheSystem() {
+  BlockPool::ReleaseAllEmptyChunks();
   static const Mallctl mallctl = FindMallctl();
   if (mallctl != nullptr) {
     // MALLCTL_ARENAS_ALL (4096): every arena.

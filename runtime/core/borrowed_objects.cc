@@ -16,13 +16,13 @@ std::shared_ptr<internal::ObjectHandle> BorrowedObjects::Borrow(const ObjectId& 
     Entry& entry = entries_[id];
     if (entry.owner_address.empty()) entry.owner_address = std::string(owner_address);
     entry.handles++;
-    if (entry.registrations > 0) return std::make_shared<internal::ObjectHandle>(id);
+    if (entry.registrations > 0) return internal::NewObjectHandle(id);
     address = entry.owner_address;
   }
   // The handle exists before the answer: if it is dropped meanwhile, its
   // Release finds registrations == 0 and the entry gone, and the late
   // registration below is given back at once.
-  auto handle = std::make_shared<internal::ObjectHandle>(id);
+  auto handle = internal::NewObjectHandle(id);
   const Status registered =
       links_.AddBorrower(address, BorrowerChange{.id = id, .borrower = own_rank_, .count = 1});
   if (!registered.ok()) return handle;  // a Get of it asks the owner and says why
@@ -48,7 +48,7 @@ std::shared_ptr<internal::ObjectHandle> BorrowedObjects::Adopt(const ContainedRe
   if (entry.owner_address.empty()) entry.owner_address = contained.owner_address;
   entry.handles++;
   entry.registrations++;
-  return std::make_shared<internal::ObjectHandle>(contained.id);
+  return internal::NewObjectHandle(contained.id);
 }
 
 bool BorrowedObjects::Release(const ObjectId& id) {

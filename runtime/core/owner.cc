@@ -703,32 +703,44 @@ void Owner::RemoveReference(const internal::ObjectId& id) noexcept {
   std::vector<std::pair<internal::ObjectId, std::uint32_t>> to_free;
   std::vector<std::shared_ptr<internal::ObjectHandle>> released;
   bool compacted = false;
+  BlockPool::DetachedChunks empty_chunks;  // unmapped after the lock
   {
     std::lock_guard lock(mutex_);
     auto found = objects_.find(id);
     if (found == objects_.end()) return;
     if (found->second.handles > 0) found->second.handles--;
     ReleaseIfUnusedLocked(id, to_free, released);
-    compacted = CompactIfDrainedLocked();
+    compacted = CompactIfDrainedLocked(empty_chunks);
   }
   for (const auto& [object, node] : to_free) store_.Free(object, node);
   released.clear();  // may call RemoveReference again, without the lock
   if (compacted) ReturnFreedMemoryToTheSystem();
 }
 
-bool Owner::CompactIfDrainedLocked() {
+bool Owner::CompactIfDrainedLocked(BlockPool::DetachedChunks& empty_chunks) {
   // Hash tables keep their bucket arrays at their largest size: after a
   // million references, megabytes each. Shrunk once they hold a sixteenth
   // of what their buckets were sized for.
   constexpr std::size_t kCompactAbove = 1 << 16;
+  // Once the rest of such a drain is gone too, the pools' empty chunks go
+  // back once more (without that they would wait for the pools' next use:
+  // common/block_pool.h).
+  constexpr std::size_t kDrainedBelow = 1024;
+  if (release_pools_when_drained_ && objects_.size() < kDrainedBelow) {
+    release_pools_when_drained_ = false;
+    empty_chunks = table_pools_.DetachEmptyChunks();
+    return true;
+  }
   if (objects_.bucket_count() <= kCompactAbove || objects_.size() * 16 > objects_.bucket_count()) {
     return false;
   }
+  release_pools_when_drained_ = true;
   objects_.rehash(0);
   tasks_.rehash(0);
   lineage_.rehash(0);
   watchers_.rehash(0);
   waiting_.rehash(0);
+  empty_chunks = table_pools_.DetachEmptyChunks();
   return true;
 }
 

@@ -25,6 +25,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/pooled_allocator.h"
 #include "common/recent_ids.h"
 #include "core/borrowed_objects.h"
 #include "core/protocol.h"
@@ -410,7 +411,17 @@ class Owner final : public internal::Runtime {
   std::condition_variable changed_;
   std::uint64_t next_index_ = 1;
   std::uint64_t next_task_ = 1;
-  std::unordered_map<internal::ObjectId, ObjectEntry, internal::ObjectIdHash> objects_;
+  // Node-based tables whose entries a burst of tasks makes by the million:
+  // from block pools, which give their memory back once the burst drains
+  // (common/pooled_allocator.h). The pools take no lock: every change to
+  // these tables happens under mutex_. Declared before the tables, so
+  // destroyed after them.
+  SerialBlockPools table_pools_;
+  template <typename Key, typename Value, typename Hash = std::hash<Key>>
+  using PooledTable = std::unordered_map<Key, Value, Hash, std::equal_to<Key>,
+                                         SerialPoolAllocator<std::pair<const Key, Value>>>;
+  PooledTable<internal::ObjectId, ObjectEntry, internal::ObjectIdHash> objects_{
+      SerialPoolAllocator<std::pair<const internal::ObjectId, ObjectEntry>>(&table_pools_)};
   // Every rank ever registered as a borrower here and not ended since:
   // ForgetBorrower walks objects_ only for those.
   std::unordered_set<std::uint32_t> borrower_ranks_;
@@ -427,7 +438,8 @@ class Owner final : public internal::Runtime {
   // Drops the registrations of `ranks` (those that borrowed here), and
   // frees what only they kept.
   void DropBorrowers(const std::vector<std::uint32_t>& ranks);
-  std::unordered_map<std::uint64_t, PendingTask> tasks_;
+  PooledTable<std::uint64_t, PendingTask> tasks_{
+      SerialPoolAllocator<std::pair<const std::uint64_t, PendingTask>>(&table_pools_)};
   std::size_t max_tasks_in_flight_ = 0;  // 0: no limit
   std::size_t function_tasks_in_flight_ = 0;
   std::size_t submitters_waiting_ = 0;
@@ -435,10 +447,14 @@ class Owner final : public internal::Runtime {
   // Finished tasks whose result lives in a store, kept (with their
   // arguments) while the result is referenced: lineage for recomputing it
   // when its node loses it.
-  std::unordered_map<internal::ObjectId, PendingTask, internal::ObjectIdHash> lineage_;
-  // Shrinks the tables above after a large drain; true when it did (the
-  // caller then returns freed memory to the system, without the lock).
-  bool CompactIfDrainedLocked();
+  PooledTable<internal::ObjectId, PendingTask, internal::ObjectIdHash> lineage_{
+      SerialPoolAllocator<std::pair<const internal::ObjectId, PendingTask>>(&table_pools_)};
+  // Shrinks the tables above after a large drain, and takes their pools'
+  // empty chunks out into `empty_chunks` then and once more when the drain
+  // is over; true when it did either (the caller then unmaps them and
+  // returns freed memory to the system, without the lock).
+  bool CompactIfDrainedLocked(BlockPool::DetachedChunks& empty_chunks);
+  bool release_pools_when_drained_ = false;  // guarded by mutex_
   // Pending object -> the blocked Gets and Waits watching it.
   std::unordered_map<internal::ObjectId, std::vector<Waiter*>, internal::ObjectIdHash> watchers_;
   // Argument object -> tasks waiting for it.

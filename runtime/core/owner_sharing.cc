@@ -22,7 +22,7 @@ std::shared_ptr<internal::ObjectHandle> Owner::Borrow(const internal::ObjectId& 
   if (!Owns(id)) {
     if (!borrowed_) {
       // A handle all the same: a Get of it says the owner is out of reach.
-      return std::make_shared<internal::ObjectHandle>(id);
+      return internal::NewObjectHandle(id);
     }
     return borrowed_->Borrow(id, owner_address);
   }
@@ -30,7 +30,7 @@ std::shared_ptr<internal::ObjectHandle> Owner::Borrow(const internal::ObjectId& 
   auto found = objects_.find(id);
   // Unknown: freed already; a Get of the handle says so.
   if (found != objects_.end()) found->second.handles++;
-  return std::make_shared<internal::ObjectHandle>(id);
+  return internal::NewObjectHandle(id);
 }
 
 std::string Owner::OwnerAddress(const internal::ObjectId& id) {
@@ -44,7 +44,7 @@ std::string Owner::OwnerAddress(const internal::ObjectId& id) {
 
 std::shared_ptr<internal::ObjectHandle> Owner::AdoptLocked(const ContainedRef& reference) {
   if (!Owns(reference.id)) {
-    if (!borrowed_) return std::make_shared<internal::ObjectHandle>(reference.id);
+    if (!borrowed_) return internal::NewObjectHandle(reference.id);
     return borrowed_->Adopt(reference);
   }
   // Lend registered this process as a borrower of its own object; that
@@ -60,7 +60,7 @@ std::shared_ptr<internal::ObjectHandle> Owner::AdoptLocked(const ContainedRef& r
       }
     }
   }
-  return std::make_shared<internal::ObjectHandle>(reference.id);
+  return internal::NewObjectHandle(reference.id);
 }
 
 Status Owner::AddBorrower(const BorrowerChange& change) {

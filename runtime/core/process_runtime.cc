@@ -9,6 +9,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "common/pooled_allocator.h"
 #include "core/owner.h"
 #include "sray/errors.h"
 #include "sray/internal/actor_process.h"
@@ -67,6 +68,10 @@ Runtime& CurrentRuntime() {
 
 ObjectHandle::~ObjectHandle() {
   if (Runtime* runtime = core::ProcessRuntime()) runtime->RemoveReference(id_);
+}
+
+std::shared_ptr<ObjectHandle> NewObjectHandle(ObjectId id) {
+  return std::allocate_shared<ObjectHandle>(PooledAllocator<ObjectHandle>(), id);
 }
 
 namespace {

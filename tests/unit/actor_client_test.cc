@@ -166,7 +166,7 @@ class ActorClientTest : public ::testing::Test {
     const ObjectId inner = owner_.AddInlineObject(internal::Serialize(std::int64_t{5}), {});
     internal::TaskArgument argument;
     argument.value = "packed value holding a reference";
-    argument.contained.push_back(std::make_shared<internal::ObjectHandle>(inner));
+    argument.contained.push_back(internal::NewObjectHandle(inner));
     std::vector<internal::TaskArgument> arguments;
     arguments.push_back(std::move(argument));
     return arguments;

@@ -313,7 +313,7 @@ TEST_F(TwoOwners, ARegistrationForABorrowerThatHasEndedIsNotKept) {
   // In the owner's own process.
   SetProcessRuntime(&owner_);
   {
-    auto handle = std::make_shared<internal::ObjectHandle>(id);
+    auto handle = internal::NewObjectHandle(id);
     auto lent = owner_.Lend({handle}, 9);
     ASSERT_TRUE(lent.ok());
     EXPECT_EQ(lent->size(), 1U);
@@ -563,8 +563,7 @@ TEST_F(TwoOwners, AFailedLendingGivesBackWhatItRegisteredAlready) {
   const ObjectId freed = owner_.AddInlineObject(internal::Serialize(std::int64_t{2}), {});
   owner_.RemoveReference(freed);
   auto freed_handle = borrower_.Borrow(freed, "rank-1");
-  const internal::ContainedRefs contained{std::make_shared<internal::ObjectHandle>(own),
-                                          freed_handle};
+  const internal::ContainedRefs contained{internal::NewObjectHandle(own), freed_handle};
   EXPECT_FALSE(borrower_.Lend(contained, 9).ok());
   borrower_.RemoveReference(own);
   EXPECT_EQ(borrower_.counts().owned, 0U);
@@ -573,7 +572,7 @@ TEST_F(TwoOwners, AFailedLendingGivesBackWhatItRegisteredAlready) {
 TEST_F(TwoOwners, AResultHoldingTheOwnersOwnObjectKeepsItAliveUntilTheResultGoes) {
   SetProcessRuntime(&owner_);  // dropped handles reach this owner
   const ObjectId inner = owner_.AddInlineObject(internal::Serialize(std::int64_t{5}), {});
-  auto original = std::make_shared<internal::ObjectHandle>(inner);  // the one reference made
+  auto original = internal::NewObjectHandle(inner);  // the one reference made
   const ObjectId result = owner_.SubmitTask("f", {}, {});
   // The worker lent `inner` back to its owner, the task's owner, with the result.
   ASSERT_TRUE(owner_.Lend({original}, 1).ok());

@@ -63,7 +63,7 @@ TEST_F(OwnerTest, GetSeesAResultThatArrivesWhileTheHelperRuns) {
 TEST_F(OwnerTest, ArgumentsWaitForTheirProducerAndTravelInline) {
   const auto first = owner_.SubmitTask("f", {}, {});
   internal::TaskArgument argument;
-  argument.reference = std::make_shared<internal::ObjectHandle>(first);
+  argument.reference = internal::NewObjectHandle(first);
   (void)owner_.SubmitTask("g", {argument}, {});
   ASSERT_EQ(submitted_.size(), 1u);  // g waits for f
   owner_.OnTaskOutcome(ValueFor(submitted_.front(), 7));
@@ -166,7 +166,7 @@ TaskOutcome ArgumentLost(const TaskSpec& spec, std::uint64_t index) {
 
 internal::TaskArgument ReferenceTo(const internal::ObjectId& id) {
   internal::TaskArgument argument;
-  argument.reference = std::make_shared<internal::ObjectHandle>(id);
+  argument.reference = internal::NewObjectHandle(id);
   return argument;
 }
 

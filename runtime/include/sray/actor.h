@@ -59,7 +59,7 @@ class ActorTaskCaller {
     const std::string& method = internal::FunctionName(key);
     const internal::ObjectId id = internal::CurrentRuntime().SubmitActorTask(
         actor_, max_task_retries_, method, std::move(packed), name_);
-    return ObjectRef<Result>(std::make_shared<internal::ObjectHandle>(id));
+    return ObjectRef<Result>(internal::NewObjectHandle(id));
   }
 
  private:

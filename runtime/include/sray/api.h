@@ -187,7 +187,7 @@ ObjectRef<T> Put(const T& value) {
     internal::MemoryStream stream(builder->data());
     msgpack::pack(stream, value);
   }
-  return ObjectRef<T>(std::make_shared<internal::ObjectHandle>(builder->Seal(std::move(contained))));
+  return ObjectRef<T>(internal::NewObjectHandle(builder->Seal(std::move(contained))));
 }
 
 template <typename T>

@@ -57,7 +57,7 @@ class TaskCaller<Result (*)(Parameters...)> {
     const std::string& name = internal::FunctionName(key);
     const internal::ObjectId id =
         internal::CurrentRuntime().SubmitTask(name, std::move(packed), options_);
-    return ObjectRef<Result>(std::make_shared<internal::ObjectHandle>(id));
+    return ObjectRef<Result>(internal::NewObjectHandle(id));
   }
 
  private:

@@ -44,6 +44,12 @@ class ObjectHandle {
   ObjectId id_;
 };
 
+// A new handle holding the reference `id` carries. Handles come from a pool
+// that hands its memory back to the system once a burst of references is
+// dropped (a program holding a million ObjectRefs for a moment leaves no
+// allocator bookkeeping behind). Any thread.
+[[nodiscard]] std::shared_ptr<ObjectHandle> NewObjectHandle(ObjectId id);
+
 // Room for one new object's bytes: in memory when small, in the node's
 // shared memory when large, so a value is serialized straight to where it
 // stays. Seal publishes it; a builder dropped unsealed leaves nothing.
