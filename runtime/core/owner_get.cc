@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <numeric>
+#include <optional>
 
 #include "common/log.h"
 #include "core/owner.h"
@@ -329,11 +330,14 @@ bool Owner::ReadOwned(const internal::ObjectId& id, std::chrono::steady_clock::t
   std::unique_lock lock(mutex_);
   const std::vector<internal::ObjectId> this_one{id};
   Waiter waiter;
-  WatchScope watch(*this, this_one, waiter);
+  // Ended while the lock is held: its destructor edits watchers_, and the
+  // paths below unlock before they return or throw.
+  std::optional<WatchScope> watch(std::in_place, *this, this_one, waiter);
   if (!WaitHelping(lock, deadline, blocked, [&] { return waiter.completions_needed == 0; })) {
     const auto& entry = objects_.at(id);
     throw GetTimeoutError(GetTimeoutMessage(*timeout, id, entry.producer));
   }
+  watch.reset();
   auto found = objects_.find(id);
   if (found == objects_.end()) {
     throw ObjectLostError("sray: object " + id.ToString() +
