@@ -17,7 +17,7 @@
 // the sanitizer then still sees each object's bounds and lifetime, and its
 // leak checker scans what the objects point to (it does not scan mappings
 // of its own making, such as the pool's chunks).
-//
+
 #include <array>
 #include <cstddef>
 #include <memory>
@@ -37,18 +37,23 @@
 
 namespace sray {
 
+// Whether single T objects come from a pool (the rest from operator new).
+template <typename T>
+inline constexpr bool kPoolable =
+    !SRAY_BLOCK_POOLS_BYPASSED && sizeof(T) <= BlockPool::kMaxBlockSize && alignof(T) <= 8;
+
 template <typename T>
 class PooledAllocator {
  public:
   using value_type = T;
 
   PooledAllocator() noexcept = default;
+  // Rebinding: implicit, as the standard containers need.
   template <typename Other>
-  PooledAllocator(const PooledAllocator<Other>& /*other*/) noexcept {
-  }  // NOLINT(google-explicit-constructor): rebinding
+  PooledAllocator(const PooledAllocator<Other>&) noexcept {}  // NOLINT(google-explicit-constructor)
 
   [[nodiscard]] T* allocate(std::size_t count) {
-    if (count != 1 || !kPooled) return std::allocator<T>().allocate(count);
+    if (count != 1 || !kPoolable<T>) return std::allocator<T>().allocate(count);
     ThreadCache& cache = Cache();
     if (cache.disabled) return static_cast<T*>(Pool().Allocate());
     if (cache.count == 0) {
@@ -58,7 +63,7 @@ class PooledAllocator {
     return static_cast<T*>(cache.blocks[--cache.count]);
   }
   void deallocate(T* pointer, std::size_t count) noexcept {
-    if (count != 1 || !kPooled) {
+    if (count != 1 || !kPoolable<T>) {
       std::allocator<T>().deallocate(pointer, count);
       return;
     }
@@ -79,9 +84,13 @@ class PooledAllocator {
     return true;
   }
 
+  // The pool behind every PooledAllocator<T> (for statistics and tests).
+  static BlockPool& Pool() {
+    static BlockPool* const pool = new BlockPool(sizeof(T));  // never destroyed (above)
+    return *pool;
+  }
+
  private:
-  static constexpr bool kPooled =
-      !SRAY_BLOCK_POOLS_BYPASSED && sizeof(T) <= BlockPool::kMaxBlockSize && alignof(T) <= 8;
   // Each thread keeps up to kCacheCapacity free blocks and goes to the pool
   // (and its lock) once per kRefill of them: objects made and dropped by one
   // thread (a Put, then its ObjectRef dropped) take no atomic instruction.
@@ -111,11 +120,6 @@ class PooledAllocator {
     thread_local ThreadFlush flush{&cache};
     (void)flush;
     return cache;
-  }
-
-  static BlockPool& Pool() {
-    static BlockPool* const pool = new BlockPool(sizeof(T));  // never destroyed (above)
-    return *pool;
   }
 };
 
@@ -155,17 +159,18 @@ class SerialPoolAllocator {
   using value_type = T;
 
   explicit SerialPoolAllocator(SerialBlockPools* pools) noexcept : pools_(pools) {}
+  // Rebinding: implicit, as the standard containers need.
+  // NOLINTBEGIN(google-explicit-constructor)
   template <typename Other>
-  SerialPoolAllocator(const SerialPoolAllocator<Other>&
-                          other) noexcept  // NOLINT(google-explicit-constructor): rebinding
-      : pools_(other.pools()) {}
+  SerialPoolAllocator(const SerialPoolAllocator<Other>& other) noexcept : pools_(other.pools()) {}
+  // NOLINTEND(google-explicit-constructor)
 
   [[nodiscard]] T* allocate(std::size_t count) {
-    if (count == 1 && kPooled) return static_cast<T*>(pools_->ForSize(sizeof(T)).Allocate());
+    if (count == 1 && kPoolable<T>) return static_cast<T*>(pools_->ForSize(sizeof(T)).Allocate());
     return std::allocator<T>().allocate(count);
   }
   void deallocate(T* pointer, std::size_t count) noexcept {
-    if (count == 1 && kPooled) {
+    if (count == 1 && kPoolable<T>) {
       pools_->ForSize(sizeof(T)).Free(pointer);  // made by allocate: no allocation here
       return;
     }
@@ -179,8 +184,6 @@ class SerialPoolAllocator {
   }
 
  private:
-  static constexpr bool kPooled =
-      !SRAY_BLOCK_POOLS_BYPASSED && sizeof(T) <= BlockPool::kMaxBlockSize && alignof(T) <= 8;
   SerialBlockPools* pools_;
 };
 
