@@ -19,11 +19,28 @@ Mallctl FindMallctl() {
   return reinterpret_cast<Mallctl>(::dlsym(RTLD_DEFAULT, "mallctl"));
 }
 
+Mallctl JemallocControl() {
+  static const Mallctl mallctl = FindMallctl();
+  return mallctl;
+}
+
 }  // namespace
+
+void ReturnThisThreadsCachedMemory() {
+  const Mallctl mallctl = JemallocControl();
+  if (mallctl != nullptr) (void)mallctl("thread.tcache.flush", nullptr, nullptr, nullptr, 0);
+}
+
+void DecayFreedMemory() {
+  const Mallctl mallctl = JemallocControl();
+  // MALLCTL_ARENAS_ALL (4096): every arena.
+  if (mallctl != nullptr) (void)mallctl("arena.4096.decay", nullptr, nullptr, nullptr, 0);
+}
 
 void ReturnFreedMemoryToTheSystem() {
   BlockPool::ReleaseAllEmptyChunks();
-  static const Mallctl mallctl = FindMallctl();
+  ReturnThisThreadsCachedMemory();
+  const Mallctl mallctl = JemallocControl();
   if (mallctl != nullptr) {
     // MALLCTL_ARENAS_ALL (4096): every arena.
     (void)mallctl("arena.4096.purge", nullptr, nullptr, nullptr, 0);

@@ -41,6 +41,7 @@
 #include "core/node_heartbeats.h"
 #include "core/node_manager.h"
 #include "core/owner.h"
+#include "core/owner_after_bursts.h"
 #include "core/process_runtime.h"
 #include "core/protocol.h"
 #include "core/shutdown_watch.h"
@@ -92,6 +93,8 @@ struct DriverState {
   std::unique_ptr<wire::WiredJob> job;
   std::unique_ptr<core::NodeManager> node_manager;
   std::unique_ptr<core::Owner> owner;
+  // Goes before the owner, and before the transport at Shutdown.
+  std::unique_ptr<core::OwnerAfterBursts> owner_after_bursts;
   std::unique_ptr<core::ActorDirectory> directory;
   std::unique_ptr<core::HeadService> head;
   std::unique_ptr<core::ActorClient> actor_client;
@@ -497,6 +500,7 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
       core::OwnerIdentity{.rank = job->pmix->layout().rank, .node_id = 0}, manager->store_access(),
       [raw](core::TaskSpec spec) { raw->Submit(std::move(spec)); });
   state->owner->SetMaxTasksInFlight(core::MaxTasksInFlightOfJob());
+  state->owner_after_bursts = std::make_unique<core::OwnerAfterBursts>(transport, *state->owner);
   state->head = core::MakeLocalHead(*state->directory);
   state->actor_client =
       std::make_unique<core::ActorClient>(*state->owner, *state->head, transport, book, HostName());
@@ -801,6 +805,7 @@ void Shutdown() {
   }
   state->directory->DropWaiters();
   watch.Step("closing the transport and PMIx");
+  state->owner_after_bursts.reset();
   state->job.reset();
   watch.Step("freeing the driver's state");
   state->owner->SetActorCalls(nullptr);

@@ -717,6 +717,12 @@ void Owner::RemoveReference(const internal::ObjectId& id) noexcept {
   if (compacted) ReturnFreedMemoryToTheSystem();
 }
 
+void Owner::ReleaseKeptMemory() {
+  BlockPool::DetachedChunks empty_chunks;  // unmapped after the lock
+  std::lock_guard lock(mutex_);
+  empty_chunks = table_pools_.DetachEmptyChunks();
+}
+
 bool Owner::CompactIfDrainedLocked(BlockPool::DetachedChunks& empty_chunks) {
   // Hash tables keep their bucket arrays at their largest size: after a
   // million references, megabytes each. Shrunk once they hold a sixteenth

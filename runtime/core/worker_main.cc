@@ -21,6 +21,7 @@
 #include "core/borrow_links.h"
 #include "core/head_service.h"
 #include "core/owner.h"
+#include "core/owner_after_bursts.h"
 #include "core/process_runtime.h"
 #include "core/protocol.h"
 #include "core/task_execution.h"
@@ -331,6 +332,7 @@ void RunWorker() {
                                          raw_transport->Post(manager, kSubmitTask, Encode(spec));
                                        });
   owner->SetMaxTasksInFlight(MaxTasksInFlightOfJob());
+  const OwnerAfterBursts owner_after_bursts(*transport, *owner);
   auto head_service =
       MakeRemoteHead(*transport, launch->head_rank, Caller{.rank = rank, .node = node_id});
   auto actor_client =

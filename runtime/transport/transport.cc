@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <mutex>
 
+#include "common/block_pool.h"
+#include "common/free_memory.h"
 #include "common/log.h"
 #include "transport/active_message.h"
 #include "transport/transport_impl.h"
@@ -569,6 +571,28 @@ void Transport::Impl::Housekeeping(std::chrono::steady_clock::time_point now) {
   same_host_reads_.DropIdle(now);
   receive_buffers_.DropIdle(now);
   RepairStalledSlots(now);
+  HandBackMemoryAfterBursts(now);
+}
+
+void Transport::Impl::HandBackMemoryAfterBursts(std::chrono::steady_clock::time_point now) {
+  const std::uint64_t messages = requests_served_.load(std::memory_order_relaxed);
+  if (!burst_end_watch_) burst_end_watch_.emplace(now, messages);
+  switch (burst_end_watch_->Observe(now, messages)) {
+    case BurstEndWatch::Moment::kNothing: return;
+    case BurstEndWatch::Moment::kBurstEnded: {
+      // This thread handled most of the burst's messages: its cache holds
+      // blocks of all of them.
+      ReturnThisThreadsCachedMemory();
+      {
+        std::lock_guard lock(burst_end_handler_mutex_);
+        if (burst_end_handler_) burst_end_handler_();
+      }
+      BlockPool::ReleaseAllEmptyChunks();
+      DecayFreedMemory();
+      return;
+    }
+    case BurstEndWatch::Moment::kQuiet: DecayFreedMemory(); return;
+  }
 }
 
 void Transport::Impl::RepairStalledSlots(std::chrono::steady_clock::time_point now) {
@@ -600,6 +624,11 @@ void Transport::Impl::ProbeAwaitedPeers(std::chrono::steady_clock::time_point no
     pending_calls_.FailCallsTo(rank, failure);
     NotifyPeerFailure(rank, failure);
   }
+}
+
+void Transport::Impl::SetBurstEndHandler(std::function<void()> handler) {
+  std::lock_guard lock(burst_end_handler_mutex_);
+  burst_end_handler_ = std::move(handler);
 }
 
 void Transport::Impl::SetPeerFailureHandler(std::function<void(std::uint32_t, const Status&)> handler) {
@@ -683,6 +712,10 @@ Result<Bytes> Transport::LocalAddress(bool network_only) const {
 void Transport::NotePeerGone() {
   impl_->NotePeerGone();
 }
+void Transport::SetBurstEndHandler(std::function<void()> handler) {
+  impl_->SetBurstEndHandler(std::move(handler));
+}
+
 void Transport::SetPeerFailureHandler(std::function<void(std::uint32_t, const Status&)> handler) {
   impl_->SetPeerFailureHandler(std::move(handler));
 }

@@ -127,6 +127,11 @@ class Transport {
   // it must only hand the news on (post it), never block or call this
   // transport's blocking calls; it may hear of one rank more than once.
   void SetPeerFailureHandler(std::function<void(std::uint32_t rank, const Status& failure)> handler);
+  // `handler` runs on the progress thread once a burst of messages has
+  // ended (burst_end_watch.h): to hand back memory the burst left in the
+  // caller's caches. It must not block on this transport. Replacing it (or
+  // clearing it with {}) waits for a call in progress to return.
+  void SetBurstEndHandler(std::function<void()> handler);
   // Whether this transport marked `rank` failed (for good).
   [[nodiscard]] bool PeerFailed(std::uint32_t rank) const;
   // Fences ranks `first` to `last` off for good, though their processes may

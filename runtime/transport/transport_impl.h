@@ -19,12 +19,14 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
 #include "transport/active_message.h"
+#include "transport/burst_end_watch.h"
 #include "transport/outbox.h"
 #include "transport/peer_endpoints.h"
 #include "transport/pending_calls.h"
@@ -57,6 +59,7 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   void Shutdown();
   void NotePeerGone();
   void SetPeerFailureHandler(std::function<void(std::uint32_t, const Status&)> handler);
+  void SetBurstEndHandler(std::function<void()> handler);
   [[nodiscard]] bool PeerFailed(std::uint32_t rank) const { return endpoints_.HasFailed(rank); }
   void Fence(std::uint32_t first, std::uint32_t last, const Status& cause);
 
@@ -149,6 +152,9 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   // without UCX, in posting order. True if there were any.
   bool DeliverLoopback();
   void Housekeeping(std::chrono::steady_clock::time_point now) override;
+  // After a burst of messages: hands back the memory it left in caches
+  // (burst_end_watch.h).
+  void HandBackMemoryAfterBursts(std::chrono::steady_clock::time_point now);
   // FrameSink: sends on endpoints this transport made itself (never a
   // peer's reply endpoint, which UCX frees when the peer dies), so a dead or
   // unknown peer's message is dropped, never a crash. Replies excepted.
@@ -205,6 +211,11 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   // Copied out under the lock, called without it (it may take its own).
   std::mutex failure_handler_mutex_;
   std::shared_ptr<const std::function<void(std::uint32_t, const Status&)>> failure_handler_;
+  // Called under its lock, so that SetBurstEndHandler({}) waits out a call
+  // in progress (the handler may use what its setter frees next).
+  std::mutex burst_end_handler_mutex_;
+  std::function<void()> burst_end_handler_;
+  std::optional<BurstEndWatch> burst_end_watch_;  // progress thread only
   std::mutex loopback_mutex_;
   // Held while posted messages are handed to UCX (by the progress thread,
   // or by a thread that sends its own message directly).

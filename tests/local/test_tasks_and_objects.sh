@@ -37,6 +37,8 @@ echo "ok: a crashed worker's backtrace is in its log, one line on the job's outp
 run_mode exception 4 ""
 run_mode infeasible 3 ""
 run_mode memory 3 ""
+# After a burst of 20,000 tasks, an idle driver hands back what it left.
+run_mode memory-after-burst 1 ""
 run_mode gpu 4 "resources=GPU:2"
 run_mode nested 1 ""
 # Tasks in flight capped at 3 in every process: the driver's submissions and
