@@ -132,9 +132,10 @@ int main(int argc, char** argv) {
   std::cout << "load: cold " << RealtimeNanoseconds() << std::endl;
   std::size_t ok = 0;
   std::size_t wrong = 0;
+  std::size_t warm_up_ok = 0;
+  std::size_t warm_up_wrong = 0;
   if (warm_up_tasks > 0) {
-    std::size_t warm_up_ok = 0;
-    RunTasks(warm_up_tasks, /*report=*/false, warm_up_ok, wrong);
+    RunTasks(warm_up_tasks, /*report=*/false, warm_up_ok, warm_up_wrong);
     std::this_thread::sleep_for(std::chrono::seconds(drain_seconds));
   }
   PrintMemory("start");
@@ -145,5 +146,5 @@ int main(int argc, char** argv) {
   PrintMemory("drained");
   std::this_thread::sleep_for(std::chrono::seconds(1));
   sray::Shutdown();
-  return wrong == 0 && ok == tasks ? 0 : 1;
+  return wrong == 0 && ok == tasks && warm_up_wrong == 0 && warm_up_ok == warm_up_tasks ? 0 : 1;
 }

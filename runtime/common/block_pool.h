@@ -22,7 +22,9 @@
 // VMs). The others are unmapped as they empty. As jemalloc's decay, this
 // moves only while the pool is used: ReleaseEmptyChunks (for every locked
 // pool: ReleaseAllEmptyChunks, which common/free_memory calls after a large
-// drain) unmaps all but one and hands that one's pages back.
+// drain, and each transport's progress thread once a burst of messages has
+// ended: transport/burst_end_watch.h) unmaps all but one and hands that
+// one's pages back.
 //
 // Thread-safety: a pool made with Locking::kInternal may be used from any
 // thread (one mutex, held for a few instructions). One made with

@@ -33,8 +33,12 @@ void ReturnThisThreadsCachedMemory() {
 
 void DecayFreedMemory() {
   const Mallctl mallctl = JemallocControl();
-  // MALLCTL_ARENAS_ALL (4096): every arena.
-  if (mallctl != nullptr) (void)mallctl("arena.4096.decay", nullptr, nullptr, nullptr, 0);
+  if (mallctl != nullptr) {
+    // MALLCTL_ARENAS_ALL (4096): every arena.
+    (void)mallctl("arena.4096.decay", nullptr, nullptr, nullptr, 0);
+    return;
+  }
+  (void)::malloc_trim(0);
 }
 
 void ReturnFreedMemoryToTheSystem() {

@@ -25,9 +25,10 @@ void ReturnFreedMemoryToTheSystem();
 // Thread-safety: any thread; acts on the caller's own cache only.
 void ReturnThisThreadsCachedMemory();
 
-// Hands back the pages freed longer ago than jemalloc's decay time (10 s),
-// as jemalloc does itself while the process allocates: for a process gone
-// idle, called now and then. Cheap when there is nothing to hand back.
+// Hands back freed pages as jemalloc does itself while the process
+// allocates: each call returns the share its decay curve says is due (all
+// of it 10 s after the free). For a process gone idle, called now and then;
+// cheap when there is nothing to hand back. Without jemalloc, malloc_trim.
 //
 // Thread-safety: any thread.
 void DecayFreedMemory();

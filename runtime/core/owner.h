@@ -150,9 +150,10 @@ class Owner final : public internal::Runtime {
   // Wakes waiting Get and Wait calls so they look for queued tasks again.
   void WakeWaiters();
   // Unmaps the empty chunks the tables' pools keep for the next burst
-  // (common/block_pool.h): called once a burst of messages has ended
-  // (Transport::SetBurstEndHandler), when a drain too small to compact the
-  // tables left them. Takes the owner's lock; never blocks otherwise.
+  // (common/block_pool.h): called each time a burst of messages has ended
+  // (Transport::SetBurstEndHandler); the compactions after large drains do
+  // the same, smaller drains leave them kept. Takes the owner's lock; never
+  // blocks otherwise.
   void ReleaseKeptMemory();
   // In a worker: told when a Get or Wait starts to block and when it ends,
   // so the node manager can lend the task's CPUs to others meanwhile (else

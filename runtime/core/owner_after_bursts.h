@@ -7,6 +7,8 @@
 // Ownership: `transport` and `owner` must outlive this object; the
 // destructor unregisters, waiting out a call in progress, so destroy it
 // before the owner and while the transport lives.
+// Thread-safety: made and destroyed by one thread; the handler runs on the
+// transport's progress thread (Owner::ReleaseKeptMemory is thread-safe).
 
 #include "core/owner.h"
 #include "transport/transport.h"

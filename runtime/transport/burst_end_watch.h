@@ -10,13 +10,15 @@
 // left: a driver after 20,000 tasks, 24 MiB more than at its start, for as
 // long as it stayed idle (docs/reliability.md, Load).
 //
-// The count of messages served is read once per window of kWindow. A
-// window with at least kBurstMessages, and sixteen times the window before,
-// starts a burst; the first window with fewer than a sixteenth of the
-// burst's busiest ends it (heartbeats and other background traffic keep
-// coming: the head hears from every node twice a second). Then, for
-// kDecayFor, every window says "quiet", for the allocator's decay to be
-// driven while nothing else drives it.
+// The count of messages served is read once per window of kWindow (at
+// least). A burst has ended at the first window with fewer than a sixteenth
+// of the busiest window since the last end, if that busiest one had at least
+// kBurstMessages: heartbeats and other background traffic keep coming
+// meanwhile (the head hears from every node twice a second), and a burst
+// that begins late in a window still counts in full in the next. Then, for
+// kDecayFor and as long as windows stay under kBurstMessages, every window
+// says "quiet", for the allocator's decay to be driven while the process
+// allocates too little to drive it.
 //
 // Thread-safety: none; one per progress loop, used by its thread.
 
@@ -51,20 +53,14 @@ class BurstEndWatch {
     const std::uint64_t in_window = messages - messages_at_window_start_;
     window_start_ = now;
     messages_at_window_start_ = messages;
-    if (busiest_window_ > 0) {
-      busiest_window_ = std::max(busiest_window_, in_window);
-      if (in_window * kQuietFraction >= busiest_window_) return Moment::kNothing;
-      busiest_window_ = 0;
-      background_ = in_window;
+    busiest_window_ = std::max(busiest_window_, in_window);
+    if (busiest_window_ >= kBurstMessages && in_window * kQuietFraction < busiest_window_) {
+      busiest_window_ = in_window;
       ended_at_ = now;
       return Moment::kBurstEnded;
     }
-    if (in_window >= kBurstMessages && in_window >= background_ * kQuietFraction) {
-      busiest_window_ = in_window;
-      ended_at_.reset();
-      return Moment::kNothing;
-    }
-    background_ = in_window;
+    // Traffic again: jemalloc decays by itself while the process allocates.
+    if (in_window >= kBurstMessages) ended_at_.reset();
     if (ended_at_ && now - *ended_at_ <= kDecayFor) return Moment::kQuiet;
     ended_at_.reset();
     return Moment::kNothing;
@@ -73,9 +69,8 @@ class BurstEndWatch {
  private:
   Clock::time_point window_start_;
   std::uint64_t messages_at_window_start_;
-  std::uint64_t busiest_window_ = 0;  // of the burst going on; 0: none
-  // The last window outside a burst: a burst starts at a sixteenfold rise.
-  std::uint64_t background_ = 0;
+  // The busiest window since the last burst ended (or since the start).
+  std::uint64_t busiest_window_ = 0;
   std::optional<Clock::time_point> ended_at_;
 };
 

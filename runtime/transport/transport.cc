@@ -580,8 +580,9 @@ void Transport::Impl::HandBackMemoryAfterBursts(std::chrono::steady_clock::time_
   switch (burst_end_watch_->Observe(now, messages)) {
     case BurstEndWatch::Moment::kNothing: return;
     case BurstEndWatch::Moment::kBurstEnded: {
-      // This thread handled most of the burst's messages: its cache holds
-      // blocks of all of them.
+      // This thread's cache holds blocks of the messages it handled (a
+      // thread that drove the worker itself, as a task worker's main thread
+      // between tasks, returns its own when it goes idle).
       ReturnThisThreadsCachedMemory();
       {
         std::lock_guard lock(burst_end_handler_mutex_);

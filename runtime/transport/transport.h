@@ -129,7 +129,8 @@ class Transport {
   void SetPeerFailureHandler(std::function<void(std::uint32_t rank, const Status& failure)> handler);
   // `handler` runs on the progress thread once a burst of messages has
   // ended (burst_end_watch.h): to hand back memory the burst left in the
-  // caller's caches. It must not block on this transport. Replacing it (or
+  // caller's caches. It must not block on this transport, nor call this
+  // setter (it runs under the lock the setter takes). Replacing it (or
   // clearing it with {}) waits for a call in progress to return.
   void SetBurstEndHandler(std::function<void()> handler);
   // Whether this transport marked `rank` failed (for good).
