@@ -37,9 +37,6 @@ namespace {
 // How long a worker polls for its next task before it sleeps: about a round
 // trip through its node manager under load.
 constexpr std::chrono::microseconds kDriveBetweenTasks{100};
-// How long a worker waits without a task before its main thread returns its
-// allocator cache: idle, not between two tasks of a stream.
-constexpr std::chrono::seconds kIdleBeforeCacheReturn{1};
 
 [[noreturn]] void Die(const std::string& message) {
   std::cerr << "sray: worker " << ::getpid() << ": " << message << "\n";
@@ -149,15 +146,7 @@ class TaskInbox {
       (void)transport.ProgressHere([this] { return queued_.load() > 0; }, kDriveBetweenTasks);
       lock.lock();
     }
-    const auto queued = [this] { return !tasks_.empty(); };
-    if (!arrived_.wait_for(lock, kIdleBeforeCacheReturn, queued)) {
-      // This thread's allocator cache holds what the last tasks freed, and
-      // it may be idle for long (free_memory.h).
-      lock.unlock();
-      ReturnThisThreadsCachedMemory();
-      lock.lock();
-      arrived_.wait(lock, queued);
-    }
+    arrived_.wait(lock, [this] { return !tasks_.empty(); });
     TakeFrontLocked(spec);
     return spec;
   }

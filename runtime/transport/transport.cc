@@ -575,14 +575,12 @@ void Transport::Impl::Housekeeping(std::chrono::steady_clock::time_point now) {
 }
 
 void Transport::Impl::HandBackMemoryAfterBursts(std::chrono::steady_clock::time_point now) {
-  const std::uint64_t messages = requests_served_.load(std::memory_order_relaxed);
-  if (!burst_end_watch_) burst_end_watch_.emplace(now, messages);
-  switch (burst_end_watch_->Observe(now, messages)) {
+  switch (burst_end_watch_.Observe(now, requests_served_.load(std::memory_order_relaxed))) {
     case BurstEndWatch::Moment::kNothing: return;
     case BurstEndWatch::Moment::kBurstEnded: {
-      // This thread's cache holds blocks of the messages it handled (a
-      // thread that drove the worker itself, as a task worker's main thread
-      // between tasks, returns its own when it goes idle).
+      // This thread's cache holds blocks of the messages it handled (not of
+      // those a thread that drove the worker itself handled: docs/ARCHITECTURE.md,
+      // "Allocator").
       ReturnThisThreadsCachedMemory();
       {
         std::lock_guard lock(burst_end_handler_mutex_);

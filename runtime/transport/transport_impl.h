@@ -19,7 +19,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -215,7 +214,7 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   // in progress (the handler may use what its setter frees next).
   std::mutex burst_end_handler_mutex_;
   std::function<void()> burst_end_handler_;
-  std::optional<BurstEndWatch> burst_end_watch_;  // progress thread only
+  BurstEndWatch burst_end_watch_{BurstEndWatch::Clock::now(), 0};  // progress thread only
   std::mutex loopback_mutex_;
   // Held while posted messages are handed to UCX (by the progress thread,
   // or by a thread that sends its own message directly).
