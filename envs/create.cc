@@ -1,6 +1,7 @@
 #include "envs/create.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -111,8 +112,27 @@ Result<std::vector<std::string>> CreateCommand(const fs::path& tool, const fs::p
   return command;
 }
 
+namespace {
+
+// Asks the tool to stop, as Ctrl-C would, then makes sure; reaps it.
+void EndInterruptedTool(pid_t pid) {
+  ::kill(pid, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  int status = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid, SIGKILL);
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace
+
 Status CreateEnvironment(const fs::path& tool, const fs::path& spec_file, const fs::path& prefix,
-                         const std::optional<fs::path>& log_file, const CreateObserver& observer) {
+                         const std::optional<fs::path>& log_file, const CreateObserver& observer,
+                         const Interrupted& interrupted) {
   auto spec = ReadSpec(spec_file);
   if (!spec.ok()) return spec.status();
   auto command = CreateCommand(tool, spec_file, prefix);
@@ -128,21 +148,41 @@ Status CreateEnvironment(const fs::path& tool, const fs::path& spec_file, const 
                                      O_WRONLY | O_CREAT | O_TRUNC, 0600);
     posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   }
+  // The tool gets default signal handling whatever its caller blocked or
+  // ignored (`sray run` blocks INT and TERM for its signalfd): a Ctrl-C or
+  // a TERM to the process group must end a creation that takes minutes.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) sigaddset(&defaults, signal);
+  posix_spawnattr_setsigdefault(&attributes, &defaults);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t pid = 0;
-  const int spawn_error = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  const int spawn_error = ::posix_spawn(&pid, argv[0], &actions, &attributes, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
   if (spawn_error != 0) return Status::FromErrno(spawn_error, "cannot start " + tool.string());
   int wait_status = 0;
   const auto started = std::chrono::steady_clock::now();
   // The first line after 2 s (most creations from a local cache end sooner),
   // then every 5 s: each walks the prefix, which may hold 50,000 files.
   auto next_told = started + std::chrono::seconds(2);
+  const bool polling = observer || interrupted;
   for (;;) {
-    const pid_t ended = ::waitpid(pid, &wait_status, observer ? WNOHANG : 0);
+    const pid_t ended = ::waitpid(pid, &wait_status, polling ? WNOHANG : 0);
     if (ended == pid) break;
     if (ended < 0) {
       if (errno == EINTR) continue;
       return Status::FromErrno(errno, "cannot wait for " + tool.string());
+    }
+    if (interrupted && interrupted()) {
+      EndInterruptedTool(pid);
+      return Status::Unavailable("creating " + prefix.string() + " with " +
+                                 tool.filename().string() + " was interrupted");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const auto now = std::chrono::steady_clock::now();

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "envs/interrupted.h"
 #include "envs/package.h"
 
 namespace sray::envs {
@@ -50,6 +51,6 @@ using CreateObserver = std::function<void(const CreateProgress&)>;
 Status CreateEnvironment(const std::filesystem::path& tool, const std::filesystem::path& spec_file,
                          const std::filesystem::path& prefix,
                          const std::optional<std::filesystem::path>& log_file = std::nullopt,
-                         const CreateObserver& observer = {});
+                         const CreateObserver& observer = {}, const Interrupted& interrupted = {});
 
 }  // namespace sray::envs

@@ -256,7 +256,7 @@ Result<PackSummary> InspectPack(const fs::path& pack) {
 }
 
 Result<PackSummary> Unpack(const fs::path& pack, const fs::path& target_argument,
-                           const UnpackObserver& observer) {
+                           const UnpackObserver& observer, const Interrupted& interrupted) {
   std::error_code error;
   const fs::path target = fs::absolute(target_argument, error).lexically_normal();
   if (fs::exists(target, error)) {
@@ -344,6 +344,9 @@ Result<PackSummary> Unpack(const fs::path& pack, const fs::path& target_argument
       summary.bytes += data.size();
       summary.relocated_files += *kind == PrefixKind::kNone ? 0U : 1U;
       if (observer) observer(UnpackProgress{.files = summary.files, .bytes = summary.bytes});
+      if (interrupted && interrupted()) {
+        return fail(Status::Unavailable("unpacking " + pack.string() + " was interrupted"));
+      }
     } else {
       return fail(Status::InvalidArgument(pack.string() + " is damaged (unknown entry type)"));
     }

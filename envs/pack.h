@@ -22,6 +22,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "envs/interrupted.h"
 
 namespace sray::envs {
 
@@ -44,6 +45,7 @@ struct UnpackProgress {
 };
 using UnpackObserver = std::function<void(const UnpackProgress&)>;
 Result<PackSummary> Unpack(const std::filesystem::path& pack, const std::filesystem::path& target,
-                           const UnpackObserver& observer = {});
+                           const UnpackObserver& observer = {},
+                           const Interrupted& interrupted = {});
 
 }  // namespace sray::envs

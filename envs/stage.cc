@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <fstream>
 #include <utility>
@@ -96,14 +97,42 @@ std::uint64_t Evict(const fs::path& cache_root, std::uint64_t limit, const fs::p
 }
 
 // Creates the cache directory (private to the user) and takes its lock.
+// Its copies are run as the user's programs, so an existing directory is
+// used only when nobody else could have put anything in it: a real
+// directory of this user that no group or other user may write (it is then
+// narrowed to 0700). The default lies in /tmp, where anyone may create
+// /tmp/sray-envs-UID first.
 Result<CacheLock> OpenCache(const fs::path& cache_root) {
   std::error_code error;
-  fs::create_directories(cache_root, error);
+  fs::create_directories(cache_root.parent_path(), error);
   if (error) {
-    return Status::IoError("cannot create the environment cache " + cache_root.string() + ": " +
-                           error.message());
+    return Status::IoError("cannot create the parent of the environment cache " +
+                           cache_root.string() + ": " + error.message());
   }
-  ::chmod(cache_root.c_str(), 0700);
+  if (::mkdir(cache_root.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Status::FromErrno(errno, "cannot create the environment cache " + cache_root.string());
+  }
+  struct stat info {};
+  if (::lstat(cache_root.c_str(), &info) != 0) {
+    return Status::FromErrno(errno, "cannot inspect the environment cache " + cache_root.string());
+  }
+  const bool directory = S_ISDIR(info.st_mode);
+  const bool ours = info.st_uid == ::geteuid();
+  const bool others_may_write = (info.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+  if (!directory || !ours || others_may_write) {
+    const std::string why =
+        !directory ? "it is not a directory"
+        : !ours    ? "it belongs to uid " + std::to_string(info.st_uid) + ", not to this user"
+                   : "other users may write into it";
+    return Status::PermissionDenied(
+        "refusing the environment cache " + cache_root.string() + ": " + why +
+        " (its copies would run as your programs): remove it, or choose another cache "
+        "directory (TMPDIR, or --cache)");
+  }
+  if ((info.st_mode & 07777) != 0700 && ::chmod(cache_root.c_str(), 0700) != 0) {
+    return Status::FromErrno(
+        errno, "cannot set mode 0700 on the environment cache " + cache_root.string());
+  }
   return CacheLock::Acquire(cache_root / ".lock");
 }
 
@@ -142,8 +171,8 @@ Result<std::string> LockHashOf(const fs::path& prefix) {
 }  // namespace
 
 Result<StagedEnvironment> StagePack(const fs::path& pack, const fs::path& cache_root,
-                                    std::uint64_t cache_limit_bytes,
-                                    const UnpackObserver& observer) {
+                                    std::uint64_t cache_limit_bytes, const UnpackObserver& observer,
+                                    const Interrupted& interrupted) {
   auto header = InspectPack(pack);
   if (!header.ok()) return header.status();
   std::error_code error;
@@ -162,7 +191,7 @@ Result<StagedEnvironment> StagePack(const fs::path& pack, const fs::path& cache_
   // A copy without its marker was cut short (a crash mid-rename is not
   // possible, but an eviction in progress is): start over.
   fs::remove_all(staged.prefix, error);
-  auto unpacked = Unpack(pack, staged.prefix, observer);
+  auto unpacked = Unpack(pack, staged.prefix, observer, interrupted);
   if (!unpacked.ok()) return unpacked.status().WithContext("cannot stage " + pack.string());
   SRAY_RETURN_IF_ERROR(WriteMarker(marker, unpacked->bytes));
   staged.evicted = Evict(cache_root, cache_limit_bytes, staged.prefix);
@@ -172,7 +201,8 @@ Result<StagedEnvironment> StagePack(const fs::path& pack, const fs::path& cache_
 Result<StagedEnvironment> StageSpec(const fs::path& spec_file, const fs::path& cache_root,
                                     std::uint64_t cache_limit_bytes,
                                     const std::optional<fs::path>& conda_tool,
-                                    const CreateObserver& observer) {
+                                    const CreateObserver& observer,
+                                    const Interrupted& interrupted) {
   auto format = DetectSpecFormat(spec_file);
   if (!format.ok()) return format.status();
   if (*format == SpecFormat::kPrefix) {
@@ -212,7 +242,8 @@ Result<StagedEnvironment> StageSpec(const fs::path& spec_file, const fs::path& c
   // A copy under this key that did not match above was cut short or changed.
   fs::remove_all(staged.prefix, error);
   const fs::path log = cache_root / (key + ".log");
-  const Status created = CreateEnvironment(*conda_tool, spec_file, staged.prefix, log, observer);
+  const Status created =
+      CreateEnvironment(*conda_tool, spec_file, staged.prefix, log, observer, interrupted);
   if (!created.ok()) {
     fs::remove_all(staged.prefix, error);  // never a half-made environment
     return created;

@@ -34,7 +34,8 @@ struct StagedEnvironment {
 Result<StagedEnvironment> StagePack(const std::filesystem::path& pack,
                                     const std::filesystem::path& cache_root,
                                     std::uint64_t cache_limit_bytes,
-                                    const UnpackObserver& observer = {});
+                                    const UnpackObserver& observer = {},
+                                    const Interrupted& interrupted = {});
 
 // An environment described by a spec (environment.yml, explicit file,
 // conda-lock.yml, sray lock) in the same cache: a staged copy that matches
@@ -48,6 +49,7 @@ Result<StagedEnvironment> StageSpec(const std::filesystem::path& spec_file,
                                     const std::filesystem::path& cache_root,
                                     std::uint64_t cache_limit_bytes,
                                     const std::optional<std::filesystem::path>& conda_tool,
-                                    const CreateObserver& observer = {});
+                                    const CreateObserver& observer = {},
+                                    const Interrupted& interrupted = {});
 
 }  // namespace sray::envs

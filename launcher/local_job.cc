@@ -140,6 +140,17 @@ class LocalJob {
     options_ = std::move(options).value();
 
     Status prepared = PrepareNodesAndServer();
+    // Signals stay pending while the nodes are prepared (staging an
+    // environment may take minutes): an interrupt then must not start the
+    // program once preparation ends.
+    if (const int signal = PendingInterrupt(); signal != 0) {
+      TerminateAll(SIGKILL);
+      ReapAll();
+      CleanUp();
+      std::cerr << "sray: interrupted by " << strsignal(signal)
+                << " while the nodes were being prepared: the program was not started\n";
+      return 128 + signal;
+    }
     if (prepared.ok()) prepared = SpawnRanks();
     if (!prepared.ok()) {
       TerminateAll(SIGKILL);
@@ -180,6 +191,18 @@ class LocalJob {
     return Status::Ok();
   }
 
+  // An interrupt (INT, TERM, HUP, QUIT) waiting in the signalfd, without
+  // reading it; 0 when none.
+  int PendingInterrupt() const {
+    sigset_t pending;
+    sigemptyset(&pending);
+    if (sigpending(&pending) != 0) return 0;
+    for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+      if (sigismember(&pending, signal) == 1) return signal;
+    }
+    return 0;
+  }
+
   Status PrepareNodesAndServer() {
     // The pid alone repeats once pids wrap, and a launcher killed by SIGKILL
     // leaves its directories: a random suffix keeps a new job off them.
@@ -194,6 +217,7 @@ class LocalJob {
                                               : jobsetup::MachineMemoryBytes() / request_.nodes;
     const std::string host = HostName();
     for (std::uint32_t node = 0; node < request_.nodes; ++node) {
+      if (PendingInterrupt() != 0) return Status::Ok();  // Run says so
       auto setup = jobsetup::PrepareNode({.job_id = job_id_,
                                           .step_id = "0",
                                           .node_id = node,
@@ -216,7 +240,9 @@ class LocalJob {
                                               [node](const std::string& line) {
                                                 std::cerr << "sray: node " << node << ": " << line
                                                           << std::endl;
-                                              }});
+                                              },
+                                          .interrupted =
+                                              [this] { return PendingInterrupt() != 0; }});
       if (!setup.ok())
         return setup.status().WithContext("cannot prepare emulated node " + std::to_string(node));
       nodes_.push_back(std::move(setup).value());

@@ -234,7 +234,10 @@ Status PrepareStep(spank_t handle, std::string& node_name) {
          .progress =
              [node = *node_id](const std::string& line) {
                slurm_info("sray: node %u: %s", node, line.c_str());
-             }});
+             },
+         // scancel ends the staging process with the rest of the step
+         // (the conda tool gets default signal handling, envs/create.cc).
+         .interrupted = {}});
   };
   auto answer = RunAsJobUser(*user, [&] { return jobsetup::EncodeNodeSetupResult(prepare()); });
   if (!answer.ok()) return answer.status();

@@ -26,7 +26,16 @@ std::vector<std::uint8_t> ReadMaybeCompressed(const std::string& path) {
       int code = 0;
       throw DatasetError("cannot read " + path + ": " + gzerror(file.get(), &code) + " (damaged or truncated?)");
     }
-    if (got == 0) break;
+    if (got == 0) {
+      // A gzip stream cut short reads as an early end; only gzerror tells.
+      int code = Z_OK;
+      const char* message = gzerror(file.get(), &code);
+      if (code == Z_BUF_ERROR) {
+        throw DatasetError("cannot read " + path + ": " + message +
+                           ": the file is truncated; download or install it again");
+      }
+      break;
+    }
     bytes.insert(bytes.end(), chunk.begin(), chunk.begin() + got);
   }
   return bytes;

@@ -6,7 +6,10 @@ namespace sray::core {
 
 NodeHeartbeats::NodeHeartbeats(std::size_t nodes, std::chrono::seconds timeout,
                                Clock::time_point now)
-    : timeout_(timeout), last_(nodes, now), declared_(nodes, false), last_look_(now) {}
+    : timeout_(std::min(timeout, kLongestNodeTimeout)),
+      last_(nodes, now),
+      declared_(nodes, false),
+      last_look_(now) {}
 
 void NodeHeartbeats::Beat(std::uint32_t node, Clock::time_point now) {
   std::lock_guard lock(mutex_);

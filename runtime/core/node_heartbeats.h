@@ -17,10 +17,15 @@
 
 namespace sray::core {
 
+// The longest node_timeout: a year, practically "never" (0 says so plainly).
+// Longer ones would overflow the steady clock's nanoseconds in comparisons.
+constexpr std::chrono::seconds kLongestNodeTimeout{31'536'000};
+
 class NodeHeartbeats {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // A timeout above kLongestNodeTimeout counts as that.
   NodeHeartbeats(std::size_t nodes, std::chrono::seconds timeout, Clock::time_point now);
 
   void Beat(std::uint32_t node, Clock::time_point now);
@@ -61,7 +66,7 @@ class HeadSilence {
   using Clock = std::chrono::steady_clock;
 
   HeadSilence(std::chrono::seconds timeout, Clock::time_point now)
-      : timeout_(timeout), last_answered_ask_(now) {}
+      : timeout_(std::min(timeout, kLongestNodeTimeout)), last_answered_ask_(now) {}
 
   // A heartbeat sent at `asked` was answered.
   void Answered(Clock::time_point asked) {

@@ -62,18 +62,19 @@ Result<NodeSetup> PrepareNode(const NodeSetupRequest& request) {
 
   NodeSetup setup;
   setup.session_directory = *path;
-  setup.environment = TaskEnvironment{.role = std::string(RoleForNode(request.node_id)),
-                                      .node_id = request.node_id,
-                                      .num_nodes = request.num_nodes,
-                                      .head_host = request.head_host,
-                                      .session_dir = path->string(),
-                                      .job_id = request.job_id,
-                                      .step_id = request.step_id,
-                                      .node_cpus = request.node_cpus,
-                                      .node_memory_bytes = request.node_memory_bytes,
-                                      .option_variables = request.options.EnvironmentVariables(),
-                                      .activation_variables = {},
-                                      .unset_variables = {}};
+  setup.environment =
+      TaskEnvironment{.role = std::string(RoleForNode(request.node_id)),
+                      .node_id = request.node_id,
+                      .num_nodes = request.num_nodes,
+                      .head_host = request.head_host,
+                      .session_dir = path->string(),
+                      .job_id = request.job_id,
+                      .step_id = request.step_id,
+                      .node_cpus = request.node_cpus,
+                      .node_memory_bytes = request.node_memory_bytes,
+                      .option_variables = request.options.EnvironmentVariables(),
+                      .activation_variables = {},
+                      .unset_variables = request.options.UnsetEnvironmentVariables()};
   if (const std::string& source = request.options.Get("env"); !source.empty()) {
     const Status prepared =
         PrepareStepEnvironment(StepEnvironmentRequest{.source = source,
@@ -81,7 +82,8 @@ Result<NodeSetup> PrepareNode(const NodeSetupRequest& request) {
                                                       .session_directory = *path,
                                                       .uid = request.uid,
                                                       .task_variable = request.task_variable,
-                                                      .progress = request.progress},
+                                                      .progress = request.progress,
+                                                      .interrupted = request.interrupted},
                                setup.environment);
     if (!prepared.ok()) {
       (void)TeardownNode(setup);  // nothing half-prepared stays

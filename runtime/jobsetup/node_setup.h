@@ -43,6 +43,8 @@ struct NodeSetupRequest {
   std::function<std::optional<std::string>(const std::string& name)> task_variable;
   // Lines on the progress of staging the step's environment; null: none.
   std::function<void(const std::string& line)> progress;
+  // Whether the user interrupted the launch, asked while staging; null: never.
+  std::function<bool()> interrupted;
 };
 
 struct NodeSetup {

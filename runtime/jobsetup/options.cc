@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 
 #include "common/whole_number.h"
 #include "object/store_capacity.h"
@@ -78,7 +79,8 @@ const std::array<OptionSpec, 12> kSchema = {{
      .help = "seconds the head waits for a node's heartbeat (one a second) before it declares "
              "the node lost: a frozen, overloaded or cut-off node, which is then shut out of "
              "the job (its tasks run again elsewhere) and ends itself if it comes back; 0: "
-             "forever"},
+             "forever",
+     .maximum = 31'536'000},  // a year: core/node_heartbeats.h kLongestNodeTimeout
     {.key = "object_store_memory",
      .kind = OptionKind::kByteSize,
      .environment_variable = "SRAY_OBJECT_STORE_MEMORY",
@@ -218,6 +220,11 @@ Result<std::string> CanonicalValue(const OptionSpec& spec, std::string_view valu
         return Status::InvalidArgument(where + " needs a positive size like 512M or 2G, got '" +
                                        text + "'");
       }
+      if (number > std::numeric_limits<unsigned long long>::max() / scale) {
+        return Status::InvalidArgument(where + " is " + text +
+                                       ", more bytes than a 64-bit size holds: give a size "
+                                       "like 512M or 2G");
+      }
       const unsigned long long bytes = number * scale;
       // Caught here, once, rather than by every rank as it starts its store.
       if (spec.key == "object_store_memory" && bytes < object::kMinimumStoreBytes) {
@@ -252,6 +259,13 @@ Result<std::string> CanonicalValue(const OptionSpec& spec, std::string_view valu
       if (!number) {
         return Status::InvalidArgument(where + " needs a whole number (0 for no limit), got '" +
                                        std::string(value) + "'");
+      }
+      if (*number > spec.maximum) {
+        return Status::InvalidArgument(where + " is " + std::string(value) +
+                                       ", above its largest "
+                                       "value " +
+                                       std::to_string(spec.maximum) +
+                                       ": give at most that, or 0 for no limit");
       }
       return std::to_string(*number);
     }

@@ -7,6 +7,8 @@
 //
 // Thread-safety: everything here is a pure function over immutable data.
 
+#include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
@@ -35,6 +37,9 @@ struct OptionSpec {
   std::string_view help;
   // `config` names the user's own file, so it cannot appear inside a file.
   bool command_line_only = false;
+  // The largest value a kCount option takes (its unit's largest meaningful
+  // value; beyond it the runtime's clocks would overflow).
+  std::uint64_t maximum = std::numeric_limits<std::uint64_t>::max();
 };
 
 std::span<const OptionSpec> OptionSchema();

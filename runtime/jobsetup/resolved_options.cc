@@ -31,6 +31,16 @@ std::vector<std::pair<std::string, std::string>> ResolvedOptions::EnvironmentVar
   return variables;
 }
 
+std::vector<std::string> ResolvedOptions::UnsetEnvironmentVariables() const {
+  std::vector<std::string> names;
+  for (const auto& spec : OptionSchema()) {
+    if (Get(spec.key).empty() && !spec.environment_variable.empty()) {
+      names.emplace_back(spec.environment_variable);
+    }
+  }
+  return names;
+}
+
 std::string ResolvedOptions::ToOptionList() const {
   std::string list;
   for (const auto& spec : OptionSchema()) {

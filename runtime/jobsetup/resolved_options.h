@@ -25,6 +25,10 @@ class ResolvedOptions {
   [[nodiscard]] const std::string& SourceOf(std::string_view key) const;
   // NAME=value pairs to export to every task, in schema order.
   [[nodiscard]] std::vector<std::pair<std::string, std::string>> EnvironmentVariables() const;
+  // The variables of options left unset: removed from every task's
+  // environment, so that one inherited from the caller (an outer step, a
+  // user's export) does not pass for a setting nothing checked.
+  [[nodiscard]] std::vector<std::string> UnsetEnvironmentVariables() const;
   // "key=value,..." that ParseOptionList reads back to the same options.
   [[nodiscard]] std::string ToOptionList() const;
 

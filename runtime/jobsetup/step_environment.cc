@@ -73,8 +73,9 @@ Result<envs::StagedEnvironment> StageFile(const StepEnvironmentRequest& request,
                                           StagingProgress& progress) {
   const fs::path cache_root = request.tmpdir / ("sray-envs-" + std::to_string(request.uid));
   if (envs::InspectPack(request.source).ok()) {
-    return envs::StagePack(request.source, cache_root, kCacheLimitBytes,
-                           [&progress](const envs::UnpackProgress& now) { progress(now); });
+    return envs::StagePack(
+        request.source, cache_root, kCacheLimitBytes,
+        [&progress](const envs::UnpackProgress& now) { progress(now); }, request.interrupted);
   }
   if (auto spec = envs::ReadSpec(request.source); !spec.ok()) {
     return Status::InvalidArgument(
@@ -89,7 +90,8 @@ Result<envs::StagedEnvironment> StageFile(const StepEnvironmentRequest& request,
   if (request.progress) {
     observer = [&progress, &tool_name](const envs::CreateProgress& now) { progress(now, tool_name); };
   }
-  return envs::StageSpec(request.source, cache_root, kCacheLimitBytes, tool, observer);
+  return envs::StageSpec(request.source, cache_root, kCacheLimitBytes, tool, observer,
+                         request.interrupted);
 }
 
 }  // namespace
@@ -149,7 +151,8 @@ Status PrepareStepEnvironment(const StepEnvironmentRequest& request, TaskEnviron
   environment.activation_variables.assign(activation->set.begin(), activation->set.end());
   environment.activation_variables.emplace_back("SRAY_ENV_PREFIX", prefix.string());
   environment.activation_variables.emplace_back("SRAY_ENV_HASH", lock->hash);
-  environment.unset_variables = activation->unset;
+  environment.unset_variables.insert(environment.unset_variables.end(), activation->unset.begin(),
+                                     activation->unset.end());
   return Status::Ok();
 }
 

@@ -31,6 +31,9 @@ struct StepEnvironmentRequest {
   // Told how a long staging goes (a line at most once a second, none for one
   // that takes under a second); null: not told.
   std::function<void(const std::string& line)> progress;
+  // Asked while staging whether the user interrupted the launch (envs/interrupted.h);
+  // null: never.
+  std::function<bool()> interrupted;
 };
 
 // Fills `environment`'s activation variables; errors name the environment

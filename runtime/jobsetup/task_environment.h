@@ -42,8 +42,10 @@ struct TaskEnvironment {
   // Resolved options, as NAME=value (SRAY_TMPDIR, SRAY_LOG_LEVEL, ...).
   std::vector<std::pair<std::string, std::string>> option_variables;
   // The step's conda environment, activated (PATH, CONDA_PREFIX, ...,
-  // SRAY_ENV_PREFIX, SRAY_ENV_HASH), and what its activate.d scripts unset.
+  // SRAY_ENV_PREFIX, SRAY_ENV_HASH).
   std::vector<std::pair<std::string, std::string>> activation_variables;
+  // Removed from every task's environment: the variables of unset options,
+  // and what the environment's activate.d scripts unset.
   std::vector<std::string> unset_variables;
 };
 

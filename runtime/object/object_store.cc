@@ -146,6 +146,14 @@ Status ObjectStore::MakeRoom(std::uint64_t size, const ObjectId& for_id) {
       entries_.erase(victim);
       continue;
     }
+    if (::access(PathOf(victim).c_str(), F_OK) != 0 && errno == ENOENT) {
+      // Its file vanished (see LocateLocked): the object is lost, and
+      // nothing is left to spill. Choosing it again would fail every
+      // Create that needs room, for good.
+      in_memory_ -= chosen->size;
+      entries_.erase(victim);
+      continue;
+    }
     SRAY_RETURN_IF_ERROR(SpillLocked(victim, *chosen));
   }
   return Status::Ok();

@@ -6,11 +6,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <utility>
@@ -269,8 +270,12 @@ std::vector<RankedCheckpoint> BestFirst(std::vector<RankedCheckpoint> checkpoint
                      if (attribute.empty()) return left.index > right.index;
                      const auto left_score = left.metrics.find(attribute);
                      const auto right_score = right.metrics.find(attribute);
-                     const bool left_has = left_score != left.metrics.end();
-                     const bool right_has = right_score != right.metrics.end();
+                     // A NaN score (a diverged run) ranks as no score: it
+                     // compares equal to every number, which no sort allows.
+                     const bool left_has =
+                         left_score != left.metrics.end() && !std::isnan(left_score->second);
+                     const bool right_has =
+                         right_score != right.metrics.end() && !std::isnan(right_score->second);
                      if (left_has != right_has) return left_has;
                      if (!left_has || left_score->second == right_score->second) return left.index > right.index;
                      return higher_is_better ? left_score->second > right_score->second

@@ -1,14 +1,17 @@
 #include "train/worker_session.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -16,6 +19,7 @@
 #include <ATen/Parallel.h>
 #include <torch/nn/module.h>
 
+#include "common/whole_number.h"
 #include "sray/errors.h"
 #include "sray/internal/function_registry.h"
 #include "sray/node.h"
@@ -45,17 +49,40 @@ void ExportTorchrunVariables(const WorkerAssignment& assignment) {
   SetVariable("MASTER_PORT", std::to_string(assignment.master_port));
 }
 
-std::string RestoreDirectory(const WorkerAssignment& assignment) {
-  std::string base;
+constexpr std::string_view kRestorePrefix = "train-restore-rank";
+
+std::string RestoreBase() {
   try {
-    base = sray::CurrentNode().session_dir;
+    return sray::CurrentNode().session_dir;
   } catch (const std::exception&) {
-    base = std::filesystem::temp_directory_path().string();
+    return std::filesystem::temp_directory_path().string();
   }
-  return base + "/train-restore-rank" + std::to_string(assignment.world_rank) + "-" + std::to_string(::getpid());
+}
+
+std::string RestoreDirectory(const std::string& base, const WorkerAssignment& assignment) {
+  return base + "/" + std::string(kRestorePrefix) + std::to_string(assignment.world_rank) + "-" +
+         std::to_string(::getpid());
 }
 
 }  // namespace
+
+// A worker killed while it trained (a failed group is ended that way) never
+// ran its ClearAtEnd: its restored copy would stay until the step ends, one
+// more per restart. A live process's copy (another worker's) is left alone.
+void RemoveRestoreCopiesOfEndedWorkers(const std::string& base) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(base, error)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(kRestorePrefix)) continue;
+    const auto dash = name.rfind('-');
+    if (dash == std::string::npos) continue;
+    const auto pid = WholeNumber<pid_t>(std::string_view(name).substr(dash + 1));
+    if (!pid || *pid <= 0) continue;
+    if (::kill(*pid, 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;
+    std::filesystem::remove_all(entry.path(), ignored);
+  }
+}
 
 std::uint16_t FreePortForUserCode() { return PickFreePort(); }
 
@@ -78,7 +105,9 @@ void RunWorkerSession(const WorkerAssignment& assignment, const CheckpointFiles&
   session->reports = &reports;
   session->last_report = std::chrono::steady_clock::now();
 
-  const std::string restore = RestoreDirectory(assignment);
+  const std::string restore_base = RestoreBase();
+  RemoveRestoreCopiesOfEndedWorkers(restore_base);
+  const std::string restore = RestoreDirectory(restore_base, assignment);
   std::error_code ignored;
   std::filesystem::remove_all(restore, ignored);
   struct ClearAtEnd {

@@ -21,6 +21,11 @@ namespace sray::train::internal {
 // A port that was free on this host a moment ago (MASTER_PORT).
 std::uint16_t FreePortForUserCode();
 
+// Removes the checkpoint copies restored for workers in `directory` (a node's
+// session directory) whose processes have ended; a killed worker never
+// removes its own. Run by every worker as it starts.
+void RemoveRestoreCopiesOfEndedWorkers(const std::string& directory);
+
 // Runs the loop to its end; throws what it threw (or a collective's error).
 // Rank 0's reports go to `reports`, which is closed when the loop ends.
 void RunWorkerSession(const WorkerAssignment& assignment, const CheckpointFiles& resume,

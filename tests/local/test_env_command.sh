@@ -147,4 +147,36 @@ created=$(ls -d "$WORK/tmp/sray-envs-$(id -u)"/spec-*/)
 expect_lines "$WORK/spec-step.out" "^[0-2] ${created%/}\$" 3
 [ "$(grep -c '^micromamba create' "${created%/}.log")" -eq 1 ] || fail "micromamba ran more than once"
 echo "ok: env=SPEC without a match fails before user code, and with micromamba on PATH is made once"
+
+# An interrupt while the environment is created ends the creation and starts
+# nothing (before: TERM and INT waited until the tool was done, then the
+# program started and was ended at once).
+grep -v numpy "$WORK/explicit.txt" >"$WORK/explicit-slow.txt"
+FAKE_MICROMAMBA_SECONDS=60 PATH=$WORK/bin:$PATH "$SRAY" run -N2 \
+  --ray-cluster="env=$WORK/explicit-slow.txt,tmpdir=$WORK/tmp" touch "$WORK/slow-started" \
+  >"$WORK/slow.out" 2>&1 &
+launcher=$!
+for _ in $(seq 100); do
+  compgen -G "$WORK/tmp/sray-envs-$(id -u)/spec-*.log" >/dev/null && break
+  sleep 0.1
+done
+sleep 0.5
+sent=$(date +%s%N)
+kill -TERM "$launcher"
+status=0
+wait "$launcher" || status=$?
+took_ms=$(( ($(date +%s%N) - sent) / 1000000 ))
+[ "$status" -eq 143 ] || fail "an interrupted staging ended with status $status: $(cat "$WORK/slow.out")"
+[ "$took_ms" -lt 5000 ] || fail "an interrupted staging took $took_ms ms to end"
+grep -q '^sray: interrupted by Terminated while the nodes were being prepared: the program was not started$' \
+  "$WORK/slow.out" || fail "no interrupt message: $(cat "$WORK/slow.out")"
+[ ! -e "$WORK/slow-started" ] || fail "the program started after the interrupt"
+for copy in "$WORK/tmp/sray-envs-$(id -u)"/spec-*/; do
+  [ "$copy" = "$created" ] || fail "a half-made copy was left: $copy"
+done
+# The job's id starts with the launcher's pid: nothing of it may be left.
+sleep 0.5
+left=$(ls -d /dev/shm/sray.local"$launcher"-* "$WORK/tmp"/sray-*-local"$launcher"-* 2>/dev/null || true)
+[ -z "$left" ] || fail "an interrupted staging left: $left"
+echo "ok: an interrupt during staging ends it in ${took_ms} ms and starts nothing"
 echo PASS

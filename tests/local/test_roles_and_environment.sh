@@ -24,6 +24,16 @@ expect_lines "$WORK/ucx.out" '^ucx y y$' 1
 UCX_POSIX_ERROR_HANDLING=n "$SRAY" run -N1 bash -c 'echo "ucx $UCX_POSIX_ERROR_HANDLING $UCX_SYSV_ERROR_HANDLING"' >"$WORK/ucx.out"
 expect_lines "$WORK/ucx.out" '^ucx n y$' 1
 
+# An option's variable inherited from the caller (an outer step, a user's
+# export) is not taken for a setting: before, SRAY_OBJECT_STORE_MEMORY=abc
+# reached every rank unchecked and each aborted in std::stoull.
+SRAY_OBJECT_STORE_MEMORY=abc SRAY_RESOURCES='GPU:8' "$SRAY" run -N1 bash -c \
+  'echo "inherited [${SRAY_OBJECT_STORE_MEMORY-unset}] [${SRAY_RESOURCES-unset}] [$SRAY_NODE_TIMEOUT]"' >"$WORK/inherited.out"
+expect_lines "$WORK/inherited.out" '^inherited \[unset\] \[unset\] \[30\]$' 1
+SRAY_OBJECT_STORE_MEMORY=abc "$SRAY" run -N1 --ray-cluster=object_store_memory=64M bash -c \
+  'echo "set [$SRAY_OBJECT_STORE_MEMORY]"' >"$WORK/inherited.out"
+expect_lines "$WORK/inherited.out" '^set \[67108864\]$' 1
+
 # Options the program must pass through untouched.
 "$SRAY" run -N1 bash -c 'echo "args: $*"' prog -N 5 --label >"$WORK/args.out"
 expect_lines "$WORK/args.out" '^args: -N 5 --label$' 1

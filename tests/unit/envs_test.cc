@@ -2,6 +2,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -510,6 +512,49 @@ TEST_F(EnvsTest, StagingSharesOneCopyPerHashAndEvictsTheLeastRecentlyUsed) {
   EXPECT_TRUE(fs::exists(newer->prefix / "conda-meta"));
 }
 
+TEST_F(EnvsTest, ACacheDirectoryAnotherUserCouldHavePlantedIsRefused) {
+  ASSERT_TRUE(Pack(prefix_, root_ / "train.pack").ok());
+  auto header = InspectPack(root_ / "train.pack");
+  ASSERT_TRUE(header.ok());
+  // What a planted cache holds: a copy with the pack's key and its marker,
+  // whose programs would run as the victim's.
+  auto plant = [&](const fs::path& cache) {
+    Write(cache / header->lock_hash.substr(0, 16) / ".sray-staged", "1\n");
+    Write(cache / header->lock_hash.substr(0, 16) / "bin" / "python", "#!/bin/sh\n");
+  };
+
+  const fs::path open_to_all = root_ / "open";
+  plant(open_to_all);
+  fs::permissions(open_to_all, fs::perms::all);
+  auto staged = StagePack(root_ / "train.pack", open_to_all, 1ULL << 30);
+  ASSERT_FALSE(staged.ok()) << "a world-writable cache was used: " << staged->prefix;
+  EXPECT_NE(staged.status().message().find("other users may write into it"), std::string::npos)
+      << staged.status().message();
+  EXPECT_NE(staged.status().message().find("remove it"), std::string::npos);
+
+  // A cache of this user's own with a wider mode (as older versions or a
+  // user's mkdir left it) is narrowed and used.
+  const fs::path own = root_ / "own";
+  fs::create_directories(own);
+  fs::permissions(own, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                           fs::perms::others_read | fs::perms::others_exec);
+  auto used = StagePack(root_ / "train.pack", own, 1ULL << 30);
+  ASSERT_TRUE(used.ok()) << used.status().message();
+  EXPECT_FALSE(used->reused);
+  EXPECT_EQ(fs::status(own).permissions() & fs::perms::mask, fs::perms::owner_all);
+
+  if (::geteuid() != 0) return;  // only root can give a directory away
+  const fs::path foreign = root_ / "foreign";
+  plant(foreign);
+  fs::permissions(foreign, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                               fs::perms::others_read | fs::perms::others_exec);
+  ASSERT_EQ(::chown(foreign.c_str(), 65534, 65534), 0);
+  staged = StagePack(root_ / "train.pack", foreign, 1ULL << 30);
+  ASSERT_FALSE(staged.ok()) << "another user's cache was used: " << staged->prefix;
+  EXPECT_NE(staged.status().message().find("belongs to uid 65534"), std::string::npos)
+      << staged.status().message();
+}
+
 // An explicit file for the conda packages of the fixture prefix.
 std::string ExplicitFile() {
   return "# platform: linux-64\n@EXPLICIT\n"
@@ -551,7 +596,8 @@ TEST_F(EnvsTest, AStepNotesWhetherItStagedReusedOrUsedItsEnvironmentInPlace) {
                                          .session_directory = root_ / session,
                                          .uid = ::getuid(),
                                          .task_variable = {},
-                                         .progress = {}},
+                                         .progress = {},
+                                         .interrupted = {}},
         environment);
     EXPECT_TRUE(prepared.ok()) << prepared.message();
     std::ifstream file(root_ / session / jobsetup::kEnvironmentNoteFile);
@@ -637,7 +683,8 @@ TEST_F(EnvsTest, CreatingASpecsEnvironmentTellsItsProgressWhileTheToolRuns) {
               [&path](const std::string& name) {
                 return name == "PATH" ? std::optional<std::string>(path) : std::nullopt;
               },
-          .progress = [&lines](const std::string& line) { lines.push_back(line); }},
+          .progress = [&lines](const std::string& line) { lines.push_back(line); },
+          .interrupted = {}},
       environment);
   ::unsetenv("FAKE_MICROMAMBA_SECONDS");
   ASSERT_TRUE(prepared.ok()) << prepared.message();
@@ -652,6 +699,37 @@ TEST_F(EnvsTest, CreatingASpecsEnvironmentTellsItsProgressWhileTheToolRuns) {
       << first;
   EXPECT_EQ(lines.size(), 2u) << ::testing::PrintToString(lines);
   EXPECT_EQ(lines.back().rfind("made ", 0), 0u) << lines.back();
+}
+
+// Before: `sray run` blocked INT and TERM for its signalfd, the tool inherited
+// the mask, and nothing asked while it ran: a Ctrl-C during a creation of
+// minutes was acted on only after it, and the program then started anyway.
+TEST_F(EnvsTest, AnInterruptedCreationEndsTheToolAtOnceAndLeavesNoCopy) {
+  const fs::path cache = root_ / "c";
+  Write(root_ / "explicit.txt", ExplicitFile());
+  const auto tool = FakeMicromamba(root_ / "bin");
+  // The caller's mask, as `sray run` has it: the tool must not inherit it.
+  sigset_t blocked;
+  sigset_t original;
+  sigemptyset(&blocked);
+  sigaddset(&blocked, SIGTERM);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &blocked, &original), 0);
+  ::setenv("FAKE_MICROMAMBA_SECONDS", "30", 1);
+  const auto started = std::chrono::steady_clock::now();
+  auto interrupted = StageSpec(root_ / "explicit.txt", cache, 1ULL << 30, tool, {}, [&] {
+    return std::chrono::steady_clock::now() - started > std::chrono::seconds(1);
+  });
+  const auto took = std::chrono::steady_clock::now() - started;
+  ::unsetenv("FAKE_MICROMAMBA_SECONDS");
+  pthread_sigmask(SIG_SETMASK, &original, nullptr);
+  ASSERT_FALSE(interrupted.ok());
+  EXPECT_NE(interrupted.status().message().find("was interrupted"), std::string::npos)
+      << interrupted.status().message();
+  // Ended by its TERM (the mask was not inherited), not after 5 s by KILL.
+  EXPECT_LT(took, std::chrono::seconds(4));
+  for (const auto& entry : fs::directory_iterator(cache)) {
+    EXPECT_FALSE(entry.is_directory()) << "left behind: " << entry.path();
+  }
 }
 
 TEST_F(EnvsTest, AFailedOrWrongCreationLeavesNoCopyBehind) {

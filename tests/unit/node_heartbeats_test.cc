@@ -76,6 +76,16 @@ namespace {
 
 using std::chrono::milliseconds;
 
+// Before: a timeout beyond 292 years overflowed the clock's nanoseconds in
+// the comparison, and every node was overdue at the first look.
+TEST(NodeHeartbeats, AnEnormousTimeoutDeclaresNobodyLost) {
+  const Clock::time_point start{};
+  NodeHeartbeats heartbeats(3, seconds(9'999'999'999), start);
+  EXPECT_TRUE(LookEveryHalfSecond(heartbeats, start, start + seconds(120)).empty());
+  HeadSilence silence(seconds(9'999'999'999), start);
+  EXPECT_FALSE(silence.DeclaredLost(start + seconds(120)));
+}
+
 TEST(HeadSilence, ANodeResumedJustAfterTheHeadDeclaredItLostKnowsItWasDeclared) {
   const auto start = Clock::now();
   NodeHeartbeats head(2, seconds(6), start);

@@ -42,7 +42,8 @@ NodeSetupRequest RequestFor(const std::filesystem::path& tmpdir, std::uint32_t n
           .session_directory_per_node = false,
           .nodes_on_this_machine = 1,
           .task_variable = {},
-          .progress = {}};
+          .progress = {},
+          .interrupted = {}};
 }
 
 std::function<const char*(const char*)> LookupIn(const EnvironmentVariables& variables,

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -106,6 +107,23 @@ TEST_F(ObjectStoreTest, PinnedObjectsAreNotSpilledAndAFullStoreSaysWhy) {
   auto huge = store->Create({1, 4}, 5000, true);
   ASSERT_FALSE(huge.ok());
   EXPECT_NE(huge.status().message().find("larger than the whole object store"), std::string::npos);
+}
+
+// Before: the vanished file's object stayed the coldest victim, its spill
+// failed with "its disk cannot take more", and every later Create that
+// needed room failed the same way.
+TEST_F(ObjectStoreTest, AnObjectWhoseFileVanishedGivesWayInsteadOfBlockingTheStore) {
+  auto store = Open(2000);
+  Write(*store, {1, 1}, 'a', 1000);
+  Write(*store, {1, 2}, 'b', 1000);
+  ASSERT_EQ(::unlink(store->PathOf({1, 1}).c_str()), 0);  // /dev/shm wiped by hand
+  auto room = store->Create({1, 3}, 1000, true);
+  ASSERT_TRUE(room.ok()) << room.status().message();
+  store->Seal({1, 3});
+  EXPECT_EQ(store->Usage().in_memory, 2000u);
+  EXPECT_EQ(store->Usage().spilled, 0u);
+  EXPECT_EQ(store->Locate({1, 1}).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(FirstByte(*store, {1, 2}), 'b');
 }
 
 TEST_F(ObjectStoreTest, CopiesFromOtherNodesAreDroppedNotSpilled) {

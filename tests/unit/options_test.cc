@@ -142,6 +142,30 @@ TEST(Options, ObjectStoreMemoryBelowTheStoresMinimumIsRefused) {
   EXPECT_TRUE(ParseOptionList("object_store_memory=16M", "--ray-cluster").ok());
 }
 
+// Before: 17179869185G wrapped to 1 GiB and was accepted; 16777216T to 0.
+TEST(Options, ASizeBeyondSixtyFourBitsIsRefusedRatherThanWrapped) {
+  for (const char* size : {"17179869185G", "16777216T", "18446744073709551615K"}) {
+    auto parsed = ParseOptionList(std::string("object_store_memory=") + size, "--ray-cluster");
+    ASSERT_FALSE(parsed.ok()) << size << " became " << parsed->front().value;
+    EXPECT_NE(parsed.status().message().find("more bytes than a 64-bit size holds"),
+              std::string::npos)
+        << parsed.status().message();
+  }
+}
+
+// Before: any 64-bit number passed, and the runtime's clock comparison
+// overflowed on it, declaring every node lost at once.
+TEST(Options, NodeTimeoutAboveAYearIsRefusedWithItsLargestValue) {
+  auto longest = ParseOptionList("node_timeout=31536000", "--ray-cluster");
+  ASSERT_TRUE(longest.ok()) << longest.status().message();
+  for (const char* seconds : {"31536001", "9999999999", "18446744073709551615"}) {
+    auto parsed = ParseOptionList(std::string("node_timeout=") + seconds, "--ray-cluster");
+    ASSERT_FALSE(parsed.ok()) << seconds;
+    EXPECT_NE(parsed.status().message().find("above its largest value 31536000"), std::string::npos)
+        << parsed.status().message();
+  }
+}
+
 TEST(Options, MaxTasksInFlightIsAWholeNumberAndZeroMeansNoLimit) {
   for (const auto& [text, canonical] : {std::pair{"0", "0"}, std::pair{"250000", "250000"}}) {
     auto parsed = ParseOptionList(std::string("max_tasks_in_flight=") + text, "--ray-cluster");

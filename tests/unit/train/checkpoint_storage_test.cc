@@ -1,9 +1,11 @@
 #include "train/checkpoint_storage.h"
 
 #include <gtest/gtest.h>
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <limits>
 
 #include <filesystem>
 #include <fstream>
@@ -188,6 +190,20 @@ TEST(CheckpointPruning, KeepsTheNewestWithoutAScoreAndEverythingWithZero) {
 TEST(CheckpointPruning, RanksCheckpointsWithoutTheScoreLast) {
   const std::vector<RankedCheckpoint> checkpoints{{0, {{"loss", 0.1}}}, {1, {}}, {2, {{"loss", 0.3}}}, {3, {{"loss", 0.2}}}};
   EXPECT_EQ(CheckpointsToRemove(checkpoints, KeepBy(2, "loss", "min")), (std::vector<std::uint64_t>{2, 1}));
+}
+
+// Before: a NaN loss compared equal to every score, broke the sort's
+// ordering, and the diverged checkpoint was kept while the best one went.
+TEST(CheckpointPruning, ANaNScoreRanksAsNoScoreAndNeverDisplacesTheBest) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<RankedCheckpoint> checkpoints{
+      {0, {{"loss", nan}}}, {1, {{"loss", 0.5}}}, {2, {{"loss", 0.9}}}};
+  // The best (1) and the latest (2) stay; the NaN one goes.
+  EXPECT_EQ(CheckpointsToRemove(checkpoints, KeepBy(1, "loss", "min")),
+            (std::vector<std::uint64_t>{0}));
+  const auto best = BestFirst(checkpoints, KeepBy(0, "loss", "min"));
+  EXPECT_EQ(best.front().index, 1U);
+  EXPECT_EQ(best.back().index, 0U);
 }
 
 TEST(CheckpointPruning, RefusesABadOrderOrCount) {

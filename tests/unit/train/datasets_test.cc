@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,29 @@ TEST(IdxReader, RefusesATruncatedFileNamingIt) {
     EXPECT_NE(std::string(error.what()).find("truncated"), std::string::npos) << error.what();
   }
   EXPECT_THROW(ReadIdx("/nonexistent/images.gz", "/nonexistent/labels.gz"), DatasetError);
+}
+
+// Before: a gzip stream cut short read as an early end of file, and a CIFAR
+// batch cut at a record boundary passed as a smaller data set.
+TEST(CompressedFiles, AGzipStreamCutShortIsAnErrorNotAShorterFile) {
+  sray::testing::ScratchDirectory scratch;
+  std::string bytes;
+  for (int index = 0; index < 20000; ++index) bytes += static_cast<char>((index * 7919) % 251);
+  const std::string whole = (scratch.path() / "whole.gz").string();
+  WriteGzip(whole, bytes);
+  EXPECT_EQ(ReadMaybeCompressed(whole).size(), bytes.size());
+  const auto size = std::filesystem::file_size(whole);
+  std::filesystem::copy_file(whole, scratch.path() / "cut.gz");
+  std::filesystem::resize_file(scratch.path() / "cut.gz", size / 2);
+  try {
+    const auto read = ReadMaybeCompressed((scratch.path() / "cut.gz").string());
+    FAIL() << "a truncated gzip file read as " << read.size() << " bytes";
+  } catch (const DatasetError& error) {
+    EXPECT_NE(std::string(error.what()).find("truncated"), std::string::npos) << error.what();
+  }
+  // A plain file still reads as it is.
+  const auto plain = scratch.Write("plain.bin", "abc");
+  EXPECT_EQ(ReadMaybeCompressed(plain.string()).size(), 3U);
 }
 
 TEST(Cifar10Reader, ReadsBinaryBatchesRecordByRecord) {
