@@ -416,11 +416,13 @@ void NodeManager::RegisterHandlers() {
                             std::lock_guard lock(manager.lost_nodes_mutex_);
                             manager.lost_nodes_.insert(lost.node);
                           }
-                          // Every worker of that node owned its objects.
-                          manager.blocking_->Post([&manager] {
+                          // Every worker of that node owned its objects; its
+                          // pulls will never unpin what they pinned here.
+                          manager.blocking_->Post([&manager, node = lost.node] {
                             manager.transfer_->FreeOwnedBy([&manager](std::uint64_t owner) {
                               return manager.IsGoneOwner(owner);
                             });
+                            manager.transfer_->ForgetPuller(node);
                           });
                           manager.loop_->Post([&manager, lost = std::move(lost)] {
                             manager.Apply(manager.scheduler_.OnNodeLost(lost.node, lost.cause));
@@ -535,7 +537,8 @@ void NodeManager::RegisterHandlers() {
   serve_blocking(kPinForPull,
                  [](NodeManager& manager, std::uint32_t,
                     const ObjectRequest& request) -> Result<transport::Bytes> {
-                   auto source = manager.transfer_->PinForPull(request.id, request.puller_node);
+                   auto source =
+                       manager.transfer_->PinForPull(request.id, request.puller_node, request.pull);
                    if (!source.ok()) return source.status();
                    return Encode(*source);
                  });
@@ -580,7 +583,8 @@ void NodeManager::RegisterHandlers() {
                                  const OrphanedResult& orphan) { manager.DiscardOrphan(orphan); });
   ServeOneWay<ObjectRequest>(transport, guard, kUnpinForPull, "unpin",
                              [](NodeManager& manager, std::uint32_t, const ObjectRequest& request) {
-                               manager.transfer_->UnpinForPull(request.id);
+                               manager.transfer_->UnpinForPull(request.id, request.puller_node,
+                                                               request.pull);
                              });
   // Answered from the event loop, where the scheduler's state lives.
   transport.RegisterDeferredRequestHandler(kNodeStatus, [guard](std::uint32_t, auto,

@@ -24,10 +24,17 @@ Result<std::string> ObjectTransfer::MakeLocal(const ObjectId& id, std::uint32_t 
     auto path = store_.Locate(id);
     if (path.ok()) return path->string();
   }
-  const ObjectRequest request{
-      .id = id, .size = size, .holder_node = 0, .puller_node = node_id_, .owner_rank = 0};
+  const ObjectRequest request{.id = id,
+                              .size = size,
+                              .holder_node = 0,
+                              .puller_node = node_id_,
+                              .owner_rank = 0,
+                              .incarnation = 0,
+                              .pull = ++next_pull_};
   auto source = links_.Pin(holder, request);
   if (!source.ok()) {
+    // Unanswered in time, the pin may still happen at the holder: cancel it.
+    links_.Unpin(holder, request);
     return source.status().WithContext("cannot reach object " + id.ToString() + " on node " +
                                        std::to_string(holder));
   }
@@ -38,7 +45,7 @@ Result<std::string> ObjectTransfer::MakeLocal(const ObjectId& id, std::uint32_t 
   }
   auto file = object::MappedFile::Create(*path, source->size);
   if (!file.ok()) {
-    store_.Abort(id);
+    store_.AbortCopy(id);
     links_.Unpin(holder, request);
     return file.status();
   }
@@ -56,20 +63,33 @@ Result<std::string> ObjectTransfer::MakeLocal(const ObjectId& id, std::uint32_t 
   links_.Unpin(holder, request);
   file->reset();
   if (!pulled.ok()) {
-    store_.Abort(id);
+    store_.AbortCopy(id);
     return pulled.WithContext("cannot pull object " + id.ToString() + " from node " +
                               std::to_string(holder));
   }
-  store_.Seal(id);
+  if (!store_.SealCopy(id)) {
+    // Recomputed here while it was pulled: the path is the new attempt's
+    // file, perhaps half-written. The reader asks again.
+    return Status::NotFound("object " + id.ToString() + " is being recomputed on node " +
+                            std::to_string(node_id_) + " and was not pulled: read it again");
+  }
   return path->string();
 }
 
-Result<PullSource> ObjectTransfer::PinForPull(const ObjectId& id, std::uint32_t puller_node) {
+Result<PullSource> ObjectTransfer::PinForPull(const ObjectId& id, std::uint32_t puller_node,
+                                              std::uint64_t pull) {
+  const PullKey key{.node = puller_node, .pull = pull};
   // Found and pinned at once: a spill between the two would move the file
   // away before it is opened. (Outside pulls_mutex_: it may restore from disk.)
   auto path = store_.LocateAndPin(id);
   if (!path.ok()) return path.status();
   std::lock_guard lock(pulls_mutex_);
+  if (cancelled_pulls_.erase({id, key}) > 0) {
+    store_.Unpin(id);
+    return Status::Unavailable("pull " + std::to_string(pull) + " of object " + id.ToString() +
+                               " by node " + std::to_string(puller_node) +
+                               " was given up before its pin");
+  }
   PullRegistration& registration = pull_sources_[id];
   if (registration.file) {
     store_.Unpin(id);  // the registration holds its pin already
@@ -91,19 +111,50 @@ Result<PullSource> ObjectTransfer::PinForPull(const ObjectId& id, std::uint32_t 
     }
     registration.file = std::move(file).value();
   }
-  registration.pulls++;
+  registration.pulls.insert(key);
   copies_[id].insert(puller_node);
   return PullSource{.address = reinterpret_cast<std::uint64_t>(registration.file->data()),
                     .key = registration.registration.packed_key,
                     .size = registration.file->size()};
 }
 
-void ObjectTransfer::UnpinForPull(const ObjectId& id) {
+void ObjectTransfer::UnpinForPull(const ObjectId& id, std::uint32_t puller_node,
+                                  std::uint64_t pull) {
+  const PullKey key{.node = puller_node, .pull = pull};
   std::lock_guard lock(pulls_mutex_);
   auto found = pull_sources_.find(id);
-  if (found == pull_sources_.end()) return;
-  if (--found->second.pulls > 0) return;
-  pull_sources_.erase(found);
+  if (found == pull_sources_.end() || found->second.pulls.erase(key) == 0) {
+    // Before its pin (or for a pin that failed here): cancel the pin.
+    if (cancelled_pulls_.insert({id, key}).second) cancelled_order_.emplace_back(id, key);
+    while (cancelled_order_.size() > kCancelledPullsKept) {
+      cancelled_pulls_.erase(cancelled_order_.front());
+      cancelled_order_.pop_front();
+    }
+    return;
+  }
+  if (found->second.pulls.empty()) ReleaseLocked(found);
+}
+
+void ObjectTransfer::ForgetPuller(std::uint32_t puller_node) {
+  std::lock_guard lock(pulls_mutex_);
+  for (auto registration = pull_sources_.begin(); registration != pull_sources_.end();) {
+    std::erase_if(registration->second.pulls,
+                  [puller_node](const PullKey& key) { return key.node == puller_node; });
+    auto next = std::next(registration);
+    if (registration->second.pulls.empty()) ReleaseLocked(registration);
+    registration = next;
+  }
+  std::erase_if(cancelled_pulls_, [puller_node](const auto& cancelled) {
+    return cancelled.second.node == puller_node;
+  });
+  std::erase_if(cancelled_order_, [puller_node](const auto& cancelled) {
+    return cancelled.second.node == puller_node;
+  });
+}
+
+void ObjectTransfer::ReleaseLocked(std::map<ObjectId, PullRegistration>::iterator registration) {
+  const ObjectId id = registration->first;
+  pull_sources_.erase(registration);
   store_.Unpin(id);
 }
 

@@ -12,7 +12,9 @@
 // never from a transport handler: MakeLocal (which waits for another node's
 // pin) from its pulls executor, the rest from its blocking executor.
 
+#include <compare>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -20,6 +22,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "common/status.h"
 #include "core/protocol.h"
@@ -59,9 +62,13 @@ class ObjectTransfer {
   // The object's path in this node's store, pulled from `holder` first when
   // it lives elsewhere (once: a copy pulled earlier is reused).
   Result<std::string> MakeLocal(const ObjectId& id, std::uint32_t holder, std::uint64_t size);
-  // Lends a local object to `puller_node`; each call needs an UnpinForPull.
-  Result<PullSource> PinForPull(const ObjectId& id, std::uint32_t puller_node);
-  void UnpinForPull(const ObjectId& id);
+  // Lends a local object to pull `pull` of `puller_node`; each call needs an
+  // UnpinForPull of the same pull. An unpin that arrives first (the puller
+  // gave up waiting for the pin) cancels the pin when it comes.
+  Result<PullSource> PinForPull(const ObjectId& id, std::uint32_t puller_node, std::uint64_t pull);
+  void UnpinForPull(const ObjectId& id, std::uint32_t puller_node, std::uint64_t pull);
+  // Drops the pins of a lost node's pulls: it will never unpin them.
+  void ForgetPuller(std::uint32_t puller_node);
   // Frees a local object and asks the nodes that pulled copies to free them.
   void FreeLocal(const ObjectId& id);
   // The store's FreeOwnedBy, and this node's record of who pulled copies of
@@ -73,11 +80,23 @@ class ObjectTransfer {
   [[nodiscard]] std::size_t pinned_objects() const;
 
  private:
+  // One pull of one node.
+  struct PullKey {
+    std::uint32_t node = 0;
+    std::uint64_t pull = 0;
+    auto operator<=>(const PullKey&) const = default;
+  };
   struct PullRegistration {
     std::unique_ptr<object::MappedFile> file;
     TransferLinks::Registration registration;
-    int pulls = 0;
+    std::set<PullKey> pulls;  // the store pin is held while any remains
   };
+  // Unpins that came before their pins, kept for the pins that may still
+  // come; the oldest go beyond kCancelledPullsKept (a pin that failed at the
+  // holder never comes).
+  static constexpr std::size_t kCancelledPullsKept = 4096;
+
+  void ReleaseLocked(std::map<ObjectId, PullRegistration>::iterator registration);
 
   const std::uint32_t node_id_;
   object::ObjectStore& store_;
@@ -85,7 +104,10 @@ class ObjectTransfer {
   mutable std::mutex pulls_mutex_;
   std::map<ObjectId, PullRegistration> pull_sources_;   // guarded by pulls_mutex_
   std::map<ObjectId, std::set<std::uint32_t>> copies_;  // guarded by pulls_mutex_
-  std::mutex fetch_mutex_;                              // one pull into this node at a time
+  std::set<std::pair<ObjectId, PullKey>> cancelled_pulls_;    // guarded by pulls_mutex_
+  std::deque<std::pair<ObjectId, PullKey>> cancelled_order_;  // guarded by pulls_mutex_
+  std::mutex fetch_mutex_;                                    // one pull into this node at a time
+  std::uint64_t next_pull_ = 0;                               // guarded by fetch_mutex_
 };
 
 }  // namespace sray::core

@@ -280,7 +280,10 @@ struct ObjectRequest {
   // kCreateObject: of the actor whose call makes it (0 for anything else);
   // with the creating process's rank it names the attempt (OrphanedResult).
   std::int32_t incarnation = 0;
-  MSGPACK_DEFINE(id, size, holder_node, puller_node, owner_rank, incarnation)
+  // kPinForPull, kUnpinForPull: which pull of `puller_node` (unique there),
+  // so that a pin given up on before its answer can be cancelled.
+  std::uint64_t pull = 0;
+  MSGPACK_DEFINE(id, size, holder_node, puller_node, owner_rank, incarnation, pull)
 };
 
 struct ObjectPath {

@@ -111,6 +111,27 @@ void ObjectStore::Abort(const ObjectId& id) {
   entries_.erase(found);
 }
 
+bool ObjectStore::SealCopy(const ObjectId& id) {
+  std::lock_guard lock(mutex_);
+  auto found = entries_.find(id);
+  if (found == entries_.end() || found->second.primary || found->second.where != Where::kCreating) {
+    return false;
+  }
+  found->second.where = Where::kMemory;
+  return true;
+}
+
+void ObjectStore::AbortCopy(const ObjectId& id) {
+  std::lock_guard lock(mutex_);
+  auto found = entries_.find(id);
+  if (found == entries_.end() || found->second.primary || found->second.where != Where::kCreating) {
+    return;
+  }
+  in_memory_ -= found->second.size;
+  ::unlink(PathOf(id).c_str());
+  entries_.erase(found);
+}
+
 Status ObjectStore::MakeRoom(std::uint64_t size, const ObjectId& for_id) {
   if (size > config_.capacity) {
     return Status::ResourceExhausted("object " + for_id.ToString() + " of " + std::to_string(size) +

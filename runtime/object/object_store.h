@@ -78,6 +78,12 @@ class ObjectStore {
   Status SealMadeBy(const ObjectId& id, ObjectMaker maker);
   // Removes an object that was created but never sealed (its writer failed).
   void Abort(const ObjectId& id);
+  // Seal and Abort of a copy being pulled from another node: they act only
+  // on that copy, never on a primary entry that replaced it meanwhile (the
+  // object recomputed here: Create drops the copy's record). SealCopy says
+  // whether the copy was still there and is now readable.
+  bool SealCopy(const ObjectId& id);
+  void AbortCopy(const ObjectId& id);
   // The path of the object in shared memory, restoring it from disk when it
   // was spilled. NotFound when the store does not have it.
   Result<std::filesystem::path> Locate(const ObjectId& id);

@@ -148,7 +148,14 @@ void Transport::Impl::ServeRequest(const FrameHeader& header, ucp_ep_h reply_end
     auto found = request_handlers_.find(header.method);
     if (found != request_handlers_.end()) {
       lock.unlock();
-      result = found->second(header.source_rank, payload);
+      try {
+        result = found->second(header.source_rank, payload);
+      } catch (const std::exception& error) {
+        // Answered at once: the caller would otherwise wait out its
+        // timeout (a minute by default) for a reply that never comes.
+        result = Status::Internal("the handler of method " + std::to_string(header.method) +
+                                  " on " + Describe(options_.rank) + " failed: " + error.what());
+      }
     }
   }
   if (!result) {

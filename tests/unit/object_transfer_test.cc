@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,12 +53,18 @@ class TwoNodes : public ::testing::Test, public TransferLinks {
   }
   Result<PullSource> Pin(std::uint32_t holder_node, const ObjectRequest& request) override {
     ++pins_;
-    return transfers_[holder_node]->PinForPull(request.id, request.puller_node);
+    if (pin_times_out_) {
+      // The holder pins, but the answer comes too late for the puller.
+      (void)transfers_[holder_node]->PinForPull(request.id, request.puller_node, request.pull);
+      return Status::Unavailable("no reply from node 0 within 60000 ms (test)");
+    }
+    return transfers_[holder_node]->PinForPull(request.id, request.puller_node, request.pull);
   }
   void Unpin(std::uint32_t holder_node, const ObjectRequest& request) override {
-    transfers_[holder_node]->UnpinForPull(request.id);
+    transfers_[holder_node]->UnpinForPull(request.id, request.puller_node, request.pull);
   }
   Status Pull(std::uint32_t /*holder_node*/, const PullSource& source, void* destination) override {
+    if (during_pull_) during_pull_();
     if (fail_pulls_) return Status::Unavailable("node 0 is unreachable (test)");
     // The holder's mapping is in this process: its address is a pointer here.
     std::memcpy(destination,
@@ -91,6 +98,8 @@ class TwoNodes : public ::testing::Test, public TransferLinks {
   int registrations_ = 0;
   int pins_ = 0;
   bool fail_pulls_ = false;
+  bool pin_times_out_ = false;
+  std::function<void()> during_pull_;  // runs inside each Pull
   std::vector<std::uint32_t> freed_copies_;
 };
 
@@ -133,15 +142,66 @@ TEST_F(TwoNodes, AFailedPullLeavesNoCopyAndNoPin) {
   EXPECT_TRUE(transfers_[1]->MakeLocal(id, 0, 7).ok()) << "a later pull must work";
 }
 
+// Before: the pull sealed or aborted whatever entry had the id, so an
+// object recomputed on the puller's node while the pull ran was made
+// readable unwritten (pull succeeded) or deleted (pull failed).
+TEST_F(TwoNodes, APullNeverSealsOrAbortsARecomputationThatReplacedItsCopy) {
+  const ObjectId id{7, 6};
+  Write(0, id, "original");
+  const object::ObjectMaker retry{.rank = 5, .incarnation = 0};
+  during_pull_ = [&] { ASSERT_TRUE(stores_[1]->Create(id, 8, true, retry).ok()); };
+  auto pulled = transfers_[1]->MakeLocal(id, 0, 8);
+  ASSERT_FALSE(pulled.ok()) << "the recomputation's unwritten file was handed out";
+  EXPECT_NE(pulled.status().message().find("being recomputed"), std::string::npos)
+      << pulled.status().message();
+  EXPECT_FALSE(stores_[1]->Contains(id)) << "the unwritten primary was sealed";
+  EXPECT_TRUE(stores_[1]->SealMadeBy(id, retry).ok());
+
+  const ObjectId other{7, 7};
+  Write(0, other, "original");
+  fail_pulls_ = true;
+  during_pull_ = [&] { ASSERT_TRUE(stores_[1]->Create(other, 8, true, retry).ok()); };
+  ASSERT_FALSE(transfers_[1]->MakeLocal(other, 0, 8).ok());
+  EXPECT_TRUE(stores_[1]->SealMadeBy(other, retry).ok())
+      << "the failed pull aborted the retry's entry";
+  EXPECT_EQ(transfers_[0]->pinned_objects(), 0u);
+}
+
 TEST_F(TwoNodes, PinsAreCountedUntilTheLastPullEnds) {
   const ObjectId id{7, 4};
   Write(0, id, "shared");
-  ASSERT_TRUE(transfers_[0]->PinForPull(id, 1).ok());
-  ASSERT_TRUE(transfers_[0]->PinForPull(id, 2).ok());
+  ASSERT_TRUE(transfers_[0]->PinForPull(id, 1, 1).ok());
+  ASSERT_TRUE(transfers_[0]->PinForPull(id, 2, 1).ok());
   EXPECT_EQ(registrations_, 1) << "each pull registered the memory again";
-  transfers_[0]->UnpinForPull(id);
+  transfers_[0]->UnpinForPull(id, 1, 1);
   EXPECT_EQ(transfers_[0]->pinned_objects(), 1u);
-  transfers_[0]->UnpinForPull(id);
+  transfers_[0]->UnpinForPull(id, 1, 1);  // twice: still node 2's pin
+  EXPECT_EQ(transfers_[0]->pinned_objects(), 1u);
+  transfers_[0]->UnpinForPull(id, 2, 1);
+  EXPECT_EQ(transfers_[0]->pinned_objects(), 0u);
+}
+
+// Before: a pin answered after the puller gave up (its holder busy for
+// longer than the call's timeout), or a pin of a node lost before it
+// unpinned, stayed for good: the object could never be spilled again.
+TEST_F(TwoNodes, APinGivenUpOnOrOfALostNodeIsReleased) {
+  const ObjectId id{7, 5};
+  Write(0, id, "payload");
+  pin_times_out_ = true;
+  ASSERT_FALSE(transfers_[1]->MakeLocal(id, 0, 7).ok());
+  EXPECT_EQ(transfers_[0]->pinned_objects(), 0u) << "the late pin stayed";
+  // The unpin may also come before the pin: the pin is then refused.
+  transfers_[0]->UnpinForPull(id, 1, 99);
+  EXPECT_FALSE(transfers_[0]->PinForPull(id, 1, 99).ok());
+  EXPECT_EQ(transfers_[0]->pinned_objects(), 0u);
+  pin_times_out_ = false;
+  EXPECT_TRUE(transfers_[1]->MakeLocal(id, 0, 7).ok()) << "a later pull must work";
+
+  ASSERT_TRUE(transfers_[0]->PinForPull(id, 2, 1).ok());  // node 2 pins, then is lost
+  ASSERT_TRUE(transfers_[0]->PinForPull(id, 3, 1).ok());
+  transfers_[0]->ForgetPuller(2);
+  EXPECT_EQ(transfers_[0]->pinned_objects(), 1u) << "node 3's pin must stay";
+  transfers_[0]->ForgetPuller(3);
   EXPECT_EQ(transfers_[0]->pinned_objects(), 0u);
 }
 

@@ -180,6 +180,25 @@ TEST_F(TransportPair, HandlerErrorsTravelBackWithTheirCode) {
   EXPECT_EQ(reply.status().message(), "handler says no");
 }
 
+// Before: the exception was swallowed without an answer, and the caller
+// waited out its whole timeout.
+TEST_F(TransportPair, AHandlerThatThrowsIsAnsweredWithItsErrorAtOnce) {
+  auto server = Make(0, TokenOf(1));
+  auto client = Make(1, TokenOf(1));
+  constexpr std::uint32_t kThrows = 901;
+  server->RegisterRequestHandler(kThrows,
+                                 [](std::uint32_t, std::span<const std::byte>) -> Result<Bytes> {
+                                   throw std::runtime_error("a bug in the handler");
+                                 });
+  const auto started = std::chrono::steady_clock::now();
+  auto reply = client->Call(0, kThrows, {}, std::chrono::seconds(30));
+  ASSERT_FALSE(reply.ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+  EXPECT_EQ(reply.status().code(), StatusCode::kInternal);
+  EXPECT_NE(reply.status().message().find("failed: a bug in the handler"), std::string::npos)
+      << reply.status().message();
+}
+
 TEST_F(TransportPair, EveryStatusCodeSurvivesTheTrip) {
   auto server = Make(0, TokenOf(1));
   auto client = Make(1, TokenOf(1));
