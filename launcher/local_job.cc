@@ -183,6 +183,10 @@ class LocalJob {
     // get the original mask back, and a fork starts with no pending signal.
     sigset_t blocked = signals;
     sigaddset(&blocked, SIGPIPE);
+    // SIGTTIN too: a launcher put in the background while it forwards the
+    // terminal to rank 0 gets EIO from its read (and stops forwarding)
+    // instead of being stopped.
+    sigaddset(&blocked, SIGTTIN);
     if (pthread_sigmask(SIG_BLOCK, &blocked, &original_mask_) != 0) {
       return Status::Internal("cannot block signals");
     }
@@ -316,7 +320,53 @@ class LocalJob {
     return flattened;
   }
 
+  // A terminal on standard input is read by this launcher and forwarded to
+  // rank 0, as srun does; the other ranks read /dev/null. Each rank has a
+  // process group of its own (so that ending it reaches its children), and
+  // a background group that reads the terminal is stopped by SIGTTIN: a
+  // program asking for input hung, stopped, with nothing said. Input that is
+  // not a terminal (a file, a pipe) is inherited as it is.
+  Status PrepareStandardInput() {
+    if (::isatty(STDIN_FILENO) != 1) return Status::Ok();
+    null_input_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null_input_ < 0) return Status::FromErrno(errno, "cannot open /dev/null");
+    // From the background, the launcher cannot read the terminal either.
+    if (::tcgetpgrp(STDIN_FILENO) != ::getpgrp()) return Status::Ok();
+    int input[2] = {-1, -1};
+    if (::pipe2(input, O_CLOEXEC) != 0)
+      return Status::FromErrno(errno, "cannot create an input pipe");
+    rank_zero_input_ = input[0];
+    input_sink_ = input[1];
+    return Status::Ok();
+  }
+
+  void StopForwardingInput() {
+    if (input_sink_ >= 0) ::close(input_sink_);
+    input_sink_ = -1;
+  }
+
+  void ForwardInput() {
+    char buffer[4096];
+    const ssize_t got = ::read(STDIN_FILENO, buffer, sizeof(buffer));
+    if (got < 0 && errno == EINTR) return;
+    if (got <= 0) {  // end of input (Ctrl-D), or EIO in the background
+      StopForwardingInput();
+      return;
+    }
+    std::string_view text(buffer, static_cast<std::size_t>(got));
+    while (!text.empty()) {
+      const ssize_t written = ::write(input_sink_, text.data(), text.size());
+      if (written < 0 && errno == EINTR) continue;
+      if (written <= 0) {  // rank 0 closed its input or ended
+        StopForwardingInput();
+        return;
+      }
+      text.remove_prefix(static_cast<std::size_t>(written));
+    }
+  }
+
   Status SpawnRanks() {
+    SRAY_RETURN_IF_ERROR(PrepareStandardInput());
     ranks_.resize(layout_.size());
     for (std::uint32_t rank = 0; rank < layout_.size(); ++rank) {
       auto environment = EnvironmentOf(rank);
@@ -339,6 +389,8 @@ class LocalJob {
       if (pid == 0) {
         // Only async-signal-safe calls from here to exec.
         ::setpgid(0, 0);  // its own group, so ending it reaches its children
+        const int input = rank == 0 && rank_zero_input_ >= 0 ? rank_zero_input_ : null_input_;
+        if (input >= 0) ::dup2(input, STDIN_FILENO);
         ::dup2(out[1], STDOUT_FILENO);
         ::dup2(err[1], STDERR_FILENO);
         ::pthread_sigmask(SIG_SETMASK, &original_mask_, nullptr);
@@ -350,6 +402,10 @@ class LocalJob {
       ::setpgid(pid, pid);  // also here, so the group exists before we signal it
       ::close(out[1]);
       ::close(err[1]);
+      if (rank == 0 && rank_zero_input_ >= 0) {
+        ::close(rank_zero_input_);
+        rank_zero_input_ = -1;
+      }
       ranks_[rank] = {.pid = pid, .running = true};
       streams_.push_back(
           {.rank = rank, .source_fd = out[0], .target_fd = STDOUT_FILENO, .pending = {}});
@@ -557,6 +613,11 @@ class LocalJob {
           descriptors.push_back({.fd = stream.source_fd, .events = POLLIN, .revents = 0});
       }
       const bool output_open = descriptors.size() > 2;
+      if (input_sink_ >= 0 && !ranks_.empty() && !ranks_[0].running) StopForwardingInput();
+      const std::size_t input_index = descriptors.size();
+      if (input_sink_ >= 0) {
+        descriptors.push_back({.fd = STDIN_FILENO, .events = POLLIN, .revents = 0});
+      }
       if (!AnyRunning() && !output_open) return;
       if (!AnyRunning() && output_open && !drain_deadline_) {
         // Every rank has exited; whatever still holds a pipe is a leftover.
@@ -586,7 +647,11 @@ class LocalJob {
       // PMIx_Abort asked for).
       if (descriptors[0].revents != 0 || descriptors[1].revents != 0) HandleAbort();
       if (descriptors[0].revents != 0) HandleSignal();
-      for (std::size_t i = 2; i < descriptors.size(); ++i) {
+      if (input_index < descriptors.size() && descriptors[input_index].revents != 0 &&
+          input_sink_ >= 0) {
+        ForwardInput();
+      }
+      for (std::size_t i = 2; i < input_index; ++i) {
         if (descriptors[i].revents == 0) continue;
         for (auto& stream : streams_) {
           if (stream.source_fd != descriptors[i].fd) continue;
@@ -651,6 +716,11 @@ class LocalJob {
   std::unique_ptr<EmbeddedPmixServer> server_;
   std::vector<Rank> ranks_;
   std::vector<OutputStream> streams_;
+  // Standard input where it is a terminal (PrepareStandardInput): rank 0
+  // reads the pipe this launcher writes what it reads from the terminal to.
+  int null_input_ = -1;
+  int rank_zero_input_ = -1;
+  int input_sink_ = -1;
   sigset_t original_mask_{};
   int signal_fd_ = -1;
   int abort_pipe_[2] = {-1, -1};

@@ -34,6 +34,16 @@ SRAY_OBJECT_STORE_MEMORY=abc "$SRAY" run -N1 --ray-cluster=object_store_memory=6
   'echo "set [$SRAY_OBJECT_STORE_MEMORY]"' >"$WORK/inherited.out"
 expect_lines "$WORK/inherited.out" '^set \[67108864\]$' 1
 
+# A terminal on standard input reaches rank 0, as under srun; the other
+# ranks read /dev/null. Before, every rank read the terminal from a
+# background process group: stopped by SIGTTIN, the job hung, silently.
+# (script(1) gives the launcher a terminal.)
+(sleep 1; printf 'typed\n') | timeout 30 script -qec \
+  "'$SRAY' run -N2 -l sh -c 'read line; echo \"read [\$line]\"'" /dev/null >"$WORK/tty.out" 2>&1 ||
+  fail "a job reading the terminal did not end: $(cat "$WORK/tty.out")"
+expect_lines "$WORK/tty.out" '^0: read \[typed\].?$' 1
+expect_lines "$WORK/tty.out" '^1: read \[\].?$' 1
+
 # Options the program must pass through untouched.
 "$SRAY" run -N1 bash -c 'echo "args: $*"' prog -N 5 --label >"$WORK/args.out"
 expect_lines "$WORK/args.out" '^args: -N 5 --label$' 1
