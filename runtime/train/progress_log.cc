@@ -66,6 +66,28 @@ std::string JsonLine(const ReportRecord& record) {
   return line.dump();
 }
 
+std::map<std::string, Metrics> CheckpointMetricsFromLog(const std::string& path) {
+  std::map<std::string, Metrics> found;
+  std::ifstream file(path);
+  std::string text;
+  while (std::getline(file, text)) {
+    const nlohmann::json line = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!line.is_object()) continue;  // a line cut short by a crash, or not ours
+    const auto checkpoint = line.find("checkpoint");
+    const auto metrics = line.find("metrics");
+    if (checkpoint == line.end() || !checkpoint->is_string() || metrics == line.end() ||
+        !metrics->is_object()) {
+      continue;
+    }
+    Metrics values;
+    for (const auto& [key, value] : metrics->items()) {
+      values[key] = value.is_number() ? value.get<double>() : std::nan("");
+    }
+    found[checkpoint->get<std::string>()] = std::move(values);
+  }
+  return found;
+}
+
 Status AppendLine(const std::string& path, const std::string& line) {
   std::ofstream file(path, std::ios::app);
   if (!file) return Status::FromErrno(errno, "cannot open " + path + " to append to it");

@@ -6,6 +6,7 @@
 // where a dashboard can read the history. Free of LibTorch.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -29,5 +30,11 @@ std::string ProgressLine(const std::string& name, const ReportRecord& record);
 std::string JsonLine(const ReportRecord& record);
 // Appends one line and flushes it to the file.
 Status AppendLine(const std::string& path, const std::string& line);
+// The metrics each checkpoint was reported with, by its directory's name
+// (checkpoint_NNNNNN), read back from a metrics.jsonl: a later Fit in the
+// same run directory ranks the earlier checkpoints by their scores. A value
+// JSON could not hold (written as null) reads as NaN, which ranks as no
+// score; unreadable lines are skipped; a missing file gives nothing.
+std::map<std::string, Metrics> CheckpointMetricsFromLog(const std::string& path);
 
 }  // namespace sray::train::internal

@@ -400,8 +400,15 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
             try {
               WorkerEvent part = sray::Get(asked[part_index], state.request.torch.timeout);
               if (part.kind != static_cast<std::uint8_t>(WorkerEventKind::kReport) || !part.has_checkpoint) {
-                throw sray::Error("sray: rank " + std::to_string(rank) +
-                                  " ended its loop without the checkpoint part it reported");
+                // Its loop ended (threw, as a rule): its run, still watched,
+                // says why. This guess is the cause only if it says nothing.
+                const WorkerDescription& description = descriptions[static_cast<std::size_t>(rank)];
+                failures.push_back(
+                    Failure{rank, description.node_id, description.pid,
+                            "failed: its loop ended without the checkpoint part it reported", 0});
+                if (!first_failure) first_failure = Clock::now();
+                complete = false;
+                break;
               }
               parts.push_back(std::move(part.checkpoint));
             } catch (const sray::Error& error) {
@@ -473,10 +480,12 @@ Result Fit(const TrainingRequest& request) {
   if (Status cleaned = RemovePartialCheckpoints(state.run_directory); !cleaned.ok()) {
     throw sray::Error("sray: " + cleaned.message());
   }
+  // Checkpoints of an earlier Fit in this directory: numbering goes on after
+  // them, and pruning ranks them by the metrics they were reported with.
+  const auto logged = CheckpointMetricsFromLog(state.run_directory + "/metrics.jsonl");
   for (const StoredCheckpoint& stored : ListCheckpoints(state.run_directory)) {
-    // Checkpoints of an earlier Fit in this directory: numbering goes on
-    // after them, and pruning counts them (their metrics are not known).
-    state.kept.push_back({stored.index, {}});
+    const auto metrics = logged.find(std::filesystem::path(stored.path).filename().string());
+    state.kept.push_back({stored.index, metrics == logged.end() ? Metrics{} : metrics->second});
     state.kept_paths[stored.index] = stored.path;
     state.next_checkpoint_index = stored.index + 1;
   }

@@ -30,6 +30,7 @@ run_train_mode kill-resume 5
 run_train_mode kill-fail 4
 run_train_mode kill-twice 5
 run_train_mode exception 4
+run_train_mode bad-part 3
 run_train_mode bad-input 6
 run_train_mode own-group 3
 grep -q 'failed: worker 1 (node 1, pid [0-9]*) died: its process ended with signal 9' "$WORK/train.kill-fail.out" ||

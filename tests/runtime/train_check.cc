@@ -166,6 +166,10 @@ void TrainModel(Model network, const CheckConfig& config, const torch::Tensor& i
     } else {
       std::ofstream(directory + "/epoch") << "rank " << context.GetWorldRank();
       std::ofstream(directory + "/rank" + std::to_string(context.GetWorldRank()) + "-state") << epoch;
+      if (config.mode == "bad-part" && epoch == 1) {
+        // A part the worker cannot send: its Report throws after rank 0's.
+        std::filesystem::create_symlink("/etc/hostname", directory + "/linked");
+      }
     }
     sray::train::Report(metrics, sray::train::Checkpoint::FromDirectory(directory));
     std::filesystem::remove_all(directory);
@@ -326,7 +330,7 @@ int main(int argc, char** argv) {
   if (argc != 3)
     Fail(
         "usage: train_check "
-        "basic|kill-resume|kill-fail|kill-twice|exception|bad-input|own-group|dashboard "
+        "basic|kill-resume|kill-fail|kill-twice|exception|bad-part|bad-input|own-group|dashboard "
         "STORAGE_DIRECTORY");
   CheckConfig config{argv[1], argv[2], 5};
   std::filesystem::create_directories(config.storage);
@@ -397,6 +401,20 @@ int main(int argc, char** argv) {
              "the message names the last failure too");
       Expect(what.find("max_failures (1) is used up") != std::string::npos,
              "the message says max_failures is used up");
+    }
+    ExpectNoWorkerLeft(config.storage);
+  } else if (config.mode == "bad-part") {
+    // Before: rank 0's report reached the driver first, the driver's request
+    // for rank 1's part found its loop ended, and the generic "ended its
+    // loop without the checkpoint part" hid rank 1's own error.
+    try {
+      Fit(config, 0);
+      Fail("Fit returned although a worker's checkpoint part could not be sent");
+    } catch (const sray::train::TrainingFailedError& error) {
+      std::cout << "error: " << error.what() << std::endl;
+      Expect(error.world_rank() == 1, "the error names worker 1");
+      Expect(error.cause().find("not a regular file") != std::string::npos,
+             "the cause is the worker's own error about its checkpoint part");
     }
     ExpectNoWorkerLeft(config.storage);
   } else if (config.mode == "kill-fail" || config.mode == "exception") {
