@@ -1,11 +1,15 @@
 #include "jobsetup/step_processes.h"
 
+#include <poll.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdint>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -52,6 +56,77 @@ bool MayBeInsideExec(pid_t pid) {
   const std::optional<ProcessStat> process = ReadProcessStat(pid);
   return process && process->state != 'Z' && (process->flags & kKernelThreadFlag) == 0;
 }
+
+// Whether `pid` is, now, a live process of the step `selector` names.
+bool IsStepProcess(pid_t pid, const StepProcessSelector& selector) {
+  const std::filesystem::path directory = "/proc/" + std::to_string(pid);
+  struct stat info {};
+  if (::stat(directory.c_str(), &info) != 0 || info.st_uid != selector.uid) return false;
+  return ReadEnvironment(
+             directory / "environ", "SRAY_SESSION_DIR=" + selector.session_directory.string(),
+             "SRAY_NODE_ID=" + std::to_string(selector.node_id)) == EnvironmentState::kMatches &&
+         IsAlive(pid);
+}
+
+// The processes being ended, each held by a pidfd once found: its signals
+// reach that process and no other, even after it exits and its pid goes to
+// a new process (this runs as root: a pid alone could end any user's).
+// Where the kernel has no pidfds (before Linux 5.3), by pid as before.
+class HeldProcesses {
+ public:
+  explicit HeldProcesses(const std::vector<StepProcessSelector>& selectors)
+      : selectors_(selectors) {}
+  ~HeldProcesses() {
+    for (const auto& [pid, descriptor] : held_) {
+      if (descriptor >= 0) ::close(descriptor);
+    }
+  }
+  HeldProcesses(const HeldProcesses&) = delete;
+  HeldProcesses& operator=(const HeldProcesses&) = delete;
+
+  // Holds a process a scan found; false when it is gone or, by the time it
+  // is held, no longer the step's (its pid was reused in between).
+  bool Hold(pid_t pid) {
+    if (held_.contains(pid)) return true;
+    // By number: glibc 2.36's <sys/pidfd.h> lacks extern "C" for C++.
+    const int descriptor = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (descriptor < 0 && errno != ENOSYS) return false;
+    // Checked after the pidfd exists: if the pid changed hands before, the
+    // new process is looked at; if after, the pidfd's process is gone.
+    bool steps = false;
+    for (const auto& selector : selectors_) steps = steps || IsStepProcess(pid, selector);
+    if (!steps) {
+      if (descriptor >= 0) ::close(descriptor);
+      return false;
+    }
+    held_.emplace(pid, descriptor);
+    return true;
+  }
+
+  void Signal(pid_t pid, int signal) const {
+    const auto found = held_.find(pid);
+    if (found == held_.end()) return;
+    if (found->second >= 0) {
+      (void)::syscall(SYS_pidfd_send_signal, found->second, signal, nullptr, 0);
+    } else {
+      ::kill(pid, signal);
+    }
+  }
+
+  [[nodiscard]] bool Ended(pid_t pid) const {
+    const auto found = held_.find(pid);
+    if (found == held_.end()) return true;
+    if (found->second < 0) return !IsAlive(pid);
+    // Readable once the process has exited (a zombie counts: only its
+    // parent can reap it, and it holds nothing).
+    pollfd descriptor{.fd = found->second, .events = POLLIN, .revents = 0};
+    return ::poll(&descriptor, 1, 0) > 0;
+  }
+
+ private:
+  const std::vector<StepProcessSelector>& selectors_;
+  std::map<pid_t, int> held_;  // pidfd, or -1 without pidfd support
+};
 
 }  // namespace
 
@@ -110,11 +185,15 @@ Result<std::size_t> EndStepProcesses(const std::vector<StepProcessSelector>& sel
   // first one saw a process of the step (it may still be forking) or a
   // process of the user it could not place. A step that ended cleanly costs
   // one scan.
+  HeldProcesses held(selectors);
   std::set<pid_t> seen;
   for (int scan = 0; scan < 3; ++scan) {
     const StepProcessScan found = scan_all();
     for (const pid_t pid : found.matches) {
-      if (seen.insert(pid).second) ::kill(pid, SIGTERM);
+      if (!seen.contains(pid) && held.Hold(pid)) {
+        seen.insert(pid);
+        held.Signal(pid, SIGTERM);
+      }
     }
     if (scan == 0 && found.matches.empty() && found.undecided == 0) break;
     if (scan < 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -123,15 +202,17 @@ Result<std::size_t> EndStepProcesses(const std::vector<StepProcessSelector>& sel
   const auto deadline = std::chrono::steady_clock::now() + grace;
   while (!remaining.empty() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    std::erase_if(remaining, [](pid_t pid) { return !IsAlive(pid); });
+    std::erase_if(remaining, [&held](pid_t pid) { return held.Ended(pid); });
   }
-  for (const pid_t pid : remaining) ::kill(pid, SIGKILL);
+  for (const pid_t pid : remaining) held.Signal(pid, SIGKILL);
   // A process may fork between a scan and its kill; scan again until a pass
   // finds nothing (a fork bomb outlasting this is left to Slurm).
   for (int pass = 0; pass < 5; ++pass) {
     const std::vector<pid_t> late = find_all();
     if (late.empty()) break;
-    for (const pid_t pid : late) ::kill(pid, SIGKILL);
+    for (const pid_t pid : late) {
+      if (held.Hold(pid)) held.Signal(pid, SIGKILL);
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return seen.size();

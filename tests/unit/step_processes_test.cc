@@ -4,8 +4,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -83,6 +85,49 @@ TEST_F(StepProcessesTest, AnotherNodesProcessesAndACleanStepAreLeftAlone) {
   EXPECT_EQ(::kill(other, 0), 0) << "node 2's process was ended with node 1's";
 
   KillAndReap(other);
+}
+
+// Before: after the grace, SIGKILL went to every pid that still had a live
+// process, as root under the SPANK plugin. A step process that exited
+// during the grace and whose pid was taken by another process meanwhile
+// had that process killed in its place. The test makes the pid change
+// hands (root writes the kernel's last pid) and checks the newcomer lives.
+TEST_F(StepProcessesTest, APidTakenByAnotherProcessDuringTheGraceIsNotKilled) {
+  if (::geteuid() != 0) GTEST_SKIP() << "setting the next pid needs root";
+  const StepProcessSelector selector{
+      .uid = ::getuid(), .session_directory = session_, .node_id = 1};
+  // Ignores SIGTERM, then ends on its own during the grace.
+  const pid_t task = StartStepShell(session_, 1, "trap '' TERM; exec sleep 0.5");
+  ASSERT_GT(task, 0);
+  ASSERT_EQ(WaitForProcesses(selector, 1), 1U);
+  std::atomic<pid_t> newcomer{0};
+  std::thread reuse([&] {
+    int status = 0;
+    ::waitpid(task, &status, 0);
+    // The next fork gets `task`'s pid, unless another process forks first.
+    if (FILE* last = std::fopen("/proc/sys/kernel/ns_last_pid", "w")) {
+      std::fprintf(last, "%d", task - 1);
+      std::fclose(last);
+    }
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::execl("/bin/sleep", "sleep", "10", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    newcomer.store(child);
+  });
+  auto ended = EndStepProcesses(selector, std::chrono::milliseconds(1500));
+  reuse.join();
+  ASSERT_TRUE(ended.ok()) << ended.status().message();
+  const pid_t other = newcomer.load();
+  ASSERT_GT(other, 0);
+  const bool took_the_pid = other == task;
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a signal sent lands
+  int status = 0;
+  const bool killed = ::waitpid(other, &status, WNOHANG) == other;
+  KillAndReap(other);
+  if (!took_the_pid) GTEST_SKIP() << "another process took the pid first; nothing was shown";
+  EXPECT_FALSE(killed) << "the process that took the step process's pid was killed";
 }
 
 // What EndStepProcesses looks at again for: a process of the user whose
