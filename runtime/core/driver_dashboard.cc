@@ -57,13 +57,17 @@ std::vector<Result<transport::Bytes>> AskEveryNode(transport::Transport& transpo
   answers->pending = ranks.size();
   answers->request = std::move(request);
   for (std::size_t node = 0; node < ranks.size(); ++node) {
-    transport.CallAsync(ranks[node], method, answers->request,
-                        [answers, node](Result<transport::Bytes> reply) {
-                          std::lock_guard lock(answers->mutex);
-                          answers->replies[node] = std::move(reply);
-                          --answers->pending;
-                          answers->arrived.notify_all();
-                        });
+    // With a timeout of its own: a hung node would otherwise keep one
+    // pending call per page refresh until it is declared lost.
+    transport.CallAsync(
+        ranks[node], method, answers->request,
+        [answers, node](Result<transport::Bytes> reply) {
+          std::lock_guard lock(answers->mutex);
+          answers->replies[node] = std::move(reply);
+          --answers->pending;
+          answers->arrived.notify_all();
+        },
+        std::chrono::duration_cast<std::chrono::milliseconds>(kNodeStatusTimeout));
   }
   std::unique_lock lock(answers->mutex);
   answers->arrived.wait_for(lock, kNodeStatusTimeout, [&] { return answers->pending == 0; });

@@ -165,8 +165,37 @@ TransportStatistics Transport::Impl::statistics() const {
 
 void Transport::Impl::CallAsync(std::uint32_t rank, std::uint32_t method,
                                 std::span<const std::byte> payload,
-                                std::function<void(Result<Bytes>)> done) {
-  StartCall(rank, method, payload, std::move(done));
+                                std::function<void(Result<Bytes>)> done,
+                                std::optional<std::chrono::milliseconds> timeout) {
+  auto call = StartCall(rank, method, payload, std::move(done));
+  if (!timeout) return;
+  std::lock_guard lock(async_deadlines_mutex_);
+  async_deadlines_.push_back(
+      {.at = std::chrono::steady_clock::now() + *timeout, .call = call, .timeout = *timeout});
+}
+
+void Transport::Impl::ExpireAsyncCalls(std::chrono::steady_clock::time_point now) {
+  std::vector<std::shared_ptr<PendingCall>> expired;
+  std::vector<std::chrono::milliseconds> timeouts;
+  {
+    std::lock_guard lock(async_deadlines_mutex_);
+    if (async_deadlines_.empty()) return;
+    std::erase_if(async_deadlines_, [&](const AsyncDeadline& deadline) {
+      auto call = deadline.call.lock();
+      if (!call) return true;  // answered, or failed otherwise
+      if (now < deadline.at || !call->sent()) return false;
+      expired.push_back(std::move(call));
+      timeouts.push_back(deadline.timeout);
+      return true;
+    });
+  }
+  // Outside the lock: `done` runs here and may make another async call.
+  for (std::size_t index = 0; index < expired.size(); ++index) {
+    FailCall(expired[index]->id(),
+             Status::Unavailable("no reply from " + Describe(expired[index]->rank()) + " within " +
+                                 std::to_string(timeouts[index].count()) +
+                                 " ms: the peer is overloaded or hung"));
+  }
 }
 
 std::shared_ptr<PendingCall> Transport::Impl::StartCall(std::uint32_t rank, std::uint32_t method,
@@ -567,6 +596,7 @@ void Transport::Impl::TransmitFrame(std::uint32_t rank, FrameKind kind, std::uin
 
 void Transport::Impl::Housekeeping(std::chrono::steady_clock::time_point now) {
   endpoints_.CloseUnused();
+  ExpireAsyncCalls(now);
   ProbeAwaitedPeers(now);
   same_host_reads_.DropIdle(now);
   receive_buffers_.DropIdle(now);
@@ -747,8 +777,9 @@ Result<Bytes> Transport::Call(std::uint32_t rank, std::uint32_t method,
 }
 void Transport::CallAsync(std::uint32_t rank, std::uint32_t method,
                           std::span<const std::byte> payload,
-                          std::function<void(Result<Bytes>)> done) {
-  impl_->CallAsync(rank, method, payload, std::move(done));
+                          std::function<void(Result<Bytes>)> done,
+                          std::optional<std::chrono::milliseconds> timeout) {
+  impl_->CallAsync(rank, method, payload, std::move(done), timeout);
 }
 Status Transport::Send(std::uint32_t rank, std::uint32_t method,
                        std::span<const std::byte> payload) {

@@ -153,9 +153,14 @@ class Transport {
   Result<Bytes> Call(std::uint32_t rank, std::uint32_t method, std::span<const std::byte> payload,
                      std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // Sends a request and calls `done` once with the response or error, from
-  // the progress thread. `payload` must stay valid until `done` runs.
+  // the progress thread. `payload` must stay valid until `done` runs. With
+  // `timeout`, a call still unanswered then fails ("no reply ... within"),
+  // though never before its request has left (until then UCX may read the
+  // payload); without, it waits for the reply or the peer's failure (a
+  // deferred answer may legitimately take long).
   void CallAsync(std::uint32_t rank, std::uint32_t method, std::span<const std::byte> payload,
-                 std::function<void(Result<Bytes>)> done);
+                 std::function<void(Result<Bytes>)> done,
+                 std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // Sends a one-way message; returns once the payload may be reused.
   Status Send(std::uint32_t rank, std::uint32_t method, std::span<const std::byte> payload);
   // Queues a one-way message for the progress thread to send and returns at

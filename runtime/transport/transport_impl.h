@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "transport/active_message.h"
 #include "transport/burst_end_watch.h"
@@ -71,7 +72,11 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   void RegisterOneWayHandler(std::uint32_t method, OneWayHandler handler);
 
   void CallAsync(std::uint32_t rank, std::uint32_t method, std::span<const std::byte> payload,
-                 std::function<void(Result<Bytes>)> done);
+                 std::function<void(Result<Bytes>)> done,
+                 std::optional<std::chrono::milliseconds> timeout);
+  // Fails the async calls whose timeout passed and whose request has left;
+  // on the progress thread (Housekeeping).
+  void ExpireAsyncCalls(std::chrono::steady_clock::time_point now);
   Result<Bytes> Call(std::uint32_t rank, std::uint32_t method, std::span<const std::byte> payload,
                      std::optional<std::chrono::milliseconds> timeout);
   Status Send(std::uint32_t rank, std::uint32_t method, std::span<const std::byte> payload);
@@ -198,6 +203,13 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   const std::shared_ptr<UcxWorker> worker_;
   std::atomic<std::uint64_t> next_request_id_{1};
   PendingCalls pending_calls_;
+  struct AsyncDeadline {
+    std::chrono::steady_clock::time_point at;
+    std::weak_ptr<PendingCall> call;  // expired once it completed
+    std::chrono::milliseconds timeout;
+  };
+  std::mutex async_deadlines_mutex_;
+  std::vector<AsyncDeadline> async_deadlines_;  // guarded by async_deadlines_mutex_
   SameHostReads same_host_reads_;
   // Before endpoints_ and loop_, which count on it.
   LongOperations long_operations_;

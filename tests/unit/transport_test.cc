@@ -199,6 +199,56 @@ TEST_F(TransportPair, AHandlerThatThrowsIsAnsweredWithItsErrorAtOnce) {
       << reply.status().message();
 }
 
+// Before: an async call had no deadline, and a live peer that never
+// answered (a hung node) left its callback, and what it holds, pending.
+TEST_F(TransportPair, AnAsyncCallWithATimeoutFailsWhenNoAnswerComes) {
+  auto server = Make(0, TokenOf(1));
+  auto client = Make(1, TokenOf(1));
+  constexpr std::uint32_t kNeverAnswered = 902;
+  std::mutex kept_mutex;
+  std::vector<Responder> kept;  // held, never answered
+  server->RegisterDeferredRequestHandler(
+      kNeverAnswered, [&](std::uint32_t, std::span<const std::byte>, Responder responder) {
+        std::lock_guard lock(kept_mutex);
+        kept.push_back(std::move(responder));
+      });
+  // Shared with the callbacks, which may run after this test's scope ends
+  // (the transports fail what is pending when they go).
+  struct AsyncOutcomes {
+    std::mutex mutex;
+    std::condition_variable answered;
+    std::optional<Result<Bytes>> with_timeout;
+    bool without_timeout_answered = false;
+  };
+  auto outcomes = std::make_shared<AsyncOutcomes>();
+  const auto started = std::chrono::steady_clock::now();
+  client->CallAsync(
+      0, kNeverAnswered, {},
+      [outcomes](Result<Bytes> reply) {
+        std::lock_guard lock(outcomes->mutex);
+        outcomes->with_timeout = std::move(reply);
+        outcomes->answered.notify_all();
+      },
+      std::chrono::milliseconds(300));
+  client->CallAsync(0, kNeverAnswered, {}, [outcomes](Result<Bytes>) {
+    std::lock_guard lock(outcomes->mutex);
+    outcomes->without_timeout_answered = true;
+  });
+  std::unique_lock lock(outcomes->mutex);
+  ASSERT_TRUE(outcomes->answered.wait_for(lock, std::chrono::seconds(5), [&] {
+    return outcomes->with_timeout.has_value();
+  })) << "the call's timeout never fired";
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(300));
+  ASSERT_FALSE(outcomes->with_timeout->ok());
+  EXPECT_NE(outcomes->with_timeout->status().message().find("within 300 ms"), std::string::npos)
+      << outcomes->with_timeout->status().message();
+  EXPECT_FALSE(outcomes->without_timeout_answered)
+      << "a call without a timeout must wait for its answer";
+  lock.unlock();
+  std::lock_guard kept_lock(kept_mutex);
+  kept.clear();  // answered now ("dropped without an answer"), before the transports go
+}
+
 TEST_F(TransportPair, EveryStatusCodeSurvivesTheTrip) {
   auto server = Make(0, TokenOf(1));
   auto client = Make(1, TokenOf(1));
