@@ -116,6 +116,12 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Create(const std::filesystem::pa
     const int error = ::posix_fallocate(file.get(), 0, static_cast<off_t>(size));
     if (error != 0) {
       ::unlink(path.c_str());
+      if (error == ENOSPC) {
+        return Status::ResourceExhausted(
+            "cannot reserve " + std::to_string(size) + " bytes for " + path.string() + ": " +
+            path.parent_path().string() +
+            " is full: free space there (other jobs' files) or lower object_store_memory");
+      }
       return Status::FromErrno(error, "cannot reserve " + std::to_string(size) + " bytes for " +
                                           path.string());
     }

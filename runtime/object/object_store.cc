@@ -243,6 +243,22 @@ Result<std::filesystem::path> ObjectStore::LocateLocked(const ObjectId& id) {
                              std::filesystem::copy_options::overwrite_existing, error);
   if (error) {
     ::unlink(PathOf(id).c_str());
+    // A copy into a full tmpfs may say EIO rather than ENOSPC (seen with
+    // libstdc++'s copy_file): the free space decides.
+    struct statvfs filesystem {};
+    const bool full =
+        error == std::errc::no_space_on_device ||
+        (::statvfs(config_.shared_memory_directory.c_str(), &filesystem) == 0 &&
+         static_cast<std::uint64_t>(filesystem.f_bavail) * filesystem.f_frsize < entry.size);
+    if (full) {
+      // The store's own count had room: /dev/shm holds more than the
+      // store's objects (other jobs, files freed while still mapped).
+      return Status::ResourceExhausted(
+          "cannot restore spilled object " + id.ToString() + " (" + std::to_string(entry.size) +
+          " bytes): " + config_.shared_memory_directory.string() +
+          " is full, beyond the object store's own objects: free space there (other jobs' "
+          "files) or lower object_store_memory");
+    }
     return Status::IoError("cannot restore spilled object " + id.ToString() + " from " +
                            SpillPathOf(id).string() + ": " + error.message());
   }
