@@ -114,16 +114,20 @@ Result<std::vector<std::string>> CreateCommand(const fs::path& tool, const fs::p
 
 namespace {
 
-// Asks the tool to stop, as Ctrl-C would, then makes sure; reaps it.
+// Asks the tool and what it started (its process group) to stop, as Ctrl-C
+// would, then makes sure; reaps it.
 void EndInterruptedTool(pid_t pid) {
-  ::kill(pid, SIGTERM);
+  ::kill(-pid, SIGTERM);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   int status = 0;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) return;
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      ::kill(-pid, SIGKILL);  // what it started and left behind
+      return;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  ::kill(pid, SIGKILL);
+  ::kill(-pid, SIGKILL);
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
 }
@@ -148,19 +152,17 @@ Status CreateEnvironment(const fs::path& tool, const fs::path& spec_file, const 
                                      O_WRONLY | O_CREAT | O_TRUNC, 0600);
     posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   }
-  // The tool gets default signal handling whatever its caller blocked or
-  // ignored (`sray run` blocks INT and TERM for its signalfd): a Ctrl-C or
-  // a TERM to the process group must end a creation that takes minutes.
+  // The tool does not inherit its caller's blocked signals (`sray run`
+  // blocks INT and TERM for its signalfd), so that it can be ended; what the
+  // caller ignores stays ignored (nohup). It runs in a process group of its
+  // own, so that ending it (EndInterruptedTool) also ends what it started.
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
   sigset_t none;
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&attributes, &none);
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) sigaddset(&defaults, signal);
-  posix_spawnattr_setsigdefault(&attributes, &defaults);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attributes, 0);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
   pid_t pid = 0;
   const int spawn_error = ::posix_spawn(&pid, argv[0], &actions, &attributes, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);

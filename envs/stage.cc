@@ -102,8 +102,11 @@ std::uint64_t Evict(const fs::path& cache_root, std::uint64_t limit, const fs::p
 // directory of this user that no group or other user may write (it is then
 // narrowed to 0700). The default lies in /tmp, where anyone may create
 // /tmp/sray-envs-UID first.
-Result<CacheLock> OpenCache(const fs::path& cache_root) {
+Result<CacheLock> OpenCache(const fs::path& cache_argument) {
   std::error_code error;
+  // "cache" and "cache/" name the directory itself, whose parent is made.
+  fs::path cache_root = fs::absolute(cache_argument, error).lexically_normal();
+  if (!cache_root.has_filename()) cache_root = cache_root.parent_path();
   fs::create_directories(cache_root.parent_path(), error);
   if (error) {
     return Status::IoError("cannot create the parent of the environment cache " +

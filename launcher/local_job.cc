@@ -321,7 +321,9 @@ class LocalJob {
   }
 
   // A terminal on standard input is read by this launcher and forwarded to
-  // rank 0, as srun does; the other ranks read /dev/null. Each rank has a
+  // rank 0, as srun does; the other ranks read /dev/null. Decided when the
+  // ranks start: a launcher started in the background forwards nothing, and
+  // one put in the background later stops forwarding (its read fails). Each rank has a
   // process group of its own (so that ending it reaches its children), and
   // a background group that reads the terminal is stopped by SIGTTIN: a
   // program asking for input hung, stopped, with nothing said. Input that is
@@ -337,32 +339,52 @@ class LocalJob {
       return Status::FromErrno(errno, "cannot create an input pipe");
     rank_zero_input_ = input[0];
     input_sink_ = input[1];
+    // Never blocks the event loop (rank 0 may not read its input at all):
+    // what the pipe cannot take waits in input_pending_. The terminal is
+    // still read meanwhile: a full terminal queue would hold back the
+    // Ctrl-C typed after a large paste.
+    ::fcntl(input_sink_, F_SETFL, O_NONBLOCK);
     return Status::Ok();
   }
 
   void StopForwardingInput() {
     if (input_sink_ >= 0) ::close(input_sink_);
     input_sink_ = -1;
+    input_pending_.clear();
+    input_ended_ = false;
   }
 
-  void ForwardInput() {
+  // Reads what the terminal has; at its end (Ctrl-D), or EIO in the
+  // background, rank 0's input ends once what waits has gone.
+  void ReadInput() {
     char buffer[4096];
     const ssize_t got = ::read(STDIN_FILENO, buffer, sizeof(buffer));
     if (got < 0 && errno == EINTR) return;
-    if (got <= 0) {  // end of input (Ctrl-D), or EIO in the background
-      StopForwardingInput();
-      return;
+    if (got <= 0) {
+      input_ended_ = true;
+    } else if (input_pending_.size() < kInputPendingLimit) {
+      input_pending_.append(buffer, static_cast<std::size_t>(got));
+    } else if (!input_dropped_) {
+      input_dropped_ = true;
+      WriteAll(STDERR_FILENO,
+               "sray: rank 0 does not read its standard input: what is typed beyond 1 MiB "
+               "is dropped\n");
     }
-    std::string_view text(buffer, static_cast<std::size_t>(got));
-    while (!text.empty()) {
-      const ssize_t written = ::write(input_sink_, text.data(), text.size());
+    WriteInput();
+  }
+
+  void WriteInput() {
+    while (!input_pending_.empty()) {
+      const ssize_t written = ::write(input_sink_, input_pending_.data(), input_pending_.size());
       if (written < 0 && errno == EINTR) continue;
+      if (written < 0 && errno == EAGAIN) return;  // the pipe is full: POLLOUT
       if (written <= 0) {  // rank 0 closed its input or ended
         StopForwardingInput();
         return;
       }
-      text.remove_prefix(static_cast<std::size_t>(written));
+      input_pending_.erase(0, static_cast<std::size_t>(written));
     }
+    if (input_ended_) StopForwardingInput();
   }
 
   Status SpawnRanks() {
@@ -615,8 +637,11 @@ class LocalJob {
       const bool output_open = descriptors.size() > 2;
       if (input_sink_ >= 0 && !ranks_.empty() && !ranks_[0].running) StopForwardingInput();
       const std::size_t input_index = descriptors.size();
-      if (input_sink_ >= 0) {
+      if (input_sink_ >= 0 && !input_ended_) {
         descriptors.push_back({.fd = STDIN_FILENO, .events = POLLIN, .revents = 0});
+      }
+      if (input_sink_ >= 0 && !input_pending_.empty()) {  // rank 0's pipe had no room
+        descriptors.push_back({.fd = input_sink_, .events = POLLOUT, .revents = 0});
       }
       if (!AnyRunning() && !output_open) return;
       if (!AnyRunning() && output_open && !drain_deadline_) {
@@ -647,9 +672,13 @@ class LocalJob {
       // PMIx_Abort asked for).
       if (descriptors[0].revents != 0 || descriptors[1].revents != 0) HandleAbort();
       if (descriptors[0].revents != 0) HandleSignal();
-      if (input_index < descriptors.size() && descriptors[input_index].revents != 0 &&
-          input_sink_ >= 0) {
-        ForwardInput();
+      for (std::size_t i = input_index; i < descriptors.size(); ++i) {
+        if (descriptors[i].revents == 0 || input_sink_ < 0) continue;
+        if (descriptors[i].fd == STDIN_FILENO) {
+          ReadInput();
+        } else {
+          WriteInput();
+        }
       }
       for (std::size_t i = 2; i < input_index; ++i) {
         if (descriptors[i].revents == 0) continue;
@@ -721,6 +750,10 @@ class LocalJob {
   int null_input_ = -1;
   int rank_zero_input_ = -1;
   int input_sink_ = -1;
+  static constexpr std::size_t kInputPendingLimit = std::size_t{1} << 20;
+  std::string input_pending_;  // read from the terminal, not yet taken by rank 0
+  bool input_ended_ = false;   // the terminal's input ended; close once sent
+  bool input_dropped_ = false;
   sigset_t original_mask_{};
   int signal_fd_ = -1;
   int abort_pipe_[2] = {-1, -1};

@@ -69,9 +69,10 @@ Result<std::string> ObjectTransfer::MakeLocal(const ObjectId& id, std::uint32_t 
   }
   if (!store_.SealCopy(id)) {
     // Recomputed here while it was pulled: the path is the new attempt's
-    // file, perhaps half-written. The reader asks again.
+    // file, perhaps half-written. The read goes the way of a lost copy: it
+    // waits for the rebuild already under way.
     return Status::NotFound("object " + id.ToString() + " is being recomputed on node " +
-                            std::to_string(node_id_) + " and was not pulled: read it again");
+                            std::to_string(node_id_) + ", so its pull was dropped");
   }
   return path->string();
 }

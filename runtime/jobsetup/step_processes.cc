@@ -71,7 +71,8 @@ bool IsStepProcess(pid_t pid, const StepProcessSelector& selector) {
 // The processes being ended, each held by a pidfd once found: its signals
 // reach that process and no other, even after it exits and its pid goes to
 // a new process (this runs as root: a pid alone could end any user's).
-// Where the kernel has no pidfds (before Linux 5.3), by pid as before.
+// Where no pidfd can be had (a kernel before Linux 5.3, a seccomp filter, no
+// descriptors left), by pid as before.
 class HeldProcesses {
  public:
   explicit HeldProcesses(const std::vector<StepProcessSelector>& selectors)
@@ -87,10 +88,19 @@ class HeldProcesses {
   // Holds a process a scan found; false when it is gone or, by the time it
   // is held, no longer the step's (its pid was reused in between).
   bool Hold(pid_t pid) {
-    if (held_.contains(pid)) return true;
+    if (auto found = held_.find(pid); found != held_.end()) {
+      if (!Ended(pid)) return true;
+      // The held process ended, and a scan found the pid again: another
+      // process of the step took it.
+      if (found->second >= 0) ::close(found->second);
+      held_.erase(found);
+    }
     // By number: glibc 2.36's <sys/pidfd.h> lacks extern "C" for C++.
     const int descriptor = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-    if (descriptor < 0 && errno != ENOSYS) return false;
+    // ESRCH: gone. Any other failure (no pidfds: ENOSYS; a seccomp filter's
+    // EPERM; no descriptors left) falls back to the pid, as before: a
+    // leftover must still be ended.
+    if (descriptor < 0 && errno == ESRCH) return false;
     // Checked after the pidfd exists: if the pid changed hands before, the
     // new process is looked at; if after, the pidfd's process is gone.
     bool steps = false;

@@ -172,14 +172,15 @@ void Transport::Impl::CallAsync(std::uint32_t rank, std::uint32_t method,
   std::lock_guard lock(async_deadlines_mutex_);
   async_deadlines_.push_back(
       {.at = std::chrono::steady_clock::now() + *timeout, .call = call, .timeout = *timeout});
+  async_deadlines_waiting_.store(true, std::memory_order_relaxed);
 }
 
 void Transport::Impl::ExpireAsyncCalls(std::chrono::steady_clock::time_point now) {
   std::vector<std::shared_ptr<PendingCall>> expired;
   std::vector<std::chrono::milliseconds> timeouts;
+  if (!async_deadlines_waiting_.load(std::memory_order_relaxed)) return;
   {
     std::lock_guard lock(async_deadlines_mutex_);
-    if (async_deadlines_.empty()) return;
     std::erase_if(async_deadlines_, [&](const AsyncDeadline& deadline) {
       auto call = deadline.call.lock();
       if (!call) return true;  // answered, or failed otherwise
@@ -188,8 +189,11 @@ void Transport::Impl::ExpireAsyncCalls(std::chrono::steady_clock::time_point now
       timeouts.push_back(deadline.timeout);
       return true;
     });
+    async_deadlines_waiting_.store(!async_deadlines_.empty(), std::memory_order_relaxed);
   }
-  // Outside the lock: `done` runs here and may make another async call.
+  // Outside the lock: `done` runs here and may make another async call,
+  // but, as for a reply, not a blocking one (it would wait on this thread).
+  CallbackScope scope;
   for (std::size_t index = 0; index < expired.size(); ++index) {
     FailCall(expired[index]->id(),
              Status::Unavailable("no reply from " + Describe(expired[index]->rank()) + " within " +

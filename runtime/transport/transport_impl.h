@@ -210,6 +210,8 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   };
   std::mutex async_deadlines_mutex_;
   std::vector<AsyncDeadline> async_deadlines_;  // guarded by async_deadlines_mutex_
+  // Whether async_deadlines_ may hold any: housekeeping reads no lock else.
+  std::atomic<bool> async_deadlines_waiting_{false};
   SameHostReads same_host_reads_;
   // Before endpoints_ and loop_, which count on it.
   LongOperations long_operations_;

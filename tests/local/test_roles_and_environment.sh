@@ -43,6 +43,12 @@ expect_lines "$WORK/inherited.out" '^set \[67108864\]$' 1
   fail "a job reading the terminal did not end: $(cat "$WORK/tty.out")"
 expect_lines "$WORK/tty.out" '^0: read \[typed\].?$' 1
 expect_lines "$WORK/tty.out" '^1: read \[\].?$' 1
+# A large paste that rank 0 never reads neither stalls the launcher nor holds
+# back the Ctrl-C typed after it.
+(sleep 1; yes 'pasted text' | head -c 300000; sleep 1; printf '\003'; sleep 3) |
+  timeout 60 script -qec "'$SRAY' run -N1 sleep 40" /dev/null >"$WORK/paste.out" 2>&1 || true
+grep -q 'sray: interrupted by Interrupt: ending every rank' "$WORK/paste.out" ||
+  fail "Ctrl-C after a paste rank 0 does not read was not acted on: $(tail -c 300 "$WORK/paste.out")"
 
 # Options the program must pass through untouched.
 "$SRAY" run -N1 bash -c 'echo "args: $*"' prog -N 5 --label >"$WORK/args.out"

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -542,6 +543,21 @@ TEST_F(EnvsTest, ACacheDirectoryAnotherUserCouldHavePlantedIsRefused) {
   ASSERT_TRUE(used.ok()) << used.status().message();
   EXPECT_FALSE(used->reused);
   EXPECT_EQ(fs::status(own).permissions() & fs::perms::mask, fs::perms::owner_all);
+
+  // A relative cache ("cache"), and one named with a trailing slash under a
+  // umask that lets the group write (its parent is made with the umask, the
+  // cache itself 0700): before, the first failed to make "", the second
+  // refused the directory it had just made.
+  const fs::path before = fs::current_path();
+  fs::current_path(root_);
+  auto relative = StagePack(root_ / "train.pack", "relative-cache", 1ULL << 30);
+  fs::current_path(before);
+  ASSERT_TRUE(relative.ok()) << relative.status().message();
+  EXPECT_EQ(relative->prefix.parent_path(), fs::path("relative-cache"));
+  const mode_t umask_before = ::umask(002);
+  auto trailing = StagePack(root_ / "train.pack", root_.string() + "/trailing-cache/", 1ULL << 30);
+  ::umask(umask_before);
+  ASSERT_TRUE(trailing.ok()) << trailing.status().message();
 
   if (::geteuid() != 0) return;  // only root can give a directory away
   const fs::path foreign = root_ / "foreign";
