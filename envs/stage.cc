@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/private_file.h"
 #include "envs/create.h"
 #include "envs/lock.h"
 #include "envs/pack.h"
@@ -107,35 +108,7 @@ Result<CacheLock> OpenCache(const fs::path& cache_argument) {
   // "cache" and "cache/" name the directory itself, whose parent is made.
   fs::path cache_root = fs::absolute(cache_argument, error).lexically_normal();
   if (!cache_root.has_filename()) cache_root = cache_root.parent_path();
-  fs::create_directories(cache_root.parent_path(), error);
-  if (error) {
-    return Status::IoError("cannot create the parent of the environment cache " +
-                           cache_root.string() + ": " + error.message());
-  }
-  if (::mkdir(cache_root.c_str(), 0700) != 0 && errno != EEXIST) {
-    return Status::FromErrno(errno, "cannot create the environment cache " + cache_root.string());
-  }
-  struct stat info {};
-  if (::lstat(cache_root.c_str(), &info) != 0) {
-    return Status::FromErrno(errno, "cannot inspect the environment cache " + cache_root.string());
-  }
-  const bool directory = S_ISDIR(info.st_mode);
-  const bool ours = info.st_uid == ::geteuid();
-  const bool others_may_write = (info.st_mode & (S_IWGRP | S_IWOTH)) != 0;
-  if (!directory || !ours || others_may_write) {
-    const std::string why =
-        !directory ? "it is not a directory"
-        : !ours    ? "it belongs to uid " + std::to_string(info.st_uid) + ", not to this user"
-                   : "other users may write into it";
-    return Status::PermissionDenied(
-        "refusing the environment cache " + cache_root.string() + ": " + why +
-        " (its copies would run as your programs): remove it, or choose another cache "
-        "directory (TMPDIR, or --cache)");
-  }
-  if ((info.st_mode & 07777) != 0700 && ::chmod(cache_root.c_str(), 0700) != 0) {
-    return Status::FromErrno(
-        errno, "cannot set mode 0700 on the environment cache " + cache_root.string());
-  }
+  SRAY_RETURN_IF_ERROR(AdoptPrivateDirectoryIn(cache_root, ::geteuid(), "environment cache"));
   return CacheLock::Acquire(cache_root / ".lock");
 }
 

@@ -35,8 +35,12 @@ Status WritePrivateFile(const std::filesystem::path& path, std::string_view text
   return Status::Ok();
 }
 
-Status CreatePrivateDirectory(const std::filesystem::path& path, uid_t owner,
-                              std::string_view what) {
+namespace {
+
+// Creates `path` 0700, or checks the existing one: `adopt` accepts (and
+// narrows) a directory of `owner` that no group or other user may write.
+Status MakeOrCheckPrivateDirectory(const std::filesystem::path& path, uid_t owner,
+                                   std::string_view what, bool adopt) {
   const std::string named = std::string(what) + " " + path.string();
   if (::mkdir(path.c_str(), 0700) == 0) {
     // mkdir honours the umask; 0700 needs no widening, but make it exact.
@@ -51,6 +55,22 @@ Status CreatePrivateDirectory(const std::filesystem::path& path, uid_t owner,
   if (::lstat(path.c_str(), &info) != 0) {
     return Status::FromErrno(errno, "cannot inspect existing " + named);
   }
+  if (adopt) {
+    const bool directory = S_ISDIR(info.st_mode);
+    const bool owned = info.st_uid == owner;
+    if (!directory || !owned || (info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+      const std::string why =
+          !directory ? "it is not a directory"
+          : !owned   ? "it belongs to uid " + std::to_string(info.st_uid) + ", not to this user"
+                     : "other users may write into it";
+      return Status::PermissionDenied("refusing the " + named + ": " + why +
+                                      ": remove it, or choose another directory");
+    }
+    if ((info.st_mode & 07777) != 0700 && ::chmod(path.c_str(), 0700) != 0) {
+      return Status::FromErrno(errno, "cannot set mode 0700 on " + named);
+    }
+    return Status::Ok();
+  }
   const bool ours = S_ISDIR(info.st_mode) && info.st_uid == owner && (info.st_mode & 07777) == 0700;
   if (!ours) {
     return Status::AlreadyExists(
@@ -61,14 +81,32 @@ Status CreatePrivateDirectory(const std::filesystem::path& path, uid_t owner,
   return Status::Ok();
 }
 
-Status CreatePrivateDirectoryIn(const std::filesystem::path& path, uid_t owner, std::string_view what) {
+Status MakePrivateDirectoryIn(const std::filesystem::path& path, uid_t owner, std::string_view what,
+                              bool adopt) {
   std::error_code error;
   std::filesystem::create_directories(path.parent_path(), error);
   if (error) {
     return Status::IoError("cannot create the parent of the " + std::string(what) + " " + path.string() + ": " +
                            error.message());
   }
-  return CreatePrivateDirectory(path, owner, what);
+  return MakeOrCheckPrivateDirectory(path, owner, what, adopt);
+}
+
+}  // namespace
+
+Status CreatePrivateDirectory(const std::filesystem::path& path, uid_t owner,
+                              std::string_view what) {
+  return MakeOrCheckPrivateDirectory(path, owner, what, /*adopt=*/false);
+}
+
+Status CreatePrivateDirectoryIn(const std::filesystem::path& path, uid_t owner,
+                                std::string_view what) {
+  return MakePrivateDirectoryIn(path, owner, what, /*adopt=*/false);
+}
+
+Status AdoptPrivateDirectoryIn(const std::filesystem::path& path, uid_t owner,
+                               std::string_view what) {
+  return MakePrivateDirectoryIn(path, owner, what, /*adopt=*/true);
 }
 
 }  // namespace sray

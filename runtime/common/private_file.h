@@ -30,4 +30,11 @@ Status CreatePrivateDirectory(const std::filesystem::path& path, uid_t owner,
 // parents as usual (the session directory above it is private already).
 Status CreatePrivateDirectoryIn(const std::filesystem::path& path, uid_t owner, std::string_view what);
 
+// Like CreatePrivateDirectoryIn, for a directory a user may have made
+// themselves (a cache they name): an existing one of `owner` with a wider
+// mode is narrowed to 0700, as long as no group or other user could write
+// into it; one another user owns or could have written into is refused.
+Status AdoptPrivateDirectoryIn(const std::filesystem::path& path, uid_t owner,
+                               std::string_view what);
+
 }  // namespace sray

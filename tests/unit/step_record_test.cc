@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/process_stat.h"
+#include "test_processes.h"
 
 namespace sray::jobsetup {
 namespace {
@@ -27,14 +28,7 @@ StepRecord RecordOfThisProcess() {
           .session_directory = "/tmp/sray-1234-42.0"};
 }
 
-// A pid that ran and is gone: a child that exited and was reaped.
-pid_t PidOfAnEndedProcess() {
-  const pid_t child = ::fork();
-  if (child == 0) ::_exit(0);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  return child;
-}
+using sray::testing::PidOfAnEndedProcess;
 
 class StepRecordTest : public ::testing::Test {
  protected:

@@ -2,32 +2,24 @@
 // group never removes its own, so the next worker on the node does.
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <string>
 
 #include "../test_files.h"
+#include "../test_processes.h"
 #include "train/worker_session.h"
 
 namespace sray::train::internal {
 namespace {
 
-// The pid of a process that has ended and been reaped.
-pid_t EndedProcess() {
-  const pid_t child = ::fork();
-  if (child == 0) ::_exit(0);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  return child;
-}
-
 // Before: each failed attempt left its killed workers' copies (a whole
 // checkpoint each) in the session directory until the step ended.
 TEST(RestoreCopies, ThoseOfEndedWorkersGoAndALiveWorkersStay) {
   sray::testing::ScratchDirectory scratch;
-  const auto ended = scratch.path() / ("train-restore-rank1-" + std::to_string(EndedProcess()));
+  const auto ended = scratch.path() / ("train-restore-rank1-" +
+                                       std::to_string(sray::testing::PidOfAnEndedProcess()));
   const auto live = scratch.path() / ("train-restore-rank0-" + std::to_string(::getpid()));
   const auto unrelated = scratch.path() / "train";
   for (const auto& directory : {ended, live, unrelated}) {
