@@ -1,7 +1,7 @@
 #pragma once
 
 // `sray login [JOB]`: prints a one-time login link to a running job's
-// dashboard (it sets the browser's session cookie once, within 10 minutes).
+// dashboard (it gives one browser tab a session, once, within 10 minutes).
 // The driver prints such a link only where its output is private, since
 // whoever opens it first logs in; this asks the dashboard for a fresh one
 // with the token from the user's jobs file, on the head node through Slurm

@@ -15,18 +15,4 @@ void FailWritesToClosedPipes() {
   (void)::sigaction(SIGPIPE, &on_broken_pipe, nullptr);
 }
 
-SigpipeDispositionKept::SigpipeDispositionKept() {
-  (void)::sigaction(SIGPIPE, nullptr, &saved_);
-}
-
-SigpipeDispositionKept::~SigpipeDispositionKept() {
-  // sa_handler and sa_sigaction share their storage: a null one is the
-  // default, whatever the flags say.
-  if (saved_.sa_handler == SIG_DFL) {
-    FailWritesToClosedPipes();
-    return;
-  }
-  (void)::sigaction(SIGPIPE, &saved_, nullptr);
-}
-
 }  // namespace sray

@@ -18,20 +18,4 @@ namespace sray {
 // Writes to a closed pipe or socket fail with EPIPE from now on.
 void FailWritesToClosedPipes();
 
-// Saves SIGPIPE's disposition and gives it back when it goes out of scope,
-// around a library that sets SIG_IGN for the whole process (cpp-httplib's
-// Server does, in its constructor, in the user's driver process). The
-// default comes back as FailWritesToClosedPipes's handler, since the
-// library counts on not being ended by a write to a browser that left.
-class SigpipeDispositionKept {
- public:
-  SigpipeDispositionKept();
-  ~SigpipeDispositionKept();
-  SigpipeDispositionKept(const SigpipeDispositionKept&) = delete;
-  SigpipeDispositionKept& operator=(const SigpipeDispositionKept&) = delete;
-
- private:
-  struct sigaction saved_ {};
-};
-
 }  // namespace sray

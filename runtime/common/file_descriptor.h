@@ -2,7 +2,7 @@
 
 // Owns one file descriptor (a file, a socket) and closes it on destruction.
 //
-// Thread-safety: none; one owner.
+// Thread-safety: none; one owner (moving hands the descriptor over).
 
 #include <unistd.h>
 
@@ -18,6 +18,14 @@ class FileDescriptor {
   }
   FileDescriptor(const FileDescriptor&) = delete;
   FileDescriptor& operator=(const FileDescriptor&) = delete;
+  FileDescriptor(FileDescriptor&& other) noexcept : fd_(other.Release()) {}
+  FileDescriptor& operator=(FileDescriptor&& other) noexcept {
+    if (this != &other) {
+      if (fd_ >= 0) ::close(fd_);
+      fd_ = other.Release();
+    }
+    return *this;
+  }
   [[nodiscard]] int get() const { return fd_; }
   int Release() { return std::exchange(fd_, -1); }
 

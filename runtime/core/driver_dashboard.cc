@@ -26,18 +26,6 @@ constexpr auto kNodeStatusTimeout = std::chrono::seconds(5);
 // The newest actors and placement groups listed; all are counted.
 constexpr std::size_t kActorsListed = 1000;
 
-// Cookies are shared by every port of a host: one name per job and step.
-std::string CookieName(const jobsetup::TaskEnvironment& environment) {
-  std::string name = "sray_" + environment.job_id + "_" + environment.step_id;
-  for (char& character : name) {
-    const bool plain = (character >= 'a' && character <= 'z') ||
-                       (character >= 'A' && character <= 'Z') ||
-                       (character >= '0' && character <= '9') || character == '_';
-    if (!plain) character = '_';
-  }
-  return name;
-}
-
 // Asks every node manager at once and waits for all answers, at most
 // kNodeStatusTimeout in all: a hung node costs one timeout, not one each.
 // Answers that come later are dropped (the state they fill is shared with
@@ -256,7 +244,6 @@ std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnviro
   options.host = address.substr(0, colon);
   options.port = *port;
   options.token = *token;
-  options.cookie_name = CookieName(environment);
   const std::vector<std::uint32_t> node_manager_ranks_copy = node_manager_ranks;
   options.snapshot = [&transport, &directory, ranks = std::move(node_manager_ranks),
                       job_id = environment.job_id,

@@ -55,9 +55,9 @@ std::filesystem::path OwnDirectory() {
 LoadedModule Load() {
   const std::filesystem::path path = OwnDirectory() / kDashboardModuleName;
   const std::string fix =
-      "install cpp-httplib and OpenSSL on the head node, or reinstall sray; or set dashboard=off";
-  // RTLD_LOCAL: the module's httplib and OpenSSL stay out of the program's
-  // symbol lookups; it still binds to libsray's symbols, loaded already.
+      "reinstall sray (libsray_dashboard.so belongs beside libsray.so), or set dashboard=off";
+  // RTLD_LOCAL: the module's symbols stay out of the program's lookups; it
+  // still binds to libsray's symbols, loaded already.
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = ::dlerror();

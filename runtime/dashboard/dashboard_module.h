@@ -28,8 +28,9 @@ inline constexpr const char* kDashboardModuleName = "libsray_dashboard.so";
 inline constexpr const char* kDashboardModuleVersion = "sray_dashboard_module_version";
 // What the version symbol says: sray's version and the revision of the
 // DashboardServer interface, raised with each change to its virtual
-// functions (2: Stop), so that a module built before one fails the check.
-inline constexpr const char* kDashboardModuleBuild = SRAY_VERSION_STRING "/dashboard-interface-2";
+// functions or to DashboardOptions (2: Stop; 3: no cookie name), so that a
+// module built before one fails the check.
+inline constexpr const char* kDashboardModuleBuild = SRAY_VERSION_STRING "/dashboard-interface-3";
 inline constexpr const char* kDashboardModuleEntry = "sray_dashboard_module_start";
 using DashboardModuleVersion = const char* (*)();
 using DashboardModuleEntry = void (*)(DashboardOptions* options,

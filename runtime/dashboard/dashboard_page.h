@@ -82,8 +82,19 @@ function cell(row, text, isText) {
   if (isText) td.className = "text";
   row.appendChild(td);
 }
+// The session a login link gave this tab: in sessionStorage, which browsers
+// keep per origin (host and port), never sent to other pages of the host as
+// a cookie would be.
+function authorized(path) {
+  const session = sessionStorage.getItem("sray_session") || "";
+  return fetch(path, { credentials: "omit", headers: { "Authorization": "Bearer " + session } });
+}
 async function api(path) {
-  const response = await fetch(path, { credentials: "same-origin" });
+  const response = await authorized(path);
+  if (response.status === 401) {
+    throw new Error("this tab is not logged in to the job (or the job ended): run 'sray login JOB' " +
+                    "and open the link it prints");
+  }
   if (!response.ok) throw new Error(response.status + " " + await response.text());
   return response.json();
 }
@@ -220,7 +231,7 @@ function chart(title, points) {
 }
 async function refreshTraining() {
   try {
-    const response = await fetch("/api/training", { credentials: "same-origin" });
+    const response = await authorized("/api/training");
     if (!response.ok) return;
     const runs = (await response.json()).runs;
     if (runs.length === 0) return;
@@ -255,7 +266,7 @@ async function refreshTraining() {
 }
 async function refreshEvents() {
   try {
-    const response = await fetch("/api/events", { credentials: "same-origin" });
+    const response = await authorized("/api/events");
     if (!response.ok) return;
     const events = (await response.json()).events.slice(-50).reverse();
     const list = document.getElementById("events");

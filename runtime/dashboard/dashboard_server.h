@@ -1,11 +1,12 @@
 #pragma once
 
-// The job's dashboard: an HTTP server (cpp-httplib) on the head node that
-// serves a read-only JSON API (/api/...), Prometheus metrics (/metrics) and
-// a page (/), to requests that carry the job's token only: a bearer header,
-// or the session cookie a one-time login link sets (a random session id of
-// this server, never the token). Nothing served runs code or
-// changes the job. Binds to the head's loopback by default.
+// The job's dashboard: an HTTP server (dashboard/http_server.h) on the head
+// node that serves a read-only JSON API (/api/...) and Prometheus metrics
+// (/metrics) to requests that carry the job's token, or a session a one-time
+// login link gave a browser tab (a random id of this server, never the
+// token), as 'Authorization: Bearer ...'; and the page (/), which holds no
+// data, to anyone. Nothing served runs code or changes the job. Binds to the
+// head's loopback by default.
 //
 // Thread-safety: NewLoginUrl may be called from any thread; requests are
 // served on the server's own threads, which call `snapshot`.
@@ -24,8 +25,6 @@ struct DashboardOptions {
   std::string host = "127.0.0.1";
   int port = 0;  // 0: any free port
   std::string token;
-  // Unique per job and step: browsers share cookies between ports.
-  std::string cookie_name;
   // How long a login link may wait to be opened.
   std::chrono::milliseconds login_link_lifetime = std::chrono::minutes(10);
   // Called for every API request, on a server thread; may block.
@@ -38,10 +37,12 @@ struct DashboardOptions {
       log_read;
 };
 
-// The server as the runtime sees it. Its implementation (and cpp-httplib
-// with OpenSSL behind it) lives in libsray_dashboard.so, which only the
-// head loads (dashboard_module.h): linked into libsray, those libraries cost
-// every rank and worker about 4 ms of CPU at its start.
+// The server as the runtime sees it. Its implementation lives in
+// libsray_dashboard.so, which only the
+// head loads (dashboard_module.h): every rank and worker loads libsray, and
+// only the head needs the server. (When the server was cpp-httplib with
+// OpenSSL behind it, linking it into libsray cost each process about 4 ms of
+// CPU at its start.)
 class DashboardServer {
  public:
   // Listening when it returns; an error names the address and the fix.
@@ -57,7 +58,7 @@ class DashboardServer {
   [[nodiscard]] virtual int port() const = 0;
   // http://HOST:PORT/
   [[nodiscard]] virtual std::string Url() const = 0;
-  // A link that logs one browser in (sets the cookie) once, within the
+  // A link that logs one browser tab in once, within the
   // options' login_link_lifetime.
   virtual std::string NewLoginUrl() = 0;
   // Stops serving; true once the server's threads have ended, false if

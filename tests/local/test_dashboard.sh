@@ -56,11 +56,15 @@ if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
   echo "ok: another user cannot read the jobs file"
 fi
 
-for path in "" api/nodes metrics; do
+for path in api/nodes api/logs metrics; do
   [ "$(http_status "$url$path")" = 401 ] || fail "/$path answered without a token"
   [ "$(http_status -H "Authorization: Bearer wrong" "$url$path")" = 401 ] ||
     fail "/$path answered a wrong token"
 done
+# The page holds no data: anyone gets it, and it asks the API with a session.
+page_body=$(curl -s "$url")
+grep -q "sessionStorage" <<<"$page_body" || fail "the page does not ask with its tab's session"
+! grep -q "$token" <<<"$page_body" || fail "the page carries the token"
 echo "ok: 401 without the token"
 
 curl -sf -H "Authorization: Bearer $token" "${url}api/nodes" >"$WORK/nodes.json" ||
@@ -108,12 +112,15 @@ login=$("$SRAY" login "$first" 2>"$WORK/login.err") || fail "sray login failed: 
 case $login in "${url}login?code="[0-9a-f]*) ;; *) fail "sray login printed no link: $login $(cat "$WORK/login.err")" ;; esac
 port=${url#http://127.0.0.1:} && port=${port%/}
 grep -q "ssh -L $port:127.0.0.1:$port " "$WORK/login.err" || fail "sray login printed no ssh -L command: $(cat "$WORK/login.err")"
-curl -s -D "$WORK/login.headers" -o /dev/null "$login"
-grep -q '^HTTP/1.1 303' "$WORK/login.headers" || fail "the login link did not redirect"
-cookie=$(grep -i '^Set-Cookie:' "$WORK/login.headers" | sed 's/^[^:]*: //; s/;.*//')
-[ "$(http_status -H "Cookie: $cookie" "$url")" = 200 ] || fail "the login cookie does not open the page"
+curl -s -D "$WORK/login.headers" -o "$WORK/login.html" "$login"
+grep -q '^HTTP/1.1 200' "$WORK/login.headers" || fail "the login link was refused: $(cat "$WORK/login.headers")"
+! grep -qi '^Set-Cookie:' "$WORK/login.headers" || fail "the login link set a cookie, which every port of the host would get"
+session=$(sed -n 's/.*sessionStorage.setItem("sray_session", "\([0-9a-f]*\)").*/\1/p' "$WORK/login.html")
+[ ${#session} = 64 ] || fail "the login page keeps no session in its tab: $(cat "$WORK/login.html")"
+[ "$(http_status -H "Authorization: Bearer $session" "${url}api/nodes")" = 200 ] || fail "the login's session does not open the API"
+[ "$(http_status "${url}api/nodes")" = 401 ] || fail "the API answered without a session"
 [ "$(http_status "$login")" = 401 ] || fail "the login link worked twice"
-echo "ok: sray login's link works once and its cookie opens the page"
+echo "ok: sray login's link works once and its session opens the API"
 
 # Output to a file only the user may read: there the driver prints the link.
 install -m 600 /dev/null "$WORK/second.out"

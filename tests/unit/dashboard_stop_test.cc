@@ -1,9 +1,12 @@
 // The dashboard server stops where shutdown() does not wake a thread blocked
 // in accept() (gVisor, the sandbox of some GPU clouds, behaves so; on Linux a
 // close() alone does not wake it either). That behaviour is emulated here:
-// this executable defines shutdown(), which the dynamic linker binds
-// cpp-httplib's call to, and while the test asks, it does nothing. Its own
-// executable, so that no other test runs with the stand-in.
+// this executable defines shutdown(), which the dynamic linker binds any call
+// of the server's to, and while the test asks, it does nothing. (The server
+// that cpp-httplib gave once stopped by shutdown(); the project's own wakes its
+// poll() with an eventfd, and this test keeps it from coming to rely on
+// shutdown() again.) Its own executable, so that no other test runs with the
+// stand-in.
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -36,7 +39,6 @@ namespace {
 TEST(DashboardStop, EndsWhenShutdownDoesNotWakeTheAcceptingThread) {
   DashboardOptions options;
   options.token = "secret";
-  options.cookie_name = "sray_test";
   auto server = DashboardServer::Start(std::move(options));
   ASSERT_TRUE(server.ok()) << server.status().message();
   shutdown_wakes_nobody.store(true);
