@@ -205,7 +205,8 @@ core::NodeManagerConfig NodeConfig(const wire::WiredJob& job,
       .spill_directory = std::filesystem::path(environment.session_dir) / "spill",
       .capacity = *capacity,
       .node_id = environment.node_id,
-      .on_spilled = {}};
+      .on_spilled = {},
+      .while_copying = {}};
   const auto cpus = static_cast<std::uint32_t>(environment.node_cpus);
   config.max_workers = std::max<std::uint32_t>(4, 2 * cpus);
   config.executable = ExecutablePath();

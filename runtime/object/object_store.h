@@ -9,8 +9,12 @@
 // them on demand. When even that cannot make room, creation fails with an
 // error naming the sizes. Nothing is lost silently.
 //
-// Thread-safety: every member may be called from any thread.
+// Thread-safety: every member may be called from any thread. The copies of a
+// spill or a restore run without the store's lock (the object marked as
+// being copied), so seals, frees and pins, which the node manager serves on
+// the transport's thread, never wait behind a large copy.
 
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -38,6 +42,9 @@ struct StoreConfig {
   // Told of each object spilled to disk (its bytes), for the node's events.
   // Called with the store's lock held: it must not call the store.
   std::function<void(std::uint64_t bytes)> on_spilled;
+  // Called as each spill or restore starts copying, without the store's
+  // lock (tests hold a copy there to act on the store meanwhile).
+  std::function<void(const ObjectId& id)> while_copying;
 };
 
 struct StoreUsageSnapshot {
@@ -114,7 +121,9 @@ class ObjectStore {
   [[nodiscard]] std::filesystem::path PathOf(const ObjectId& id) const;
 
  private:
-  enum class Where { kCreating, kMemory, kDisk };
+  // kSpilling: in memory (readable), its copy to disk under way; kRestoring:
+  // on disk, its copy back under way (its memory already counted).
+  enum class Where { kCreating, kMemory, kSpilling, kRestoring, kDisk };
   struct Entry {
     std::uint64_t size = 0;
     Where where = Where::kCreating;
@@ -122,14 +131,23 @@ class ObjectStore {
     ObjectMaker maker;  // primary entries
     int pins = 0;
     std::uint64_t last_use = 0;
+    // Unique per entry: a copy that ends after its entry was freed, or
+    // replaced by a new one of the same id, finds out and touches nothing.
+    std::uint64_t serial = 0;
   };
 
   explicit ObjectStore(StoreConfig config) : config_(std::move(config)) {}
-  [[nodiscard]] std::filesystem::path SpillPathOf(const ObjectId& id) const;
-  // Frees memory until `size` more bytes fit. Caller holds mutex_.
-  Status MakeRoom(std::uint64_t size, const ObjectId& for_id);
-  Status SpillLocked(const ObjectId& id, Entry& entry);
-  Result<std::filesystem::path> LocateLocked(const ObjectId& id);
+  // Per entry, not per id: a stale spill never writes a newer entry's file.
+  [[nodiscard]] std::filesystem::path SpillPathOf(const ObjectId& id, std::uint64_t serial) const;
+  // Frees memory until `size` more bytes fit. `lock` holds mutex_, and is
+  // let go while a spill copies: entries may change meanwhile.
+  Status MakeRoom(std::unique_lock<std::mutex>& lock, std::uint64_t size, const ObjectId& for_id);
+  Status Spill(std::unique_lock<std::mutex>& lock, const ObjectId& id);
+  Result<std::filesystem::path> LocateLocked(std::unique_lock<std::mutex>& lock,
+                                             const ObjectId& id);
+  // Copies `from` to `to` without the lock; the entry is marked as copied.
+  std::error_code CopyUnlocked(std::unique_lock<std::mutex>& lock, const ObjectId& id,
+                               const std::filesystem::path& from, const std::filesystem::path& to);
 
   // Freed files of at least this size are kept and reused: a fresh tmpfs
   // page costs more than copying into it (allocation, zeroing, freeing).
@@ -141,6 +159,9 @@ class ObjectStore {
 
   const StoreConfig config_;
   mutable std::mutex mutex_;
+  std::condition_variable copy_ended_;  // a spill's or a restore's copy ended
+  int copies_under_way_ = 0;            // by mutex_
+  std::uint64_t next_serial_ = 0;       // by mutex_
   // Recycled files by size; names are <prefix>.recycled.<n>.
   std::multimap<std::uint64_t, std::filesystem::path> recycled_;
   std::uint64_t recycled_bytes_ = 0;

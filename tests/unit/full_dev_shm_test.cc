@@ -35,7 +35,8 @@ class FullDevShm : public ::testing::Test {
                                     .spill_directory = spill_,
                                     .capacity = 6U << 20,
                                     .node_id = 0,
-                                    .on_spilled = {}});
+                                    .on_spilled = {},
+                                    .while_copying = {}});
     ASSERT_TRUE(store.ok()) << store.status().message();
     store_ = std::move(store).value();
   }

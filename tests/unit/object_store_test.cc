@@ -7,6 +7,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -31,7 +33,11 @@ class ObjectStoreTest : public ::testing::Test {
          .spill_directory = directory_ / "spill",
          .capacity = capacity,
          .node_id = 0,
-         .on_spilled = [this](std::uint64_t bytes) { spilled_bytes_.push_back(bytes); }});
+         .on_spilled = [this](std::uint64_t bytes) { spilled_bytes_.push_back(bytes); },
+         .while_copying =
+             [this](const ObjectId& id) {
+               if (while_copying_) while_copying_(id);
+             }});
     EXPECT_TRUE(store.ok()) << store.status().message();
     return std::move(store).value();
   }
@@ -53,8 +59,27 @@ class ObjectStoreTest : public ::testing::Test {
     return (*file)->view().front();
   }
 
+  // The files in the spill directory, and the store's restore leftovers.
+  [[nodiscard]] std::size_t SpillFiles() const {
+    std::size_t count = 0;
+    for (const auto& file : std::filesystem::directory_iterator(directory_ / "spill")) {
+      (void)file;
+      ++count;
+    }
+    return count;
+  }
+  [[nodiscard]] std::size_t RestoringFiles() const {
+    std::size_t count = 0;
+    for (const auto& file : std::filesystem::directory_iterator(directory_ / "shm")) {
+      if (file.path().filename().string().find(".restoring.") != std::string::npos) ++count;
+    }
+    return count;
+  }
+
   std::filesystem::path directory_;
   std::vector<std::uint64_t> spilled_bytes_;  // told by the store, one per spill
+  // Runs as each spill or restore copies, without the store's lock.
+  std::function<void(const ObjectId&)> while_copying_;
 };
 
 // Spill files hold the job's objects: the directory is the job user's alone,
@@ -72,7 +97,8 @@ TEST_F(ObjectStoreTest, TheSpillDirectoryIsTheJobUsersAlone) {
                                     .spill_directory = directory_ / "spill",
                                     .capacity = 1 << 20,
                                     .node_id = 0,
-                                    .on_spilled = {}});
+                                    .on_spilled = {},
+                                    .while_copying = {}});
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("spill directory"), std::string::npos) << refused.status().message();
 }
@@ -107,6 +133,132 @@ TEST_F(ObjectStoreTest, PinnedObjectsAreNotSpilledAndAFullStoreSaysWhy) {
   auto huge = store->Create({1, 4}, 5000, true);
   ASSERT_FALSE(huge.ok());
   EXPECT_NE(huge.status().message().find("larger than the whole object store"), std::string::npos);
+}
+
+// Before: the store's lock was held while a spill copied its file, and the
+// seals, frees and pins the node manager serves on the transport's thread
+// waited behind it (a spill longer than node_timeout could get the node
+// declared lost).
+TEST_F(ObjectStoreTest, ASpillsCopyDoesNotHoldTheStoreMeanwhile) {
+  auto store = Open(2000);
+  Write(*store, {1, 1}, 'a', 1000);
+  ASSERT_TRUE(store->Create({1, 2}, 1000, true).ok());  // written, not sealed yet
+  std::promise<void> copying;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  while_copying_ = [&](const ObjectId&) {
+    copying.set_value();
+    released.wait();
+  };
+  auto create = std::async(std::launch::async, [&] { return store->Create({1, 3}, 1000, true); });
+  copying.get_future().wait();
+  auto meanwhile = std::async(std::launch::async, [&] {
+    store->Seal({1, 2});
+    store->Pin({1, 2});
+    store->Unpin({1, 2});
+    (void)store->Usage();
+    return store->Locate({1, 1}).ok();  // being spilled: still readable in memory
+  });
+  const bool answered = meanwhile.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  while_copying_ = nullptr;
+  release.set_value();
+  ASSERT_TRUE(answered) << "the store waited for the spill's copy";
+  EXPECT_TRUE(meanwhile.get());
+  auto created = create.get();
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  EXPECT_EQ(store->Usage().spilled, 1000u);
+  EXPECT_EQ(FirstByte(*store, {1, 1}), 'a');  // restored from its spill
+}
+
+TEST_F(ObjectStoreTest, AnObjectFreedWhileItSpillsLeavesNoSpillFile) {
+  auto store = Open(2000);
+  Write(*store, {1, 1}, 'a', 1000);
+  Write(*store, {1, 2}, 'b', 1000);
+  while_copying_ = [&](const ObjectId& id) { store->Free(id); };
+  auto created = store->Create({1, 3}, 1000, true);
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  EXPECT_FALSE(store->Contains({1, 1}));
+  EXPECT_EQ(store->Usage().in_memory, 2000u);
+  EXPECT_EQ(store->Usage().spilled, 0u);
+  EXPECT_EQ(SpillFiles(), 0u);
+  EXPECT_TRUE(spilled_bytes_.empty());
+}
+
+TEST_F(ObjectStoreTest, AnObjectPinnedWhileItSpillsStaysInMemoryAndAnotherGoes) {
+  auto store = Open(2000);
+  Write(*store, {1, 1}, 'a', 1000);
+  Write(*store, {1, 2}, 'b', 1000);
+  while_copying_ = [&](const ObjectId& id) {
+    if (id == ObjectId{1, 1}) store->Pin(id);  // a pull began reading it
+  };
+  auto created = store->Create({1, 3}, 1000, true);
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  EXPECT_TRUE(std::filesystem::exists(store->PathOf({1, 1})));
+  EXPECT_FALSE(std::filesystem::exists(store->PathOf({1, 2})));
+  EXPECT_EQ(store->Usage().spilled, 1000u);
+  EXPECT_EQ(SpillFiles(), 1u);
+  EXPECT_EQ(spilled_bytes_, (std::vector<std::uint64_t>{1000}));
+}
+
+// A restore copies beside the object's name and renames once whole: an
+// object of the same id made meanwhile (a recomputation) keeps its bytes.
+TEST_F(ObjectStoreTest, ARestoreRacingANewObjectOfTheSameIdLeavesTheNewOne) {
+  auto store = Open(2000);
+  Write(*store, {1, 1}, 'a', 1000);
+  Write(*store, {1, 2}, 'b', 1000);
+  Write(*store, {1, 3}, 'c', 1000);  // spills {1,1}
+  ASSERT_EQ(store->Usage().spilled, 1000u);
+  store->Free({1, 2});
+  bool recomputed = false;
+  while_copying_ = [&](const ObjectId& id) {
+    if (id != ObjectId{1, 1} || recomputed) return;
+    recomputed = true;
+    Write(*store, {1, 1}, 'n', 1000);
+  };
+  auto restored = store->Locate({1, 1});
+  EXPECT_EQ(restored.status().code(), StatusCode::kNotFound) << "its entry was replaced";
+  EXPECT_EQ(FirstByte(*store, {1, 1}), 'n');
+  EXPECT_EQ(RestoringFiles(), 0u);
+  EXPECT_EQ(SpillFiles(), 0u);
+  EXPECT_EQ(store->Usage().in_memory, 2000u);
+  EXPECT_EQ(store->Usage().spilled, 0u);
+}
+
+TEST_F(ObjectStoreTest, AReaderOfAnObjectBeingRestoredWaitsForThatRestore) {
+  auto store = Open(2000);
+  Write(*store, {1, 1}, 'a', 1000);
+  Write(*store, {1, 2}, 'b', 1000);
+  Write(*store, {1, 3}, 'c', 1000);  // spills {1,1}
+  store->Free({1, 2});
+  std::future<char> second;
+  while_copying_ = [&](const ObjectId& id) {
+    if (id != ObjectId{1, 1} || second.valid()) return;
+    second = std::async(std::launch::async, [&] { return FirstByte(*store, {1, 1}); });
+    // The second reader finds the restore under way and waits for it.
+    EXPECT_EQ(second.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  };
+  EXPECT_EQ(FirstByte(*store, {1, 1}), 'a');
+  EXPECT_EQ(second.get(), 'a');
+  EXPECT_EQ(store->Usage().in_memory, 2000u);
+  EXPECT_EQ(store->Usage().spilled, 0u);
+  EXPECT_EQ(RestoringFiles(), 0u);
+}
+
+TEST_F(ObjectStoreTest, AnObjectFreedWhileItIsRestoredLeavesNothing) {
+  auto store = Open(2000);
+  Write(*store, {1, 1}, 'a', 1000);
+  Write(*store, {1, 2}, 'b', 1000);
+  Write(*store, {1, 3}, 'c', 1000);  // spills {1,1}
+  store->Free({1, 2});
+  while_copying_ = [&](const ObjectId& id) {
+    if (id == ObjectId{1, 1}) store->Free(id);
+  };
+  EXPECT_EQ(store->Locate({1, 1}).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->Usage().in_memory, 1000u);
+  EXPECT_EQ(store->Usage().spilled, 0u);
+  EXPECT_EQ(RestoringFiles(), 0u);
+  EXPECT_EQ(SpillFiles(), 0u);
+  EXPECT_FALSE(std::filesystem::exists(store->PathOf({1, 1})));
 }
 
 // Before: the vanished file's object stayed the coldest victim, its spill
@@ -228,7 +380,8 @@ TEST_F(ObjectStoreTest, RefusesACapacityLargerThanSharedMemory) {
                                   .spill_directory = directory_ / "spill",
                                   .capacity = std::uint64_t{1} << 60,
                                   .node_id = 3,
-                                  .on_spilled = {}});
+                                  .on_spilled = {},
+                                  .while_copying = {}});
   ASSERT_FALSE(store.ok());
   EXPECT_NE(store.status().message().find("object_store_memory"), std::string::npos);
 }

@@ -31,7 +31,8 @@ class TwoNodes : public ::testing::Test, public TransferLinks {
            .spill_directory = directory_ / ("spill" + std::to_string(node)),
            .capacity = 1 << 20,
            .node_id = node,
-           .on_spilled = {}});
+           .on_spilled = {},
+           .while_copying = {}});
       ASSERT_TRUE(store.ok()) << store.status().message();
       stores_.push_back(std::move(store).value());
     }
