@@ -119,7 +119,8 @@ class ServingDashboard final : public DashboardServer {
   // On the server's I/O thread: what needs no node (the page, logins, the
   // token check) is answered here; the rest, authorized, goes to Serve.
   std::optional<HttpResponse> Admit(const HttpRequest& request) {
-    const bool get = request.method == "GET";
+    // HEAD is answered as GET is, without the body (the server leaves it out).
+    const bool get = request.method == "GET" || request.method == "HEAD";
     if (request.path == "/" && get) {
       // The page holds no data (it asks the API with the tab's session), so
       // it needs no login: a tab without a session says how to get one.
@@ -270,12 +271,17 @@ class ServingDashboard final : public DashboardServer {
     return session;
   }
 
+  // Every code compared in full, in time that does not depend on where a
+  // guess differs from one.
   bool UseLoginCode(const std::string& code) {
     std::lock_guard lock(mutex_);
-    auto found = login_codes_.find(code);
-    if (found == login_codes_.end()) return false;
-    const bool fresh = found->second >= std::chrono::steady_clock::now();
-    login_codes_.erase(found);
+    auto used = login_codes_.end();
+    for (auto entry = login_codes_.begin(); entry != login_codes_.end(); ++entry) {
+      if (SameSecret(code, entry->first)) used = entry;
+    }
+    if (used == login_codes_.end()) return false;
+    const bool fresh = used->second >= std::chrono::steady_clock::now();
+    login_codes_.erase(used);
     return fresh;
   }
 

@@ -115,10 +115,11 @@ HttpParse ParseHttpRequest(std::string_view received, const HttpRequestLimits& l
       body_start = newline + 3;
       break;
     }
-    if (newline - start > limits.max_head_bytes) break;
+    if (newline > limits.max_head_bytes) break;
   }
-  const std::size_t head_bytes =
-      head_end == std::string_view::npos ? received.size() - start : head_end - start;
+  // Blank lines before the request count: a client sending nothing else
+  // must not be read for ever.
+  const std::size_t head_bytes = head_end == std::string_view::npos ? received.size() : head_end;
   if (head_bytes > limits.max_head_bytes) {
     return Refused(431, "the request's head is larger than " +
                             std::to_string(limits.max_head_bytes) + " bytes");

@@ -14,6 +14,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "common/file_descriptor.h"
@@ -30,6 +31,7 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kLongestPoll = std::chrono::milliseconds(100);
 constexpr std::size_t kReadPiece = 16 * 1024;
 constexpr int kAcceptsPerRound = 8;
+constexpr auto kLongestDrain = std::chrono::seconds(2);
 
 const char* ReasonPhrase(int status) {
   switch (status) {
@@ -59,7 +61,10 @@ HttpResponse TextResponse(int status, std::string text) {
 }
 
 struct Connection {
-  enum class State { kReading, kServing, kWriting };
+  // kDraining: the last response is out and the sending side shut; what
+  // the client still sends is read and dropped until it closes, so the
+  // close does not reset the connection before the client read the answer.
+  enum class State { kReading, kServing, kWriting, kDraining };
 
   Connection(std::uint64_t connection_id, int fd) : id(connection_id), socket(fd) {}
 
@@ -67,12 +72,18 @@ struct Connection {
   FileDescriptor socket;
   State state = State::kReading;
   std::string received;
+  std::size_t parsed = 0;  // bytes of `received` taken by requests already answered
   // Whether a request has begun since the connection started or its last
   // answer: until then it is idle, and may be closed at `deadline` quietly.
   bool request_started = false;
   // A head has arrived and its body is still coming: parse again for any byte.
   bool head_complete = false;
-  Clock::time_point waiting_since;  // for eviction: the oldest waiter goes first
+  // The client sent its last byte (a half-close): what it sent is answered,
+  // then the connection ends.
+  bool peer_closed = false;
+  // For eviction: when it began to wait for a request, or last took bytes of
+  // a response; the one waiting longest goes first.
+  Clock::time_point waiting_since;
   Clock::time_point deadline;
   std::string to_send;
   std::size_t sent = 0;
@@ -93,11 +104,25 @@ class PollingHttpServer final : public HttpServer {
     }
   }
 
-  void Start() {
-    for (std::size_t index = 0; index < options_.handler_threads; ++index) {
-      handlers_.emplace_back([this] { RunHandler(); });
+  Status Start() {
+    try {
+      for (std::size_t index = 0; index < options_.handler_threads; ++index) {
+        handlers_.emplace_back([this] { RunHandler(); });
+      }
+      io_thread_ = std::thread([this] { RunIo(); });
+    } catch (const std::system_error& error) {
+      // No I/O thread to end the handlers: end them here.
+      stopping_.store(true);
+      {
+        std::lock_guard lock(queue_mutex_);
+        queue_changed_.notify_all();
+      }
+      for (std::thread& handler : handlers_) handler.join();
+      ended_.store(true);
+      return Status::Unavailable(std::string("the dashboard cannot start its threads: ") +
+                                 error.what());
     }
-    io_thread_ = std::thread([this] { RunIo(); });
+    return Status::Ok();
   }
 
   [[nodiscard]] int port() const override { return port_; }
@@ -114,6 +139,7 @@ class PollingHttpServer final : public HttpServer {
       if (Clock::now() >= deadline) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+    std::lock_guard lock(stop_mutex_);
     if (io_thread_.joinable()) io_thread_.join();
     return true;
   }
@@ -127,6 +153,7 @@ class PollingHttpServer final : public HttpServer {
     std::uint64_t connection;
     HttpResponse response;
     bool keep_alive;
+    bool head;
   };
 
   void Wake() {
@@ -147,18 +174,29 @@ class PollingHttpServer final : public HttpServer {
         job = std::move(jobs_.front());
         jobs_.pop_front();
       }
-      HttpResponse response;
-      try {
-        response = options_.serve(job.request);
-      } catch (const std::exception& error) {
-        response = TextResponse(
-            500, std::string("sray: the dashboard failed to answer: ") + error.what() + "\n");
-      }
+      HttpResponse response = Guarded([&] { return options_.serve(job.request); });
       {
         std::lock_guard lock(queue_mutex_);
-        answers_.push_back(Answer{job.connection, std::move(response), job.request.keep_alive});
+        answers_.push_back(Answer{job.connection, std::move(response), job.request.keep_alive,
+                                  job.request.method == "HEAD"});
       }
       Wake();
+    }
+  }
+
+  // A callback's answer; anything it throws becomes a 500, never an end of
+  // the user's driver.
+  template <typename Callback>
+  static auto Guarded(Callback&& callback) -> decltype(callback()) {
+    const auto failed = [](const std::string& why) {
+      return TextResponse(500, "sray: the dashboard failed to answer: " + why + "\n");
+    };
+    try {
+      return callback();
+    } catch (const std::exception& error) {
+      return failed(error.what());
+    } catch (...) {
+      return failed("an unknown exception");
     }
   }
 
@@ -179,12 +217,19 @@ class PollingHttpServer final : public HttpServer {
   void PollOnce() {
     std::vector<pollfd> polled;
     std::vector<std::uint64_t> ids;
-    polled.push_back({listening_.get(), POLLIN, 0});
+    const auto now = Clock::now();
+    // Out of descriptors, the listening socket stays readable: it is left
+    // out for a while instead of waking the loop at once, over and over.
+    const bool accepting = now >= accepts_paused_until_;
+    polled.push_back({accepting ? listening_.get() : -1, POLLIN, 0});
     polled.push_back({wake_.get(), POLLIN, 0});
-    auto next_deadline = Clock::now() + kLongestPoll;
+    auto next_deadline = now + kLongestPoll;
     for (const auto& [id, connection] : connections_) {
       short events = 0;
-      if (connection->state == Connection::State::kReading) events = POLLIN;
+      if (connection->state == Connection::State::kReading ||
+          connection->state == Connection::State::kDraining) {
+        events = POLLIN;
+      }
       if (connection->state == Connection::State::kWriting) events = POLLOUT;
       if (events == 0) continue;
       polled.push_back({connection->socket.get(), events, 0});
@@ -204,12 +249,18 @@ class PollingHttpServer final : public HttpServer {
       if (polled[index].revents == 0) continue;
       const auto found = connections_.find(ids[index - 2]);
       if (found == connections_.end()) continue;
-      const bool keep = found->second->state == Connection::State::kReading
-                            ? ReadFrom(*found->second)
-                            : WriteTo(*found->second);
+      Connection& connection = *found->second;
+      // Once a response is out, a request pipelined behind it is answered.
+      bool keep = true;
+      switch (connection.state) {
+        case Connection::State::kReading: keep = ReadFrom(connection); break;
+        case Connection::State::kWriting: keep = WriteTo(connection) && Advance(connection); break;
+        case Connection::State::kDraining: keep = Drain(connection); break;
+        case Connection::State::kServing: break;
+      }
       if (!keep) connections_.erase(found);
     }
-    if ((polled[0].revents & POLLIN) != 0) AcceptAll();
+    if (accepting && (polled[0].revents & POLLIN) != 0) AcceptAll();
   }
 
   // A few at a time, each read at once: a flood of connections then cannot
@@ -217,26 +268,31 @@ class PollingHttpServer final : public HttpServer {
   void AcceptAll() {
     for (int accepted = 0; accepted < kAcceptsPerRound; ++accepted) {
       const int fd = ::accept4(listening_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) return;  // EAGAIN: none left; anything else: the next poll retries
+      if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          accepts_paused_until_ = Clock::now() + kLongestPoll;
+        }
+        return;  // EAGAIN: none left; a client that gave up (ECONNABORTED): the next poll
+      }
       if (connections_.size() >= options_.max_connections && !EvictLongestWaiting()) {
-        ::close(fd);  // every connection is being answered: the client may retry
+        ::close(fd);  // every connection is being served: the client may retry
         continue;
       }
       const std::uint64_t id = next_id_++;
       auto connection = std::make_unique<Connection>(id, fd);
       connection->waiting_since = Clock::now();
       connection->deadline = connection->waiting_since + options_.request_deadline;
-      const bool keep = ReadFrom(*connection);
-      if (keep) connections_.emplace(id, std::move(connection));
+      if (ReadFrom(*connection)) connections_.emplace(id, std::move(connection));
     }
   }
 
-  // Closes the connection that has waited longest for a whole request (an
-  // idle keep-alive one, or one still sending): false if none is waiting.
+  // Closes the connection that has waited longest, for its request or for
+  // its client to take a response (one that sends slowly, or never reads
+  // what it asked for): false if every connection waits for a handler.
   bool EvictLongestWaiting() {
     auto oldest = connections_.end();
     for (auto entry = connections_.begin(); entry != connections_.end(); ++entry) {
-      if (entry->second->state != Connection::State::kReading) continue;
+      if (entry->second->state == Connection::State::kServing) continue;
       if (oldest == connections_.end() ||
           entry->second->waiting_since < oldest->second->waiting_since) {
         oldest = entry;
@@ -247,13 +303,21 @@ class PollingHttpServer final : public HttpServer {
     return true;
   }
 
-  // Reads what arrived and acts on a whole request; false to close.
+  [[nodiscard]] std::size_t MostBuffered() const {
+    return options_.limits.max_head_bytes + options_.limits.max_body_bytes + 4;
+  }
+
+  // Reads what arrived and acts on whole requests; false to close.
   bool ReadFrom(Connection& connection) {
     char piece[kReadPiece];
     bool line_ended = false;
-    while (true) {
+    while (connection.received.size() - connection.parsed <= MostBuffered()) {
       const ssize_t got = ::recv(connection.socket.get(), piece, sizeof(piece), 0);
-      if (got == 0) return false;  // the client closed
+      if (got == 0) {
+        connection.peer_closed = true;
+        line_ended = true;  // what came is all there is: look at it now
+        break;
+      }
       if (got < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -265,94 +329,131 @@ class PollingHttpServer final : public HttpServer {
       }
       line_ended |= std::memchr(piece, '\n', static_cast<std::size_t>(got)) != nullptr;
       connection.received.append(piece, static_cast<std::size_t>(got));
-      // Bounded: beyond this the parse refuses the request anyway.
-      if (connection.received.size() >
-          options_.limits.max_head_bytes + options_.limits.max_body_bytes + 4) {
-        break;
-      }
     }
-    return Handle(connection, line_ended);
-  }
-
-  bool Handle(Connection& connection, bool line_ended) {
     // Parsing only when a line ended (or a head is complete and its body
     // coming) keeps a client that sends a byte at a time from making each
     // byte cost a scan of everything before it.
     if (!line_ended && !connection.head_complete &&
-        connection.received.size() <=
-            options_.limits.max_head_bytes + options_.limits.max_body_bytes + 4) {
+        connection.received.size() - connection.parsed <= MostBuffered()) {
       return true;
     }
-    HttpParse parse = ParseHttpRequest(connection.received, options_.limits);
-    connection.head_complete = parse.head_complete;
-    switch (parse.outcome) {
-      case HttpParse::Outcome::kNeedMore: return true;
-      case HttpParse::Outcome::kRefused:
+    return Advance(connection);
+  }
+
+  // Answers the whole requests buffered on the connection, in order, until
+  // one waits for a handler or a response waits for its client; false to
+  // close. A loop, not a recursion: a client may pipeline thousands.
+  bool Advance(Connection& connection) {
+    while (connection.state == Connection::State::kReading) {
+      const std::string_view pending =
+          std::string_view(connection.received).substr(connection.parsed);
+      HttpParse parse = ParseHttpRequest(pending, options_.limits);
+      connection.head_complete = parse.head_complete;
+      if (parse.outcome == HttpParse::Outcome::kNeedMore) {
+        Compact(connection);
+        if (connection.peer_closed) return false;  // the client ended mid-request
+        if (pending.size() > MostBuffered()) {
+          // Cannot happen with the parser's limits; bounded all the same.
+          return Send(connection,
+                      TextResponse(431, "sray: the dashboard refused the request: too large\n"),
+                      false, false);
+        }
+        return true;
+      }
+      if (parse.outcome == HttpParse::Outcome::kRefused) {
         return Send(connection,
                     TextResponse(parse.status,
                                  "sray: the dashboard refused the request: " + parse.reason + "\n"),
-                    false);
-      case HttpParse::Outcome::kRequest: break;
-    }
-    connection.received.erase(0, parse.consumed);
-    std::optional<HttpResponse> answer;
-    try {
-      answer = options_.admit ? options_.admit(parse.request) : std::nullopt;
-    } catch (const std::exception& error) {
-      answer = TextResponse(
-          500, std::string("sray: the dashboard failed to answer: ") + error.what() + "\n");
-    }
-    if (answer) return Send(connection, *answer, parse.request.keep_alive);
-    {
-      std::lock_guard lock(queue_mutex_);
-      if (jobs_.size() >= options_.max_waiting_requests) {
-        answer = TextResponse(503,
-                              "sray: the dashboard is busy with other requests: try again in a "
-                              "moment\n");
-      } else {
-        jobs_.push_back(Job{connection.id, std::move(parse.request)});
-        queue_changed_.notify_one();
+                    false, false);
       }
+      connection.parsed += parse.consumed;
+      const bool keep_alive = parse.request.keep_alive;
+      const bool head = parse.request.method == "HEAD";
+      std::optional<HttpResponse> answer = Guarded([&]() -> std::optional<HttpResponse> {
+        return options_.admit ? options_.admit(parse.request) : std::nullopt;
+      });
+      if (!answer) {
+        std::lock_guard lock(queue_mutex_);
+        if (jobs_.size() >= options_.max_waiting_requests) {
+          answer = TextResponse(
+              503, "sray: the dashboard is busy with other requests: try again in a moment\n");
+        } else {
+          jobs_.push_back(Job{connection.id, std::move(parse.request)});
+          queue_changed_.notify_one();
+          connection.state = Connection::State::kServing;
+          return true;
+        }
+      }
+      if (!Send(connection, *answer, keep_alive, head)) return false;
     }
-    if (answer) return Send(connection, *answer, false);
-    connection.state = Connection::State::kServing;
     return true;
   }
 
-  bool Send(Connection& connection, const HttpResponse& response, bool keep_alive) {
+  // Drops the bytes of answered requests once they are most of the buffer:
+  // pipelined requests cost one copy of what follows them, not one each.
+  static void Compact(Connection& connection) {
+    if (connection.parsed > 0 && connection.parsed * 2 >= connection.received.size()) {
+      connection.received.erase(0, connection.parsed);
+      connection.parsed = 0;
+    }
+  }
+
+  // Starts sending a response; false to close.
+  bool Send(Connection& connection, const HttpResponse& response, bool keep_alive, bool head) {
     HttpResponse complete = response;
     for (const auto& header : options_.common_headers) complete.headers.push_back(header);
-    connection.to_send = SerializedResponse(complete, keep_alive);
+    connection.to_send = SerializedResponse(complete, keep_alive, head);
     connection.sent = 0;
     connection.close_after_sending = !keep_alive;
     connection.state = Connection::State::kWriting;
-    connection.deadline = Clock::now() + options_.write_deadline;
+    connection.waiting_since = Clock::now();
+    connection.deadline = connection.waiting_since + options_.write_deadline;
     return WriteTo(connection);
   }
 
-  // Writes what the socket takes; false to close.
+  // Writes what the socket takes, and goes on to the next request once the
+  // response is out; false to close.
   bool WriteTo(Connection& connection) {
+    const std::size_t before = connection.sent;
     while (connection.sent < connection.to_send.size()) {
       const ssize_t wrote =
           ::send(connection.socket.get(), connection.to_send.data() + connection.sent,
                  connection.to_send.size() - connection.sent, MSG_NOSIGNAL);
       if (wrote < 0) {
         if (errno == EINTR) continue;
-        return errno == EAGAIN || errno == EWOULDBLOCK;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) return false;
+        // Progress counts for eviction; the write deadline stays: a client
+        // taking a byte now and then does not keep a connection for ever.
+        if (connection.sent > before) connection.waiting_since = Clock::now();
+        return true;
       }
       connection.sent += static_cast<std::size_t>(wrote);
     }
-    if (connection.close_after_sending) return false;
+    if (connection.close_after_sending) {
+      ::shutdown(connection.socket.get(), SHUT_WR);
+      connection.state = Connection::State::kDraining;
+      connection.deadline = Clock::now() + kLongestDrain;
+      return Drain(connection);
+    }
     connection.to_send.clear();
     connection.state = Connection::State::kReading;
-    connection.request_started = !connection.received.empty();
     connection.waiting_since = Clock::now();
+    connection.request_started = connection.received.size() > connection.parsed;
     connection.deadline =
         connection.waiting_since +
         (connection.request_started ? options_.request_deadline : options_.keep_alive);
-    // A request sent behind this one (pipelined) is already here.
-    if (connection.request_started) return Handle(connection, true);
     return true;
+  }
+
+  // Reads and drops what the client still sends; false once it closed.
+  static bool Drain(Connection& connection) {
+    char piece[kReadPiece];
+    while (true) {
+      const ssize_t got = ::recv(connection.socket.get(), piece, sizeof(piece), 0);
+      if (got > 0) continue;
+      if (got < 0 && errno == EINTR) continue;
+      return got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    }
   }
 
   void TakeAnswers() {
@@ -364,7 +465,11 @@ class PollingHttpServer final : public HttpServer {
     for (Answer& answer : answers) {
       const auto found = connections_.find(answer.connection);
       if (found == connections_.end()) continue;
-      if (!Send(*found->second, answer.response, answer.keep_alive)) connections_.erase(found);
+      Connection& connection = *found->second;
+      // A request pipelined behind this one is answered next.
+      const bool keep =
+          Send(connection, answer.response, answer.keep_alive, answer.head) && Advance(connection);
+      if (!keep) connections_.erase(found);
     }
   }
 
@@ -382,12 +487,14 @@ class PollingHttpServer final : public HttpServer {
   const int port_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> ended_{false};
+  std::mutex stop_mutex_;  // Stop's join, from whichever thread calls it
   std::thread io_thread_;
   std::vector<std::thread> handlers_;  // joined by the I/O thread as it ends
 
   // The I/O thread's alone.
   std::map<std::uint64_t, std::unique_ptr<Connection>> connections_;
   std::uint64_t next_id_ = 1;
+  Clock::time_point accepts_paused_until_;
 
   std::mutex queue_mutex_;
   std::condition_variable queue_changed_;
@@ -451,7 +558,7 @@ Result<FileDescriptor> ListeningSocket(const std::string& host, int port, int& b
 
 }  // namespace
 
-std::string SerializedResponse(const HttpResponse& response, bool keep_alive) {
+std::string SerializedResponse(const HttpResponse& response, bool keep_alive, bool head) {
   std::string bytes =
       "HTTP/1.1 " + std::to_string(response.status) + " " + ReasonPhrase(response.status) + "\r\n";
   bytes += "Content-Type: " + response.content_type + "\r\n";
@@ -459,7 +566,7 @@ std::string SerializedResponse(const HttpResponse& response, bool keep_alive) {
   bytes += keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
   for (const auto& [name, value] : response.headers) bytes += name + ": " + value + "\r\n";
   bytes += "\r\n";
-  bytes += response.body;
+  if (!head) bytes += response.body;
   return bytes;
 }
 
@@ -482,7 +589,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Listen(HttpServerOptions options
   }
   auto server = std::make_unique<PollingHttpServer>(std::move(options), std::move(*listening),
                                                     std::move(wake), port);
-  server->Start();
+  SRAY_RETURN_IF_ERROR(server->Start());
   return std::unique_ptr<HttpServer>(std::move(server));
 }
 

@@ -3,11 +3,14 @@
 // holder while anyone who can reach the port misbehaves (at the default
 // 127.0.0.1, every user of the head node):
 // - one thread does all socket I/O with poll() and never waits on a client;
-// - a request must arrive whole within `request_deadline` and within
-//   `limits` (head size, header count, body), or the connection ends;
+// - a request must arrive whole within `limits` (head size, header count,
+//   body) and within `request_deadline` of its first byte, a new connection
+//   must start one within `request_deadline`, and a response must be taken
+//   within `write_deadline`, or the connection ends;
 // - at `max_connections`, a new connection closes the one that has waited
-//   longest for its request, so slow or idle clients cannot shut out a new
-//   one, however many they open;
+//   longest (for a request, or for its client to take a response), so slow,
+//   idle or non-reading clients cannot shut out a new one, however many
+//   they open;
 // - `admit` runs on the I/O thread (the token check): what it answers is
 //   answered there, and only what it lets through waits for one of the few
 //   `handler_threads` that run `serve`, so clients without the token never
@@ -43,8 +46,8 @@ struct HttpResponse {
 };
 
 // The bytes of a response: status line, headers (with Content-Type,
-// Content-Length and Connection), blank line, body.
-std::string SerializedResponse(const HttpResponse& response, bool keep_alive);
+// Content-Length and Connection), blank line, body (not for a HEAD request).
+std::string SerializedResponse(const HttpResponse& response, bool keep_alive, bool head = false);
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
@@ -53,12 +56,12 @@ struct HttpServerOptions {
   std::size_t max_connections = 64;
   // Admitted requests waiting for a handler thread; more are answered 503.
   std::size_t max_waiting_requests = 32;
-  // From a connection's start, or from the first byte of a further request
-  // on it, to the end of the request.
+  // From a connection's start to its first byte, and from a request's first
+  // byte to its end.
   std::chrono::milliseconds request_deadline = std::chrono::seconds(10);
   // How long a connection may stay open between requests.
   std::chrono::milliseconds keep_alive = std::chrono::seconds(5);
-  // For writing one response.
+  // For writing one response, however slowly the client takes it.
   std::chrono::milliseconds write_deadline = std::chrono::seconds(30);
   HttpRequestLimits limits;
   // Added to every response, the server's own refusals included.

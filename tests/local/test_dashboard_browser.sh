@@ -23,7 +23,7 @@ page=${login%%login*}
 # Root needs --no-sandbox; the virtual time budget lets the page's fetches
 # and drawing finish before the DOM is dumped and the screenshot taken. The
 # outer timeout turns a hang into a failure (a fetch the server never
-# answered once held virtual time still: see kKeepAliveSeconds).
+# answered once held virtual time still, with the dashboard's old server).
 browse() {
   timeout 90 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --virtual-time-budget=8000 \
     --user-data-dir="$WORK/profile-$1" --window-size=1280,1100 "${@:2}"

@@ -475,6 +475,15 @@ class DashboardSlowClient {
   void Send(const std::string& bytes) {
     (void)::send(socket_, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   }
+  // Blocks until the server took it all, or closed the connection.
+  void SendAll(const std::string& bytes) {
+    std::size_t sent = 0;
+    while (sent < bytes.size()) {
+      const ssize_t wrote = ::send(socket_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+      if (wrote <= 0) return;
+      sent += static_cast<std::size_t>(wrote);
+    }
+  }
   std::string ReceiveAll() {
     timeval patience{.tv_sec = 5, .tv_usec = 0};
     ::setsockopt(socket_, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof(patience));
@@ -526,7 +535,7 @@ TEST_F(DashboardTest, AnEndlessRequestHeadIsRefusedWith431) {
   DashboardSlowClient client(server_->port());
   std::string flood = "GET /api/nodes HTTP/1.1\r\n";
   while (flood.size() < 1024 * 1024) flood += "X-Flood: " + std::string(100, 'a') + "\r\n";
-  std::thread sender([&] { client.Send(flood); });
+  std::thread sender([&] { client.SendAll(flood); });
   const std::string response = client.ReceiveAll();
   sender.join();
   EXPECT_EQ(response.rfind("HTTP/1.1 431 ", 0), 0U) << response.substr(0, 300);

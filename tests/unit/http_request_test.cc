@@ -74,6 +74,18 @@ TEST(HttpRequestParse, AHeadOverTheLimitIsRefusedBeforeItEnds) {
   EXPECT_EQ(ParseHttpRequest("GET /" + std::string(2000, 'a'), limits).status, 431);
 }
 
+// Found by review: blank lines before a request were skipped without
+// counting, so a client sending only line ends was read for ever.
+TEST(HttpRequestParse, BlankLinesBeforeARequestCountTowardsTheLimit) {
+  HttpRequestLimits limits;
+  limits.max_head_bytes = 1024;
+  const HttpParse endless = ParseHttpRequest(std::string(4096, '\n'), limits);
+  EXPECT_EQ(endless.outcome, Outcome::kRefused);
+  EXPECT_EQ(endless.status, 431);
+  EXPECT_EQ(ParseHttpRequest(std::string(2000, '\n') + "GET / HTTP/1.1\r\n\r\n", limits).status,
+            431);
+}
+
 TEST(HttpRequestParse, TooManyHeadersAreRefused) {
   HttpRequestLimits limits;
   limits.max_headers = 3;

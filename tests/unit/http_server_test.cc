@@ -83,6 +83,9 @@ class RawHttpClient {
     return received;
   }
 
+  // Ends the client's side (a half-close): the server still answers.
+  void EndSending() { ::shutdown(socket_.get(), SHUT_WR); }
+
   // True if the server closed the connection within `patience`.
   bool ClosedWithin(milliseconds patience) {
     Receive(patience);
@@ -101,6 +104,11 @@ class HttpServerTest : public ::testing::Test {
  protected:
   void StartServer(HttpServerOptions options) {
     options.admit = [](const HttpRequest& request) -> std::optional<HttpResponse> {
+      if (request.path == "/big") {
+        HttpResponse big;
+        big.body = std::string(16 * 1024, 'x');
+        return big;
+      }
       if (request.Header("Authorization") == "yes") return std::nullopt;
       HttpResponse refused;
       refused.status = 401;
@@ -277,16 +285,87 @@ TEST_F(HttpServerTest, MoreAdmittedRequestsThanTheQueueHoldsAreAnswered503) {
   RawHttpClient busy(server_->port());
   ASSERT_TRUE(busy.Send(kAuthorizedGet));
   ASSERT_TRUE(WaitForServing(1));
-  RawHttpClient waiting(server_->port());
-  ASSERT_TRUE(waiting.Send(kAuthorizedGet));
-  std::this_thread::sleep_for(milliseconds(100));  // queued behind `busy`
+  // One of these two waits for the handler; the other finds the queue full.
+  RawHttpClient second(server_->port());
   RawHttpClient third(server_->port());
+  ASSERT_TRUE(second.Send(kAuthorizedGet));
   ASSERT_TRUE(third.Send(kAuthorizedGet));
-  const std::string response = third.ReceiveResponse(std::chrono::seconds(2));
-  EXPECT_EQ(response.rfind("HTTP/1.1 503 ", 0), 0U) << response;
-  EXPECT_NE(response.find("busy"), std::string::npos) << response;
+  std::string refused = third.ReceiveResponse(std::chrono::milliseconds(500));
+  RawHttpClient* waiting = &second;
+  if (refused.empty()) {
+    refused = second.ReceiveResponse(std::chrono::seconds(2));
+    waiting = &third;
+  }
+  EXPECT_EQ(refused.rfind("HTTP/1.1 503 ", 0), 0U) << refused;
+  EXPECT_NE(refused.find("busy"), std::string::npos) << refused;
   Release();
-  EXPECT_NE(waiting.ReceiveResponse(std::chrono::seconds(5)).find("200 OK"), std::string::npos);
+  EXPECT_NE(waiting->ReceiveResponse(std::chrono::seconds(5)).find("200 OK"), std::string::npos);
+}
+
+// Found by review: connections whose client asked for much and read
+// nothing could not be closed to make room, and 64 of them shut every new
+// client out.
+TEST_F(HttpServerTest, ClientsThatNeverReadTheirResponsesDoNotShutOutANewOne) {
+  HttpServerOptions options;
+  options.max_connections = 4;
+  StartServer(std::move(options));
+  std::string requests;
+  for (int request = 0; request < 1000; ++request) requests += "GET /big HTTP/1.1\r\n\r\n";
+  std::vector<std::unique_ptr<RawHttpClient>> hoarders;
+  for (int index = 0; index < 8; ++index) {
+    hoarders.push_back(std::make_unique<RawHttpClient>(server_->port()));
+    ASSERT_TRUE(hoarders.back()->Send(requests));
+  }
+  std::this_thread::sleep_for(milliseconds(200));
+  RawHttpClient holder(server_->port());
+  ASSERT_TRUE(holder.Send(kAuthorizedGet));
+  const std::string response = holder.ReceiveResponse(std::chrono::seconds(3));
+  EXPECT_EQ(response.rfind("HTTP/1.1 200 OK\r\n", 0), 0U) << response.substr(0, 200);
+}
+
+TEST_F(HttpServerTest, ThousandsOfPipelinedRequestsAreAllAnswered) {
+  StartServer({});
+  RawHttpClient client(server_->port());
+  std::string requests;
+  constexpr int kRequests = 3000;
+  for (int request = 0; request + 1 < kRequests; ++request) requests += "GET /x HTTP/1.1\r\n\r\n";
+  requests += "GET /x HTTP/1.1\r\nConnection: close\r\n\r\n";
+  std::thread sender([&] { client.Send(requests); });
+  const std::string answers = client.Receive(std::chrono::seconds(10));
+  sender.join();
+  std::size_t count = 0;
+  for (std::size_t at = answers.find("HTTP/1.1 401 "); at != std::string::npos;
+       at = answers.find("HTTP/1.1 401 ", at + 1)) {
+    ++count;
+  }
+  EXPECT_EQ(count, static_cast<std::size_t>(kRequests));
+}
+
+// Found by review: a request followed at once by the client's half-close
+// (`nc -N`, `printf ... | nc`) was dropped unanswered.
+TEST_F(HttpServerTest, ARequestBeforeTheClientsHalfCloseIsAnswered) {
+  StartServer({});
+  RawHttpClient client(server_->port());
+  ASSERT_TRUE(client.Send(std::string(kAuthorizedGet) + kAuthorizedGet));
+  client.EndSending();
+  const std::string both = client.Receive(std::chrono::seconds(5));
+  EXPECT_NE(both.find("served /data"), std::string::npos) << both;
+  EXPECT_NE(both.find("served /data", both.find("served /data") + 1), std::string::npos) << both;
+  EXPECT_TRUE(client.ClosedWithin(std::chrono::seconds(1)));
+}
+
+TEST_F(HttpServerTest, AHeadRequestGetsTheLengthWithoutTheBody) {
+  StartServer({});
+  RawHttpClient client(server_->port());
+  ASSERT_TRUE(client.Send("HEAD /data HTTP/1.1\r\nAuthorization: yes\r\n\r\n" +
+                          std::string(kAuthorizedGet)));
+  const std::string answers = client.Receive(std::chrono::milliseconds(500));
+  const std::size_t second = answers.find("HTTP/1.1 200 OK", 1);
+  ASSERT_NE(second, std::string::npos) << answers;
+  const std::string head = answers.substr(0, second);
+  EXPECT_NE(head.find("Content-Length: 13\r\n"), std::string::npos) << head;
+  EXPECT_EQ(head.find("served"), std::string::npos) << head;
+  EXPECT_NE(answers.find("served /data", second), std::string::npos) << answers;
 }
 
 TEST_F(HttpServerTest, StopGivesUpOnABlockedHandlerAndEndsOnceItReturns) {
