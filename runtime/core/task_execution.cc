@@ -127,7 +127,13 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
     }
     if (!file.ok()) {
       const bool lost = file.status().code() == StatusCode::kNotFound;
-      fail(lost ? OutcomeKind::kArgumentLost : OutcomeKind::kSystemError, "",
+      // No room on this node to restore or pull it: the caller gets
+      // ObjectStoreFullError, as for a result that does not fit.
+      const bool full = file.status().code() == StatusCode::kResourceExhausted;
+      fail(lost   ? OutcomeKind::kArgumentLost
+           : full ? OutcomeKind::kStoreFull
+                  : OutcomeKind::kSystemError,
+           "",
            "cannot read argument object " + argument.id.ToString() + " from node " +
                std::to_string(argument.node) + ": " + file.status().message());
       if (lost) outcome.size = arguments.size();  // its index: the values before it are mapped

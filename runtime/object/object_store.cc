@@ -130,7 +130,7 @@ void ObjectStore::AbortCopy(const ObjectId& id) {
 }
 
 Status ObjectStore::MakeRoom(std::unique_lock<std::mutex>& lock, std::uint64_t size,
-                             const ObjectId& for_id) {
+                             const ObjectId& for_id, const std::function<bool()>& needed) {
   if (size > config_.capacity) {
     return Status::ResourceExhausted("object " + for_id.ToString() + " of " + std::to_string(size) +
                                      " bytes is larger than the whole object store of node " +
@@ -139,6 +139,7 @@ Status ObjectStore::MakeRoom(std::unique_lock<std::mutex>& lock, std::uint64_t s
                                      " bytes): raise object_store_memory or split the object");
   }
   while (in_memory_ + recycled_bytes_ + size > config_.capacity) {
+    if (needed && !needed()) return Status::Ok();
     if (DropOneRecycledLocked()) continue;
     // Least recently used, unpinned, sealed.
     auto chosen = entries_.end();
@@ -281,7 +282,15 @@ Result<std::filesystem::path> ObjectStore::LocateLocked(std::unique_lock<std::mu
     const std::uint64_t serial = entry.serial;
     const std::uint64_t size = entry.size;
     entry.pins++;
-    const Status room = MakeRoom(lock, size, id);
+    // A second reader meeting the same spilled object waits for the first
+    // one's restore (its copy) and then finds it in memory: the room it
+    // was making is not needed, and asking for it would fail, this reader's
+    // own pin keeping the restored object from being spilled.
+    const Status room = MakeRoom(lock, size, id, [&] {
+      const auto current = entries_.find(id);
+      return current != entries_.end() && current->second.serial == serial &&
+             current->second.where == Where::kDisk;
+    });
     found = entries_.find(id);
     if (found == entries_.end() || found->second.serial != serial) return not_found();
     found->second.pins--;

@@ -140,8 +140,11 @@ class ObjectStore {
   // Per entry, not per id: a stale spill never writes a newer entry's file.
   [[nodiscard]] std::filesystem::path SpillPathOf(const ObjectId& id, std::uint64_t serial) const;
   // Frees memory until `size` more bytes fit. `lock` holds mutex_, and is
-  // let go while a spill copies: entries may change meanwhile.
-  Status MakeRoom(std::unique_lock<std::mutex>& lock, std::uint64_t size, const ObjectId& for_id);
+  // let go while a spill copies: entries may change meanwhile, and once
+  // `needed` (when given) says false, the room is no longer wanted (the
+  // object to restore was restored by another caller) and it returns Ok.
+  Status MakeRoom(std::unique_lock<std::mutex>& lock, std::uint64_t size, const ObjectId& for_id,
+                  const std::function<bool()>& needed = {});
   Status Spill(std::unique_lock<std::mutex>& lock, const ObjectId& id);
   Result<std::filesystem::path> LocateLocked(std::unique_lock<std::mutex>& lock,
                                              const ObjectId& id);

@@ -56,6 +56,12 @@ std::shared_ptr<PendingCall> PendingCalls::Take(std::uint64_t id) {
   std::lock_guard lock(mutex_);
   auto found = by_id_.find(id);
   if (found == by_id_.end()) return nullptr;
+  return TakeLocked(found);
+}
+
+std::shared_ptr<PendingCall> PendingCalls::TakeLocked(
+    std::unordered_map<std::uint64_t, std::shared_ptr<PendingCall>>::iterator found) {
+  const std::uint64_t id = found->first;
   std::shared_ptr<PendingCall> call = std::move(found->second);
   by_id_.erase(found);
   // An emptied set stays: the next call to that peer reuses it, sparing
@@ -106,6 +112,18 @@ std::size_t PendingCalls::size() const {
 
 void PendingCalls::Complete(std::uint64_t id, Result<Bytes> result) {
   if (auto call = Take(id)) call->Complete(std::move(result));
+}
+
+bool PendingCalls::CompleteReplyFrom(std::uint32_t rank, std::uint64_t id, Result<Bytes> result) {
+  std::shared_ptr<PendingCall> call;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = by_id_.find(id);
+    if (found == by_id_.end() || found->second->rank() != rank) return false;
+    call = TakeLocked(found);
+  }
+  call->Complete(std::move(result));
+  return true;
 }
 
 void PendingCalls::FailCallsTo(std::uint32_t rank, const Status& failure) {

@@ -89,10 +89,19 @@ class PendingCalls {
 
   // Take(id), then Complete(result) on it when it was still pending.
   void Complete(std::uint64_t id, Result<Bytes> result);
+  // A reply from `rank`: completes call `id` only if that call went to
+  // `rank`. A reply naming another rank's call (a stray frame, or another
+  // process of the job answering what it was not asked) leaves the call
+  // waiting for its callee; false then, and when no such call waits.
+  bool CompleteReplyFrom(std::uint32_t rank, std::uint64_t id, Result<Bytes> result);
   // TakeCallsTo(rank), then Complete(failure) on each.
   void FailCallsTo(std::uint32_t rank, const Status& failure);
 
  private:
+  // Removes the call `found` points at from both indexes; mutex_ held.
+  std::shared_ptr<PendingCall> TakeLocked(
+      std::unordered_map<std::uint64_t, std::shared_ptr<PendingCall>>::iterator found);
+
   mutable std::mutex mutex_;
   std::unordered_map<std::uint64_t, std::shared_ptr<PendingCall>> by_id_;  // guarded by mutex_
   std::unordered_map<std::uint32_t, std::unordered_set<std::uint64_t>> ids_by_rank_;  // guarded

@@ -112,10 +112,12 @@ void Transport::Impl::DeliverFrame(const FrameHeader& header, ucp_ep_h reply_end
     switch (header.kind) {
       case FrameKind::kRequest: ServeRequest(header, reply_endpoint, payload); break;
       case FrameKind::kResponse:
-        pending_calls_.Complete(header.request_id, Bytes(payload.begin(), payload.end()));
+        (void)pending_calls_.CompleteReplyFrom(header.source_rank, header.request_id,
+                                               Bytes(payload.begin(), payload.end()));
         break;
       case FrameKind::kErrorResponse:
-        pending_calls_.Complete(header.request_id, DecodeErrorResponse(payload));
+        (void)pending_calls_.CompleteReplyFrom(header.source_rank, header.request_id,
+                                               DecodeErrorResponse(payload));
         break;
       case FrameKind::kOneWay: ServeOneWay(header, payload); break;
       case FrameKind::kBatch: ServeBatch(header, payload); break;

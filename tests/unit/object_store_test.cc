@@ -10,6 +10,7 @@
 #include <functional>
 #include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "object/mapped_file.h"
@@ -242,6 +243,37 @@ TEST_F(ObjectStoreTest, AReaderOfAnObjectBeingRestoredWaitsForThatRestore) {
   EXPECT_EQ(store->Usage().in_memory, 2000u);
   EXPECT_EQ(store->Usage().spilled, 0u);
   EXPECT_EQ(RestoringFiles(), 0u);
+}
+
+// Found by local.tasks_and_objects: two readers of one spilled object (a
+// task here, a pull for another node) both made room for its restore; the
+// second, once the first had restored it, found only that object in memory,
+// pinned by itself, and failed "held by objects in use that cannot be
+// spilled".
+TEST_F(ObjectStoreTest, TwoReadersOfASpilledObjectBothGetItWhenOnlyItFits) {
+  auto store = Open(1500);
+  Write(*store, {1, 1}, 'a', 1000);
+  Write(*store, {1, 2}, 'b', 1000);  // spills {1,1}
+  ASSERT_EQ(store->Usage().spilled, 1000u);
+  std::future<Result<std::filesystem::path>> second;
+  while_copying_ = [&](const ObjectId& id) {
+    if (id != ObjectId{1, 2} || second.valid()) return;
+    // {1,2} is being spilled to make room for {1,1}: a second reader of
+    // {1,1} comes now, and waits for that copy to make room of its own.
+    second = std::async(std::launch::async, [&] { return store->LocateAndPin({1, 1}); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  };
+  auto first = store->LocateAndPin({1, 1});
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  ASSERT_TRUE(second.valid());
+  auto also = second.get();
+  ASSERT_TRUE(also.ok()) << also.status().message();
+  EXPECT_EQ(*first, *also);
+  store->Unpin({1, 1});
+  store->Unpin({1, 1});
+  EXPECT_EQ(FirstByte(*store, {1, 1}), 'a');
+  EXPECT_EQ(store->Usage().in_memory, 1000u);
+  EXPECT_EQ(store->Usage().spilled, 1000u);
 }
 
 TEST_F(ObjectStoreTest, AnObjectFreedWhileItIsRestoredLeavesNothing) {

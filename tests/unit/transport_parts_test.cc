@@ -90,6 +90,25 @@ TEST(PendingCall, CancelSendSeesTheRequestOnlyWhileTheSendIsInFlight) {
   EXPECT_EQ(cancelled.size(), 1u);
 }
 
+// Before: a reply completed whichever call had its request id, whoever sent
+// it; any process of the job could answer a call made to another rank.
+TEST(PendingCalls, AReplyCompletesOnlyACallMadeToItsSender) {
+  Outcomes outcomes;
+  PendingCalls calls;
+  auto call = CallTo(2, 7, outcomes);
+  call->MarkSent(Status::Ok());
+  calls.Add(call);
+  EXPECT_FALSE(calls.CompleteReplyFrom(5, 7, BytesOf("forged")));
+  EXPECT_TRUE(outcomes.finished.empty());
+  EXPECT_EQ(calls.size(), 1u);
+  EXPECT_FALSE(calls.CompleteReplyFrom(2, 8, BytesOf("no such call")));
+  EXPECT_TRUE(calls.CompleteReplyFrom(2, 7, BytesOf("answer")));
+  ASSERT_EQ(outcomes.finished.size(), 1u);
+  EXPECT_EQ(outcomes.finished.back(), std::make_pair(std::uint64_t{7}, std::string("answer")));
+  EXPECT_FALSE(calls.CompleteReplyFrom(2, 7, BytesOf("again")));
+  EXPECT_EQ(calls.size(), 0u);
+}
+
 TEST(PendingCalls, FailingAPeerFailsOnlyItsCalls) {
   Outcomes outcomes;
   PendingCalls calls;
