@@ -101,10 +101,11 @@ class TransportTransferLinks final : public TransferLinks {
   void Unpin(std::uint32_t holder_node, const ObjectRequest& request) override {
     transport_.Post(rank_of_node_(holder_node), kUnpinForPull, Encode(request));
   }
-  Status Pull(std::uint32_t holder_node, const PullSource& source, void* destination) override {
+  Status Pull(std::uint32_t holder_node, const PullSource& source, void* destination,
+              std::shared_ptr<void> destination_owner) override {
     return transport_.Pull(rank_of_node_(holder_node), source.address,
                            transport::BytesOf(source.key), destination, source.size,
-                           std::chrono::minutes(10));
+                           std::chrono::minutes(10), std::move(destination_owner));
   }
   void FreeCopy(std::uint32_t node, const ObjectId& id) override {
     transport_.Post(rank_of_node_(node), kFreeObject, Encode(FreeObject{.id = id, .node = node}));

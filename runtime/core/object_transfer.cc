@@ -43,15 +43,19 @@ Result<std::string> ObjectTransfer::MakeLocal(const ObjectId& id, std::uint32_t 
     links_.Unpin(holder, request);
     return path.status();
   }
-  auto file = object::MappedFile::Create(*path, source->size);
-  if (!file.ok()) {
+  auto created = object::MappedFile::Create(*path, source->size);
+  if (!created.ok()) {
     store_.AbortCopy(id);
     links_.Unpin(holder, request);
-    return file.status();
+    return created.status();
   }
+  // Shared with the transport: a pull that gives up while UCX may still
+  // write into the mapping keeps it mapped until UCX lets go.
+  std::shared_ptr<object::MappedFile> file = std::move(created).value();
+  void* const destination = file->data();
   const auto started = std::chrono::steady_clock::now();
   const Status pulled =
-      source->size == 0 ? Status::Ok() : links_.Pull(holder, *source, (*file)->data());
+      source->size == 0 ? Status::Ok() : links_.Pull(holder, *source, destination, file);
   if (pulled.ok() && source->size >= kLargeTransferBytes && LogEnabled(LogLevel::kDebug)) {
     Log(LogLevel::kDebug,
         "node " + std::to_string(node_id_) + " pulled object " + id.ToString() + " from node " +
@@ -61,7 +65,7 @@ Result<std::string> ObjectTransfer::MakeLocal(const ObjectId& id, std::uint32_t 
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()));
   }
   links_.Unpin(holder, request);
-  file->reset();
+  file.reset();
   if (!pulled.ok()) {
     store_.AbortCopy(id);
     return pulled.WithContext("cannot pull object " + id.ToString() + " from node " +

@@ -50,7 +50,10 @@ class TransferLinks {
   // Releases that pin (kUnpinForPull); does not wait.
   virtual void Unpin(std::uint32_t holder_node, const ObjectRequest& request) = 0;
   // Reads the pinned object's bytes into `destination`.
-  virtual Status Pull(std::uint32_t holder_node, const PullSource& source, void* destination) = 0;
+  // `destination_owner` owns `destination`: a pull that gives up while the
+  // transfer may still write there keeps it until then (Transport::Pull).
+  virtual Status Pull(std::uint32_t holder_node, const PullSource& source, void* destination,
+                      std::shared_ptr<void> destination_owner) = 0;
   // Tells `node` to free its copy of `id` (kFreeObject); does not wait.
   virtual void FreeCopy(std::uint32_t node, const ObjectId& id) = 0;
 };

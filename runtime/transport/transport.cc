@@ -357,9 +357,11 @@ void Transport::Impl::CancelAndAwait(PendingCall& call) {
 
 template <typename StartOperation>
 Status Transport::Impl::RunOperation(std::uint32_t rank, std::string_view verb,
-                                     std::chrono::milliseconds limit, StartOperation&& start) {
+                                     std::chrono::milliseconds limit, OperationContext keep,
+                                     StartOperation&& start) {
   auto completion = std::make_shared<Completion>();
-  auto* context = new OperationContext{completion};
+  keep.completion = completion;
+  auto* context = new OperationContext(std::move(keep));
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.send = &Impl::OnOperationComplete;
@@ -383,10 +385,13 @@ Status Transport::Impl::FinishOperation(ucs_status_ptr_t request, OperationConte
   if (!loop_.WaitFor(*completion, limit)) {
     // Cancelling makes UCX call the callback, which frees the request and
     // the context; until then UCX may still touch the caller's buffer.
+    // UCX 1.13 cancels no send or get: the request then lives on, and the
+    // context keeps what it was given (a pull's destination and key).
     ucp_request_cancel(worker_->handle(), request);
     loop_.ProgressUntil([&] { return completion->done.load(); });
     return Status::Unavailable("cannot " + std::string(verb) + " " + Describe(rank) +
-                               ": no completion within " + std::to_string(limit.count()) + " ms");
+                               ": no completion within " + std::to_string(limit.count()) +
+                               " ms: the peer is overloaded or stopped");
   }
   if (!completion->status.ok()) {
     return completion->status.WithContext("cannot " + std::string(verb) + " " + Describe(rank));
@@ -404,7 +409,7 @@ Status Transport::Impl::Send(std::uint32_t rank, std::uint32_t method,
                                          .method = method,
                                          .request_id = 0,
                                          .token = options_.token});
-  return RunOperation(rank, "send to", options_.default_timeout,
+  return RunOperation(rank, "send to", options_.default_timeout, {},
                       [&](const ucp_request_param_t& param) {
                         return SendActiveMessage(*endpoint, {.header = header,
                                                              .payload = payload,
@@ -415,7 +420,8 @@ Status Transport::Impl::Send(std::uint32_t rank, std::uint32_t method,
 
 Status Transport::Impl::Pull(std::uint32_t rank, std::uint64_t remote_address,
                              std::span<const std::byte> packed_key, void* local, std::size_t length,
-                             std::optional<std::chrono::milliseconds> timeout) {
+                             std::optional<std::chrono::milliseconds> timeout,
+                             std::shared_ptr<void> local_owner) {
   if (InUcxCallback()) return BlockingInCallbackError("Pull");
   // A peer that failed or was fenced off is refused here too, before its
   // file could be read.
@@ -432,13 +438,16 @@ Status Transport::Impl::Pull(std::uint32_t rank, std::uint64_t remote_address,
                                    ": the range is outside the memory it registered");
   }
   if (same_host_reads_.Read(*memory, remote_address, local, length)) return Status::Ok();
-  auto key = RemoteKey::Unpack(*endpoint, memory->ucx_key);
-  if (!key.ok()) return key.status();
-  return RunOperation(rank, "pull from", timeout.value_or(options_.default_timeout),
-                      [&](const ucp_request_param_t& param) {
-                        return ucp_get_nbx(*endpoint, local, length, remote_address,
-                                           (*key)->handle(), &param);
-                      });
+  auto unpacked = RemoteKey::Unpack(*endpoint, memory->ucx_key);
+  if (!unpacked.ok()) return unpacked.status();
+  std::shared_ptr<RemoteKey> key = std::move(unpacked).value();
+  const ucp_rkey_h key_handle = key->handle();
+  return RunOperation(
+      rank, "pull from", timeout.value_or(options_.default_timeout),
+      {.completion = nullptr, .local_memory = std::move(local_owner), .remote_key = std::move(key)},
+      [&](const ucp_request_param_t& param) {
+        return ucp_get_nbx(*endpoint, local, length, remote_address, key_handle, &param);
+      });
 }
 
 // ---- posted messages and replies --------------------------------------------
@@ -795,8 +804,10 @@ Result<std::unique_ptr<RegisteredMemory>> Transport::Register(
 }
 Status Transport::Pull(std::uint32_t rank, std::uint64_t remote_address,
                        std::span<const std::byte> packed_key, void* local, std::size_t length,
-                       std::optional<std::chrono::milliseconds> timeout) {
-  return impl_->Pull(rank, remote_address, packed_key, local, length, timeout);
+                       std::optional<std::chrono::milliseconds> timeout,
+                       std::shared_ptr<void> local_owner) {
+  return impl_->Pull(rank, remote_address, packed_key, local, length, timeout,
+                     std::move(local_owner));
 }
 TransportStatistics Transport::statistics() const {
   return impl_->statistics();

@@ -191,9 +191,15 @@ class Transport {
   // Reads `length` bytes at `remote_address` of `rank`'s registered memory
   // (described by its packed key) into `local`: from the file behind it when
   // `rank` registered a file of this host, else with UCX RMA.
+  // `local_owner` owns the memory at `local`: a pull that times out while
+  // UCX may still write there (a holder that stopped progressing; UCX 1.13
+  // cannot cancel a get) keeps it until UCX lets go, so the caller's release
+  // of it frees nothing UCX writes into. Without one, the memory must stay
+  // valid for as long as the peer may resume.
   Status Pull(std::uint32_t rank, std::uint64_t remote_address,
               std::span<const std::byte> packed_key, void* local, std::size_t length,
-              std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+              std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+              std::shared_ptr<void> local_owner = nullptr);
 
   [[nodiscard]] TransportStatistics statistics() const;
 

@@ -87,7 +87,7 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   }
   Status Pull(std::uint32_t rank, std::uint64_t remote_address,
               std::span<const std::byte> packed_key, void* local, std::size_t length,
-              std::optional<std::chrono::milliseconds> timeout);
+              std::optional<std::chrono::milliseconds> timeout, std::shared_ptr<void> local_owner);
   bool ProgressHere(const std::function<bool()>& done, std::chrono::microseconds spin) {
     return loop_.ProgressHere(done, spin);
   }
@@ -106,8 +106,13 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
     OwnedFrame frame;
   };
   // A Send or Pull waited for by its caller.
+  // Owned by the UCX request once it started: freed by its callback, so
+  // what it keeps lives as long as UCX may use it (for ever, if the request
+  // never completes).
   struct OperationContext {
     std::shared_ptr<Completion> completion;
+    std::shared_ptr<void> local_memory;     // a pull's destination, when its owner was given
+    std::shared_ptr<RemoteKey> remote_key;  // a pull's unpacked key, which its get uses
   };
 
   [[nodiscard]] std::string Describe(std::uint32_t rank) const;
@@ -132,7 +137,7 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   // and waits for it, within `limit`. Defined in transport.cc, its only user.
   template <typename StartOperation>
   Status RunOperation(std::uint32_t rank, std::string_view verb, std::chrono::milliseconds limit,
-                      StartOperation&& start);
+                      OperationContext keep, StartOperation&& start);
   Status FinishOperation(ucs_status_ptr_t request, OperationContext* context,
                          const std::shared_ptr<Completion>& completion, std::uint32_t rank,
                          std::string_view verb, std::chrono::milliseconds limit);

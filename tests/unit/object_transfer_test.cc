@@ -64,7 +64,8 @@ class TwoNodes : public ::testing::Test, public TransferLinks {
   void Unpin(std::uint32_t holder_node, const ObjectRequest& request) override {
     transfers_[holder_node]->UnpinForPull(request.id, request.puller_node, request.pull);
   }
-  Status Pull(std::uint32_t /*holder_node*/, const PullSource& source, void* destination) override {
+  Status Pull(std::uint32_t /*holder_node*/, const PullSource& source, void* destination,
+              std::shared_ptr<void> /*destination_owner*/) override {
     if (during_pull_) during_pull_();
     if (fail_pulls_) return Status::Unavailable("node 0 is unreachable (test)");
     // The holder's mapping is in this process: its address is a pointer here.

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -818,6 +819,137 @@ TEST_F(TransportPair, AShutdownWhileLargeMessagesArriveEndsCleanly) {
     sender->NotePeerGone();
     sender.reset();
   }
+}
+
+// A holder that stops (SIGSTOP, a frozen node) while a pull from it runs
+// over TCP, where UCX emulates the get with the holder's help and cannot
+// cancel it: the pull gives up at its timeout, but UCX may still write into
+// the destination once the holder resumes. Before, the caller then unmapped
+// the destination (an object's file) and the resumed holder's data landed in
+// freed memory; now the transport keeps the destination's owner until UCX
+// lets go. The holder is this test binary started again, told by
+// SRAY_TEST_FROZEN_HOLDER_FD to register memory and write what a puller needs.
+TEST(TransportFrozenHolder, APullThatGivesUpKeepsItsDestinationUntilUcxLetsGo) {
+  constexpr std::size_t kLength = 8U << 20;
+  const auto pattern = [](std::size_t index) { return std::byte(index % 239); };
+  const auto write_blob = [](int fd, const void* data, std::uint64_t size) {
+    return ::write(fd, &size, sizeof(size)) == static_cast<ssize_t>(sizeof(size)) &&
+           ::write(fd, data, size) == static_cast<ssize_t>(size);
+  };
+  if (const char* fd_text = std::getenv("SRAY_TEST_FROZEN_HOLDER_FD")) {
+    const int fd = std::atoi(fd_text);
+    TransportOptions options;
+    options.rank = 0;
+    options.token = TokenOf(1);
+    options.resolve_address = [](std::uint32_t) -> Result<Bytes> {
+      return Status::NotFound("the holder calls nobody");
+    };
+    auto transport = Transport::Create(std::move(options));
+    if (!transport.ok()) ::_exit(1);
+    auto address = (*transport)->LocalAddress(false);
+    if (!address.ok()) ::_exit(1);
+    static std::vector<std::byte> memory(kLength);
+    for (std::size_t index = 0; index < kLength; ++index) memory[index] = pattern(index);
+    auto region = (*transport)->Register(memory.data(), memory.size());
+    if (!region.ok()) ::_exit(1);
+    const std::uint64_t where = reinterpret_cast<std::uintptr_t>(memory.data());
+    const auto key = (*region)->packed_key();
+    if (!write_blob(fd, address->data(), address->size()) ||
+        !write_blob(fd, &where, sizeof(where)) || !write_blob(fd, key.data(), key.size())) {
+      ::_exit(1);
+    }
+    for (;;) ::pause();
+  }
+  const auto read_blob = [](int fd) {
+    std::uint64_t size = 0;
+    Bytes blob;
+    if (::read(fd, &size, sizeof(size)) != static_cast<ssize_t>(sizeof(size))) return blob;
+    blob.resize(size);
+    std::size_t received = 0;
+    while (received < size) {
+      const ssize_t count = ::read(fd, blob.data() + received, size - received);
+      if (count <= 0) return Bytes();
+      received += static_cast<std::size_t>(count);
+    }
+    return blob;
+  };
+  // Over TCP, a get needs the holder's progress (on shared memory UCX reads
+  // a stopped process's memory by itself).
+  const char* tls_before = std::getenv("UCX_TLS");
+  const std::string kept_tls = tls_before != nullptr ? tls_before : "";
+  ::setenv("UCX_TLS", "tcp,self", 1);
+  int pipe_ends[2];
+  ASSERT_EQ(::pipe(pipe_ends), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(pipe_ends[0]);
+    // Ends with this test's process, should that one crash (it did, before
+    // the fix): a holder left stopped or paused would outlive the run.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::setenv("SRAY_TEST_FROZEN_HOLDER_FD", std::to_string(pipe_ends[1]).c_str(), 1);
+    ::execl(
+        "/proc/self/exe", "sray_unit_tests",
+        "--gtest_filter=TransportFrozenHolder.APullThatGivesUpKeepsItsDestinationUntilUcxLetsGo",
+        static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(pipe_ends[1]);
+  const Bytes address = read_blob(pipe_ends[0]);
+  const Bytes where_bytes = read_blob(pipe_ends[0]);
+  const Bytes key = read_blob(pipe_ends[0]);
+  ::close(pipe_ends[0]);
+  ASSERT_FALSE(address.empty());
+  ASSERT_EQ(where_bytes.size(), sizeof(std::uint64_t));
+  std::uint64_t where = 0;
+  std::memcpy(&where, where_bytes.data(), sizeof(where));
+
+  TransportOptions options;
+  options.rank = 1;
+  options.token = TokenOf(1);
+  options.resolve_address = [address](std::uint32_t) -> Result<Bytes> { return address; };
+  auto reader = Transport::Create(std::move(options));
+  if (tls_before != nullptr) {
+    ::setenv("UCX_TLS", kept_tls.c_str(), 1);
+  } else {
+    ::unsetenv("UCX_TLS");
+  }
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+
+  // The destination: a mapping the caller unmaps when its owner goes, which
+  // first says whether the holder's bytes had all arrived.
+  void* mapping =
+      ::mmap(nullptr, kLength, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mapping, MAP_FAILED);
+  auto intact = std::make_shared<std::atomic<int>>(-1);
+  std::shared_ptr<void> owner(mapping, [intact, pattern](void* memory) {
+    const auto* bytes = static_cast<const std::byte*>(memory);
+    bool same = true;
+    for (std::size_t index = 0; index < kLength && same; ++index)
+      same = bytes[index] == pattern(index);
+    intact->store(same ? 1 : 0);
+    ::munmap(memory, kLength);
+  });
+  std::weak_ptr<void> watched = owner;
+
+  ASSERT_EQ(::kill(child, SIGSTOP), 0);
+  const Status pulled = (*reader)->Pull(0, where, key, mapping, kLength,
+                                        std::chrono::milliseconds(300), std::move(owner));
+  EXPECT_FALSE(pulled.ok());
+  EXPECT_NE(pulled.message().find("no completion within 300 ms"), std::string::npos)
+      << pulled.message();
+  EXPECT_FALSE(watched.expired()) << "the destination was let go while UCX may write into it";
+  ASSERT_EQ(::kill(child, SIGCONT), 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  // The deleter runs just after the last owner goes: wait for what it says.
+  while (intact->load() < 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(watched.expired()) << "the transport never let the destination go";
+  EXPECT_EQ(intact->load(), 1) << "the resumed holder's bytes did not all arrive before";
+  reader->reset();
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
 }
 
 // A process that died before anyone connected to it: the first call fails
