@@ -127,8 +127,9 @@ TaskOutcome Run(const TaskSpec& spec, StoreAccess& store, std::uint32_t node_id,
     }
     if (!file.ok()) {
       const bool lost = file.status().code() == StatusCode::kNotFound;
-      // No room on this node to restore or pull it: the caller gets
-      // ObjectStoreFullError, as for a result that does not fit.
+      // No room to restore it, here or on its holder, or to pull it here
+      // (the message names the node): the caller gets ObjectStoreFullError,
+      // as for a result that does not fit.
       const bool full = file.status().code() == StatusCode::kResourceExhausted;
       fail(lost   ? OutcomeKind::kArgumentLost
            : full ? OutcomeKind::kStoreFull

@@ -199,6 +199,7 @@ std::error_code ObjectStore::CopyUnlocked(std::unique_lock<std::mutex>& lock, co
 Status ObjectStore::Spill(std::unique_lock<std::mutex>& lock, const ObjectId& id) {
   Entry& entry = entries_.at(id);
   const std::uint64_t serial = entry.serial;
+  const std::uint64_t last_use = entry.last_use;
   const std::uint64_t size = entry.size;
   const auto spill_path = SpillPathOf(id, serial);
   entry.where = Where::kSpilling;
@@ -221,9 +222,10 @@ Status ObjectStore::Spill(std::unique_lock<std::mutex>& lock, const ObjectId& id
         std::to_string(config_.capacity) +
         " bytes) and its disk cannot take more: free space under tmpdir or drop references");
   }
-  if (copied.pins > 0) {
-    // Pinned while it was copied (a pull or a task reads it): it stays in
-    // memory, and the caller looks for another object to spill.
+  if (copied.pins > 0 || copied.last_use != last_use) {
+    // Pinned or located while it was copied (a pull or a task reads it, and
+    // may be opening its file now): it stays in memory, and the caller looks
+    // for another object to spill (this one is the most recently used now).
     copied.where = Where::kMemory;
     ::unlink(spill_path.c_str());
     return Status::Ok();

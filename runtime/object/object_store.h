@@ -9,7 +9,8 @@
 // them on demand. When even that cannot make room, creation fails with an
 // error naming the sizes. Nothing is lost silently.
 //
-// Thread-safety: every member may be called from any thread. The copies of a
+// Thread-safety: every member may be called from any thread, but none may
+// still be running when the store is destroyed. The copies of a
 // spill or a restore run without the store's lock (the object marked as
 // being copied), so seals, frees and pins, which the node manager serves on
 // the transport's thread, never wait behind a large copy.
@@ -43,7 +44,8 @@ struct StoreConfig {
   // Called with the store's lock held: it must not call the store.
   std::function<void(std::uint64_t bytes)> on_spilled;
   // Called as each spill or restore starts copying, without the store's
-  // lock (tests hold a copy there to act on the store meanwhile).
+  // lock (tests hold a copy there to act on the store meanwhile). It must
+  // not need room in the store: making room would wait for this very copy.
   std::function<void(const ObjectId& id)> while_copying;
 };
 

@@ -366,7 +366,7 @@ Status Transport::Impl::RunOperation(std::uint32_t rank, std::string_view verb,
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.send = &Impl::OnOperationComplete;
   param.user_data = context;
-  const ucs_status_ptr_t request = start(param);
+  const ucs_status_ptr_t request = start(param, *context);
   return FinishOperation(request, context, completion, rank, verb, limit);
 }
 
@@ -404,15 +404,21 @@ Status Transport::Impl::Send(std::uint32_t rank, std::uint32_t method,
   if (InUcxCallback()) return BlockingInCallbackError("Send");
   auto endpoint = endpoints_.For(rank);
   if (!endpoint.ok()) return endpoint.status();
-  const auto header = EncodeFrameHeader({.kind = FrameKind::kOneWay,
-                                         .source_rank = options_.rank,
-                                         .method = method,
-                                         .request_id = 0,
-                                         .token = options_.token});
-  return RunOperation(rank, "send to", options_.default_timeout, {},
-                      [&](const ucp_request_param_t& param) {
-                        return SendActiveMessage(*endpoint, {.header = header,
-                                                             .payload = payload,
+  // A copy the request owns: a send that times out while UCX still reads
+  // it (UCX 1.13 cannot cancel a send) must not read the caller's freed
+  // payload, or this frame's header, which lived on this stack. Send is for
+  // rare, small messages (the cluster view); Post sends without waiting.
+  OperationContext keep;
+  keep.frame = {.header = EncodeFrameHeader({.kind = FrameKind::kOneWay,
+                                             .source_rank = options_.rank,
+                                             .method = method,
+                                             .request_id = 0,
+                                             .token = options_.token}),
+                .payload = Bytes(payload.begin(), payload.end())};
+  return RunOperation(rank, "send to", options_.default_timeout, std::move(keep),
+                      [&](const ucp_request_param_t& param, OperationContext& context) {
+                        return SendActiveMessage(*endpoint, {.header = context.frame.header,
+                                                             .payload = context.frame.payload,
                                                              .on_complete = param.cb.send,
                                                              .user_data = param.user_data});
                       });
@@ -442,12 +448,15 @@ Status Transport::Impl::Pull(std::uint32_t rank, std::uint64_t remote_address,
   if (!unpacked.ok()) return unpacked.status();
   std::shared_ptr<RemoteKey> key = std::move(unpacked).value();
   const ucp_rkey_h key_handle = key->handle();
-  return RunOperation(
-      rank, "pull from", timeout.value_or(options_.default_timeout),
-      {.completion = nullptr, .local_memory = std::move(local_owner), .remote_key = std::move(key)},
-      [&](const ucp_request_param_t& param) {
-        return ucp_get_nbx(*endpoint, local, length, remote_address, key_handle, &param);
-      });
+  return RunOperation(rank, "pull from", timeout.value_or(options_.default_timeout),
+                      {.completion = nullptr,
+                       .local_memory = std::move(local_owner),
+                       .remote_key = std::move(key),
+                       .frame = {}},
+                      [&](const ucp_request_param_t& param, OperationContext&) {
+                        return ucp_get_nbx(*endpoint, local, length, remote_address, key_handle,
+                                           &param);
+                      });
 }
 
 // ---- posted messages and replies --------------------------------------------

@@ -113,6 +113,7 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
     std::shared_ptr<Completion> completion;
     std::shared_ptr<void> local_memory;     // a pull's destination, when its owner was given
     std::shared_ptr<RemoteKey> remote_key;  // a pull's unpacked key, which its get uses
+    OwnedFrame frame;                       // a send's copy of its frame
   };
 
   [[nodiscard]] std::string Describe(std::uint32_t rank) const;
@@ -133,8 +134,9 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   void ReleaseHandedOffCalls();
   void FailCall(std::uint64_t id, const Status& status);
   void CancelAndAwait(PendingCall& call);
-  // Starts one UCX operation through `start` (given the request parameters)
-  // and waits for it, within `limit`. Defined in transport.cc, its only user.
+  // Starts one UCX operation through `start` (given the request parameters
+  // and the context, `keep` moved to the heap) and waits for it, within
+  // `limit`. Defined in transport.cc, its only user.
   template <typename StartOperation>
   Status RunOperation(std::uint32_t rank, std::string_view verb, std::chrono::milliseconds limit,
                       OperationContext keep, StartOperation&& start);

@@ -143,7 +143,9 @@ TEST_F(ObjectStoreTest, PinnedObjectsAreNotSpilledAndAFullStoreSaysWhy) {
 TEST_F(ObjectStoreTest, ASpillsCopyDoesNotHoldTheStoreMeanwhile) {
   auto store = Open(2000);
   Write(*store, {1, 1}, 'a', 1000);
-  ASSERT_TRUE(store->Create({1, 2}, 1000, true).ok());  // written, not sealed yet
+  auto unsealed = store->Create({1, 2}, 1000, true);  // written, not sealed yet
+  ASSERT_TRUE(unsealed.ok()) << unsealed.status().message();
+  ASSERT_TRUE(MappedFile::Create(*unsealed, 1000).ok());
   std::promise<void> copying;
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
@@ -167,8 +169,10 @@ TEST_F(ObjectStoreTest, ASpillsCopyDoesNotHoldTheStoreMeanwhile) {
   EXPECT_TRUE(meanwhile.get());
   auto created = create.get();
   ASSERT_TRUE(created.ok()) << created.status().message();
+  // {1,1}, read while it was copied, stayed; {1,2} went instead.
   EXPECT_EQ(store->Usage().spilled, 1000u);
-  EXPECT_EQ(FirstByte(*store, {1, 1}), 'a');  // restored from its spill
+  EXPECT_TRUE(std::filesystem::exists(store->PathOf({1, 1})));
+  EXPECT_EQ(FirstByte(*store, {1, 1}), 'a');
 }
 
 TEST_F(ObjectStoreTest, AnObjectFreedWhileItSpillsLeavesNoSpillFile) {
@@ -199,6 +203,25 @@ TEST_F(ObjectStoreTest, AnObjectPinnedWhileItSpillsStaysInMemoryAndAnotherGoes) 
   EXPECT_EQ(store->Usage().spilled, 1000u);
   EXPECT_EQ(SpillFiles(), 1u);
   EXPECT_EQ(spilled_bytes_, (std::vector<std::uint64_t>{1000}));
+}
+
+// Found by review: a reader that located an object (without pinning it)
+// while it was copied to disk got a path the spill then removed, and its
+// retry restored the object at once.
+TEST_F(ObjectStoreTest, AnObjectReadWhileItSpillsStaysInMemoryAndAnotherGoes) {
+  auto store = Open(2000);
+  Write(*store, {1, 1}, 'a', 1000);
+  Write(*store, {1, 2}, 'b', 1000);
+  std::string located;
+  while_copying_ = [&](const ObjectId& id) {
+    if (id == ObjectId{1, 1} && located.empty()) located = store->Locate(id)->string();
+  };
+  auto created = store->Create({1, 3}, 1000, true);
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  EXPECT_EQ(located, store->PathOf({1, 1}).string());
+  EXPECT_TRUE(std::filesystem::exists(store->PathOf({1, 1})));
+  EXPECT_FALSE(std::filesystem::exists(store->PathOf({1, 2})));
+  EXPECT_EQ(SpillFiles(), 1u);
 }
 
 // A restore copies beside the object's name and renames once whole: an

@@ -4,6 +4,7 @@
 #include "transport/transport.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -21,6 +22,7 @@
 #include <future>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -860,26 +862,56 @@ TEST(TransportFrozenHolder, APullThatGivesUpKeepsItsDestinationUntilUcxLetsGo) {
     }
     for (;;) ::pause();
   }
-  const auto read_blob = [](int fd) {
-    std::uint64_t size = 0;
-    Bytes blob;
-    if (::read(fd, &size, sizeof(size)) != static_cast<ssize_t>(sizeof(size))) return blob;
-    blob.resize(size);
+  // Each read waits at most 30 s: a holder that never writes fails the test.
+  const auto read_fully = [](int fd, void* into, std::size_t size) {
     std::size_t received = 0;
     while (received < size) {
-      const ssize_t count = ::read(fd, blob.data() + received, size - received);
-      if (count <= 0) return Bytes();
+      pollfd readable{fd, POLLIN, 0};
+      if (::poll(&readable, 1, 30'000) <= 0) return false;
+      const ssize_t count = ::read(fd, static_cast<char*>(into) + received, size - received);
+      if (count <= 0) return false;
       received += static_cast<std::size_t>(count);
     }
+    return true;
+  };
+  const auto read_blob = [&read_fully](int fd) {
+    std::uint64_t size = 0;
+    Bytes blob;
+    if (!read_fully(fd, &size, sizeof(size)) || size > (1U << 20)) return blob;
+    blob.resize(size);
+    if (!read_fully(fd, blob.data(), size)) blob.clear();
     return blob;
   };
+  // Ends the holder however the test ends.
+  struct HolderEnd {
+    pid_t pid = -1;
+    ~HolderEnd() {
+      if (pid <= 0) return;
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } holder;
   // Over TCP, a get needs the holder's progress (on shared memory UCX reads
-  // a stopped process's memory by itself).
-  const char* tls_before = std::getenv("UCX_TLS");
-  const std::string kept_tls = tls_before != nullptr ? tls_before : "";
-  ::setenv("UCX_TLS", "tcp,self", 1);
+  // a stopped process's memory by itself): for the holder, and for this
+  // process's transport, then as it was, however the test ends.
+  struct TcpOnlyWhileStarting {
+    std::optional<std::string> before;
+    TcpOnlyWhileStarting() {
+      if (const char* value = std::getenv("UCX_TLS")) before = value;
+      ::setenv("UCX_TLS", "tcp,self", 1);
+    }
+    ~TcpOnlyWhileStarting() {
+      if (before) {
+        ::setenv("UCX_TLS", before->c_str(), 1);
+      } else {
+        ::unsetenv("UCX_TLS");
+      }
+    }
+  };
+  auto tcp_only = std::make_unique<TcpOnlyWhileStarting>();
   int pipe_ends[2];
   ASSERT_EQ(::pipe(pipe_ends), 0);
+  const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -887,6 +919,7 @@ TEST(TransportFrozenHolder, APullThatGivesUpKeepsItsDestinationUntilUcxLetsGo) {
     // Ends with this test's process, should that one crash (it did, before
     // the fix): a holder left stopped or paused would outlive the run.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);  // the parent died before prctl
     ::setenv("SRAY_TEST_FROZEN_HOLDER_FD", std::to_string(pipe_ends[1]).c_str(), 1);
     ::execl(
         "/proc/self/exe", "sray_unit_tests",
@@ -894,6 +927,7 @@ TEST(TransportFrozenHolder, APullThatGivesUpKeepsItsDestinationUntilUcxLetsGo) {
         static_cast<char*>(nullptr));
     ::_exit(127);
   }
+  holder.pid = child;
   ::close(pipe_ends[1]);
   const Bytes address = read_blob(pipe_ends[0]);
   const Bytes where_bytes = read_blob(pipe_ends[0]);
@@ -909,11 +943,7 @@ TEST(TransportFrozenHolder, APullThatGivesUpKeepsItsDestinationUntilUcxLetsGo) {
   options.token = TokenOf(1);
   options.resolve_address = [address](std::uint32_t) -> Result<Bytes> { return address; };
   auto reader = Transport::Create(std::move(options));
-  if (tls_before != nullptr) {
-    ::setenv("UCX_TLS", kept_tls.c_str(), 1);
-  } else {
-    ::unsetenv("UCX_TLS");
-  }
+  tcp_only.reset();
   ASSERT_TRUE(reader.ok()) << reader.status().message();
 
   // The destination: a mapping the caller unmaps when its owner goes, which
@@ -933,6 +963,9 @@ TEST(TransportFrozenHolder, APullThatGivesUpKeepsItsDestinationUntilUcxLetsGo) {
   std::weak_ptr<void> watched = owner;
 
   ASSERT_EQ(::kill(child, SIGSTOP), 0);
+  int stopped = 0;  // stopped for sure before the pull starts
+  ASSERT_EQ(::waitpid(child, &stopped, WUNTRACED), child);
+  ASSERT_TRUE(WIFSTOPPED(stopped));
   const Status pulled = (*reader)->Pull(0, where, key, mapping, kLength,
                                         std::chrono::milliseconds(300), std::move(owner));
   EXPECT_FALSE(pulled.ok());
@@ -948,8 +981,6 @@ TEST(TransportFrozenHolder, APullThatGivesUpKeepsItsDestinationUntilUcxLetsGo) {
   EXPECT_TRUE(watched.expired()) << "the transport never let the destination go";
   EXPECT_EQ(intact->load(), 1) << "the resumed holder's bytes did not all arrive before";
   reader->reset();
-  ::kill(child, SIGKILL);
-  ::waitpid(child, nullptr, 0);
 }
 
 // A process that died before anyone connected to it: the first call fails
