@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "common/hex.h"
 #include "common/whole_number.h"
 
 namespace sray::dashboard {
@@ -51,13 +52,6 @@ HttpParse Refused(int status, std::string reason) {
   return parse;
 }
 
-int HexValue(char character) {
-  if (character >= '0' && character <= '9') return character - '0';
-  if (character >= 'a' && character <= 'f') return character - 'a' + 10;
-  if (character >= 'A' && character <= 'F') return character - 'A' + 10;
-  return -1;
-}
-
 }  // namespace
 
 std::optional<std::string> PercentDecoded(std::string_view text, bool plus_is_space) {
@@ -67,8 +61,8 @@ std::optional<std::string> PercentDecoded(std::string_view text, bool plus_is_sp
     const char character = text[index];
     if (character == '%') {
       if (index + 2 >= text.size()) return std::nullopt;
-      const int high = HexValue(text[index + 1]);
-      const int low = HexValue(text[index + 2]);
+      const int high = HexDigitValue(text[index + 1]);
+      const int low = HexDigitValue(text[index + 2]);
       if (high < 0 || low < 0) return std::nullopt;
       decoded.push_back(static_cast<char>(high * 16 + low));
       index += 2;
