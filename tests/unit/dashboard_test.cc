@@ -545,6 +545,17 @@ TEST_F(DashboardTest, AnEndlessRequestHeadIsRefusedWith431) {
       << response.substr(0, 300);
 }
 
+// HEAD is answered as GET is, without the body: to the token, and to the page.
+TEST_F(DashboardTest, HeadIsAnsweredAsGetWithoutTheBody) {
+  auto head = client_->Head("/api/nodes", {{"Authorization", "Bearer secret-token"}});
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->status, 200);
+  EXPECT_TRUE(head->body.empty());
+  EXPECT_NE(head->get_header_value("Content-Length"), "0");
+  EXPECT_EQ(client_->Head("/api/nodes")->status, 401);
+  EXPECT_EQ(client_->Head("/")->status, 200);
+}
+
 TEST_F(DashboardTest, AStateThatCannotBeGatheredIs503WithTheReason) {
   source_error_ = "node 2 is gone";
   auto response = GetWithToken("/api/nodes");

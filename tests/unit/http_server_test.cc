@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -116,6 +117,8 @@ class HttpServerTest : public ::testing::Test {
       return refused;
     };
     options.serve = [this](const HttpRequest& request) {
+      if (request.path == "/throws") throw std::runtime_error("the handler broke");
+      if (request.path == "/throws-anything") throw 42;
       {
         std::unique_lock lock(mutex_);
         ++serving_;
@@ -352,6 +355,24 @@ TEST_F(HttpServerTest, ARequestBeforeTheClientsHalfCloseIsAnswered) {
   EXPECT_NE(both.find("served /data"), std::string::npos) << both;
   EXPECT_NE(both.find("served /data", both.find("served /data") + 1), std::string::npos) << both;
   EXPECT_TRUE(client.ClosedWithin(std::chrono::seconds(1)));
+}
+
+// A handler that throws answers 500 with the reason, and the server (the
+// user's driver) goes on serving.
+TEST_F(HttpServerTest, AHandlerThatThrowsAnswers500AndTheServerGoesOn) {
+  StartServer({});
+  RawHttpClient client(server_->port());
+  ASSERT_TRUE(client.Send("GET /throws HTTP/1.1\r\nAuthorization: yes\r\n\r\n"));
+  const std::string thrown = client.ReceiveResponse(std::chrono::seconds(5));
+  EXPECT_EQ(thrown.rfind("HTTP/1.1 500 ", 0), 0U) << thrown;
+  EXPECT_NE(thrown.find("the handler broke"), std::string::npos) << thrown;
+  ASSERT_TRUE(client.Send("GET /throws-anything HTTP/1.1\r\nAuthorization: yes\r\n\r\n"));
+  const std::string anything = client.ReceiveResponse(std::chrono::seconds(5));
+  EXPECT_EQ(anything.rfind("HTTP/1.1 500 ", 0), 0U) << anything;
+  EXPECT_NE(anything.find("an unknown exception"), std::string::npos) << anything;
+  ASSERT_TRUE(client.Send(kAuthorizedGet));
+  EXPECT_NE(client.ReceiveResponse(std::chrono::seconds(5)).find("served /data"),
+            std::string::npos);
 }
 
 TEST_F(HttpServerTest, AHeadRequestGetsTheLengthWithoutTheBody) {
