@@ -68,7 +68,7 @@ void SendAsFrames(std::vector<PostedMessage> messages, FrameSink& sink) {
   };
   for (auto& message : messages) {
     if (message.kind == PostedMessage::Kind::kReply) {
-      sink.TransmitReply(message.reply_endpoint, std::move(message.reply));
+      sink.TransmitReply(message.rank, message.reply_endpoint, std::move(message.reply));
       continue;
     }
     OutgoingBatch* outgoing = open_for(message.rank);

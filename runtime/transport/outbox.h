@@ -31,7 +31,7 @@ namespace sray::transport {
 struct PostedMessage {
   enum class Kind : std::uint8_t { kOneWay, kReply, kCall };
   Kind kind = Kind::kOneWay;
-  // kOneWay and kCall: to whom; kOneWay: what.
+  // To whom (kReply: the rank its request came from); kOneWay: what.
   std::uint32_t rank = 0;
   std::uint32_t method = 0;
   Bytes payload;
@@ -64,7 +64,8 @@ class Outbox {
 class FrameSink {
  public:
   virtual ~FrameSink() = default;
-  virtual void TransmitReply(ucp_ep_h reply_endpoint, OwnedFrame reply) = 0;
+  // `rank`: whom the reply is for (its request's source).
+  virtual void TransmitReply(std::uint32_t rank, ucp_ep_h reply_endpoint, OwnedFrame reply) = 0;
   virtual void TransmitOneWay(std::uint32_t rank, std::uint32_t method, Bytes payload) = 0;
   virtual void TransmitBatch(std::uint32_t rank, Bytes batch) = 0;
 };

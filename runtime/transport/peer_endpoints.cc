@@ -1,5 +1,6 @@
 #include "transport/peer_endpoints.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "transport/progress_loop.h"
@@ -24,47 +25,82 @@ Status PeerEndpoints::PeerFailure(std::uint32_t rank, std::string_view cause) co
                              "): the process died or its node failed");
 }
 
-Result<ucp_ep_h> PeerEndpoints::For(std::uint32_t rank) {
+Result<std::shared_ptr<UcxEndpoint>> PeerEndpoints::For(std::uint32_t rank) {
   {
     std::lock_guard lock(mutex_);
     if (const Status* fence = FenceOfLocked(rank)) return *fence;
     auto found = by_rank_.find(rank);
     if (found != by_rank_.end()) {
       if (!found->second.failure.ok()) return found->second.failure;
-      return found->second.endpoint->handle();
+      return found->second.endpoint;
     }
   }
   if (!peers_.resolve_address) {
     return Status::NotFound("no address resolver: cannot reach " + peers_.describe(rank));
   }
   // Resolution and connecting run without the lock; a racing thread's
-  // endpoint wins and ours is closed later (CloseUnused).
+  // endpoint wins and ours is closed later (CloseRetired).
   auto address = peers_.resolve_address(rank);
   if (!address.ok()) {
     return address.status().WithContext("cannot reach " + peers_.describe(rank));
   }
-  auto endpoint = UcxEndpoint::Connect(
+  auto connected = UcxEndpoint::Connect(
       worker_, *address, peers_.describe(rank),
       [this, rank](ucp_ep_h handle, ucs_status_t status) { OnEndpointError(rank, handle, status); },
       peers_.long_operations);
-  if (!endpoint.ok()) {
+  if (!connected.ok()) {
     // Connecting to a process that already died fails here (on shared
     // memory: "Shared memory error"); say so the way every peer death is said.
     if (peers_.alive && !peers_.alive(rank)) {
-      return PeerFailure(rank, "its process is gone; " + endpoint.status().message());
+      return PeerFailure(rank, "its process is gone; " + connected.status().message());
     }
-    return endpoint.status();
+    return connected.status();
   }
+  std::shared_ptr<UcxEndpoint> endpoint = std::move(connected).value();
+  if (peers_.after_connect) peers_.after_connect();
   std::lock_guard lock(mutex_);
   auto [entry, inserted] = by_rank_.try_emplace(rank);
   if (!inserted) {
-    unused_.push_back(std::move(endpoint).value());
-    unused_waiting_.store(true);
+    retired_.push_back({.rank = rank, .endpoint = std::move(endpoint), .of_failed_peer = false});
+    retired_waiting_.store(true);
     if (!entry->second.failure.ok()) return entry->second.failure;
-    return entry->second.endpoint->handle();
+    if (const Status* fence = FenceOfLocked(rank)) return *fence;
+    return entry->second.endpoint;
   }
-  entry->second.endpoint = std::move(endpoint).value();
-  return entry->second.endpoint->handle();
+  entry->second.endpoint = std::move(endpoint);
+  // UCX may have reported the endpoint failed before it was recorded here:
+  // its error callback found no such endpoint, and recorded nothing. The
+  // endpoint keeps the failure for this moment (set before that callback
+  // took mutex_, so one of the two sees the other).
+  if (const ucs_status_t failed = entry->second.endpoint->failure(); failed != UCS_OK) {
+    entry->second.failure = PeerFailure(rank, ucs_status_string(failed));
+    any_failed_.store(true);
+    late_failures_.push_back({.rank = rank, .failure = entry->second.failure});
+    RetireLocked(rank, entry->second);
+    return entry->second.failure;
+  }
+  if (const Status* fence = FenceOfLocked(rank)) {
+    RetireLocked(rank, entry->second);
+    return *fence;
+  }
+  return entry->second.endpoint;
+}
+
+void PeerEndpoints::RetireLocked(std::uint32_t rank, Peer& peer) {
+  if (!peer.endpoint) return;
+  retired_.push_back({.rank = rank, .endpoint = std::move(peer.endpoint), .of_failed_peer = true});
+  peer.endpoint.reset();
+  retired_waiting_.store(true);
+}
+
+void PeerEndpoints::Retire(std::uint32_t rank) {
+  std::lock_guard lock(mutex_);
+  auto found = by_rank_.find(rank);
+  if (found != by_rank_.end()) RetireLocked(rank, found->second);
+}
+
+bool PeerEndpoints::IsClosedLocked(std::uint32_t rank) const {
+  return std::find(closed_ranks_.begin(), closed_ranks_.end(), rank) != closed_ranks_.end();
 }
 
 Status PeerEndpoints::FailureOf(std::uint32_t rank) {
@@ -87,6 +123,16 @@ void PeerEndpoints::Fence(std::uint32_t first, std::uint32_t last, const Status&
   if (FenceOfLocked(first) != nullptr && FenceOfLocked(last) != nullptr) return;
   fenced_.push_back(FencedRanks{.first = first, .last = last, .cause = cause});
   any_fenced_.store(true);
+  // Their endpoints stay open: a fenced process that asks is answered,
+  // and learns that it is out of the job (CloseIfFailed closes one).
+}
+
+void PeerEndpoints::CloseIfFailed(std::uint32_t rank) {
+  std::lock_guard lock(mutex_);
+  auto found = by_rank_.find(rank);
+  if (found == by_rank_.end()) return;
+  if (found->second.failure.ok() && FenceOfLocked(rank) == nullptr) return;
+  RetireLocked(rank, found->second);
 }
 
 Status PeerEndpoints::FenceOf(std::uint32_t rank) const {
@@ -99,7 +145,10 @@ Status PeerEndpoints::FenceOf(std::uint32_t rank) const {
 void PeerEndpoints::MarkFailed(std::uint32_t rank, const Status& failure) {
   std::lock_guard lock(mutex_);
   auto found = by_rank_.find(rank);
-  if (found != by_rank_.end() && found->second.failure.ok()) found->second.failure = failure;
+  if (found != by_rank_.end() && found->second.failure.ok()) {
+    found->second.failure = failure;
+    RetireLocked(rank, found->second);
+  }
 }
 
 bool PeerEndpoints::HasFailed(std::uint32_t rank) const {
@@ -120,42 +169,74 @@ void PeerEndpoints::OnEndpointError(std::uint32_t rank, ucp_ep_h endpoint, ucs_s
     auto found = by_rank_.find(rank);
     // An endpoint that lost the race to connect says nothing about the one
     // in use.
-    if (found != by_rank_.end() && found->second.endpoint->handle() == endpoint) {
-      found->second.failure = failure;
+    if (found != by_rank_.end() && found->second.endpoint &&
+        found->second.endpoint->handle() == endpoint) {
+      if (found->second.failure.ok()) found->second.failure = failure;
+      RetireLocked(rank, found->second);
     }
   }
   if (peers_.on_failure) peers_.on_failure(rank, failure);
 }
 
-void PeerEndpoints::CloseUnused() {
+void PeerEndpoints::CloseRetired() {
   // Called from the progress thread's polling loop (housekeeping): a plain
   // load first, since an exchange writes the cache line each time (3% of a
   // small call's samples, perf).
-  if (!unused_waiting_.load(std::memory_order_relaxed) || !unused_waiting_.exchange(false)) return;
-  std::vector<std::unique_ptr<UcxEndpoint>> unused;
+  if (!retired_waiting_.load(std::memory_order_relaxed) || !retired_waiting_.exchange(false)) {
+    return;
+  }
+  std::vector<std::shared_ptr<UcxEndpoint>> unleased;
+  std::vector<std::uint32_t> closing_ranks;
+  std::vector<LateFailure> late;
   {
     std::lock_guard lock(mutex_);
-    unused.swap(unused_);
+    late.swap(late_failures_);
+    // Out of the table, a retired endpoint gains no lease: a count of one
+    // (ours) stays one.
+    std::erase_if(retired_, [&](Retired& retired) {
+      if (retired.endpoint.use_count() != 1) return false;
+      if (retired.of_failed_peer) closing_ranks.push_back(retired.rank);
+      unleased.push_back(std::move(retired.endpoint));
+      return true;
+    });
+    if (!retired_.empty()) retired_waiting_.store(true);  // leased still: later
   }
-  unused.clear();  // each closes forcibly
+  // The count was read relaxed: what the last lease's holder did with the
+  // endpoint happens before its close (the release of its count).
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (!closing_ranks.empty()) {
+    // Replies on a reply endpoint under way finish before; later ones to
+    // these ranks are dropped.
+    std::unique_lock closing(closing_mutex_);
+    closed_ranks_.insert(closed_ranks_.end(), closing_ranks.begin(), closing_ranks.end());
+    any_closed_.store(true, std::memory_order_relaxed);
+  }
+  if (peers_.on_failure) {
+    CallbackScope scope;  // as from UCX's error callback: nothing may block
+    for (const LateFailure& failure : late) peers_.on_failure(failure.rank, failure.failure);
+  }
+  unleased.clear();  // each closes by force, ending its requests in flight
 }
 
 bool PeerEndpoints::CloseAll() {
-  std::vector<std::unique_ptr<UcxEndpoint>> endpoints;
+  std::vector<std::shared_ptr<UcxEndpoint>> endpoints;
   std::vector<bool> failed;
   {
     std::lock_guard lock(mutex_);
     for (auto& [rank, peer] : by_rank_) {
+      if (!peer.endpoint) continue;  // retired
       endpoints.push_back(std::move(peer.endpoint));
       // A fenced peer may be frozen: a flush would wait for it in vain.
       failed.push_back(!peer.failure.ok() || FenceOfLocked(rank) != nullptr);
     }
     by_rank_.clear();
-    for (auto& endpoint : unused_) {
-      endpoints.push_back(std::move(endpoint));
-      failed.push_back(false);
+    // Failed peers', and those that lost a race to connect.
+    for (auto& retired : retired_) {
+      endpoints.push_back(std::move(retired.endpoint));
+      failed.push_back(true);
     }
-    unused_.clear();
+    retired_.clear();
+    late_failures_.clear();
   }
   return UcxEndpoint::CloseAll(std::move(endpoints), failed, kCloseFlushTime);
 }

@@ -2,14 +2,22 @@
 
 // A transport's endpoints: one per peer rank, connected on first use from
 // the address the resolver returns, with the peer's failure recorded beside
-// it once known (from UCX's error callback or the liveness probe). A failed
-// endpoint stays open until shutdown: another thread may be about to send on
-// it (operations on it just fail), and closing it would free it under that
-// thread's feet.
+// it once known (from UCX's error callback or the liveness probe), or the
+// cause it was fenced off with.
+//
+// Lifetime: For hands out a shared reference (a lease) that its user holds
+// while it starts an operation on the endpoint. Once the peer's failure is
+// recorded (or CloseIfFailed is asked of a fenced peer's), the endpoint
+// leaves the table (retired): no new lease is given, and CloseRetired
+// closes it by force once the last lease is back. A forced close ends the
+// endpoint's requests still in flight (a send to a peer that stopped
+// reading: UCX 1.13 cancels no send), so what they read or write is the
+// caller's again.
 //
 // Thread-safety: every member may be called from any thread, except
-// CloseUnused and CloseAll, which progress the worker (never inside a UCX
-// callback). `on_failure` runs inside UCX's error callback.
+// CloseRetired and CloseAll, which progress the worker (never inside a UCX
+// callback). `on_failure` runs inside UCX's error callback, or on the
+// thread that calls CloseRetired for a failure recorded late.
 
 #include <atomic>
 #include <cstdint>
@@ -17,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +47,8 @@ class PeerEndpoints {
     std::function<void(std::uint32_t rank, const Status& failure)> on_failure;
     // Counts each endpoint's creation; may be null. Must outlive this.
     LongOperations* long_operations = nullptr;
+    // Tests only: runs between a connect and its endpoint's recording.
+    std::function<void()> after_connect;
   };
 
   PeerEndpoints(std::shared_ptr<UcxWorker> worker, Peers peers);
@@ -46,8 +57,10 @@ class PeerEndpoints {
   PeerEndpoints& operator=(const PeerEndpoints&) = delete;
 
   // The endpoint to `rank`, connecting first if needed; the peer's failure
-  // once it is known. Resolving may block (a PMIx lookup).
-  Result<ucp_ep_h> For(std::uint32_t rank);
+  // once it is known. Resolving may block (a PMIx lookup). Hold the lease
+  // only while starting operations on it: a failed peer's endpoint is
+  // closed once no lease is held.
+  Result<std::shared_ptr<UcxEndpoint>> For(std::uint32_t rank);
   // Ok while no failure of `rank` is known.
   Status FailureOf(std::uint32_t rank);
   // Records that `rank`'s process is gone (the first failure recorded wins).
@@ -59,24 +72,59 @@ class PeerEndpoints {
   // although their processes may live on (a node the head declared lost,
   // which must not act in the job any more).
   void Fence(std::uint32_t first, std::uint32_t last, const Status& cause);
+  // Closes `rank`'s endpoint (with CloseRetired, once no lease holds it)
+  // when its peer failed or was fenced off: for a caller whose request to
+  // it can end no other way (UCX 1.13 cancels no send), though a fenced
+  // peer that asks is then no longer told why.
+  void CloseIfFailed(std::uint32_t rank);
   // The cause `rank` was fenced off with; ok when it was not.
   [[nodiscard]] Status FenceOf(std::uint32_t rank) const;
   // One wording for every way a peer is found dead, so callers and tests
   // can rely on it.
   [[nodiscard]] Status PeerFailure(std::uint32_t rank, std::string_view cause) const;
 
-  // Closes endpoints that lost a race to connect (made by two threads at
-  // once); the progress thread calls it.
-  void CloseUnused();
+  // Closes, by force, the retired endpoints no lease holds any more (failed
+  // or fenced peers' and those that lost a race to connect, made by two
+  // threads at once), and reports failures recorded after UCX's error
+  // callback had run (`on_failure`; a failure may so be reported twice).
+  // The progress thread calls it in its housekeeping; a caller waiting for
+  // a request to a failed peer to end may too.
+  void CloseRetired();
+  // Retires `rank`'s endpoint whatever its state: for a caller whose request
+  // to it must end while the transport stops.
+  void Retire(std::uint32_t rank);
   // Closes everything, letting peers see an orderly disconnect for a moment;
   // false when some close did not finish.
   bool CloseAll();
+  // Runs `send`, which sends on a reply endpoint UCX gave for a request
+  // from `rank`, unless an endpoint to `rank` was closed by force: UCX
+  // matches the endpoints two processes make to each other, so the reply
+  // endpoint may be the very one closed, and freed. False when `send` did
+  // not run. Cheap while no endpoint was closed (a shared lock).
+  template <typename Send>
+  bool UnlessClosed(std::uint32_t rank, Send&& send) {
+    std::shared_lock lock(closing_mutex_);
+    if (any_closed_.load(std::memory_order_relaxed) && IsClosedLocked(rank)) return false;
+    send();
+    return true;
+  }
   // Whether any peer's endpoint failed since the start.
   [[nodiscard]] bool AnyPeerFailed() const { return any_failed_.load(); }
 
  private:
   struct Peer {
-    std::unique_ptr<UcxEndpoint> endpoint;
+    std::shared_ptr<UcxEndpoint> endpoint;  // null once retired
+    Status failure;
+  };
+  struct Retired {
+    std::uint32_t rank = 0;
+    std::shared_ptr<UcxEndpoint> endpoint;
+    // False for one that lost a race to connect: `rank`'s endpoint in use
+    // is another, and replies to `rank` go on.
+    bool of_failed_peer = true;
+  };
+  struct LateFailure {
+    std::uint32_t rank = 0;
     Status failure;
   };
   struct FencedRanks {
@@ -87,17 +135,30 @@ class PeerEndpoints {
   // Under mutex_.
   [[nodiscard]] const Status* FenceOfLocked(std::uint32_t rank) const;
   void OnEndpointError(std::uint32_t rank, ucp_ep_h endpoint, ucs_status_t status);
+  // Moves `rank`'s endpoint (`peer`) to retired_; mutex_ held.
+  void RetireLocked(std::uint32_t rank, Peer& peer);
+  // closing_mutex_ held (either way).
+  [[nodiscard]] bool IsClosedLocked(std::uint32_t rank) const;
 
   std::shared_ptr<UcxWorker> worker_;
   Peers peers_;
   mutable std::mutex mutex_;
   std::map<std::uint32_t, Peer> by_rank_;             // guarded by mutex_
-  std::vector<std::unique_ptr<UcxEndpoint>> unused_;  // guarded by mutex_
-  std::vector<FencedRanks> fenced_;                   // guarded by mutex_
+  // Endpoints out of the table, closed once no lease holds them.
+  std::vector<Retired> retired_;  // guarded by mutex_
+  // Failures recorded after UCX's error callback ran, to report.
+  std::vector<LateFailure> late_failures_;  // guarded by mutex_
+  std::vector<FencedRanks> fenced_;         // guarded by mutex_
   // Whether fenced_ is not empty: the common case reads no lock for it.
   std::atomic<bool> any_fenced_{false};
-  std::atomic<bool> unused_waiting_{false};
+  // Whether retired_ or late_failures_ may hold any.
+  std::atomic<bool> retired_waiting_{false};
   std::atomic<bool> any_failed_{false};
+  // Held shared while a reply is sent on a reply endpoint, exclusively while
+  // ranks are added to closed_ranks_ (before their endpoints close).
+  mutable std::shared_mutex closing_mutex_;
+  std::vector<std::uint32_t> closed_ranks_;  // guarded by closing_mutex_
+  std::atomic<bool> any_closed_{false};
 };
 
 }  // namespace sray::transport

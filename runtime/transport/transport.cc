@@ -24,6 +24,14 @@ constexpr std::chrono::milliseconds kStalledSlotCheckInterval{250};
 // Long enough for the keepalive (1 s, core's UcxContext) to fail a send to a
 // peer that died silently; a flush with nothing in flight takes microseconds.
 constexpr std::chrono::milliseconds kQuiesceTime{3000};
+// How long a call that timed out waits for its send to end before it says
+// that it waits (AwaitSendOver); how long a call failed by a fence waits for
+// its send to end before the fenced peer's endpoint is closed for it.
+constexpr std::chrono::seconds kSendAfterTimeoutGrace{5};
+// How often a caller whose request a peer holds (a send it has not taken, a
+// pull) looks whether that peer was found failed or fenced off, to close
+// its endpoint by force.
+constexpr std::chrono::seconds kFailedPeerRecheck{1};
 // Calls from this size up go through a busy progress thread (StartCall).
 constexpr std::size_t kHandedOffCallBytes = std::size_t{64} << 10;
 
@@ -50,7 +58,8 @@ Transport::Impl::Impl(TransportOptions options, std::shared_ptr<UcxWorker> worke
                                     if (endpoints_.HasFailed(rank))
                                       NotifyPeerFailure(rank, failure);
                                   },
-                              .long_operations = &long_operations_}),
+                              .long_operations = &long_operations_,
+                              .after_connect = {}}),
       loop_(worker_, *this, &long_operations_) {}
 
 Transport::Impl::~Impl() {
@@ -292,11 +301,11 @@ void Transport::Impl::Transmit(const std::shared_ptr<PendingCall>& call,
   }
   auto* context = new SendContext{this, call, {}};
   const ucs_status_ptr_t request =
-      StartTrackedSend(*endpoint, {.header = call->header(),
-                                   .payload = payload,
-                                   .on_complete = &Impl::OnSendComplete,
-                                   .user_data = context,
-                                   .reply_endpoint_wanted = true});
+      StartTrackedSend((*endpoint)->handle(), {.header = call->header(),
+                                               .payload = payload,
+                                               .on_complete = &Impl::OnSendComplete,
+                                               .user_data = context,
+                                               .reply_endpoint_wanted = true});
   if (request == nullptr) {
     delete context;
     call->MarkSent(Status::Ok());
@@ -336,10 +345,8 @@ Result<Bytes> Transport::Impl::Call(std::uint32_t rank, std::uint32_t method,
   });
   const auto limit = timeout.value_or(options_.default_timeout);
   if (!loop_.WaitFor(*completion, limit, &reply_expected)) {
-    // The caller may free `payload` once we return, so a send still in
-    // flight is cancelled and waited for first.
     FailCall(call->id(), Status::Unavailable("timed out"));
-    CancelAndAwait(*call);
+    AwaitSendOver(*call, *completion);
     return Status::Unavailable("no reply from " + Describe(rank) + " within " +
                                std::to_string(limit.count()) +
                                " ms: the peer is overloaded or hung");
@@ -348,17 +355,50 @@ Result<Bytes> Transport::Impl::Call(std::uint32_t rank, std::uint32_t method,
   return std::move(completion->data);
 }
 
-void Transport::Impl::CancelAndAwait(PendingCall& call) {
+void Transport::Impl::AwaitSendOver(PendingCall& call, Completion& completion) {
+  // The call completes once its send is over (pending_calls.h).
   call.CancelSend([this](void* request) { ucp_request_cancel(worker_->handle(), request); });
-  loop_.ProgressUntil([&] { return call.sent(); });
+  if (loop_.WaitFor(completion, kSendAfterTimeoutGrace)) return;
+  // UCX 1.13 cancels no send: the peer has not taken the request (a
+  // rendezvous-size one), and UCX reads the caller's payload when it does.
+  // Returning now would let the caller free it under UCX. The send ends
+  // when the peer takes it, or when the peer is found failed (UCX's error,
+  // the liveness probe) or fenced off (its node declared lost): its
+  // endpoint is then closed by force, which ends the send.
+  Log(LogLevel::kWarning,
+      "a call to " + Describe(call.rank()) + " timed out while " + Describe(call.rank()) +
+          " had not yet taken its request: the call returns once it takes it or once it is "
+          "found failed (the process is stopped, or its node frozen or cut off), since until "
+          "then UCX may still read the caller's data");
+  const std::uint32_t rank = call.rank();
+  while (!loop_.WaitFor(completion, kFailedPeerRecheck)) {
+    if (loop_.stopping()) {
+      // The transport stops: its endpoint goes now, by force. (Should
+      // Shutdown's CloseAll have taken it first, its close waits 2 s for a
+      // flush, then is left to the worker, which is then never destroyed;
+      // the process ends next.)
+      endpoints_.Retire(rank);
+      endpoints_.CloseRetired();
+      loop_.ProgressUntil([&] { return completion.done.load(); });
+      return;
+    }
+    // The call no longer counts as awaited, so the liveness probe does not
+    // look at its peer: look here (a stopped process killed later, on this
+    // node, where UCX's keepalive is slow to notice).
+    if (options_.peer_alive && !endpoints_.HasFailed(rank) && !options_.peer_alive(rank)) {
+      MarkPeerGone(rank);
+    }
+    endpoints_.CloseIfFailed(rank);
+    endpoints_.CloseRetired();
+  }
 }
 
 // ---- operations a caller waits for: Send, Pull ------------------------------
 
 template <typename StartOperation>
-Status Transport::Impl::RunOperation(std::uint32_t rank, std::string_view verb,
-                                     std::chrono::milliseconds limit, OperationContext keep,
-                                     StartOperation&& start) {
+Status Transport::Impl::RunOperation(std::uint32_t rank, std::shared_ptr<UcxEndpoint> endpoint,
+                                     std::string_view verb, std::chrono::milliseconds limit,
+                                     OperationContext keep, StartOperation&& start) {
   auto completion = std::make_shared<Completion>();
   keep.completion = completion;
   auto* context = new OperationContext(std::move(keep));
@@ -366,7 +406,10 @@ Status Transport::Impl::RunOperation(std::uint32_t rank, std::string_view verb,
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.send = &Impl::OnOperationComplete;
   param.user_data = context;
-  const ucs_status_ptr_t request = start(param, *context);
+  const ucs_status_ptr_t request = start(endpoint->handle(), param, *context);
+  // The lease goes now, not after the wait: should the peer be found failed
+  // meanwhile, its endpoint's forced close ends this operation.
+  endpoint.reset();
   return FinishOperation(request, context, completion, rank, verb, limit);
 }
 
@@ -382,7 +425,24 @@ Status Transport::Impl::FinishOperation(ucs_status_ptr_t request, OperationConte
     delete context;
     return FromUcs(UCS_PTR_STATUS(request), "cannot " + std::string(verb) + " " + Describe(rank));
   }
-  if (!loop_.WaitFor(*completion, limit)) {
+  // In slices: a peer found failed or fenced off meanwhile (its node
+  // declared lost) has its endpoint closed by force, which ends the
+  // operation now, instead of holding the caller (a node's pulls) to the
+  // limit.
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!completion->done.load() && !loop_.stopping()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    const auto slice =
+        std::min(std::chrono::ceil<std::chrono::milliseconds>(deadline - now),
+                 std::chrono::duration_cast<std::chrono::milliseconds>(kFailedPeerRecheck));
+    if (loop_.WaitFor(*completion, slice)) break;
+    if (endpoints_.HasFailed(rank)) {
+      endpoints_.CloseIfFailed(rank);
+      endpoints_.CloseRetired();
+    }
+  }
+  if (!completion->done.load()) {
     // Cancelling makes UCX call the callback, which frees the request and
     // the context; until then UCX may still touch the caller's buffer.
     // UCX 1.13 cancels no send or get: the request then lives on, and the
@@ -394,7 +454,10 @@ Status Transport::Impl::FinishOperation(ucs_status_ptr_t request, OperationConte
                                " ms: the peer is overloaded or stopped");
   }
   if (!completion->status.ok()) {
-    return completion->status.WithContext("cannot " + std::string(verb) + " " + Describe(rank));
+    // Ended by the forced close of a failed or fenced peer's endpoint: why.
+    const Status failure = endpoints_.FailureOf(rank);
+    return (failure.ok() ? completion->status : failure)
+        .WithContext("cannot " + std::string(verb) + " " + Describe(rank));
   }
   return Status::Ok();
 }
@@ -415,13 +478,14 @@ Status Transport::Impl::Send(std::uint32_t rank, std::uint32_t method,
                                              .request_id = 0,
                                              .token = options_.token}),
                 .payload = Bytes(payload.begin(), payload.end())};
-  return RunOperation(rank, "send to", options_.default_timeout, std::move(keep),
-                      [&](const ucp_request_param_t& param, OperationContext& context) {
-                        return SendActiveMessage(*endpoint, {.header = context.frame.header,
-                                                             .payload = context.frame.payload,
-                                                             .on_complete = param.cb.send,
-                                                             .user_data = param.user_data});
-                      });
+  return RunOperation(
+      rank, std::move(endpoint).value(), "send to", options_.default_timeout, std::move(keep),
+      [](ucp_ep_h handle, const ucp_request_param_t& param, OperationContext& context) {
+        return SendActiveMessage(handle, {.header = context.frame.header,
+                                          .payload = context.frame.payload,
+                                          .on_complete = param.cb.send,
+                                          .user_data = param.user_data});
+      });
 }
 
 Status Transport::Impl::Pull(std::uint32_t rank, std::uint64_t remote_address,
@@ -444,19 +508,19 @@ Status Transport::Impl::Pull(std::uint32_t rank, std::uint64_t remote_address,
                                    ": the range is outside the memory it registered");
   }
   if (same_host_reads_.Read(*memory, remote_address, local, length)) return Status::Ok();
-  auto unpacked = RemoteKey::Unpack(*endpoint, memory->ucx_key);
+  auto unpacked = RemoteKey::Unpack((*endpoint)->handle(), memory->ucx_key);
   if (!unpacked.ok()) return unpacked.status();
   std::shared_ptr<RemoteKey> key = std::move(unpacked).value();
   const ucp_rkey_h key_handle = key->handle();
-  return RunOperation(rank, "pull from", timeout.value_or(options_.default_timeout),
-                      {.completion = nullptr,
-                       .local_memory = std::move(local_owner),
-                       .remote_key = std::move(key),
-                       .frame = {}},
-                      [&](const ucp_request_param_t& param, OperationContext&) {
-                        return ucp_get_nbx(*endpoint, local, length, remote_address, key_handle,
-                                           &param);
-                      });
+  return RunOperation(
+      rank, std::move(endpoint).value(), "pull from", timeout.value_or(options_.default_timeout),
+      {.completion = nullptr,
+       .local_memory = std::move(local_owner),
+       .remote_key = std::move(key),
+       .frame = {}},
+      [&](ucp_ep_h handle, const ucp_request_param_t& param, OperationContext&) {
+        return ucp_get_nbx(handle, local, length, remote_address, key_handle, &param);
+      });
 }
 
 // ---- posted messages and replies --------------------------------------------
@@ -512,7 +576,7 @@ void Transport::Impl::SendReply(ucp_ep_h reply_endpoint, const FrameHeader& head
   reply.payload = result.ok() ? std::move(result).value() : EncodeErrorResponse(result.status());
   if (ShouldHandOff()) {
     outbox_.Push({.kind = PostedMessage::Kind::kReply,
-                  .rank = 0,
+                  .rank = header.source_rank,
                   .method = 0,
                   .payload = {},
                   .reply_endpoint = reply_endpoint,
@@ -522,7 +586,7 @@ void Transport::Impl::SendReply(ucp_ep_h reply_endpoint, const FrameHeader& head
     loop_.NoticePosted();
     return;
   }
-  TransmitReply(reply_endpoint, std::move(reply));
+  TransmitReply(header.source_rank, reply_endpoint, std::move(reply));
   // A reply sent from outside the progress thread needs the worker woken
   // so that the progress thread drives it.
   if (!OnProgressThread() && !InUcxCallback()) loop_.Signal();
@@ -576,14 +640,16 @@ bool Transport::Impl::SendPostedLocked(std::vector<PostedMessage>& calls) {
   return true;
 }
 
-void Transport::Impl::TransmitReply(ucp_ep_h reply_endpoint, OwnedFrame reply) {
+void Transport::Impl::TransmitReply(std::uint32_t rank, ucp_ep_h reply_endpoint, OwnedFrame reply) {
   auto* context = new SendContext{this, nullptr, std::move(reply)};
-  const ucs_status_ptr_t request =
-      StartTrackedSend(reply_endpoint, {.header = context->frame.header,
-                                        .payload = context->frame.payload,
-                                        .on_complete = &Impl::OnSendComplete,
-                                        .user_data = context});
-  if (request == nullptr || UCS_PTR_IS_ERR(request)) delete context;
+  ucs_status_ptr_t request = nullptr;
+  const bool sent = endpoints_.UnlessClosed(rank, [&] {
+    request = StartTrackedSend(reply_endpoint, {.header = context->frame.header,
+                                                .payload = context->frame.payload,
+                                                .on_complete = &Impl::OnSendComplete,
+                                                .user_data = context});
+  });
+  if (!sent || request == nullptr || UCS_PTR_IS_ERR(request)) delete context;
 }
 
 void Transport::Impl::TransmitOneWay(std::uint32_t rank, std::uint32_t method, Bytes payload) {
@@ -607,19 +673,20 @@ void Transport::Impl::TransmitFrame(std::uint32_t rank, FrameKind kind, std::uin
                                                                 .token = options_.token}),
                                    .payload = std::move(payload)}};
   const ucs_status_ptr_t request =
-      StartTrackedSend(*endpoint, {.header = context->frame.header,
-                                   .payload = context->frame.payload,
-                                   .on_complete = &Impl::OnSendComplete,
-                                   .user_data = context});
+      StartTrackedSend((*endpoint)->handle(), {.header = context->frame.header,
+                                               .payload = context->frame.payload,
+                                               .on_complete = &Impl::OnSendComplete,
+                                               .user_data = context});
   if (request == nullptr || UCS_PTR_IS_ERR(request)) delete context;
 }
 
 // ---- the progress thread's other work ---------------------------------------
 
 void Transport::Impl::Housekeeping(std::chrono::steady_clock::time_point now) {
-  endpoints_.CloseUnused();
+  endpoints_.CloseRetired();
   ExpireAsyncCalls(now);
   ProbeAwaitedPeers(now);
+  CloseEndpointsOfStuckSends(now);
   same_host_reads_.DropIdle(now);
   receive_buffers_.DropIdle(now);
   RepairStalledSlots(now);
@@ -657,8 +724,38 @@ void Transport::Impl::Fence(std::uint32_t first, std::uint32_t last, const Statu
   // A call that passed the fence just before it went up and registered
   // after this sweep is failed by the next liveness probe.
   for (const std::uint32_t rank : pending_calls_.AwaitedRanks()) {
-    if (rank >= first && rank <= last) pending_calls_.FailCallsTo(rank, cause);
+    if (rank >= first && rank <= last) FailCallsToFenced(rank, cause);
   }
+}
+
+void Transport::Impl::FailCallsToFenced(std::uint32_t rank, const Status& cause) {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& call : pending_calls_.TakeCallsTo(rank)) {
+    call->Complete(cause);
+    // A call completes once its send is over too (pending_calls.h).
+    if (call->sent()) continue;
+    std::lock_guard lock(stuck_sends_mutex_);
+    stuck_sends_.push_back({.call = call, .rank = rank, .since = now});
+    stuck_sends_waiting_.store(true, std::memory_order_relaxed);
+  }
+}
+
+void Transport::Impl::CloseEndpointsOfStuckSends(std::chrono::steady_clock::time_point now) {
+  if (!stuck_sends_waiting_.load(std::memory_order_relaxed)) return;
+  std::vector<std::uint32_t> ranks;
+  {
+    std::lock_guard lock(stuck_sends_mutex_);
+    std::erase_if(stuck_sends_, [&](const StuckSend& stuck) {
+      const auto call = stuck.call.lock();
+      if (!call || call->sent()) return true;
+      if (now - stuck.since < kSendAfterTimeoutGrace) return false;
+      ranks.push_back(stuck.rank);
+      return true;
+    });
+    stuck_sends_waiting_.store(!stuck_sends_.empty(), std::memory_order_relaxed);
+  }
+  for (const std::uint32_t rank : ranks) endpoints_.CloseIfFailed(rank);
+  if (!ranks.empty()) endpoints_.CloseRetired();
 }
 
 void Transport::Impl::ProbeAwaitedPeers(std::chrono::steady_clock::time_point now) {
@@ -666,15 +763,22 @@ void Transport::Impl::ProbeAwaitedPeers(std::chrono::steady_clock::time_point no
   last_liveness_probe_ = now;
   for (const std::uint32_t rank : pending_calls_.AwaitedRanks()) {
     if (const Status fence = endpoints_.FenceOf(rank); !fence.ok()) {
-      pending_calls_.FailCallsTo(rank, fence);
+      FailCallsToFenced(rank, fence);
       continue;
     }
     if (!options_.peer_alive || options_.peer_alive(rank)) continue;
-    const Status failure = endpoints_.PeerFailure(rank, "its process is gone");
-    endpoints_.MarkFailed(rank, failure);
-    pending_calls_.FailCallsTo(rank, failure);
-    NotifyPeerFailure(rank, failure);
+    MarkPeerGone(rank);
   }
+}
+
+void Transport::Impl::MarkPeerGone(std::uint32_t rank) {
+  // What the calls' callbacks and the failure handler run must not block,
+  // as in a UCX callback.
+  const CallbackScope scope;
+  const Status failure = endpoints_.PeerFailure(rank, "its process is gone");
+  endpoints_.MarkFailed(rank, failure);
+  pending_calls_.FailCallsTo(rank, failure);
+  NotifyPeerFailure(rank, failure);
 }
 
 void Transport::Impl::SetBurstEndHandler(std::function<void()> handler) {

@@ -137,7 +137,9 @@ class Transport {
   [[nodiscard]] bool PeerFailed(std::uint32_t rank) const;
   // Fences ranks `first` to `last` off for good, though their processes may
   // live on (a node the head declared lost while frozen or cut off): calls
-  // waiting for them fail now with `cause`, nothing more is sent to them,
+  // waiting for them fail now with `cause` (one whose request a stopped peer
+  // has not taken within 5 s, when its endpoint is closed by force for it:
+  // until then UCX reads the caller's payload), nothing more is sent to them,
   // their one-way messages and replies are dropped, and their requests are
   // answered with a PermissionDenied error that carries `cause`, so that
   // such a process learns it is out of the job.
@@ -150,6 +152,10 @@ class Transport {
 
   // Sends a request and waits for its response (or the timeout, or the
   // peer's death). `payload` is not copied and must stay valid meanwhile.
+  // A call that times out returns once UCX no longer reads its payload: a
+  // peer that stopped taking a large request (a stopped process) holds the
+  // call past its timeout until it takes it or is found failed (its
+  // endpoint is then closed by force); a warning says so after 5 s.
   Result<Bytes> Call(std::uint32_t rank, std::uint32_t method, std::span<const std::byte> payload,
                      std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // Sends a request and calls `done` once with the response or error, from

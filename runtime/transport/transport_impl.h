@@ -93,8 +93,11 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   }
   [[nodiscard]] TransportStatistics statistics() const;
 
-  // Answers a request, from any thread: UCX runs in multi-thread mode, and
-  // the reply endpoint stays valid until shutdown.
+  // Answers a request, from any thread: UCX runs in multi-thread mode. The
+  // reply endpoint stays valid until shutdown, unless UCX matched it with
+  // this transport's own endpoint to the requester and that was closed by
+  // force (its peer failed): the reply is then dropped (PeerEndpoints::
+  // UnlessClosed).
   void SendReply(ucp_ep_h reply_endpoint, const FrameHeader& header, Result<Bytes> result);
 
  private:
@@ -133,13 +136,18 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   void FinishUnsentCalls(std::vector<PostedMessage> calls);
   void ReleaseHandedOffCalls();
   void FailCall(std::uint64_t id, const Status& status);
-  void CancelAndAwait(PendingCall& call);
-  // Starts one UCX operation through `start` (given the request parameters
-  // and the context, `keep` moved to the heap) and waits for it, within
-  // `limit`. Defined in transport.cc, its only user.
+  // Returns once UCX no longer reads the payload of `call`, which timed
+  // out: its send completed, or failed with its peer. `completion` is the
+  // call's, done when its send is over.
+  void AwaitSendOver(PendingCall& call, Completion& completion);
+  // Starts one UCX operation on `endpoint` through `start` (given its
+  // handle, the request parameters and the context, `keep` moved to the
+  // heap) and waits for it, within `limit`, without the endpoint's lease.
+  // Defined in transport.cc, its only user.
   template <typename StartOperation>
-  Status RunOperation(std::uint32_t rank, std::string_view verb, std::chrono::milliseconds limit,
-                      OperationContext keep, StartOperation&& start);
+  Status RunOperation(std::uint32_t rank, std::shared_ptr<UcxEndpoint> endpoint,
+                      std::string_view verb, std::chrono::milliseconds limit, OperationContext keep,
+                      StartOperation&& start);
   Status FinishOperation(ucs_status_ptr_t request, OperationContext* context,
                          const std::shared_ptr<Completion>& completion, std::uint32_t rank,
                          std::string_view verb, std::chrono::milliseconds limit);
@@ -150,9 +158,20 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   // each peer's messages in posting order). True if there were any. Calls
   // handed over are moved to `calls`, for TransmitHandedOffCalls.
   bool SendPostedLocked(std::vector<PostedMessage>& calls);
+  // Fails the calls waiting for fenced-off `rank` with `cause`; those whose
+  // request is still being sent go to stuck_sends_.
+  void FailCallsToFenced(std::uint32_t rank, const Status& cause);
+  // Closes, by force, the endpoints of fenced peers that took none of a
+  // failed call's request within kSendAfterTimeoutGrace: the forced close
+  // ends the send (UCX 1.13 cancels none), and so the call, whose caller
+  // keeps its payload until then. Progress thread (housekeeping).
+  void CloseEndpointsOfStuckSends(std::chrono::steady_clock::time_point now);
   // Fails the calls to peers whose process is gone, when the liveness probe
   // can tell (same node) and UCX has not noticed yet.
   void ProbeAwaitedPeers(std::chrono::steady_clock::time_point now);
+  // The liveness probe found `rank`'s process gone: marks it failed (its
+  // endpoint then closes), fails its calls, tells the failure handler.
+  void MarkPeerGone(std::uint32_t rank);
 
   // ProgressLoop::Client
   bool SendPosted() override;
@@ -169,7 +188,7 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   // FrameSink: sends on endpoints this transport made itself (never a
   // peer's reply endpoint, which UCX frees when the peer dies), so a dead or
   // unknown peer's message is dropped, never a crash. Replies excepted.
-  void TransmitReply(ucp_ep_h reply_endpoint, OwnedFrame reply) override;
+  void TransmitReply(std::uint32_t rank, ucp_ep_h reply_endpoint, OwnedFrame reply) override;
   void TransmitOneWay(std::uint32_t rank, std::uint32_t method, Bytes payload) override;
   void TransmitBatch(std::uint32_t rank, Bytes batch) override;
 
@@ -219,6 +238,14 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   std::vector<AsyncDeadline> async_deadlines_;  // guarded by async_deadlines_mutex_
   // Whether async_deadlines_ may hold any: housekeeping reads no lock else.
   std::atomic<bool> async_deadlines_waiting_{false};
+  struct StuckSend {
+    std::weak_ptr<PendingCall> call;  // expired or sent: no longer stuck
+    std::uint32_t rank = 0;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::mutex stuck_sends_mutex_;
+  std::vector<StuckSend> stuck_sends_;  // guarded by stuck_sends_mutex_
+  std::atomic<bool> stuck_sends_waiting_{false};
   SameHostReads same_host_reads_;
   // Before endpoints_ and loop_, which count on it.
   LongOperations long_operations_;

@@ -131,7 +131,8 @@ Result<std::unique_ptr<UcxEndpoint>> UcxEndpoint::Connect(std::shared_ptr<UcxWor
                                                           std::string_view peer,
                                                           ErrorHandler on_error,
                                                           LongOperations* long_operations) {
-  auto error_context = std::make_unique<ErrorContext>(ErrorContext{std::move(on_error)});
+  auto error_context = std::make_unique<ErrorContext>();
+  error_context->handler = std::move(on_error);
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -160,7 +161,10 @@ Result<std::unique_ptr<UcxEndpoint>> UcxEndpoint::Connect(std::shared_ptr<UcxWor
 }
 
 void UcxEndpoint::OnError(void* arg, ucp_ep_h endpoint, ucs_status_t status) noexcept {
-  static_cast<ErrorContext*>(arg)->handler(endpoint, status);
+  auto* context = static_cast<ErrorContext*>(arg);
+  context->failure.store(status == UCS_OK ? UCS_ERR_ENDPOINT_TIMEOUT : status,
+                         std::memory_order_release);
+  context->handler(endpoint, status);
 }
 
 UcxEndpoint::~UcxEndpoint() {
@@ -170,7 +174,7 @@ UcxEndpoint::~UcxEndpoint() {
   FinishClose(now, now + kCancelTime);  // forced: finishes at once, or is left to the worker
 }
 
-bool UcxEndpoint::CloseAll(std::vector<std::unique_ptr<UcxEndpoint>> endpoints,
+bool UcxEndpoint::CloseAll(std::vector<std::shared_ptr<UcxEndpoint>> endpoints,
                            const std::vector<bool>& failed, std::chrono::milliseconds flush_for) {
   for (std::size_t index = 0; index < endpoints.size(); ++index) {
     // A failed peer sees no orderly disconnect anyway: forced, not flushed.

@@ -10,6 +10,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -109,18 +110,25 @@ class UcxEndpoint {
   UcxEndpoint& operator=(const UcxEndpoint&) = delete;
 
   [[nodiscard]] ucp_ep_h handle() const { return handle_; }
+  // UCS_OK until UCX reports this endpoint failed; then the status it gave.
+  // Set before the error handler runs, so whoever records the endpoint after
+  // its handler ran (and found it unknown) still learns of the failure.
+  [[nodiscard]] ucs_status_t failure() const {
+    return error_context_->failure.load(std::memory_order_acquire);
+  }
 
-  // Closes every endpoint of `endpoints` (all of one worker) together: each
-  // flushes for up to `flush_for` so its peer sees an orderly disconnect,
-  // then whatever is still open is forced.
-  // False when some close did not finish (then left to the worker).
+  // Closes every endpoint of `endpoints` (all of one worker, none used by
+  // another thread any more) together: each flushes for up to `flush_for`
+  // so its peer sees an orderly disconnect, then whatever is still open is
+  // forced. False when some close did not finish (then left to the worker).
   // `failed[i]`: endpoints[i]'s peer failed; it is closed by force.
-  static bool CloseAll(std::vector<std::unique_ptr<UcxEndpoint>> endpoints,
+  static bool CloseAll(std::vector<std::shared_ptr<UcxEndpoint>> endpoints,
                        const std::vector<bool>& failed, std::chrono::milliseconds flush_for);
 
  private:
   struct ErrorContext {
     ErrorHandler handler;
+    std::atomic<ucs_status_t> failure{UCS_OK};
   };
   UcxEndpoint(std::shared_ptr<UcxWorker> worker, std::unique_ptr<ErrorContext> error_context,
               ucp_ep_h handle)

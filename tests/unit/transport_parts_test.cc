@@ -143,7 +143,8 @@ class RecordingSink final : public FrameSink {
  public:
   std::vector<std::string> frames;
 
-  void TransmitReply(ucp_ep_h /*reply_endpoint*/, OwnedFrame reply) override {
+  void TransmitReply(std::uint32_t /*rank*/, ucp_ep_h /*reply_endpoint*/,
+                     OwnedFrame reply) override {
     frames.push_back("reply " + std::string(TextOf(reply.payload)));
   }
   void TransmitOneWay(std::uint32_t rank, std::uint32_t method, Bytes payload) override {

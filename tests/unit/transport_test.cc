@@ -83,12 +83,13 @@ class TransportPair : public ::testing::Test {
  protected:
   std::unique_ptr<Transport> Make(std::uint32_t rank, JobToken token,
                                   std::chrono::milliseconds timeout = std::chrono::seconds(20),
-                                  RankDescriber describe_rank = {}) {
+                                  RankDescriber describe_rank = {}, LivenessProbe peer_alive = {}) {
     TransportOptions options;
     options.rank = rank;
     options.token = token;
     options.default_timeout = timeout;
     options.describe_rank = std::move(describe_rank);
+    options.peer_alive = std::move(peer_alive);
     options.resolve_address = [this](std::uint32_t peer) -> Result<Bytes> {
       std::lock_guard lock(mutex_);
       auto found = addresses_.find(peer);
@@ -733,6 +734,70 @@ TEST_F(TransportPair, AFencedPeerIsCutOffBothWaysAndToldWhyWhenItAsks) {
   EXPECT_EQ(notes.load(), 0);
 }
 
+// A request answered later (a deferred responder) whose requester was found
+// gone meanwhile: the server's endpoint to it was closed by force, and UCX
+// had matched it with the reply endpoint the request came by, so the reply
+// would go out on a freed endpoint (AddressSanitizer's build tells). It is
+// dropped, and the server goes on.
+TEST_F(TransportPair, ALateReplyToAPeerFoundGoneIsDroppedAndTheServerGoesOn) {
+  constexpr std::uint32_t kHeld = 7;
+  std::atomic<bool> client_alive{true};
+  auto server =
+      Make(0, TokenOf(1), std::chrono::seconds(20), {},
+           [&client_alive](std::uint32_t rank) { return rank != 1 || client_alive.load(); });
+  auto client = Make(1, TokenOf(1));
+  std::mutex mutex;
+  std::vector<Responder> held;  // guarded by mutex
+  auto hold = [&](std::uint32_t, std::span<const std::byte>, Responder responder) {
+    std::lock_guard lock(mutex);
+    held.push_back(std::move(responder));
+  };
+  server->RegisterDeferredRequestHandler(kHeld, hold);
+  client->RegisterDeferredRequestHandler(kHeld, hold);
+  const auto held_count = [&] {
+    std::lock_guard lock(mutex);
+    return held.size();
+  };
+  std::promise<Result<Bytes>> answered;
+  client->CallAsync(0, kHeld, {}, [&answered](Result<Bytes> reply) { answered.set_value(reply); });
+  // The server calls the client too (its endpoint to it, matched with the
+  // client's), and awaits the answer, so that it probes the client.
+  server->CallAsync(1, kHeld, {}, [](Result<Bytes>) {});
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (held_count() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(held_count(), 2U);
+
+  client_alive.store(false);
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!server->PeerFailed(1) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(server->PeerFailed(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // its endpoint closes meanwhile
+  {
+    std::lock_guard lock(mutex);
+    for (const Responder& responder : held) responder.Reply(Text("late"));
+  }
+  // The client (alive here, unlike a peer really gone) saw its connection
+  // reset by the forced close, or hears nothing; never the reply.
+  auto answer = answered.get_future();
+  if (answer.wait_for(std::chrono::milliseconds(500)) == std::future_status::ready) {
+    EXPECT_FALSE(answer.get().ok()) << "the reply went out on the closed endpoint";
+  }
+  // The server goes on serving its other peers.
+  auto other = Make(2, TokenOf(1));
+  RegisterHandlers(*server);
+  auto reply = other->Call(0, kEcho, Text("still there?"), std::chrono::seconds(10));
+  ASSERT_TRUE(reply.ok()) << reply.status().message();
+  other.reset();
+  client->NotePeerGone();
+  client.reset();
+  server->NotePeerGone();
+  server.reset();
+}
+
 TEST_F(TransportPair, UnresolvableRankFailsAtOnceNamingIt) {
   auto client = Make(1, TokenOf(1));
   auto reply = client->Call(7, kEcho, {});
@@ -823,6 +888,154 @@ TEST_F(TransportPair, AShutdownWhileLargeMessagesArriveEndsCleanly) {
   }
 }
 
+// For tests whose peer is this test binary started again (a fresh process,
+// not a fork of one whose UCX threads may hold locks), which writes what its
+// peer needs into a pipe, as length-prefixed blobs.
+bool WriteBlob(int fd, const void* data, std::uint64_t size) {
+  return ::write(fd, &size, sizeof(size)) == static_cast<ssize_t>(sizeof(size)) &&
+         ::write(fd, data, size) == static_cast<ssize_t>(size);
+}
+
+// Each read waits at most 30 s: a peer that never writes fails the test.
+bool ReadFully(int fd, void* into, std::size_t size) {
+  std::size_t received = 0;
+  while (received < size) {
+    pollfd readable{fd, POLLIN, 0};
+    if (::poll(&readable, 1, 30'000) <= 0) return false;
+    const ssize_t count = ::read(fd, static_cast<char*>(into) + received, size - received);
+    if (count <= 0) return false;
+    received += static_cast<std::size_t>(count);
+  }
+  return true;
+}
+
+// Empty when the peer wrote none (or more than 1 MiB).
+Bytes ReadBlob(int fd) {
+  std::uint64_t size = 0;
+  Bytes blob;
+  if (!ReadFully(fd, &size, sizeof(size)) || size > (1U << 20)) return blob;
+  blob.resize(size);
+  if (!ReadFully(fd, blob.data(), size)) blob.clear();
+  return blob;
+}
+
+// The peer process: this test binary again, running only `test_name`, with
+// `fd_variable` naming the pipe end it writes to. Killed (and reaped) when
+// this ends, however the test ends; it dies with this process too, should
+// this one crash (a peer left stopped would outlive the run).
+class PeerProcess {
+ public:
+  PeerProcess(const char* test_name, const char* fd_variable) {
+    int pipe_ends[2];
+    if (::pipe(pipe_ends) != 0) return;
+    const pid_t parent = ::getpid();
+    const pid_t child = ::fork();
+    if (child < 0) return;
+    if (child == 0) {
+      ::close(pipe_ends[0]);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(1);  // the parent died before prctl
+      ::setenv(fd_variable, std::to_string(pipe_ends[1]).c_str(), 1);
+      const std::string filter = std::string("--gtest_filter=") + test_name;
+      ::execl("/proc/self/exe", "sray_unit_tests", filter.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    pid_ = child;
+    ::close(pipe_ends[1]);
+    pipe_ = pipe_ends[0];
+  }
+  ~PeerProcess() {
+    if (pipe_ >= 0) ::close(pipe_);
+    Kill();
+  }
+  PeerProcess(const PeerProcess&) = delete;
+  PeerProcess& operator=(const PeerProcess&) = delete;
+
+  [[nodiscard]] pid_t pid() const { return pid_; }
+  [[nodiscard]] int pipe() const { return pipe_; }
+  void Kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  // Stops it, and waits until it is stopped for sure.
+  [[nodiscard]] bool Stop() const {
+    int stopped = 0;
+    return ::kill(pid_, SIGSTOP) == 0 && ::waitpid(pid_, &stopped, WUNTRACED) == pid_ &&
+           WIFSTOPPED(stopped);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int pipe_ = -1;
+};
+
+// Over TCP, UCX needs the peer's progress to move a large message or a get
+// (on shared memory it reads a stopped process's memory by itself): TCP for
+// the transports made while this lives, then as it was.
+class TcpOnlyWhileStarting {
+ public:
+  TcpOnlyWhileStarting() {
+    if (const char* value = std::getenv("UCX_TLS")) before_ = value;
+    ::setenv("UCX_TLS", "tcp,self", 1);
+  }
+  ~TcpOnlyWhileStarting() {
+    if (before_) {
+      ::setenv("UCX_TLS", before_->c_str(), 1);
+    } else {
+      ::unsetenv("UCX_TLS");
+    }
+  }
+  TcpOnlyWhileStarting(const TcpOnlyWhileStarting&) = delete;
+  TcpOnlyWhileStarting& operator=(const TcpOnlyWhileStarting&) = delete;
+
+ private:
+  std::optional<std::string> before_;
+};
+
+// What the frozen holder (below) registers for pulls.
+constexpr std::size_t kHeldBytes = 8U << 20;
+std::byte HeldByte(std::size_t index) {
+  return std::byte(index % 239);
+}
+
+// The holder of the TransportFrozenHolder test, started (it registers
+// memory and writes what a puller needs), and a transport of rank 1 to
+// pull from it over TCP.
+struct FrozenHolder {
+  FrozenHolder()
+      : process("TransportFrozenHolder.APullThatGivesUpKeepsItsDestinationUntilUcxLetsGo",
+                "SRAY_TEST_FROZEN_HOLDER_FD") {
+    Start();
+    tcp_only.reset();
+  }
+  [[nodiscard]] bool ready() const { return reader != nullptr; }
+
+  // For the holder and the reader's transport: made first.
+  std::optional<TcpOnlyWhileStarting> tcp_only{std::in_place};
+  PeerProcess process;
+  Bytes key;
+  std::uint64_t where = 0;
+  std::unique_ptr<Transport> reader;  // ends before `process` (declared after it)
+
+ private:
+  void Start() {
+    if (process.pid() <= 0) return;
+    const Bytes address = ReadBlob(process.pipe());
+    const Bytes where_bytes = ReadBlob(process.pipe());
+    key = ReadBlob(process.pipe());
+    if (address.empty() || where_bytes.size() != sizeof(where) || key.empty()) return;
+    std::memcpy(&where, where_bytes.data(), sizeof(where));
+    TransportOptions options;
+    options.rank = 1;
+    options.token = TokenOf(1);
+    options.resolve_address = [address](std::uint32_t) -> Result<Bytes> { return address; };
+    auto made = Transport::Create(std::move(options));
+    if (made.ok()) reader = std::move(made).value();
+  }
+};
+
 // A holder that stops (SIGSTOP, a frozen node) while a pull from it runs
 // over TCP, where UCX emulates the get with the holder's help and cannot
 // cancel it: the pull gives up at its timeout, but UCX may still write into
@@ -832,12 +1045,8 @@ TEST_F(TransportPair, AShutdownWhileLargeMessagesArriveEndsCleanly) {
 // lets go. The holder is this test binary started again, told by
 // SRAY_TEST_FROZEN_HOLDER_FD to register memory and write what a puller needs.
 TEST(TransportFrozenHolder, APullThatGivesUpKeepsItsDestinationUntilUcxLetsGo) {
-  constexpr std::size_t kLength = 8U << 20;
-  const auto pattern = [](std::size_t index) { return std::byte(index % 239); };
-  const auto write_blob = [](int fd, const void* data, std::uint64_t size) {
-    return ::write(fd, &size, sizeof(size)) == static_cast<ssize_t>(sizeof(size)) &&
-           ::write(fd, data, size) == static_cast<ssize_t>(size);
-  };
+  constexpr std::size_t kLength = kHeldBytes;
+  const auto pattern = HeldByte;
   if (const char* fd_text = std::getenv("SRAY_TEST_FROZEN_HOLDER_FD")) {
     const int fd = std::atoi(fd_text);
     TransportOptions options;
@@ -856,95 +1065,17 @@ TEST(TransportFrozenHolder, APullThatGivesUpKeepsItsDestinationUntilUcxLetsGo) {
     if (!region.ok()) ::_exit(1);
     const std::uint64_t where = reinterpret_cast<std::uintptr_t>(memory.data());
     const auto key = (*region)->packed_key();
-    if (!write_blob(fd, address->data(), address->size()) ||
-        !write_blob(fd, &where, sizeof(where)) || !write_blob(fd, key.data(), key.size())) {
+    if (!WriteBlob(fd, address->data(), address->size()) || !WriteBlob(fd, &where, sizeof(where)) ||
+        !WriteBlob(fd, key.data(), key.size())) {
       ::_exit(1);
     }
     for (;;) ::pause();
   }
-  // Each read waits at most 30 s: a holder that never writes fails the test.
-  const auto read_fully = [](int fd, void* into, std::size_t size) {
-    std::size_t received = 0;
-    while (received < size) {
-      pollfd readable{fd, POLLIN, 0};
-      if (::poll(&readable, 1, 30'000) <= 0) return false;
-      const ssize_t count = ::read(fd, static_cast<char*>(into) + received, size - received);
-      if (count <= 0) return false;
-      received += static_cast<std::size_t>(count);
-    }
-    return true;
-  };
-  const auto read_blob = [&read_fully](int fd) {
-    std::uint64_t size = 0;
-    Bytes blob;
-    if (!read_fully(fd, &size, sizeof(size)) || size > (1U << 20)) return blob;
-    blob.resize(size);
-    if (!read_fully(fd, blob.data(), size)) blob.clear();
-    return blob;
-  };
-  // Ends the holder however the test ends.
-  struct HolderEnd {
-    pid_t pid = -1;
-    ~HolderEnd() {
-      if (pid <= 0) return;
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
-  } holder;
-  // Over TCP, a get needs the holder's progress (on shared memory UCX reads
-  // a stopped process's memory by itself): for the holder, and for this
-  // process's transport, then as it was, however the test ends.
-  struct TcpOnlyWhileStarting {
-    std::optional<std::string> before;
-    TcpOnlyWhileStarting() {
-      if (const char* value = std::getenv("UCX_TLS")) before = value;
-      ::setenv("UCX_TLS", "tcp,self", 1);
-    }
-    ~TcpOnlyWhileStarting() {
-      if (before) {
-        ::setenv("UCX_TLS", before->c_str(), 1);
-      } else {
-        ::unsetenv("UCX_TLS");
-      }
-    }
-  };
-  auto tcp_only = std::make_unique<TcpOnlyWhileStarting>();
-  int pipe_ends[2];
-  ASSERT_EQ(::pipe(pipe_ends), 0);
-  const pid_t parent = ::getpid();
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::close(pipe_ends[0]);
-    // Ends with this test's process, should that one crash (it did, before
-    // the fix): a holder left stopped or paused would outlive the run.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(1);  // the parent died before prctl
-    ::setenv("SRAY_TEST_FROZEN_HOLDER_FD", std::to_string(pipe_ends[1]).c_str(), 1);
-    ::execl(
-        "/proc/self/exe", "sray_unit_tests",
-        "--gtest_filter=TransportFrozenHolder.APullThatGivesUpKeepsItsDestinationUntilUcxLetsGo",
-        static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  holder.pid = child;
-  ::close(pipe_ends[1]);
-  const Bytes address = read_blob(pipe_ends[0]);
-  const Bytes where_bytes = read_blob(pipe_ends[0]);
-  const Bytes key = read_blob(pipe_ends[0]);
-  ::close(pipe_ends[0]);
-  ASSERT_FALSE(address.empty());
-  ASSERT_EQ(where_bytes.size(), sizeof(std::uint64_t));
-  std::uint64_t where = 0;
-  std::memcpy(&where, where_bytes.data(), sizeof(where));
-
-  TransportOptions options;
-  options.rank = 1;
-  options.token = TokenOf(1);
-  options.resolve_address = [address](std::uint32_t) -> Result<Bytes> { return address; };
-  auto reader = Transport::Create(std::move(options));
-  tcp_only.reset();
-  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  FrozenHolder holder;
+  ASSERT_TRUE(holder.ready());
+  auto& reader = holder.reader;
+  const auto& key = holder.key;
+  const std::uint64_t where = holder.where;
 
   // The destination: a mapping the caller unmaps when its owner goes, which
   // first says whether the holder's bytes had all arrived.
@@ -962,17 +1093,14 @@ TEST(TransportFrozenHolder, APullThatGivesUpKeepsItsDestinationUntilUcxLetsGo) {
   });
   std::weak_ptr<void> watched = owner;
 
-  ASSERT_EQ(::kill(child, SIGSTOP), 0);
-  int stopped = 0;  // stopped for sure before the pull starts
-  ASSERT_EQ(::waitpid(child, &stopped, WUNTRACED), child);
-  ASSERT_TRUE(WIFSTOPPED(stopped));
-  const Status pulled = (*reader)->Pull(0, where, key, mapping, kLength,
-                                        std::chrono::milliseconds(300), std::move(owner));
+  ASSERT_TRUE(holder.process.Stop());  // stopped for sure before the pull starts
+  const Status pulled = reader->Pull(0, where, key, mapping, kLength,
+                                     std::chrono::milliseconds(300), std::move(owner));
   EXPECT_FALSE(pulled.ok());
   EXPECT_NE(pulled.message().find("no completion within 300 ms"), std::string::npos)
       << pulled.message();
   EXPECT_FALSE(watched.expired()) << "the destination was let go while UCX may write into it";
-  ASSERT_EQ(::kill(child, SIGCONT), 0);
+  ASSERT_EQ(::kill(holder.process.pid(), SIGCONT), 0);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   // The deleter runs just after the last owner goes: wait for what it says.
   while (intact->load() < 0 && std::chrono::steady_clock::now() < deadline) {
@@ -980,7 +1108,190 @@ TEST(TransportFrozenHolder, APullThatGivesUpKeepsItsDestinationUntilUcxLetsGo) {
   }
   EXPECT_TRUE(watched.expired()) << "the transport never let the destination go";
   EXPECT_EQ(intact->load(), 1) << "the resumed holder's bytes did not all arrive before";
-  reader->reset();
+  reader.reset();
+}
+
+// A pull from a holder that stops (a frozen node) ends once the holder is
+// fenced off (the head declared its node lost): its endpoint is closed by
+// force, which ends the get, and the destination is let go. Before, the
+// pull waited for its whole limit (10 minutes for objects), holding the
+// node's pulls for it.
+TEST(TransportFrozenHolder, APullFromAHolderFencedOffEndsWithTheFence) {
+  FrozenHolder holder;
+  ASSERT_TRUE(holder.ready());
+  void* mapping =
+      ::mmap(nullptr, kHeldBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mapping, MAP_FAILED);
+  std::shared_ptr<void> owner(mapping, [](void* memory) { ::munmap(memory, kHeldBytes); });
+  std::weak_ptr<void> watched = owner;
+  ASSERT_TRUE(holder.process.Stop());
+  auto pulled =
+      std::async(std::launch::async, [&holder, mapping, owner = std::move(owner)]() mutable {
+        return holder.reader->Pull(0, holder.where, holder.key, mapping, kHeldBytes,
+                                   std::chrono::seconds(60), std::move(owner));
+      });
+  ASSERT_EQ(pulled.wait_for(std::chrono::seconds(1)), std::future_status::timeout);
+  const auto fenced = std::chrono::steady_clock::now();
+  holder.reader->Fence(0, 0, Status::PermissionDenied("node 1 was declared lost (test)"));
+  const bool ended = pulled.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  const auto took = std::chrono::steady_clock::now() - fenced;
+  if (!ended) holder.process.Kill();  // which fails the get: the pull must end before the test
+  const Status status = pulled.get();
+  ASSERT_TRUE(ended) << "the pull went on after its holder was fenced off";
+  EXPECT_LT(took, std::chrono::seconds(4));
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("node 1 was declared lost (test)"), std::string::npos)
+      << status.message();
+  EXPECT_TRUE(watched.expired()) << "the destination is still held after the get ended";
+  // The destination is unmapped: a resumed holder must not write into it.
+  ASSERT_EQ(::kill(holder.process.pid(), SIGCONT), 0);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  holder.reader.reset();
+}
+
+// A callee that answers kSum with the payload's size, started (this test
+// binary again), and a transport of rank 1 to call it over TCP, connected.
+constexpr std::size_t kLargeRequestBytes = 16U << 20;
+struct FrozenCallee {
+  FrozenCallee()
+      : process("TransportFrozenCallee.ATimedOutCallReturnsOnlyOnceUcxLetsGoOfItsPayload",
+                "SRAY_TEST_FROZEN_CALLEE_FD") {
+    Start();
+    tcp_only.reset();
+  }
+  [[nodiscard]] bool ready() const { return caller != nullptr; }
+  // A mapping of kLargeRequestBytes, to call with and unmap once the call
+  // is over: an access by UCX after that crashes the test.
+  static std::span<const std::byte> MapPayload() {
+    void* mapping = ::mmap(nullptr, kLargeRequestBytes, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mapping == MAP_FAILED) return {};
+    std::memset(mapping, 2, kLargeRequestBytes);
+    return {static_cast<const std::byte*>(mapping), kLargeRequestBytes};
+  }
+  static int Unmap(std::span<const std::byte> payload) {
+    return ::munmap(const_cast<std::byte*>(payload.data()), payload.size());
+  }
+
+  // For the callee and the caller's transport: made first.
+  std::optional<TcpOnlyWhileStarting> tcp_only{std::in_place};
+  PeerProcess process;
+  std::unique_ptr<Transport> caller;  // ends before `process` (declared after it)
+
+ private:
+  void Start() {
+    if (process.pid() <= 0) return;
+    const Bytes address = ReadBlob(process.pipe());
+    if (address.empty()) return;
+    TransportOptions options;
+    options.rank = 1;
+    options.token = TokenOf(1);
+    options.resolve_address = [address](std::uint32_t) -> Result<Bytes> { return address; };
+    auto made = Transport::Create(std::move(options));
+    if (!made.ok()) return;
+    // Connected while the callee runs.
+    Bytes payload(kLargeRequestBytes, std::byte{1});
+    auto reply = (*made)->Call(0, kSum, payload, std::chrono::seconds(30));
+    if (!reply.ok() || AsText(*reply) != std::to_string(kLargeRequestBytes)) return;
+    caller = std::move(made).value();
+  }
+};
+
+// A callee that stops (SIGSTOP, a frozen node) before it takes a large
+// request: over TCP UCX sends the payload only once the callee asks for it,
+// and UCX 1.13 cannot cancel the send. Before, the call returned 5 s after
+// its timeout all the same, the caller freed the payload, and once the
+// callee resumed UCX read the freed memory (unmapped here: the caller's
+// process crashed). Now the call returns only once UCX lets go of the
+// payload: when the callee is found failed (here fenced off, as when the
+// head declares its node lost), its endpoint is closed by force, which ends
+// the send.
+TEST(TransportFrozenCallee, ATimedOutCallReturnsOnlyOnceUcxLetsGoOfItsPayload) {
+  if (const char* fd_text = std::getenv("SRAY_TEST_FROZEN_CALLEE_FD")) {
+    const int fd = std::atoi(fd_text);
+    TransportOptions options;
+    options.rank = 0;
+    options.token = TokenOf(1);
+    options.resolve_address = [](std::uint32_t) -> Result<Bytes> {
+      return Status::NotFound("the callee calls nobody");
+    };
+    auto transport = Transport::Create(std::move(options));
+    if (!transport.ok()) ::_exit(1);
+    (*transport)
+        ->RegisterRequestHandler(kSum, [](std::uint32_t, std::span<const std::byte> payload) {
+          return Result<Bytes>(Text(std::to_string(payload.size())));
+        });
+    auto address = (*transport)->LocalAddress(false);
+    if (!address.ok() || !WriteBlob(fd, address->data(), address->size())) ::_exit(1);
+    for (;;) ::pause();
+  }
+  FrozenCallee callee;
+  ASSERT_TRUE(callee.ready());
+  const auto payload = FrozenCallee::MapPayload();
+  ASSERT_FALSE(payload.empty());
+  ASSERT_TRUE(callee.process.Stop());
+  std::promise<Status> returned;
+  auto outcome = returned.get_future();
+  std::thread calling([&] {
+    auto reply = callee.caller->Call(0, kSum, payload, std::chrono::milliseconds(300));
+    returned.set_value(reply.ok() ? Status::Ok() : reply.status());
+  });
+  // Past the timeout and the 5 s the call used to wait for its send.
+  EXPECT_EQ(outcome.wait_for(std::chrono::seconds(7)), std::future_status::timeout)
+      << "the call returned while its request was still to be sent";
+  const auto fenced = std::chrono::steady_clock::now();
+  callee.caller->Fence(0, 0, Status::PermissionDenied("the callee's node was declared lost"));
+  const bool came_back = outcome.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  const auto took = std::chrono::steady_clock::now() - fenced;
+  if (!came_back)
+    callee.process.Kill();  // which fails the send: the thread must end before the test
+  calling.join();
+  ASSERT_TRUE(came_back) << "the call did not return after its callee was fenced off";
+  EXPECT_LT(took, std::chrono::seconds(3));
+  const Status status = outcome.get();
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("within 300 ms"), std::string::npos) << status.message();
+  // The payload is the caller's again: freed, and the callee resumed.
+  ASSERT_EQ(FrozenCallee::Unmap(payload), 0);
+  ASSERT_EQ(::kill(callee.process.pid(), SIGCONT), 0);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  callee.caller.reset();
+}
+
+// The same for an asynchronous call without a timeout: the fence fails it,
+// but its callback (after which the caller frees the payload) runs only
+// once UCX lets go of the payload; the fenced callee took none of it, so
+// its endpoint is closed by force 5 s on. Before, the call never completed.
+TEST(TransportFrozenCallee, AnAsyncCallToAStoppedCalleeEndsSoonAfterTheFence) {
+  FrozenCallee callee;
+  ASSERT_TRUE(callee.ready());
+  const auto payload = FrozenCallee::MapPayload();
+  ASSERT_FALSE(payload.empty());
+  ASSERT_TRUE(callee.process.Stop());
+  std::promise<Status> returned;
+  auto outcome = returned.get_future();
+  callee.caller->CallAsync(0, kSum, payload, [&returned](Result<Bytes> reply) {
+    returned.set_value(reply.ok() ? Status::Ok() : reply.status());
+  });
+  ASSERT_EQ(outcome.wait_for(std::chrono::seconds(1)), std::future_status::timeout);
+  const auto fenced = std::chrono::steady_clock::now();
+  callee.caller->Fence(0, 0, Status::PermissionDenied("the callee's node was declared lost"));
+  // The 5 s of grace, then at most a housekeeping round.
+  const bool came_back = outcome.wait_for(std::chrono::seconds(12)) == std::future_status::ready;
+  const auto took = std::chrono::steady_clock::now() - fenced;
+  if (!came_back) {
+    callee.process.Kill();  // which fails the send: the callback must run before the test ends
+    outcome.wait();
+  }
+  ASSERT_TRUE(came_back) << "the call did not end after its callee was fenced off";
+  EXPECT_GE(took, std::chrono::seconds(4)) << "the send was given up before its grace";
+  const Status status = outcome.get();
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("declared lost"), std::string::npos) << status.message();
+  ASSERT_EQ(FrozenCallee::Unmap(payload), 0);
+  ASSERT_EQ(::kill(callee.process.pid(), SIGCONT), 0);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  callee.caller.reset();
 }
 
 // A process that died before anyone connected to it: the first call fails
