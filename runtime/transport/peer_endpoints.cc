@@ -1,7 +1,7 @@
 #include "transport/peer_endpoints.h"
 
-#include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "transport/progress_loop.h"
 
@@ -10,6 +10,8 @@ namespace {
 
 // How long closing endpoints at shutdown waits for them to flush.
 constexpr std::chrono::seconds kCloseFlushTime{2};
+// How long closing endpoints at shutdown waits for leases still held.
+constexpr std::chrono::milliseconds kLeaseReturnWait{200};
 
 }  // namespace
 
@@ -28,10 +30,12 @@ Status PeerEndpoints::PeerFailure(std::uint32_t rank, std::string_view cause) co
 Result<std::shared_ptr<UcxEndpoint>> PeerEndpoints::For(std::uint32_t rank) {
   {
     std::lock_guard lock(mutex_);
+    if (closing_all_) return ClosedError(rank);
     if (const Status* fence = FenceOfLocked(rank)) return *fence;
     auto found = by_rank_.find(rank);
     if (found != by_rank_.end()) {
       if (!found->second.failure.ok()) return found->second.failure;
+      if (!found->second.endpoint) return ClosedError(rank);
       return found->second.endpoint;
     }
   }
@@ -59,12 +63,16 @@ Result<std::shared_ptr<UcxEndpoint>> PeerEndpoints::For(std::uint32_t rank) {
   std::shared_ptr<UcxEndpoint> endpoint = std::move(connected).value();
   if (peers_.after_connect) peers_.after_connect();
   std::lock_guard lock(mutex_);
+  if (closing_all_) {
+    spare_.push_back(std::move(endpoint));  // CloseAll took the others already
+    return ClosedError(rank);
+  }
   auto [entry, inserted] = by_rank_.try_emplace(rank);
   if (!inserted) {
-    retired_.push_back({.rank = rank, .endpoint = std::move(endpoint), .of_failed_peer = false});
-    retired_waiting_.store(true);
+    spare_.push_back(std::move(endpoint));
     if (!entry->second.failure.ok()) return entry->second.failure;
     if (const Status* fence = FenceOfLocked(rank)) return *fence;
+    if (!entry->second.endpoint) return ClosedError(rank);
     return entry->second.endpoint;
   }
   entry->second.endpoint = std::move(endpoint);
@@ -88,19 +96,22 @@ Result<std::shared_ptr<UcxEndpoint>> PeerEndpoints::For(std::uint32_t rank) {
 
 void PeerEndpoints::RetireLocked(std::uint32_t rank, Peer& peer) {
   if (!peer.endpoint) return;
-  retired_.push_back({.rank = rank, .endpoint = std::move(peer.endpoint), .of_failed_peer = true});
+  retired_.push_back({.rank = rank, .endpoint = std::move(peer.endpoint)});
   peer.endpoint.reset();
   retired_waiting_.store(true);
 }
 
-void PeerEndpoints::Retire(std::uint32_t rank) {
+void PeerEndpoints::Retire(std::uint32_t rank, const Status& failure) {
   std::lock_guard lock(mutex_);
   auto found = by_rank_.find(rank);
-  if (found != by_rank_.end()) RetireLocked(rank, found->second);
+  if (found == by_rank_.end()) return;
+  if (found->second.failure.ok()) found->second.failure = failure;
+  RetireLocked(rank, found->second);
 }
 
-bool PeerEndpoints::IsClosedLocked(std::uint32_t rank) const {
-  return std::find(closed_ranks_.begin(), closed_ranks_.end(), rank) != closed_ranks_.end();
+Status PeerEndpoints::ClosedError(std::uint32_t rank) const {
+  return Status::Unavailable("cannot reach " + peers_.describe(rank) +
+                             ": this process's endpoint to it was closed (its transport stops)");
 }
 
 Status PeerEndpoints::FailureOf(std::uint32_t rank) {
@@ -195,7 +206,7 @@ void PeerEndpoints::CloseRetired() {
     // (ours) stays one.
     std::erase_if(retired_, [&](Retired& retired) {
       if (retired.endpoint.use_count() != 1) return false;
-      if (retired.of_failed_peer) closing_ranks.push_back(retired.rank);
+      closing_ranks.push_back(retired.rank);
       unleased.push_back(std::move(retired.endpoint));
       return true;
     });
@@ -208,9 +219,10 @@ void PeerEndpoints::CloseRetired() {
     // Replies on a reply endpoint under way finish before; later ones to
     // these ranks are dropped.
     std::unique_lock closing(closing_mutex_);
-    closed_ranks_.insert(closed_ranks_.end(), closing_ranks.begin(), closing_ranks.end());
+    closed_ranks_.insert(closing_ranks.begin(), closing_ranks.end());
     any_closed_.store(true, std::memory_order_relaxed);
   }
+  closed_for_failures_.fetch_add(unleased.size());
   if (peers_.on_failure) {
     CallbackScope scope;  // as from UCX's error callback: nothing may block
     for (const LateFailure& failure : late) peers_.on_failure(failure.rank, failure.failure);
@@ -223,6 +235,7 @@ bool PeerEndpoints::CloseAll() {
   std::vector<bool> failed;
   {
     std::lock_guard lock(mutex_);
+    closing_all_ = true;
     for (auto& [rank, peer] : by_rank_) {
       if (!peer.endpoint) continue;  // retired
       endpoints.push_back(std::move(peer.endpoint));
@@ -230,14 +243,32 @@ bool PeerEndpoints::CloseAll() {
       failed.push_back(!peer.failure.ok() || FenceOfLocked(rank) != nullptr);
     }
     by_rank_.clear();
-    // Failed peers', and those that lost a race to connect.
     for (auto& retired : retired_) {
       endpoints.push_back(std::move(retired.endpoint));
-      failed.push_back(true);
+      failed.push_back(true);  // failed or fenced peers'
     }
     retired_.clear();
+    for (auto& spare : spare_) {
+      endpoints.push_back(std::move(spare));
+      failed.push_back(false);
+    }
+    spare_.clear();
     late_failures_.clear();
   }
+  {
+    std::unique_lock closing(closing_mutex_);
+    all_closed_ = true;
+    any_closed_.store(true, std::memory_order_relaxed);
+  }
+  // A thread that took a lease before may still be starting an operation
+  // with it (For refuses new ones now): a moment for it to finish.
+  const auto deadline = std::chrono::steady_clock::now() + kLeaseReturnWait;
+  for (const auto& endpoint : endpoints) {
+    while (endpoint.use_count() > 1 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  std::atomic_thread_fence(std::memory_order_acquire);
   return UcxEndpoint::CloseAll(std::move(endpoints), failed, kCloseFlushTime);
 }
 

@@ -28,6 +28,7 @@
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "common/status.h"
@@ -83,18 +84,19 @@ class PeerEndpoints {
   // can rely on it.
   [[nodiscard]] Status PeerFailure(std::uint32_t rank, std::string_view cause) const;
 
-  // Closes, by force, the retired endpoints no lease holds any more (failed
-  // or fenced peers' and those that lost a race to connect, made by two
-  // threads at once), and reports failures recorded after UCX's error
+  // Closes, by force, the retired endpoints (failed or fenced peers') no
+  // lease holds any more, and reports failures recorded after UCX's error
   // callback had run (`on_failure`; a failure may so be reported twice).
   // The progress thread calls it in its housekeeping; a caller waiting for
   // a request to a failed peer to end may too.
   void CloseRetired();
-  // Retires `rank`'s endpoint whatever its state: for a caller whose request
-  // to it must end while the transport stops.
-  void Retire(std::uint32_t rank);
+  // Marks `rank` failed with `failure` (unless it failed already) and
+  // retires its endpoint: for a caller whose request to it must end while
+  // the transport stops.
+  void Retire(std::uint32_t rank, const Status& failure);
   // Closes everything, letting peers see an orderly disconnect for a moment;
-  // false when some close did not finish.
+  // false when some close did not finish. For refuses every rank from then
+  // on, replies are dropped, and leases still held are waited for briefly.
   bool CloseAll();
   // Runs `send`, which sends on a reply endpoint UCX gave for a request
   // from `rank`, unless an endpoint to `rank` was closed by force: UCX
@@ -108,6 +110,8 @@ class PeerEndpoints {
     send();
     return true;
   }
+  // How many failed peers' endpoints were closed (before shutdown).
+  [[nodiscard]] std::uint64_t closed_for_failures() const { return closed_for_failures_.load(); }
   // Whether any peer's endpoint failed since the start.
   [[nodiscard]] bool AnyPeerFailed() const { return any_failed_.load(); }
 
@@ -119,9 +123,6 @@ class PeerEndpoints {
   struct Retired {
     std::uint32_t rank = 0;
     std::shared_ptr<UcxEndpoint> endpoint;
-    // False for one that lost a race to connect: `rank`'s endpoint in use
-    // is another, and replies to `rank` go on.
-    bool of_failed_peer = true;
   };
   struct LateFailure {
     std::uint32_t rank = 0;
@@ -135,10 +136,14 @@ class PeerEndpoints {
   // Under mutex_.
   [[nodiscard]] const Status* FenceOfLocked(std::uint32_t rank) const;
   void OnEndpointError(std::uint32_t rank, ucp_ep_h endpoint, ucs_status_t status);
+  // For a rank whose endpoint is closed, or all once CloseAll began.
+  [[nodiscard]] Status ClosedError(std::uint32_t rank) const;
   // Moves `rank`'s endpoint (`peer`) to retired_; mutex_ held.
   void RetireLocked(std::uint32_t rank, Peer& peer);
   // closing_mutex_ held (either way).
-  [[nodiscard]] bool IsClosedLocked(std::uint32_t rank) const;
+  [[nodiscard]] bool IsClosedLocked(std::uint32_t rank) const {
+    return all_closed_ || closed_ranks_.contains(rank);
+  }
 
   std::shared_ptr<UcxWorker> worker_;
   Peers peers_;
@@ -146,6 +151,12 @@ class PeerEndpoints {
   std::map<std::uint32_t, Peer> by_rank_;             // guarded by mutex_
   // Endpoints out of the table, closed once no lease holds them.
   std::vector<Retired> retired_;  // guarded by mutex_
+  // Endpoints that lost a race to connect (made by two threads at once),
+  // kept open until CloseAll: UCX may have matched one of them, not the
+  // one in use, with the peer's own endpoint, which makes it the reply
+  // endpoint of the peer's requests.
+  std::vector<std::shared_ptr<UcxEndpoint>> spare_;  // guarded by mutex_
+  bool closing_all_ = false;                         // guarded by mutex_
   // Failures recorded after UCX's error callback ran, to report.
   std::vector<LateFailure> late_failures_;  // guarded by mutex_
   std::vector<FencedRanks> fenced_;         // guarded by mutex_
@@ -157,8 +168,10 @@ class PeerEndpoints {
   // Held shared while a reply is sent on a reply endpoint, exclusively while
   // ranks are added to closed_ranks_ (before their endpoints close).
   mutable std::shared_mutex closing_mutex_;
-  std::vector<std::uint32_t> closed_ranks_;  // guarded by closing_mutex_
+  std::unordered_set<std::uint32_t> closed_ranks_;  // guarded by closing_mutex_
+  bool all_closed_ = false;                         // guarded by closing_mutex_; CloseAll
   std::atomic<bool> any_closed_{false};
+  std::atomic<std::uint64_t> closed_for_failures_{0};
 };
 
 }  // namespace sray::transport

@@ -167,7 +167,8 @@ TransportStatistics Transport::Impl::statistics() const {
           .batches_received = batches_received_.load(),
           .same_host_pulls = same_host_reads_.reads(),
           .stalled_slots_skipped = stalled_slots_skipped_.load(),
-          .skipped_slot_messages = skipped_slot_messages_.load()};
+          .skipped_slot_messages = skipped_slot_messages_.load(),
+          .failed_peer_endpoints_closed = endpoints_.closed_for_failures()};
 }
 
 // ---- calls ------------------------------------------------------------------
@@ -377,7 +378,8 @@ void Transport::Impl::AwaitSendOver(PendingCall& call, Completion& completion) {
       // Shutdown's CloseAll have taken it first, its close waits 2 s for a
       // flush, then is left to the worker, which is then never destroyed;
       // the process ends next.)
-      endpoints_.Retire(rank);
+      endpoints_.Retire(
+          rank, Status::Unavailable("the transport of " + Describe(options_.rank) + " shut down"));
       endpoints_.CloseRetired();
       loop_.ProgressUntil([&] { return completion.done.load(); });
       return;

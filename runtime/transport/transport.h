@@ -102,6 +102,9 @@ struct TransportStatistics {
   std::uint64_t stalled_slots_skipped = 0;
   // The empty messages those slots were filled with, as they arrived.
   std::uint64_t skipped_slot_messages = 0;
+  // Endpoints to peers found failed (or fenced off with a request stuck)
+  // that were closed before shutdown.
+  std::uint64_t failed_peer_endpoints_closed = 0;
 };
 
 class Transport {
@@ -142,7 +145,8 @@ class Transport {
   // until then UCX reads the caller's payload), nothing more is sent to them,
   // their one-way messages and replies are dropped, and their requests are
   // answered with a PermissionDenied error that carries `cause`, so that
-  // such a process learns it is out of the job.
+  // such a process learns it is out of the job (unless its endpoint was
+  // closed for a request it never took: then its requests go unanswered).
   void Fence(std::uint32_t first, std::uint32_t last, const Status& cause);
 
   // Register before peers send the method; a later registration replaces.

@@ -94,10 +94,11 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   [[nodiscard]] TransportStatistics statistics() const;
 
   // Answers a request, from any thread: UCX runs in multi-thread mode. The
-  // reply endpoint stays valid until shutdown, unless UCX matched it with
-  // this transport's own endpoint to the requester and that was closed by
-  // force (its peer failed): the reply is then dropped (PeerEndpoints::
-  // UnlessClosed).
+  // reply endpoint may be this transport's own endpoint to the requester
+  // (UCX matches the two): once that was closed (the requester failed), the
+  // reply is dropped (PeerEndpoints::UnlessClosed). One UCX made itself is
+  // freed by UCX when the requester dies (see IncomingRendezvous, and
+  // docs/ARCHITECTURE.md, Actor gaps).
   void SendReply(ucp_ep_h reply_endpoint, const FrameHeader& header, Result<Bytes> result);
 
  private:

@@ -14,36 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "tcp_only.h"
 #include "transport/peer_endpoints.h"
 #include "transport/ucx_handles.h"
 #include "transport/ucx_status.h"
 
 namespace sray::transport {
 namespace {
-
-// UCX reads UCX_TLS when a context is made: TCP only for the contexts made
-// while this lives (a connect to an ended worker fails at once on shared
-// memory; on TCP a connection made before the peer ended breaks later),
-// then as it was.
-class TcpOnlyWhileMakingContexts {
- public:
-  TcpOnlyWhileMakingContexts() {
-    if (const char* value = std::getenv("UCX_TLS")) before_ = value;
-    ::setenv("UCX_TLS", "tcp,self", 1);
-  }
-  ~TcpOnlyWhileMakingContexts() {
-    if (before_) {
-      ::setenv("UCX_TLS", before_->c_str(), 1);
-    } else {
-      ::unsetenv("UCX_TLS");
-    }
-  }
-  TcpOnlyWhileMakingContexts(const TcpOnlyWhileMakingContexts&) = delete;
-  TcpOnlyWhileMakingContexts& operator=(const TcpOnlyWhileMakingContexts&) = delete;
-
- private:
-  std::optional<std::string> before_;
-};
 
 struct Failures {
   std::mutex mutex;
@@ -67,92 +44,82 @@ PeerEndpoints::Peers PeersAt(std::vector<std::byte> address, Failures& failures)
           .after_connect = {}};
 }
 
-TEST(PeerEndpoints, AFailedPeersEndpointIsClosedOnceItsLastLeaseIsBack) {
-  auto context = UcxContext::Create("");
-  ASSERT_TRUE(context.ok()) << context.status().message();
-  auto ours = UcxWorker::Create(*context);
-  ASSERT_TRUE(ours.ok()) << ours.status().message();
-  auto peer = UcxWorker::Create(*context);
-  ASSERT_TRUE(peer.ok()) << peer.status().message();
-  auto address = (*peer)->Address(false);
-  ASSERT_TRUE(address.ok()) << address.status().message();
-  Failures failures;
-  PeerEndpoints endpoints(*ours, PeersAt(*address, failures));
+// Endpoints of one worker to another of this process (any rank resolves
+// to it).
+class PeerEndpointsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto context = UcxContext::Create("");
+    ASSERT_TRUE(context.ok()) << context.status().message();
+    auto ours = UcxWorker::Create(*context);
+    ASSERT_TRUE(ours.ok()) << ours.status().message();
+    auto peer = UcxWorker::Create(*context);
+    ASSERT_TRUE(peer.ok()) << peer.status().message();
+    peer_ = *peer;
+    auto address = peer_->Address(false);
+    ASSERT_TRUE(address.ok()) << address.status().message();
+    endpoints_ = std::make_unique<PeerEndpoints>(*ours, PeersAt(*address, failures_));
+  }
 
-  auto lease = endpoints.For(3);
+  Failures failures_;
+  std::shared_ptr<UcxWorker> peer_;
+  std::unique_ptr<PeerEndpoints> endpoints_;  // before peer_ ends
+};
+
+TEST_F(PeerEndpointsTest, AFailedPeersEndpointIsClosedOnceItsLastLeaseIsBack) {
+  auto lease = endpoints_->For(3);
   ASSERT_TRUE(lease.ok()) << lease.status().message();
   std::weak_ptr<UcxEndpoint> watched = *lease;
-  endpoints.MarkFailed(3, Status::Unavailable("rank 3 is gone"));
-  EXPECT_FALSE(endpoints.For(3).ok()) << "a failed peer's endpoint was handed out again";
-  endpoints.CloseRetired();
+  endpoints_->MarkFailed(3, Status::Unavailable("rank 3 is gone"));
+  EXPECT_FALSE(endpoints_->For(3).ok()) << "a failed peer's endpoint was handed out again";
+  endpoints_->CloseRetired();
   EXPECT_FALSE(watched.expired()) << "the endpoint was closed while a lease held it";
   lease = Status::Unavailable("given back");
-  endpoints.CloseRetired();
+  endpoints_->CloseRetired();
   EXPECT_TRUE(watched.expired()) << "the failed peer's endpoint stayed open";
 }
 
 // Replies go out on the endpoint UCX gave with each request, which UCX may
 // have matched with this side's own endpoint to the requester: once that
 // was closed, replies to its rank are dropped, others go on.
-TEST(PeerEndpoints, RepliesToARankWhoseEndpointWasClosedAreDropped) {
-  auto context = UcxContext::Create("");
-  ASSERT_TRUE(context.ok()) << context.status().message();
-  auto ours = UcxWorker::Create(*context);
-  ASSERT_TRUE(ours.ok()) << ours.status().message();
-  auto peer = UcxWorker::Create(*context);
-  ASSERT_TRUE(peer.ok()) << peer.status().message();
-  auto address = (*peer)->Address(false);
-  ASSERT_TRUE(address.ok()) << address.status().message();
-  Failures failures;
-  PeerEndpoints endpoints(*ours, PeersAt(*address, failures));
-  ASSERT_TRUE(endpoints.For(3).ok());
-  ASSERT_TRUE(endpoints.For(4).ok());
+TEST_F(PeerEndpointsTest, RepliesToARankWhoseEndpointWasClosedAreDropped) {
+  ASSERT_TRUE(endpoints_->For(3).ok());
+  ASSERT_TRUE(endpoints_->For(4).ok());
   int sent = 0;
-  EXPECT_TRUE(endpoints.UnlessClosed(3, [&] { ++sent; }));
-  endpoints.MarkFailed(3, Status::Unavailable("rank 3 is gone"));
+  EXPECT_TRUE(endpoints_->UnlessClosed(3, [&] { ++sent; }));
+  endpoints_->MarkFailed(3, Status::Unavailable("rank 3 is gone"));
   // Failed, but its endpoint not closed yet: a reply still goes.
-  EXPECT_TRUE(endpoints.UnlessClosed(3, [&] { ++sent; }));
-  endpoints.CloseRetired();
-  EXPECT_FALSE(endpoints.UnlessClosed(3, [&] { ++sent; }));
-  EXPECT_TRUE(endpoints.UnlessClosed(4, [&] { ++sent; }));
+  EXPECT_TRUE(endpoints_->UnlessClosed(3, [&] { ++sent; }));
+  endpoints_->CloseRetired();
+  EXPECT_FALSE(endpoints_->UnlessClosed(3, [&] { ++sent; }));
+  EXPECT_TRUE(endpoints_->UnlessClosed(4, [&] { ++sent; }));
   EXPECT_EQ(sent, 3);
 }
 
 // A fenced peer's endpoint stays open, so that the fenced process is
 // answered (and learns it is out of the job) when it asks, until a caller
 // whose request to it cannot end otherwise has it closed.
-TEST(PeerEndpoints, AFencedPeersEndpointIsClosedOnlyWhenAskedTo) {
-  auto context = UcxContext::Create("");
-  ASSERT_TRUE(context.ok()) << context.status().message();
-  auto ours = UcxWorker::Create(*context);
-  ASSERT_TRUE(ours.ok()) << ours.status().message();
-  auto peer = UcxWorker::Create(*context);
-  ASSERT_TRUE(peer.ok()) << peer.status().message();
-  auto address = (*peer)->Address(false);
-  ASSERT_TRUE(address.ok()) << address.status().message();
-  Failures failures;
-  PeerEndpoints endpoints(*ours, PeersAt(*address, failures));
-
+TEST_F(PeerEndpointsTest, AFencedPeersEndpointIsClosedOnlyWhenAskedTo) {
   std::weak_ptr<UcxEndpoint> fenced;
   std::weak_ptr<UcxEndpoint> healthy;
   {
-    auto lease = endpoints.For(5);
+    auto lease = endpoints_->For(5);
     ASSERT_TRUE(lease.ok()) << lease.status().message();
     fenced = *lease;
-    lease = endpoints.For(9);
+    lease = endpoints_->For(9);
     ASSERT_TRUE(lease.ok()) << lease.status().message();
     healthy = *lease;
   }
-  endpoints.Fence(4, 6, Status::PermissionDenied("node 2 was declared lost"));
-  endpoints.CloseRetired();
+  endpoints_->Fence(4, 6, Status::PermissionDenied("node 2 was declared lost"));
+  endpoints_->CloseRetired();
   EXPECT_FALSE(fenced.expired()) << "fencing closed the endpoint";
-  auto refused = endpoints.For(5);
+  auto refused = endpoints_->For(5);
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("declared lost"));
 
-  endpoints.CloseIfFailed(5);
-  endpoints.CloseIfFailed(9);
-  endpoints.CloseRetired();
+  endpoints_->CloseIfFailed(5);
+  endpoints_->CloseIfFailed(9);
+  endpoints_->CloseRetired();
   EXPECT_TRUE(fenced.expired()) << "the fenced peer's endpoint stayed open";
   EXPECT_FALSE(healthy.expired()) << "a healthy peer's endpoint was closed";
 }
@@ -161,11 +128,11 @@ TEST(PeerEndpoints, AFencedPeersEndpointIsClosedOnlyWhenAskedTo) {
 // the endpoint being recorded: its error callback then found no endpoint of
 // that peer and recorded nothing, and every later send failed on its own
 // while the peer never counted as failed.
-TEST(PeerEndpoints, AFailureReportedBeforeTheEndpointIsRecordedStillCounts) {
+TEST(PeerEndpointsOverTcp, AFailureReportedBeforeTheEndpointIsRecordedStillCounts) {
   std::shared_ptr<UcxContext> context;
   std::shared_ptr<UcxContext> other_context;
   {
-    TcpOnlyWhileMakingContexts tcp_only;
+    sray::testing::TcpOnlyWhileStarting tcp_only;
     auto made = UcxContext::Create("");
     ASSERT_TRUE(made.ok()) << made.status().message();
     context = *made;
