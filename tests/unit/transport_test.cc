@@ -1145,10 +1145,11 @@ TEST(TransportFrozenHolder, APullFromAHolderFencedOffEndsWithTheFence) {
 // binary again), and a transport of rank 1 to call it over TCP, connected.
 constexpr std::size_t kLargeRequestBytes = 16U << 20;
 struct FrozenCallee {
-  FrozenCallee()
+  // `peer_alive`: the caller's liveness probe (none by default).
+  explicit FrozenCallee(LivenessProbe peer_alive = {})
       : process("TransportFrozenCallee.ATimedOutCallReturnsOnlyOnceUcxLetsGoOfItsPayload",
                 "SRAY_TEST_FROZEN_CALLEE_FD") {
-    Start();
+    Start(std::move(peer_alive));
     tcp_only.reset();
   }
   [[nodiscard]] bool ready() const { return caller != nullptr; }
@@ -1177,7 +1178,7 @@ struct FrozenCallee {
   std::unique_ptr<Transport> caller;  // ends before `process` (declared after it)
 
  private:
-  void Start() {
+  void Start(LivenessProbe peer_alive) {
     if (process.pid() <= 0) return;
     const Bytes address = ReadBlob(process.pipe());
     if (address.empty()) return;
@@ -1185,6 +1186,7 @@ struct FrozenCallee {
     options.rank = 1;
     options.token = TokenOf(1);
     options.resolve_address = [address](std::uint32_t) -> Result<Bytes> { return address; };
+    options.peer_alive = std::move(peer_alive);
     auto made = Transport::Create(std::move(options));
     if (!made.ok()) return;
     // Connected while the callee runs.
@@ -1241,6 +1243,34 @@ TEST(TransportFrozenCallee, ATimedOutCallReturnsOnlyOnceUcxLetsGoOfItsPayload) {
   const Status status = outcome.get();
   EXPECT_FALSE(status.ok());
   EXPECT_NE(status.message().find("within 300 ms"), std::string::npos) << status.message();
+  callee.FreeAndResume(payload);
+}
+
+// A timed-out call whose stopped callee is then found gone by the liveness
+// probe (here told so; on a node, its process's pid and start time): the
+// call no longer counts as awaited, so the progress thread's probe skips
+// its peer, and the waiting caller asks the probe itself, marks the peer
+// failed and has its endpoint closed, which ends the send.
+TEST(TransportFrozenCallee, ATimedOutCallEndsWhenTheProbeFindsItsCalleeGone) {
+  auto callee_gone = std::make_shared<std::atomic<bool>>(false);
+  FrozenCallee callee([callee_gone](std::uint32_t) { return !callee_gone->load(); });
+  ASSERT_TRUE(callee.ready());
+  const auto payload = FrozenCallee::MapPayload();
+  ASSERT_FALSE(payload.empty());
+  ASSERT_TRUE(callee.process.Stop());  // stopped for sure before the call starts
+  auto outcome = std::async(std::launch::async, [&] {
+    auto reply = callee.caller->Call(0, kSum, payload, std::chrono::milliseconds(300));
+    return reply.ok() ? Status::Ok() : reply.status();
+  });
+  ASSERT_EQ(outcome.wait_for(std::chrono::seconds(2)), std::future_status::timeout);
+  callee_gone->store(true);
+  const bool came_back = outcome.wait_for(std::chrono::seconds(12)) == std::future_status::ready;
+  if (!came_back) callee.process.Kill();  // which fails the send: the call must end before the test
+  const Status status = outcome.get();
+  ASSERT_TRUE(came_back) << "the call did not end after its callee was found gone";
+  EXPECT_TRUE(callee.caller->PeerFailed(0));
+  EXPECT_NE(status.message().find("within 300 ms"), std::string::npos) << status.message();
+  EXPECT_EQ(callee.caller->statistics().failed_peer_endpoints_closed, 1U);
   callee.FreeAndResume(payload);
 }
 
