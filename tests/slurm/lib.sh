@@ -69,6 +69,18 @@ slurmd_logs_gained() {
   return 1
 }
 
+# Like slurmd_logs_gained, waiting up to SECONDS for the line: a sweep logs
+# what it removed once it is over, after the files are gone (it may still be
+# ending the steps' processes meanwhile).
+slurmd_logs_gain_within() {
+  local seconds=$1 sizes=$2 pattern=$3 attempt
+  for attempt in $(seq $((seconds * 10))); do
+    slurmd_logs_gained "$sizes" "$pattern" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 # Waits up to 5 s for COMMAND (a function printing what is left) to print
 # nothing; true once it does.
 gone_within_5s() {

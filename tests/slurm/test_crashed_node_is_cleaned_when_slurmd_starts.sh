@@ -24,7 +24,7 @@ sizes=$(slurmd_log_sizes)
 node_restored=yes
 gone_within_5s node2_files ||
   fail "n3's slurmd started again, and node 2's files of job $job are still there: $(node2_files)"
-slurmd_logs_gained "$sizes" "sray: removed what step $job\.0 (node 2) left on n3 when its slurmstepd died" ||
+slurmd_logs_gain_within 15 "$sizes" "sray: removed what step $job\.0 (node 2) left on n3 when its slurmstepd died" ||
   fail "no slurmd log says that n3's start removed what step $job.0 left"
 echo "ok: n3's slurmd start removed what the crashed step left in /dev/shm, and said so"
 expect_no_session_directories "$job"
