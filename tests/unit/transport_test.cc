@@ -1154,12 +1154,19 @@ struct FrozenCallee {
   }
   [[nodiscard]] bool ready() const { return caller != nullptr; }
   // A mapping of kLargeRequestBytes, to call with and unmap once the call
-  // is over: an access by UCX after that crashes the test.
-  static std::span<const std::byte> MapPayload() {
+  // is over (an access by UCX after that crashes the test), with the callee
+  // stopped for sure before any call starts. Empty when either failed, or
+  // when the callee never started.
+  std::span<const std::byte> MapPayloadAndStop() {
+    if (!ready()) return {};
     void* mapping = ::mmap(nullptr, kLargeRequestBytes, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mapping == MAP_FAILED) return {};
     std::memset(mapping, 2, kLargeRequestBytes);
+    if (!process.Stop()) {
+      ::munmap(mapping, kLargeRequestBytes);
+      return {};
+    }
     return {static_cast<const std::byte*>(mapping), kLargeRequestBytes};
   }
   // The payload is the caller's again once its call is over: unmapped, and
@@ -1218,10 +1225,8 @@ TEST(TransportFrozenCallee, ATimedOutCallReturnsOnlyOnceUcxLetsGoOfItsPayload) {
     for (;;) ::pause();
   }
   FrozenCallee callee;
-  ASSERT_TRUE(callee.ready());
-  const auto payload = FrozenCallee::MapPayload();
+  const auto payload = callee.MapPayloadAndStop();
   ASSERT_FALSE(payload.empty());
-  ASSERT_TRUE(callee.process.Stop());  // stopped for sure before the call starts
   std::promise<Status> returned;
   auto outcome = returned.get_future();
   std::thread calling([&] {
@@ -1254,10 +1259,8 @@ TEST(TransportFrozenCallee, ATimedOutCallReturnsOnlyOnceUcxLetsGoOfItsPayload) {
 TEST(TransportFrozenCallee, ATimedOutCallEndsWhenTheProbeFindsItsCalleeGone) {
   auto callee_gone = std::make_shared<std::atomic<bool>>(false);
   FrozenCallee callee([callee_gone](std::uint32_t) { return !callee_gone->load(); });
-  ASSERT_TRUE(callee.ready());
-  const auto payload = FrozenCallee::MapPayload();
+  const auto payload = callee.MapPayloadAndStop();
   ASSERT_FALSE(payload.empty());
-  ASSERT_TRUE(callee.process.Stop());  // stopped for sure before the call starts
   auto outcome = std::async(std::launch::async, [&] {
     auto reply = callee.caller->Call(0, kSum, payload, std::chrono::milliseconds(300));
     return reply.ok() ? Status::Ok() : reply.status();
@@ -1280,10 +1283,8 @@ TEST(TransportFrozenCallee, ATimedOutCallEndsWhenTheProbeFindsItsCalleeGone) {
 // its endpoint is closed by force 5 s on. Before, the call never completed.
 TEST(TransportFrozenCallee, AnAsyncCallToAStoppedCalleeEndsSoonAfterTheFence) {
   FrozenCallee callee;
-  ASSERT_TRUE(callee.ready());
-  const auto payload = FrozenCallee::MapPayload();
+  const auto payload = callee.MapPayloadAndStop();
   ASSERT_FALSE(payload.empty());
-  ASSERT_TRUE(callee.process.Stop());  // stopped for sure before the call starts
   std::promise<Status> returned;
   auto outcome = returned.get_future();
   callee.caller->CallAsync(0, kSum, payload, [&returned](Result<Bytes> reply) {
