@@ -16,20 +16,29 @@ namespace {
 
 thread_local UcxLogCapture* current_capture = nullptr;
 
-// Set by a hidden "open(/proc/...) failed" line: the "failed to connect to
-// remote FIFO" line that UCX prints next for the same attach is hidden too.
+// Set by a hidden attach line: the "failed to connect to remote FIFO" line
+// that UCX prints next for the same attach is hidden too.
 thread_local bool hid_attach_to_ending_peer = false;
 
-// UCX's lines when it attaches to a peer's shared-memory queue through
-// /proc/PID/fd and the peer is exiting ("Permission denied": its fd table
-// is no longer readable) or gone ("No such file or directory"). UCX makes
-// such connects itself inside progress, answering a peer's wire-up, so no
-// call of sray's has a Status for them; the endpoint then fails, and sray
-// reports a dead peer its own way. Seen when a driver returned with tasks
-// in flight. Any other reason (too many open files, no memory) is printed.
+// UCX's lines when it attaches to a peer's shared-memory queue and the peer
+// is exiting or gone. Over posix shared memory UCX opens /proc/PID/fd/N:
+// "Permission denied" once the peer's fd table is no longer readable, "No
+// such file or directory" once it ended. Over System V shared memory it
+// calls shmat on the peer's segment, which UCX marks for removal at once,
+// so the segment's id is invalid from the peer's end ("Invalid argument",
+// or "Identifier removed"). UCX makes such connects itself inside progress,
+// answering a peer's wire-up, so no call of sray's has a Status for them;
+// the endpoint then fails, and sray reports a dead peer its own way. Seen
+// when a driver returned with tasks in flight. Any other reason (too many
+// open files, no memory, a permission) is printed.
 bool IsAttachToEndingPeer(std::string_view text) {
-  if (text.starts_with("open(file_name=/proc/") &&
-      (text.ends_with("Permission denied") || text.ends_with("No such file or directory"))) {
+  const bool posix_peer_gone =
+      text.starts_with("open(file_name=/proc/") &&
+      (text.ends_with("Permission denied") || text.ends_with("No such file or directory"));
+  const bool sysv_peer_gone =
+      text.starts_with("shmat(shmid=") &&
+      (text.ends_with("Invalid argument") || text.ends_with("Identifier removed"));
+  if (posix_peer_gone || sysv_peer_gone) {
     hid_attach_to_ending_peer = true;
     return true;
   }

@@ -64,6 +64,21 @@ TEST(UcxLogCapture, UcxsLinesAboutAttachingToAnEndingPeerDoNotReachTheTerminal) 
   const std::string quiet =
       ::testing::internal::GetCapturedStdout() + ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(quiet.find("ERROR"), std::string::npos) << "UCX printed: " << quiet;
+  // The same over System V shared memory, whose segment's id is invalid once
+  // its owner ended (a CI run of slurm.tasks_under_srun, 2026-12-06).
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  // UCX's format ends in %m; the text is the same.
+  ucs_log_dispatch("mm_sysv.c", 57, "uct_sysv_mem_attach_common", UCS_LOG_LEVEL_ERROR,
+                   &ucs_global_opts.log_component, "shmat(shmid=%d) failed: %s", 35979291,
+                   "Invalid argument");
+  ucs_log_dispatch("mm_ep.c", 171, "uct_mm_ep_attach_remote_seg", UCS_LOG_LEVEL_ERROR,
+                   &ucs_global_opts.log_component,
+                   "mm ep failed to connect to remote FIFO id 0x%lx: %s", 0x225001bUL,
+                   "Shared memory error");
+  const std::string quiet_sysv =
+      ::testing::internal::GetCapturedStdout() + ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(quiet_sysv.find("ERROR"), std::string::npos) << "UCX printed: " << quiet_sysv;
   // Any other error still reaches the terminal: this process's own, an
   // attach that failed for another reason, and the FIFO line after it.
   ::testing::internal::CaptureStdout();
@@ -77,11 +92,14 @@ TEST(UcxLogCapture, UcxsLinesAboutAttachingToAnEndingPeerDoNotReachTheTerminal) 
   ucs_log_dispatch("mm_ep.c", 171, "f", UCS_LOG_LEVEL_ERROR, &ucs_global_opts.log_component,
                    "mm ep failed to connect to remote FIFO id 0x%lx: %s", 0x8000000840000b17UL,
                    "Shared memory error");
+  ucs_log_dispatch("mm_sysv.c", 57, "f", UCS_LOG_LEVEL_ERROR, &ucs_global_opts.log_component,
+                   "shmat(shmid=%d) failed: %s", 35979291, "Permission denied");
   const std::string printed =
       ::testing::internal::GetCapturedStdout() + ::testing::internal::GetCapturedStderr();
   EXPECT_THAT(printed, ::testing::HasSubstr("No space left"));
   EXPECT_THAT(printed, ::testing::HasSubstr("Too many open files"));
   EXPECT_THAT(printed, ::testing::HasSubstr("remote FIFO"));
+  EXPECT_THAT(printed, ::testing::HasSubstr("Permission denied"));
 }
 
 TEST(UcxLogCapture, KeepsLinesOnlyWhileItLivesAndTheInnermostOneKeeps) {
