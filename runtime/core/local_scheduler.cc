@@ -162,13 +162,14 @@ bool LocalScheduler::Forward(TaskSpec& spec, ForwardTo where, SchedulerEffects& 
   spec.hops++;
   if (spec.owner_node == config_.node_id) {
     forwarded_[ForwardKey{spec.owner_rank, spec.task_id}] =
-        ForwardedTask{*best, spec.return_id, spec.attempt};
+        ForwardedTask{*best, spec.return_id, spec.attempt, spec.hops};
   } else {
     effects.emplace_back(
         effects::TellTaskMoved{spec.owner_node, TaskMoved{.owner_rank = spec.owner_rank,
                                                           .task_id = spec.task_id,
                                                           .attempt = spec.attempt,
-                                                          .node = nodes_[*best].node_id}});
+                                                          .node = nodes_[*best].node_id,
+                                                          .hops = spec.hops}});
   }
   effects.emplace_back(effects::ForwardToNode{nodes_[*best].rank, std::move(spec)});
   return true;
@@ -227,7 +228,10 @@ SchedulerEffects LocalScheduler::OnTaskMoved(const TaskMoved& moved) {
   // not this node's to track.
   auto found = forwarded_.find(ForwardKey{moved.owner_rank, moved.task_id});
   if (found == forwarded_.end() || found->second.attempt != moved.attempt) return effects;
+  // An earlier move, overtaken by a later one (or by this node's own).
+  if (moved.hops <= found->second.hops) return effects;
   found->second.node = moved.node;
+  found->second.hops = moved.hops;
   if (IsLost(moved.node)) {
     effects.emplace_back(effects::DeliverOutcome{
         LostWithItsNode(found->first, found->second, lost_causes_[moved.node])});

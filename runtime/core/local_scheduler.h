@@ -65,9 +65,13 @@ inline constexpr std::size_t kTasksPipelinedPerWorker = 4;
 // A node takes tasks from busy neighbours while its queue is shorter than
 // this many per CPU.
 inline constexpr double kQueuedPerRemoteCpu = 32;
-// Node managers a task is forwarded through at most: its submitter's, and
-// one that found no room for it.
-inline constexpr std::uint32_t kMostHops = 2;
+// Moves a task makes at most. Its submitter's node may send it on for load
+// once; every other move is to a node whose view showed room for it. Views
+// lag by a few milliseconds, so a task can land where the room is already
+// taken, and it moves on when an update shows room elsewhere: kept, it
+// could wait out a long task while other nodes were idle. The bound only
+// stops a task bouncing between nodes whose views all lag.
+inline constexpr std::uint32_t kMostHops = 8;
 
 // How long a worker asked to retire its actor may take (its destructor has
 // a second, core/worker_reuse.h) before its process is killed.
@@ -280,6 +284,7 @@ class LocalScheduler {
     std::uint32_t node = 0;
     ObjectId return_id;
     std::int32_t attempt = 0;  // echoed in the outcome the node's loss makes
+    std::uint32_t hops = 0;    // of the latest move heard of
   };
   struct ForwardKey {
     std::uint32_t owner_rank = 0;

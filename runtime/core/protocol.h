@@ -504,7 +504,10 @@ struct TaskMoved {
   std::uint64_t task_id = 0;
   std::int32_t attempt = 0;
   std::uint32_t node = 0;
-  MSGPACK_DEFINE(owner_rank, task_id, attempt, node)
+  // The task's hops once there: moves reach the owner from different nodes,
+  // in any order, and only the latest says where the task is.
+  std::uint32_t hops = 0;
+  MSGPACK_DEFINE(owner_rank, task_id, attempt, node, hops)
 };
 
 // A node whose manager the head can no longer reach, or that sent no

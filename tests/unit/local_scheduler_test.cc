@@ -309,10 +309,14 @@ TEST(LocalScheduler, ATaskThatMovedOnFailsWithTheNodeItWentTo) {
   }
   ASSERT_EQ(went_to, (std::map<std::uint64_t, std::uint32_t>{{1, 1}, {2, 2}}))
       << "one per node with room";
-  EXPECT_TRUE(owners.OnTaskMoved(TaskMoved{.owner_rank = 0, .task_id = 1, .attempt = 0, .node = 3})
-                  .empty());
   EXPECT_TRUE(
-      owners.OnTaskMoved(TaskMoved{.owner_rank = 0, .task_id = 2, .attempt = 1, .node = 3}).empty())
+      owners
+          .OnTaskMoved(TaskMoved{.owner_rank = 0, .task_id = 1, .attempt = 0, .node = 3, .hops = 2})
+          .empty());
+  EXPECT_TRUE(
+      owners
+          .OnTaskMoved(TaskMoved{.owner_rank = 0, .task_id = 2, .attempt = 1, .node = 3, .hops = 2})
+          .empty())
       << "another try's move";
 
   EXPECT_TRUE(All<effects::DeliverOutcome>(owners.OnNodeLost(1, "gone")).empty())
@@ -327,7 +331,7 @@ TEST(LocalScheduler, ATaskThatMovedOnFailsWithTheNodeItWentTo) {
 
   // Task 2 moves on to node 3, lost already: it fails at once; heard of
   // again after that, the move changes nothing.
-  const TaskMoved late{.owner_rank = 0, .task_id = 2, .attempt = 0, .node = 3};
+  const TaskMoved late{.owner_rank = 0, .task_id = 2, .attempt = 0, .node = 3, .hops = 2};
   const auto at_once = All<effects::DeliverOutcome>(owners.OnTaskMoved(late));
   ASSERT_EQ(at_once.size(), 1u);
   EXPECT_EQ(at_once[0].outcome.task_id, 2u);
@@ -458,6 +462,82 @@ TEST(LocalScheduler, ALoneTaskIsNotPipelinedBehindALongOneAndMovesOnWhenRoomShow
   EXPECT_EQ(moved[0].node_rank, 2u);
   EXPECT_EQ(moved[0].task.task_id, 2u);
   EXPECT_EQ(middle.queued(), 0u);
+}
+
+// Moves reach the owner from the nodes that made them, in any order: a
+// late report of an earlier move must not take the owner back to a node
+// the task left, or the loss of the node it runs on would go unnoticed.
+TEST(LocalScheduler, AnEarlierMoveReportedLateDoesNotHideWhereTheTaskIs) {
+  LocalScheduler owners{LocalSchedulerConfig{
+      .node_id = 0, .total = {{"CPU", 1}}, .gpu_devices = 0, .max_workers = 2}};
+  (void)owners.ApplyClusterView({CpuNode(0, 1), CpuNode(1, 4), CpuNode(2, 4), CpuNode(3, 4)});
+  const auto sent = All<effects::ForwardToNode>(owners.Submit(Task(1, 3)));
+  ASSERT_EQ(sent.size(), 1u);
+  ASSERT_EQ(sent[0].task.hops, 1u);
+  // Node 1 sent it to node 2 (hops 2), node 2 to node 3 (hops 3); node 3's
+  // report arrives first.
+  (void)owners.OnTaskMoved(
+      TaskMoved{.owner_rank = 0, .task_id = 1, .attempt = 0, .node = 3, .hops = 3});
+  (void)owners.OnTaskMoved(
+      TaskMoved{.owner_rank = 0, .task_id = 1, .attempt = 0, .node = 2, .hops = 2});
+  EXPECT_TRUE(All<effects::DeliverOutcome>(owners.OnNodeLost(2, "gone")).empty())
+      << "failed with node 2, which it had left";
+  const auto lost = All<effects::DeliverOutcome>(owners.OnNodeLost(3, "unreachable"));
+  ASSERT_EQ(lost.size(), 1u) << "the loss of node 3, where it ran, went unnoticed";
+  EXPECT_EQ(lost[0].outcome.task_id, 1u);
+}
+
+// A task spilled back here by a node whose view of this one was out of
+// date (this node's CPU was taken a moment before): its submitter sent it
+// on for load, the next node found no room and sent it here, where no room
+// is either. It still moves once an update shows room elsewhere; kept, it
+// waited out a 10 s task on this node while the others were idle
+// (tasks_check's Wait check under srun, 2026-12-07).
+TEST(LocalScheduler, ATaskSpilledBackOnAStaleViewStillMovesWhenRoomShowsElsewhere) {
+  LocalScheduler first{LocalSchedulerConfig{
+      .node_id = 0, .total = {{"CPU", 1}}, .gpu_devices = 0, .max_workers = 2}};
+  (void)first.ApplyClusterView({CpuNode(0, 1), CpuNode(1, 1), CpuNode(2, 1)});
+  (void)first.OnResourceUpdate(
+      ResourceUpdate{.node_id = 1, .available = {{"CPU", 0.9}}, .queued = 0});
+  (void)first.OnResourceUpdate(
+      ResourceUpdate{.node_id = 2, .available = {{"CPU", 0.9}}, .queued = 0});
+  const TaskSpec long_task = Task(1, 1);
+  const auto start = All<effects::StartWorker>(first.Submit(long_task));
+  ASSERT_EQ(start.size(), 1u);
+  (void)first.OnWorkerSpawned(start[0].rank, 100);
+  ASSERT_EQ(All<effects::RunOnWorker>(first.OnWorkerRegistered(start[0].rank)).size(), 1u);
+
+  TaskSpec short_task = Task(2, 1);
+  short_task.hops = 2;
+  const auto arrived = first.Submit(short_task);
+  EXPECT_TRUE(All<effects::RunOnWorker>(arrived).empty()) << "pipelined behind the long task";
+  EXPECT_TRUE(All<effects::ForwardToNode>(arrived).empty()) << "no room anywhere in this view";
+
+  const auto update =
+      first.OnResourceUpdate(ResourceUpdate{.node_id = 1, .available = {{"CPU", 1}}, .queued = 0});
+  const auto moved = All<effects::ForwardToNode>(update);
+  ASSERT_EQ(moved.size(), 1u) << "the task stayed behind the long one";
+  EXPECT_EQ(moved[0].node_rank, 1u);
+  EXPECT_EQ(moved[0].task.task_id, 2u);
+  EXPECT_EQ(moved[0].task.hops, 3u);
+  EXPECT_EQ(first.queued(), 0u);
+}
+
+// A task passed between nodes whose views keep showing room that is gone
+// stops moving after kMostHops and waits for a worker where it is.
+TEST(LocalScheduler, ATaskStopsMovingAfterTheMostHops) {
+  LocalScheduler first{LocalSchedulerConfig{
+      .node_id = 0, .total = {{"CPU", 1}}, .gpu_devices = 0, .max_workers = 2}};
+  (void)first.ApplyClusterView({CpuNode(0, 1), CpuNode(1, 1)});
+  const auto start = All<effects::StartWorker>(first.Submit(Task(1, 1)));
+  ASSERT_EQ(start.size(), 1u);
+  (void)first.OnWorkerSpawned(start[0].rank, 100);
+  ASSERT_EQ(All<effects::RunOnWorker>(first.OnWorkerRegistered(start[0].rank)).size(), 1u);
+  TaskSpec bounced = Task(2, 1);
+  bounced.hops = kMostHops;
+  EXPECT_TRUE(All<effects::ForwardToNode>(first.Submit(bounced)).empty())
+      << "moved past the most hops, though node 1 shows room";
+  EXPECT_EQ(first.queued(), 1u);
 }
 
 // Without room elsewhere, a lone task queued behind a busy worker runs on

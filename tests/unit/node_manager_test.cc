@@ -422,10 +422,12 @@ TEST_F(NodeManagerTest, AMovedTaskFailsWhenTheNodeItMovedToIsLost) {
   const TaskSpec sent = forwarded.get();
 
   // Node 1 had no room after all and moved it on to node 2.
-  other_manager_transport_->Post(
-      kManagerRank, kTaskMoved,
-      Encode(TaskMoved{
-          .owner_rank = kOwnerRank, .task_id = sent.task_id, .attempt = sent.attempt, .node = 2}));
+  other_manager_transport_->Post(kManagerRank, kTaskMoved,
+                                 Encode(TaskMoved{.owner_rank = kOwnerRank,
+                                                  .task_id = sent.task_id,
+                                                  .attempt = sent.attempt,
+                                                  .node = 2,
+                                                  .hops = sent.hops + 1}));
   // The head is this manager's rank in this test. Either order of the two
   // messages fails the task: a move to a node already lost fails it at once.
   manager_transport_->Post(kManagerRank, kNodeLost,
