@@ -33,6 +33,15 @@ void NoteOwnerAddress(transport::AddressBook& book, std::uint32_t own_rank,
                                     reference.id.ToString() + ")"});
 }
 
+void NoteRequesterAddress(transport::AddressBook& book, std::uint32_t rank,
+                          const std::string& address) {
+  if (address.empty() || book.Find(rank)) return;
+  book.Add(rank, transport::AddressBook::Entry{
+                     .address = transport::BytesOf(address),
+                     .pid = 0,
+                     .description = "rank " + std::to_string(rank) + " (a borrower)"});
+}
+
 std::uint32_t TransportBorrowLinks::Reach(const ObjectId& id, const std::string& owner_address) {
   NoteOwnerAddress(*book_, transport_.rank(),
                    ContainedRef{.id = id, .owner_address = owner_address});
@@ -61,7 +70,9 @@ void TransportBorrowLinks::RequestStatus(const std::string& owner_address,
 
 void TransportBorrowLinks::RequestStatusFrom(std::uint32_t asked, const StatusRequest& request,
                                              std::function<void(Result<ObjectStatus>)> done) {
-  auto payload = std::make_shared<const transport::Bytes>(Encode(request));
+  StatusRequest sent = request;
+  sent.requester_address = own_address_;
+  auto payload = std::make_shared<const transport::Bytes>(Encode(sent));
   transport_.CallAsync(asked, kObjectStatus, *payload,
                        [payload, done = std::move(done)](Result<transport::Bytes> reply) {
                          if (!reply.ok()) {
@@ -73,7 +84,8 @@ void TransportBorrowLinks::RequestStatusFrom(std::uint32_t asked, const StatusRe
 }
 
 OwnerService::OwnerService(transport::Transport& transport, Owner& owner,
-                           std::uint32_t node_manager_rank)
+                           std::uint32_t node_manager_rank,
+                           std::shared_ptr<transport::AddressBook> book)
     : guard_(std::make_shared<Guard>()) {
   guard_->owner.store(&owner);
   transport.RegisterOneWayHandler(
@@ -119,13 +131,15 @@ OwnerService::OwnerService(transport::Transport& transport, Owner& owner,
         guard->With([&](Owner& served_owner) { served_owner.RemoveBorrower(*change); });
       });
   transport.RegisterDeferredRequestHandler(
-      kObjectStatus, [guard = guard_](std::uint32_t, std::span<const std::byte> payload,
-                                      transport::Responder responder) {
+      kObjectStatus, [guard = guard_, book = std::move(book)](std::uint32_t source,
+                                                              std::span<const std::byte> payload,
+                                                              transport::Responder responder) {
         auto request = Decode<StatusRequest>(payload, "object status");
         if (!request.ok()) {
           responder.Reply(request.status());
           return;
         }
+        NoteRequesterAddress(*book, source, request->requester_address);
         const bool served = guard->With([&](Owner& served_owner) {
           auto answer = [responder](ObjectStatus status) { responder.Reply(Encode(status)); };
           if (request->rebuild) {

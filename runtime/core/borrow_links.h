@@ -22,6 +22,10 @@ namespace sray::core {
 // unless it is `own_rank` or already there, so that it can be reached.
 void NoteOwnerAddress(transport::AddressBook& book, std::uint32_t own_rank,
                       const ContainedRef& reference);
+// Adds `rank` to `book` from the address its object status request carried,
+// unless it is already there (a worker of this node, with its pid).
+void NoteRequesterAddress(transport::AddressBook& book, std::uint32_t rank,
+                          const std::string& address);
 
 class TransportBorrowLinks final : public BorrowLinks {
  public:
@@ -54,7 +58,9 @@ class TransportBorrowLinks final : public BorrowLinks {
 // an error).
 class OwnerService {
  public:
-  OwnerService(transport::Transport& transport, Owner& owner, std::uint32_t node_manager_rank);
+  // `book`: where askers' addresses go, for answers given later.
+  OwnerService(transport::Transport& transport, Owner& owner, std::uint32_t node_manager_rank,
+               std::shared_ptr<transport::AddressBook> book);
   ~OwnerService();
   OwnerService(const OwnerService&) = delete;
   OwnerService& operator=(const OwnerService&) = delete;

@@ -506,11 +506,11 @@ void StartDriver(std::unique_ptr<wire::WiredJob> job, std::unique_ptr<core::Node
   state->actor_client =
       std::make_unique<core::ActorClient>(*state->owner, *state->head, transport, book, HostName());
   state->owner->SetActorCalls(state->actor_client.get());
-  state->borrow_links = std::make_unique<core::TransportBorrowLinks>(transport, std::move(book));
+  state->borrow_links = std::make_unique<core::TransportBorrowLinks>(transport, book);
   state->owner->SetBorrowLinks(*state->borrow_links);
   // The driver's node manager runs in this process, on its rank.
-  state->owner_service =
-      std::make_unique<core::OwnerService>(transport, *state->owner, job->pmix->layout().rank);
+  state->owner_service = std::make_unique<core::OwnerService>(
+      transport, *state->owner, job->pmix->layout().rank, std::move(book));
   // A node manager's failure, as the transport sees it (in a UCX callback,
   // where nothing may block), comes back to this process as a message, and
   // the head handles it there like any other.

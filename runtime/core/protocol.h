@@ -342,7 +342,11 @@ struct StatusRequest {
   bool rebuild = false;
   std::uint32_t lost_on_node = 0;
   std::uint16_t rebuilds_seen = 0;  // ObjectStatus::rebuilds of the location that failed
-  MSGPACK_DEFINE(id, rebuild, lost_on_node, rebuilds_seen)
+  // The asker's UCX address, filled in as the request is sent: the owner
+  // may answer long after, and answers then on an endpoint of its own
+  // (transport.h, Responder), which needs the asker's address.
+  std::string requester_address{};
+  MSGPACK_DEFINE(id, rebuild, lost_on_node, rebuilds_seen, requester_address)
 };
 
 struct ObjectStatus {

@@ -342,7 +342,7 @@ void RunWorker() {
   // and lends its own (the process ends by _exit, never unwinding these).
   TransportBorrowLinks borrow_links(*transport, book);
   owner->SetBorrowLinks(borrow_links);
-  const OwnerService owner_service(*transport, *owner, manager);
+  const OwnerService owner_service(*transport, *owner, manager, book);
   SetProcessRuntime(owner.get());
   // Set while this worker's constructor has made an actor; it then serves
   // only that actor's calls.

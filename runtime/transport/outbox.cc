@@ -71,6 +71,10 @@ void SendAsFrames(std::vector<PostedMessage> messages, FrameSink& sink) {
       sink.TransmitReply(message.rank, message.reply_endpoint, std::move(message.reply));
       continue;
     }
+    if (message.kind == PostedMessage::Kind::kLateReply) {
+      sink.TransmitLateReply(message.rank, message.reply_endpoint, std::move(message.reply));
+      continue;
+    }
     OutgoingBatch* outgoing = open_for(message.rank);
     if (message.payload.size() > kBatchableMessageLimit) {
       if (outgoing != nullptr) outgoing->Flush(sink);

@@ -29,13 +29,19 @@
 namespace sray::transport {
 
 struct PostedMessage {
-  enum class Kind : std::uint8_t { kOneWay, kReply, kCall };
+  // kReply goes on the endpoint its request came by, which is valid only
+  // while that request's handler runs: UCX may free an endpoint it made
+  // itself once the requester dies. kLateReply, an answer given after the
+  // handler returned, goes on this process's own endpoint to the requester,
+  // and on the request's endpoint only when the requester's address is
+  // unknown here.
+  enum class Kind : std::uint8_t { kOneWay, kReply, kLateReply, kCall };
   Kind kind = Kind::kOneWay;
-  // To whom (kReply: the rank its request came from); kOneWay: what.
+  // To whom (replies: the rank their request came from); kOneWay: what.
   std::uint32_t rank = 0;
   std::uint32_t method = 0;
   Bytes payload;
-  // kReply: the encoded reply, on the endpoint its request came by.
+  // Replies: the encoded reply, and the endpoint its request came by.
   ucp_ep_h reply_endpoint = nullptr;
   OwnedFrame reply;
   // kCall: a request already registered as pending, and its payload, which
@@ -66,6 +72,8 @@ class FrameSink {
   virtual ~FrameSink() = default;
   // `rank`: whom the reply is for (its request's source).
   virtual void TransmitReply(std::uint32_t rank, ucp_ep_h reply_endpoint, OwnedFrame reply) = 0;
+  virtual void TransmitLateReply(std::uint32_t rank, ucp_ep_h request_endpoint,
+                                 OwnedFrame reply) = 0;
   virtual void TransmitOneWay(std::uint32_t rank, std::uint32_t method, Bytes payload) = 0;
   virtual void TransmitBatch(std::uint32_t rank, Bytes batch) = 0;
 };

@@ -168,7 +168,10 @@ TransportStatistics Transport::Impl::statistics() const {
           .same_host_pulls = same_host_reads_.reads(),
           .stalled_slots_skipped = stalled_slots_skipped_.load(),
           .skipped_slot_messages = skipped_slot_messages_.load(),
-          .failed_peer_endpoints_closed = endpoints_.closed_for_failures()};
+          .failed_peer_endpoints_closed = endpoints_.closed_for_failures(),
+          .late_replies_on_own_endpoint = late_replies_on_own_endpoint_.load(),
+          .late_replies_on_request_endpoint = late_replies_on_request_endpoint_.load(),
+          .late_replies_dropped = late_replies_dropped_.load()};
 }
 
 // ---- calls ------------------------------------------------------------------
@@ -565,9 +568,7 @@ bool Transport::Impl::ShouldHandOff() const {
          !loop_.stopping();
 }
 
-void Transport::Impl::SendReply(ucp_ep_h reply_endpoint, const FrameHeader& header,
-                                Result<Bytes> result) {
-  if (reply_endpoint == nullptr || loop_.stopping()) return;
+OwnedFrame Transport::Impl::MakeReply(const FrameHeader& header, Result<Bytes> result) const {
   OwnedFrame reply;
   reply.header =
       EncodeFrameHeader({.kind = result.ok() ? FrameKind::kResponse : FrameKind::kErrorResponse,
@@ -576,6 +577,13 @@ void Transport::Impl::SendReply(ucp_ep_h reply_endpoint, const FrameHeader& head
                          .request_id = header.request_id,
                          .token = options_.token});
   reply.payload = result.ok() ? std::move(result).value() : EncodeErrorResponse(result.status());
+  return reply;
+}
+
+void Transport::Impl::SendReply(ucp_ep_h reply_endpoint, const FrameHeader& header,
+                                Result<Bytes> result) {
+  if (reply_endpoint == nullptr || loop_.stopping()) return;
+  OwnedFrame reply = MakeReply(header, std::move(result));
   if (ShouldHandOff()) {
     outbox_.Push({.kind = PostedMessage::Kind::kReply,
                   .rank = header.source_rank,
@@ -592,6 +600,29 @@ void Transport::Impl::SendReply(ucp_ep_h reply_endpoint, const FrameHeader& head
   // A reply sent from outside the progress thread needs the worker woken
   // so that the progress thread drives it.
   if (!OnProgressThread() && !InUcxCallback()) loop_.Signal();
+}
+
+void Transport::Impl::SendLateReply(ucp_ep_h request_endpoint, const FrameHeader& header,
+                                    Result<Bytes> result) {
+  // No endpoint: a request this process made to itself, answered as
+  // SendReply answers it.
+  if (request_endpoint == nullptr || loop_.stopping()) return;
+  OwnedFrame reply = MakeReply(header, std::move(result));
+  // Connecting to the requester inside a UCX callback would re-enter UCX.
+  if (ShouldHandOff() || InUcxCallback()) {
+    outbox_.Push({.kind = PostedMessage::Kind::kLateReply,
+                  .rank = header.source_rank,
+                  .method = 0,
+                  .payload = {},
+                  .reply_endpoint = request_endpoint,
+                  .reply = std::move(reply),
+                  .call = nullptr,
+                  .call_payload = {}});
+    loop_.NoticePosted();
+    return;
+  }
+  TransmitLateReply(header.source_rank, request_endpoint, std::move(reply));
+  if (!OnProgressThread()) loop_.Signal();
 }
 
 bool Transport::Impl::SendPosted() {
@@ -652,6 +683,31 @@ void Transport::Impl::TransmitReply(std::uint32_t rank, ucp_ep_h reply_endpoint,
                                                 .user_data = context});
   });
   if (!sent || request == nullptr || UCS_PTR_IS_ERR(request)) delete context;
+}
+
+void Transport::Impl::TransmitLateReply(std::uint32_t rank, ucp_ep_h request_endpoint,
+                                        OwnedFrame reply) {
+  auto endpoint = endpoints_.For(rank);
+  if (!endpoint.ok()) {
+    // Failed, fenced off, or this transport is closing: nobody waits for
+    // the answer, and the request's endpoint may be freed already. Only a
+    // requester whose address is unknown here is answered on it.
+    if (endpoint.status().code() == StatusCode::kNotFound) {
+      late_replies_on_request_endpoint_.fetch_add(1, std::memory_order_relaxed);
+      TransmitReply(rank, request_endpoint, std::move(reply));
+    } else {
+      late_replies_dropped_.fetch_add(1, std::memory_order_relaxed);
+    }
+    return;
+  }
+  late_replies_on_own_endpoint_.fetch_add(1, std::memory_order_relaxed);
+  auto* context = new SendContext{this, nullptr, std::move(reply)};
+  const ucs_status_ptr_t request =
+      StartTrackedSend((*endpoint)->handle(), {.header = context->frame.header,
+                                               .payload = context->frame.payload,
+                                               .on_complete = &Impl::OnSendComplete,
+                                               .user_data = context});
+  if (request == nullptr || UCS_PTR_IS_ERR(request)) delete context;
 }
 
 void Transport::Impl::TransmitOneWay(std::uint32_t rank, std::uint32_t method, Bytes payload) {
@@ -928,16 +984,21 @@ TransportStatistics Transport::statistics() const {
   return impl_->statistics();
 }
 
-Responder::State::~State() {
-  if (!answered.exchange(true)) {
-    impl->SendReply(reply_endpoint, header,
-                    Status::Internal("the request was dropped without an answer"));
+void Responder::State::Send(Result<Bytes> result) {
+  if (InItsHandler()) {
+    impl->SendReply(reply_endpoint, header, std::move(result));
+  } else {
+    impl->SendLateReply(reply_endpoint, header, std::move(result));
   }
+}
+
+Responder::State::~State() {
+  if (!answered.exchange(true)) Send(Status::Internal("the request was dropped without an answer"));
 }
 
 void Responder::Reply(Result<Bytes> result) const {
   if (state_->answered.exchange(true)) return;
-  state_->impl->SendReply(state_->reply_endpoint, state_->header, std::move(result));
+  state_->Send(std::move(result));
 }
 
 }  // namespace sray::transport

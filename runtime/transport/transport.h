@@ -105,6 +105,13 @@ struct TransportStatistics {
   // Endpoints to peers found failed (or fenced off with a request stuck)
   // that were closed before shutdown.
   std::uint64_t failed_peer_endpoints_closed = 0;
+  // Answers given after their request's handler returned (Responder): on
+  // this process's own endpoint to the requester; on the request's endpoint,
+  // the requester's address being unknown here; dropped, the requester
+  // being gone, fenced off or unreachable.
+  std::uint64_t late_replies_on_own_endpoint = 0;
+  std::uint64_t late_replies_on_request_endpoint = 0;
+  std::uint64_t late_replies_dropped = 0;
 };
 
 class Transport {

@@ -22,6 +22,7 @@
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -42,7 +43,17 @@ struct Responder::State {
   Transport::Impl* impl = nullptr;
   ucp_ep_h reply_endpoint = nullptr;
   FrameHeader header{};
+  // The request's handler runs on handler_thread until handler_returned is
+  // set; only an answer given within it may use reply_endpoint, which UCX
+  // frees once the requester dies when UCX made it itself.
+  std::thread::id handler_thread;
+  std::atomic<bool> handler_returned{false};
   std::atomic<bool> answered{false};
+  [[nodiscard]] bool InItsHandler() const {
+    return !handler_returned.load() && std::this_thread::get_id() == handler_thread;
+  }
+  // Within the handler on the request's endpoint, later on this process's own.
+  void Send(Result<Bytes> result);
   ~State();
 };
 
@@ -100,6 +111,12 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   // freed by UCX when the requester dies (see IncomingRendezvous, and
   // docs/ARCHITECTURE.md, Actor gaps).
   void SendReply(ucp_ep_h reply_endpoint, const FrameHeader& header, Result<Bytes> result);
+  [[nodiscard]] OwnedFrame MakeReply(const FrameHeader& header, Result<Bytes> result) const;
+  // Answers a request whose handler has returned, from any thread: on this
+  // transport's own endpoint to the requester (made now if need be, never
+  // inside a UCX callback), and on the request's endpoint only when the
+  // requester's address is unknown here.
+  void SendLateReply(ucp_ep_h request_endpoint, const FrameHeader& header, Result<Bytes> result);
 
  private:
   // What a send callback gets: the call whose request it sent, or the frame
@@ -190,6 +207,7 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   // peer's reply endpoint, which UCX frees when the peer dies), so a dead or
   // unknown peer's message is dropped, never a crash. Replies excepted.
   void TransmitReply(std::uint32_t rank, ucp_ep_h reply_endpoint, OwnedFrame reply) override;
+  void TransmitLateReply(std::uint32_t rank, ucp_ep_h request_endpoint, OwnedFrame reply) override;
   void TransmitOneWay(std::uint32_t rank, std::uint32_t method, Bytes payload) override;
   void TransmitBatch(std::uint32_t rank, Bytes batch) override;
 
@@ -275,6 +293,9 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   std::chrono::steady_clock::time_point last_stalled_slot_check_{};
   std::atomic<std::uint64_t> stalled_slots_skipped_{0};
   std::atomic<std::uint64_t> skipped_slot_messages_{0};
+  std::atomic<std::uint64_t> late_replies_on_own_endpoint_{0};
+  std::atomic<std::uint64_t> late_replies_on_request_endpoint_{0};
+  std::atomic<std::uint64_t> late_replies_dropped_{0};
 
   std::shared_mutex handlers_mutex_;
   std::unordered_map<std::uint32_t, RequestHandler> request_handlers_;

@@ -144,6 +144,16 @@ void Transport::Impl::ServeRequest(const FrameHeader& header, ucp_ep_h reply_end
       state->impl = this;
       state->reply_endpoint = reply_endpoint;
       state->header = header;
+      state->handler_thread = std::this_thread::get_id();
+      // Set however the handler ends, if it kept a copy to answer with
+      // later; without one the answer was given (or the request dropped)
+      // inside the handler's call.
+      struct MarkReturned {
+        std::weak_ptr<Responder::State> state;
+        ~MarkReturned() {
+          if (auto kept = state.lock()) kept->handler_returned.store(true);
+        }
+      } mark_returned{state};
       handler(header.source_rank, payload, Responder(std::move(state)));
       return;
     }

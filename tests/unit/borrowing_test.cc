@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/borrow_links.h"
 #include "core/borrowed_objects.h"
 #include "core/owner.h"
 #include "core/process_runtime.h"
@@ -21,6 +22,8 @@
 #include "sray/errors.h"
 #include "sray/internal/serialization.h"
 #include "test_files.h"
+#include "transport/address_book.h"
+#include "transport/transport.h"
 
 namespace sray::core {
 namespace {
@@ -383,6 +386,63 @@ TEST_F(TwoOwners, ABorrowersGetWaitsForThePendingObject) {
   owner_.OnTaskOutcome(OutcomeFor(submitted_[0], OutcomeKind::kInlineValue, 6));
   EXPECT_EQ(ValueOf(got.get().front()), 6);
   EXPECT_TRUE(borrower_.Wait({id}, 1, std::chrono::seconds(5))[0]);
+}
+
+// Over real transports: a borrower whose address the owner cannot learn
+// from the job (a worker of another node) asks for a pending object. The
+// owner answers once the task is done, long after the request's handler
+// returned: on an endpoint of its own, made from the address the request
+// carried, never on the one UCX made for the request, which UCX frees if the
+// borrower dies meanwhile (transport.h, Responder).
+TEST(OwnerServiceOverTransport, APendingObjectIsAnsweredOnTheOwnersOwnEndpointToTheBorrower) {
+  transport::JobToken token{};
+  for (auto& byte : token) byte = std::byte{3};
+  const auto make = [&token](std::uint32_t rank,
+                             const std::shared_ptr<transport::AddressBook>& book) {
+    transport::TransportOptions options;
+    options.rank = rank;
+    options.token = token;
+    options.resolve_address = [book](std::uint32_t peer) -> Result<transport::Bytes> {
+      if (auto entry = book->Find(peer)) return entry->address;
+      return Status::NotFound("no address for rank " + std::to_string(peer));
+    };
+    auto made = transport::Transport::Create(std::move(options));
+    EXPECT_TRUE(made.ok()) << made.status().message();
+    return std::move(made).value();
+  };
+  auto owner_book = std::make_shared<transport::AddressBook>();
+  auto borrower_book = std::make_shared<transport::AddressBook>();
+  auto owner_transport = make(1, owner_book);
+  auto borrower_transport = make(2, borrower_book);
+  NoStore store;
+  std::vector<TaskSpec> submitted;
+  Owner owner{OwnerIdentity{.rank = 1, .node_id = 0}, store,
+              [&submitted](TaskSpec spec) { submitted.push_back(std::move(spec)); }};
+  Owner borrower{OwnerIdentity{.rank = 2, .node_id = 1}, store, [](const TaskSpec&) {}};
+  TransportBorrowLinks owner_links(*owner_transport, owner_book);
+  TransportBorrowLinks borrower_links(*borrower_transport, borrower_book);
+  owner.SetBorrowLinks(owner_links);
+  borrower.SetBorrowLinks(borrower_links);
+  const OwnerService service(*owner_transport, owner, 0, owner_book);
+
+  const ObjectId id = owner.SubmitTask("f", {}, {});
+  auto handle = borrower.Borrow(id, owner.OwnerAddress(id));
+  auto got =
+      std::async(std::launch::async, [&] { return borrower.Get({id}, std::chrono::seconds(30)); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (owner_transport->statistics().requests_served < 2 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(got.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  ASSERT_EQ(submitted.size(), 1U);
+  owner.OnTaskOutcome(OutcomeFor(submitted[0], OutcomeKind::kInlineValue, 6));
+  ASSERT_EQ(got.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(internal::Deserialize<std::int64_t>(got.get().front()->bytes(), "test"), 6);
+  EXPECT_EQ(owner_transport->statistics().late_replies_on_own_endpoint, 1U);
+  EXPECT_EQ(owner_transport->statistics().late_replies_on_request_endpoint, 0U)
+      << "answered on the endpoint UCX made for the borrower's request";
+  borrower.RemoveReference(id);
 }
 
 TEST_F(TwoOwners, ABorrowerWaitingInALoopOnAPendingObjectAsksItsOwnerOnce) {

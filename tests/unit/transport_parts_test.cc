@@ -147,6 +147,11 @@ class RecordingSink final : public FrameSink {
                      OwnedFrame reply) override {
     frames.push_back("reply " + std::string(TextOf(reply.payload)));
   }
+  void TransmitLateReply(std::uint32_t rank, ucp_ep_h /*request_endpoint*/,
+                         OwnedFrame reply) override {
+    frames.push_back("late reply to " + std::to_string(rank) + " " +
+                     std::string(TextOf(reply.payload)));
+  }
   void TransmitOneWay(std::uint32_t rank, std::uint32_t method, Bytes payload) override {
     frames.push_back("to " + std::to_string(rank) + ": " + Describe(method, payload));
   }
@@ -233,8 +238,14 @@ TEST(SendAsFrames, RepliesGoOutAtOnce) {
   reply.reply.payload = BytesOf("r");
   messages.push_back(std::move(reply));
   messages.push_back(OneWay(1, 7, "b"));
+  PostedMessage late;
+  late.kind = PostedMessage::Kind::kLateReply;
+  late.rank = 2;
+  late.reply.payload = BytesOf("l");
+  messages.push_back(std::move(late));
   SendAsFrames(std::move(messages), sink);
-  EXPECT_EQ(sink.frames, (std::vector<std::string>{"reply r", "to 1: batch 7/a 7/b"}));
+  EXPECT_EQ(sink.frames,
+            (std::vector<std::string>{"reply r", "late reply to 2 l", "to 1: batch 7/a 7/b"}));
 }
 
 TEST(Outbox, TakeAllEmptiesItAndClearsTheFlag) {

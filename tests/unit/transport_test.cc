@@ -736,6 +736,62 @@ TEST_F(TransportPair, AFencedPeerIsCutOffBothWaysAndToldWhyWhenItAsks) {
   EXPECT_EQ(notes.load(), 0);
 }
 
+// A deferred responder answered inside its handler uses the request's
+// endpoint, valid there; answered after the handler returned, the server's
+// own endpoint to the requester; and the request's endpoint only for a
+// requester whose address the server cannot learn.
+TEST_F(TransportPair, ALateAnswerGoesOnTheServersOwnEndpointUnlessTheRequesterIsUnknown) {
+  constexpr std::uint32_t kAtOnce = 7;
+  constexpr std::uint32_t kLater = 8;
+  auto server = Make(0, TokenOf(1));
+  auto known = Make(1, TokenOf(1));
+  auto unknown = Make(2, TokenOf(1));
+  {
+    std::lock_guard lock(mutex_);
+    addresses_.erase(2);
+  }
+  server->RegisterDeferredRequestHandler(
+      kAtOnce, [](std::uint32_t, std::span<const std::byte>, const Responder& responder) {
+        responder.Reply(Text("at once"));
+      });
+  std::mutex held_mutex;
+  std::vector<Responder> held;  // guarded by held_mutex
+  server->RegisterDeferredRequestHandler(
+      kLater, [&](std::uint32_t, std::span<const std::byte>, Responder responder) {
+        std::lock_guard lock(held_mutex);
+        held.push_back(std::move(responder));
+      });
+  auto at_once = known->Call(0, kAtOnce, {}, std::chrono::seconds(10));
+  ASSERT_TRUE(at_once.ok()) << at_once.status().message();
+  EXPECT_EQ(server->statistics().late_replies_on_own_endpoint, 0U);
+  EXPECT_EQ(server->statistics().late_replies_on_request_endpoint, 0U);
+
+  auto from_known = std::async(
+      std::launch::async, [&] { return known->Call(0, kLater, {}, std::chrono::seconds(10)); });
+  auto from_unknown = std::async(
+      std::launch::async, [&] { return unknown->Call(0, kLater, {}, std::chrono::seconds(10)); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    {
+      std::lock_guard lock(held_mutex);
+      if (held.size() == 2 || std::chrono::steady_clock::now() > deadline) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  {
+    std::lock_guard lock(held_mutex);
+    ASSERT_EQ(held.size(), 2U);
+    for (const Responder& responder : held) responder.Reply(Text("later"));
+  }
+  const auto known_reply = from_known.get();
+  ASSERT_TRUE(known_reply.ok()) << known_reply.status().message();
+  EXPECT_EQ(std::string(TextOf(*known_reply)), "later");
+  const auto unknown_reply = from_unknown.get();
+  ASSERT_TRUE(unknown_reply.ok()) << unknown_reply.status().message();
+  EXPECT_EQ(server->statistics().late_replies_on_own_endpoint, 1U);
+  EXPECT_EQ(server->statistics().late_replies_on_request_endpoint, 1U);
+}
+
 // A request answered later (a deferred responder) whose requester was found
 // gone meanwhile: the server's endpoint to it was closed by force, and UCX
 // had matched it with the reply endpoint the request came by, so the reply
@@ -1370,6 +1426,117 @@ TEST(TransportDeadPeer, AFirstCallToAProcessThatAlreadyDiedFailsWithinSeconds) {
   EXPECT_LT(took, std::chrono::seconds(5))
       << "took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
       << " ms: " << reply.status().message();
+}
+
+// A request answered after its handler returned (a deferred responder),
+// whose requester died meanwhile: UCX frees the endpoint it made itself
+// for the requester once it notices, so the answer must not go on the
+// request's endpoint; it goes on the server's own endpoint to the
+// requester, whose failure ends it (AddressSanitizer's build tells a use
+// of the freed endpoint). The requester is this test binary started again,
+// told by SRAY_TEST_REQUESTER_FD to make its request and write its address
+// there; it learns the server's address from SRAY_TEST_SERVER_ADDRESS.
+TEST(TransportDeadRequester, ALateAnswerGoesOnTheServersOwnEndpointNotOneUcxFreed) {
+  constexpr std::uint32_t kHeld = 7;
+  const auto hex = [](const Bytes& bytes) {
+    std::string text;
+    for (const std::byte byte : bytes) {
+      constexpr std::string_view kDigits = "0123456789abcdef";
+      text += kDigits[std::to_integer<unsigned>(byte) >> 4U];
+      text += kDigits[std::to_integer<unsigned>(byte) & 15U];
+    }
+    return text;
+  };
+  if (const char* fd_text = std::getenv("SRAY_TEST_REQUESTER_FD")) {
+    const int fd = std::atoi(fd_text);
+    const std::string server_hex = std::getenv("SRAY_TEST_SERVER_ADDRESS");
+    Bytes server_address;
+    for (std::size_t at = 0; at + 1 < server_hex.size(); at += 2) {
+      server_address.push_back(
+          static_cast<std::byte>(std::stoul(server_hex.substr(at, 2), nullptr, 16)));
+    }
+    TransportOptions options;
+    options.rank = 1;
+    options.token = TokenOf(1);
+    options.resolve_address = [server_address](std::uint32_t) -> Result<Bytes> {
+      return server_address;
+    };
+    auto transport = Transport::Create(std::move(options));
+    if (!transport.ok()) ::_exit(1);
+    auto address = (*transport)->LocalAddress(false);
+    if (!address.ok()) ::_exit(1);
+    (*transport)->CallAsync(0, kHeld, {}, [](Result<Bytes>) {});
+    if (!WriteBlob(fd, address->data(), address->size())) ::_exit(1);
+    for (;;) ::pause();
+  }
+  std::optional<TcpOnlyWhileStarting> tcp_only{std::in_place};
+  std::mutex mutex;
+  Bytes requester_address;  // guarded by mutex
+  TransportOptions options;
+  options.rank = 0;
+  options.token = TokenOf(1);
+  options.resolve_address = [&](std::uint32_t rank) -> Result<Bytes> {
+    std::lock_guard lock(mutex);
+    if (rank != 1 || requester_address.empty()) return Status::NotFound("no such rank");
+    return requester_address;
+  };
+  auto made = Transport::Create(std::move(options));
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  auto server = std::move(made).value();
+  std::promise<Responder> held;
+  server->RegisterDeferredRequestHandler(
+      kHeld, [&held](std::uint32_t, std::span<const std::byte>, Responder responder) {
+        held.set_value(std::move(responder));
+      });
+  server->RegisterRequestHandler(kEcho, [](std::uint32_t, std::span<const std::byte> payload) {
+    return Result<Bytes>(Bytes(payload.begin(), payload.end()));
+  });
+  const auto server_address = server->LocalAddress(false);
+  ASSERT_TRUE(server_address.ok());
+  ::setenv("SRAY_TEST_SERVER_ADDRESS", hex(*server_address).c_str(), 1);
+  PeerProcess requester(
+      "TransportDeadRequester.ALateAnswerGoesOnTheServersOwnEndpointNotOneUcxFreed",
+      "SRAY_TEST_REQUESTER_FD");
+  ::unsetenv("SRAY_TEST_SERVER_ADDRESS");
+  tcp_only.reset();
+  ASSERT_GT(requester.pid(), 0);
+  {
+    const Bytes address = ReadBlob(requester.pipe());
+    ASSERT_FALSE(address.empty()) << "the requester did not start";
+    std::lock_guard lock(mutex);
+    requester_address = address;
+  }
+  auto responder = held.get_future();
+  ASSERT_EQ(responder.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  requester.Kill();
+  // Over TCP, UCX hears of the reset connection at its next progress.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  responder.get().Reply(Text("late"));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  const auto late_replies = [&server] {
+    const TransportStatistics statistics = server->statistics();
+    return statistics.late_replies_on_own_endpoint + statistics.late_replies_on_request_endpoint +
+           statistics.late_replies_dropped;
+  };
+  while (late_replies() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // On its own endpoint, failed by now or soon, or dropped at the connect.
+  EXPECT_EQ(late_replies(), 1U);
+  EXPECT_EQ(server->statistics().late_replies_on_request_endpoint, 0U)
+      << "answered on the endpoint UCX made for the dead requester";
+
+  // The server goes on serving others.
+  TransportOptions other_options;
+  other_options.rank = 2;
+  other_options.token = TokenOf(1);
+  other_options.resolve_address = [address = *server_address](std::uint32_t) -> Result<Bytes> {
+    return address;
+  };
+  auto other = Transport::Create(std::move(other_options));
+  ASSERT_TRUE(other.ok()) << other.status().message();
+  auto reply = (*other)->Call(0, kEcho, Text("still there?"), std::chrono::seconds(10));
+  ASSERT_TRUE(reply.ok()) << reply.status().message();
 }
 }  // namespace
 }  // namespace sray::transport
