@@ -33,13 +33,32 @@ void NoteOwnerAddress(transport::AddressBook& book, std::uint32_t own_rank,
                                     reference.id.ToString() + ")"});
 }
 
-void NoteRequesterAddress(transport::AddressBook& book, std::uint32_t rank,
-                          const std::string& address) {
-  if (address.empty() || book.Find(rank)) return;
-  book.Add(rank, transport::AddressBook::Entry{
-                     .address = transport::BytesOf(address),
-                     .pid = 0,
-                     .description = "rank " + std::to_string(rank) + " (a borrower)"});
+void BorrowerAddresses::Note(std::uint32_t rank, const std::string& address) {
+  if (address.empty()) return;
+  std::lock_guard lock(mutex_);
+  if (book_->Find(rank)) return;
+  book_->Add(rank, transport::AddressBook::Entry{
+                       .address = transport::BytesOf(address),
+                       .pid = 0,
+                       .description = "rank " + std::to_string(rank) + " (a borrower)"});
+  noted_.insert(rank);
+}
+
+void BorrowerAddresses::Forget(std::uint32_t rank) {
+  std::lock_guard lock(mutex_);
+  if (noted_.erase(rank) > 0) book_->Remove(rank);
+}
+
+void BorrowerAddresses::ForgetOn(std::uint32_t node) {
+  std::lock_guard lock(mutex_);
+  for (auto rank = noted_.begin(); rank != noted_.end();) {
+    if (NodeOfWorkerRank(*rank) == node) {
+      book_->Remove(*rank);
+      rank = noted_.erase(rank);
+    } else {
+      ++rank;
+    }
+  }
 }
 
 std::uint32_t TransportBorrowLinks::Reach(const ObjectId& id, const std::string& owner_address) {
@@ -88,23 +107,26 @@ OwnerService::OwnerService(transport::Transport& transport, Owner& owner,
                            std::shared_ptr<transport::AddressBook> book)
     : guard_(std::make_shared<Guard>()) {
   guard_->owner.store(&owner);
+  auto borrowers = std::make_shared<BorrowerAddresses>(std::move(book));
   transport.RegisterOneWayHandler(
-      kBorrowerGone, [guard = guard_, node_manager_rank](std::uint32_t source,
-                                                         std::span<const std::byte> payload) {
+      kBorrowerGone, [guard = guard_, node_manager_rank, borrowers](
+                         std::uint32_t source, std::span<const std::byte> payload) {
         // Its node manager checked where the news came from.
         if (source != node_manager_rank) return;
         auto gone = Decode<OwnerGone>(payload, "borrower gone");
         if (!gone.ok()) return;
         guard->With([&](Owner& served_owner) { served_owner.ForgetBorrower(gone->rank); });
+        borrowers->Forget(gone->rank);
       });
   transport.RegisterOneWayHandler(
-      kBorrowerNodeLost, [guard = guard_, node_manager_rank, fenced = &transport](
+      kBorrowerNodeLost, [guard = guard_, node_manager_rank, fenced = &transport, borrowers](
                              std::uint32_t source, std::span<const std::byte> payload) {
         if (source != node_manager_rank) return;
         auto lost = Decode<NodeLost>(payload, "borrower node lost");
         if (!lost.ok()) return;
         FenceLostNode(*fenced, *lost);
         guard->With([&](Owner& served_owner) { served_owner.ForgetBorrowersOn(lost->node); });
+        borrowers->ForgetOn(lost->node);
       });
   transport.RegisterOneWayHandler(
       kOwnerOutcome, [guard = guard_](std::uint32_t, std::span<const std::byte> payload) {
@@ -131,16 +153,20 @@ OwnerService::OwnerService(transport::Transport& transport, Owner& owner,
         guard->With([&](Owner& served_owner) { served_owner.RemoveBorrower(*change); });
       });
   transport.RegisterDeferredRequestHandler(
-      kObjectStatus, [guard = guard_, book = std::move(book)](std::uint32_t source,
-                                                              std::span<const std::byte> payload,
-                                                              transport::Responder responder) {
+      kObjectStatus,
+      [guard = guard_, borrowers](std::uint32_t source, std::span<const std::byte> payload,
+                                  transport::Responder responder) {
         auto request = Decode<StatusRequest>(payload, "object status");
         if (!request.ok()) {
           responder.Reply(request.status());
           return;
         }
-        NoteRequesterAddress(*book, source, request->requester_address);
         const bool served = guard->With([&](Owner& served_owner) {
+          // Not for a borrower whose end was heard of already: nothing
+          // would take its entry out again.
+          if (!served_owner.HeardEnded(source)) {
+            borrowers->Note(source, request->requester_address);
+          }
           auto answer = [responder](ObjectStatus status) { responder.Reply(Encode(status)); };
           if (request->rebuild) {
             served_owner.WhenRebuilt(request->id, request->lost_on_node, request->rebuilds_seen,

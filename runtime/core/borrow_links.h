@@ -9,7 +9,9 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_set>
 
 #include "core/borrowed_objects.h"
 #include "core/owner.h"
@@ -22,10 +24,26 @@ namespace sray::core {
 // unless it is `own_rank` or already there, so that it can be reached.
 void NoteOwnerAddress(transport::AddressBook& book, std::uint32_t own_rank,
                       const ContainedRef& reference);
-// Adds `rank` to `book` from the address its object status request carried,
-// unless it is already there (a worker of this node, with its pid).
-void NoteRequesterAddress(transport::AddressBook& book, std::uint32_t rank,
-                          const std::string& address);
+// The addresses of borrowers that asked this process about an object (the
+// request carries the asker's address), so that an answer given later goes
+// on an endpoint of this process's own (transport.h, Responder): in the
+// address book while the borrower lives, out of it once its end or its
+// node's loss is heard of. A rank already in the book (a worker of this
+// node, with its pid) is left as it is.
+// Thread-safety: every member may be called from any thread.
+class BorrowerAddresses {
+ public:
+  explicit BorrowerAddresses(std::shared_ptr<transport::AddressBook> book)
+      : book_(std::move(book)) {}
+  void Note(std::uint32_t rank, const std::string& address);
+  void Forget(std::uint32_t rank);
+  void ForgetOn(std::uint32_t node);
+
+ private:
+  std::shared_ptr<transport::AddressBook> book_;
+  std::mutex mutex_;
+  std::unordered_set<std::uint32_t> noted_;  // guarded by mutex_
+};
 
 class TransportBorrowLinks final : public BorrowLinks {
  public:

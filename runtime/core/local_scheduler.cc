@@ -288,8 +288,8 @@ void LocalScheduler::Dispatch(SchedulerEffects& effects) {
       }
     }
     // 2. Other nodes with room or a short queue, for tasks submitted here;
-    // a task forwarded here moves on once more, only to a node with room now
-    // (spillback), so it is not passed around. Placed ones never move.
+    // a task forwarded here moves on only to a node with room now
+    // (spillback), up to kMostHops moves in all. Placed ones never move.
     while (!tasks.empty() && tasks.front().hops < kMostHops && !tasks.front().placed &&
            !sched::Fits(shape->first, available_) &&
            Forward(tasks.front(),

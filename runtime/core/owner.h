@@ -98,6 +98,9 @@ class Owner final : public internal::Runtime {
   void ForgetBorrower(std::uint32_t rank);
   // The same for every process of a lost node.
   void ForgetBorrowersOn(std::uint32_t node);
+  // Whether this owner heard that the process of `rank` ended or its node
+  // was lost.
+  bool HeardEnded(std::uint32_t rank);
   // `done` runs once `id` is resolved (at once when it is), maybe on
   // another thread.
   void WhenResolved(const internal::ObjectId& id, std::function<void(ObjectStatus)> done);

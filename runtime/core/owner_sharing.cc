@@ -76,6 +76,11 @@ Status Owner::AddBorrower(const BorrowerChange& change) {
   return Status::Ok();
 }
 
+bool Owner::HeardEnded(std::uint32_t rank) {
+  std::lock_guard lock(mutex_);
+  return IsEndedBorrowerLocked(rank);
+}
+
 bool Owner::IsEndedBorrowerLocked(std::uint32_t rank) const {
   if (ended_borrowers_.Contains(rank)) return true;
   const std::optional<std::uint32_t> node = NodeOfWorkerRank(rank);

@@ -72,6 +72,8 @@ void SendAsFrames(std::vector<PostedMessage> messages, FrameSink& sink) {
       continue;
     }
     if (message.kind == PostedMessage::Kind::kLateReply) {
+      // On the endpoint the messages posted to that rank go by: after them.
+      if (OutgoingBatch* outgoing = open_for(message.rank)) outgoing->Flush(sink);
       sink.TransmitLateReply(message.rank, message.reply_endpoint, std::move(message.reply));
       continue;
     }

@@ -691,8 +691,13 @@ void Transport::Impl::TransmitLateReply(std::uint32_t rank, ucp_ep_h request_end
   if (!endpoint.ok()) {
     // Failed, fenced off, or this transport is closing: nobody waits for
     // the answer, and the request's endpoint may be freed already. Only a
-    // requester whose address is unknown here is answered on it.
-    if (endpoint.status().code() == StatusCode::kNotFound) {
+    // requester that this process has no address for (not a failed
+    // connect) and does not know to have ended is answered on it: a worker
+    // that ended leaves its node's address book.
+    const bool unknown_here = endpoint.status().code() == StatusCode::kNotFound &&
+                              (!options_.resolve_address || !options_.resolve_address(rank).ok()) &&
+                              (!options_.peer_alive || options_.peer_alive(rank));
+    if (unknown_here) {
       late_replies_on_request_endpoint_.fetch_add(1, std::memory_order_relaxed);
       TransmitReply(rank, request_endpoint, std::move(reply));
     } else {

@@ -104,12 +104,12 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   }
   [[nodiscard]] TransportStatistics statistics() const;
 
-  // Answers a request, from any thread: UCX runs in multi-thread mode. The
-  // reply endpoint may be this transport's own endpoint to the requester
-  // (UCX matches the two): once that was closed (the requester failed), the
-  // reply is dropped (PeerEndpoints::UnlessClosed). One UCX made itself is
-  // freed by UCX when the requester dies (see IncomingRendezvous, and
-  // docs/ARCHITECTURE.md, Actor gaps).
+  // Answers a request while its handler runs, from any thread: UCX runs in
+  // multi-thread mode. The reply endpoint may be this transport's own
+  // endpoint to the requester (UCX matches the two): once that was closed
+  // (the requester failed), the reply is dropped
+  // (PeerEndpoints::UnlessClosed). One UCX made itself is freed by UCX when
+  // the requester dies, so answers given later go by SendLateReply.
   void SendReply(ucp_ep_h reply_endpoint, const FrameHeader& header, Result<Bytes> result);
   [[nodiscard]] OwnedFrame MakeReply(const FrameHeader& header, Result<Bytes> result) const;
   // Answers a request whose handler has returned, from any thread: on this

@@ -35,8 +35,9 @@ bool IsAttachToEndingPeer(std::string_view text) {
   const bool posix_peer_gone =
       text.starts_with("open(file_name=/proc/") &&
       (text.ends_with("Permission denied") || text.ends_with("No such file or directory"));
+  // Not UCX's "shmat(shmid=N) returned unexpected error" of its own segment.
   const bool sysv_peer_gone =
-      text.starts_with("shmat(shmid=") &&
+      text.starts_with("shmat(shmid=") && text.find(") failed: ") != std::string_view::npos &&
       (text.ends_with("Invalid argument") || text.ends_with("Identifier removed"));
   if (posix_peer_gone || sysv_peer_gone) {
     hid_attach_to_ending_peer = true;

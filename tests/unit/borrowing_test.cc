@@ -388,6 +388,38 @@ TEST_F(TwoOwners, ABorrowersGetWaitsForThePendingObject) {
   EXPECT_TRUE(borrower_.Wait({id}, 1, std::chrono::seconds(5))[0]);
 }
 
+// Borrowers' addresses stay in the book while they live: out once their end
+// or their node's loss is heard of, and a rank the book had already (a
+// worker of this node, with its pid) is neither replaced nor taken out.
+TEST(BorrowerAddresses, KeepsABorrowersAddressUntilItsEndAndLeavesOthersAlone) {
+  auto book = std::make_shared<transport::AddressBook>();
+  const std::uint32_t local_worker = kFirstWorkerRank + 1;
+  const std::uint32_t on_node_1 = kFirstWorkerRank + kWorkersPerNodeLimit + 1;
+  const std::uint32_t also_on_node_1 = on_node_1 + 1;
+  const std::uint32_t on_node_2 = kFirstWorkerRank + 2 * kWorkersPerNodeLimit + 1;
+  book->Add(local_worker, transport::AddressBook::Entry{.address = transport::BytesOf("mine"),
+                                                        .pid = 1234,
+                                                        .description = "worker 1 of node 0"});
+  BorrowerAddresses borrowers(book);
+  borrowers.Note(local_worker, "other");
+  borrowers.Note(on_node_1, "one");
+  borrowers.Note(also_on_node_1, "one more");
+  borrowers.Note(on_node_2, "two");
+  borrowers.Note(kFirstWorkerRank + 7, "");  // an asker that sent no address
+  ASSERT_TRUE(book->Find(local_worker));
+  EXPECT_EQ(book->Find(local_worker)->pid, 1234);
+  EXPECT_EQ(std::string(transport::TextOf(book->Find(on_node_1)->address)), "one");
+  EXPECT_FALSE(book->Find(kFirstWorkerRank + 7));
+
+  borrowers.Forget(local_worker);
+  EXPECT_TRUE(book->Find(local_worker)) << "took out an entry it had not made";
+  borrowers.Forget(on_node_2);
+  EXPECT_FALSE(book->Find(on_node_2));
+  borrowers.ForgetOn(1);
+  EXPECT_FALSE(book->Find(on_node_1));
+  EXPECT_FALSE(book->Find(also_on_node_1));
+}
+
 // Over real transports: a borrower whose address the owner cannot learn
 // from the job (a worker of another node) asks for a pending object. The
 // owner answers once the task is done, long after the request's handler

@@ -248,6 +248,22 @@ TEST(SendAsFrames, RepliesGoOutAtOnce) {
             (std::vector<std::string>{"reply r", "late reply to 2 l", "to 1: batch 7/a 7/b"}));
 }
 
+// A late reply goes on the endpoint this process's messages to that rank
+// take: after what was posted to it before.
+TEST(SendAsFrames, ALateReplyGoesAfterWhatWasPostedToItsRankBefore) {
+  RecordingSink sink;
+  std::vector<PostedMessage> messages;
+  messages.push_back(OneWay(1, 7, "a"));
+  PostedMessage late;
+  late.kind = PostedMessage::Kind::kLateReply;
+  late.rank = 1;
+  late.reply.payload = BytesOf("l");
+  messages.push_back(std::move(late));
+  messages.push_back(OneWay(1, 7, "b"));
+  SendAsFrames(std::move(messages), sink);
+  EXPECT_EQ(sink.frames, (std::vector<std::string>{"to 1: 7/a", "late reply to 1 l", "to 1: 7/b"}));
+}
+
 TEST(Outbox, TakeAllEmptiesItAndClearsTheFlag) {
   Outbox outbox;
   EXPECT_FALSE(outbox.HasMessages());

@@ -738,17 +738,22 @@ TEST_F(TransportPair, AFencedPeerIsCutOffBothWaysAndToldWhyWhenItAsks) {
 
 // A deferred responder answered inside its handler uses the request's
 // endpoint, valid there; answered after the handler returned, the server's
-// own endpoint to the requester; and the request's endpoint only for a
-// requester whose address the server cannot learn.
+// own endpoint to the requester; the request's endpoint only for a
+// requester whose address the server cannot learn; and nothing for one
+// without an address that the liveness probe says has ended (a worker out
+// of its node's address book), whose request's endpoint UCX may have freed.
 TEST_F(TransportPair, ALateAnswerGoesOnTheServersOwnEndpointUnlessTheRequesterIsUnknown) {
   constexpr std::uint32_t kAtOnce = 7;
   constexpr std::uint32_t kLater = 8;
-  auto server = Make(0, TokenOf(1));
+  auto server = Make(0, TokenOf(1), std::chrono::seconds(20), {},
+                     [](std::uint32_t rank) { return rank != 3; });
   auto known = Make(1, TokenOf(1));
   auto unknown = Make(2, TokenOf(1));
+  auto ended = Make(3, TokenOf(1));
   {
     std::lock_guard lock(mutex_);
     addresses_.erase(2);
+    addresses_.erase(3);
   }
   server->RegisterDeferredRequestHandler(
       kAtOnce, [](std::uint32_t, std::span<const std::byte>, const Responder& responder) {
@@ -770,17 +775,19 @@ TEST_F(TransportPair, ALateAnswerGoesOnTheServersOwnEndpointUnlessTheRequesterIs
       std::launch::async, [&] { return known->Call(0, kLater, {}, std::chrono::seconds(10)); });
   auto from_unknown = std::async(
       std::launch::async, [&] { return unknown->Call(0, kLater, {}, std::chrono::seconds(10)); });
+  auto from_ended = std::async(std::launch::async,
+                               [&] { return ended->Call(0, kLater, {}, std::chrono::seconds(2)); });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (;;) {
     {
       std::lock_guard lock(held_mutex);
-      if (held.size() == 2 || std::chrono::steady_clock::now() > deadline) break;
+      if (held.size() == 3 || std::chrono::steady_clock::now() > deadline) break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   {
     std::lock_guard lock(held_mutex);
-    ASSERT_EQ(held.size(), 2U);
+    ASSERT_EQ(held.size(), 3U);
     for (const Responder& responder : held) responder.Reply(Text("later"));
   }
   const auto known_reply = from_known.get();
@@ -788,8 +795,10 @@ TEST_F(TransportPair, ALateAnswerGoesOnTheServersOwnEndpointUnlessTheRequesterIs
   EXPECT_EQ(std::string(TextOf(*known_reply)), "later");
   const auto unknown_reply = from_unknown.get();
   ASSERT_TRUE(unknown_reply.ok()) << unknown_reply.status().message();
+  EXPECT_FALSE(from_ended.get().ok()) << "answered a requester taken for ended";
   EXPECT_EQ(server->statistics().late_replies_on_own_endpoint, 1U);
   EXPECT_EQ(server->statistics().late_replies_on_request_endpoint, 1U);
+  EXPECT_EQ(server->statistics().late_replies_dropped, 1U);
 }
 
 // A request answered later (a deferred responder) whose requester was found
