@@ -172,6 +172,12 @@ class LocalJob {
   };
 
   Status BlockSignals() {
+    // A parent that ignored SIGCHLD passes that on through exec: the system
+    // would then reap the ranks unseen, and the launcher wait for them for
+    // ever (and the ranks, inheriting it, for their workers).
+    if (::signal(SIGCHLD, SIG_DFL) == SIG_ERR) {
+      return Status::FromErrno(errno, "cannot restore the default action of SIGCHLD");
+    }
     sigset_t signals;
     sigemptyset(&signals);
     for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGQUIT}) sigaddset(&signals, signal);

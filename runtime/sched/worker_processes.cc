@@ -32,6 +32,10 @@ std::vector<char*> PointersTo(std::vector<std::string>& strings) {
 }  // namespace
 
 std::string DescribeWaitStatus(int wait_status) {
+  if (wait_status == kEndNotKept) {
+    return "an end whose cause is unknown (this process ignores SIGCHLD, so the system reaped "
+           "the worker without keeping its status)";
+  }
   if (WIFEXITED(wait_status)) return "exit status " + std::to_string(WEXITSTATUS(wait_status));
   if (WIFSIGNALED(wait_status)) {
     const int signal_number = WTERMSIG(wait_status);
@@ -157,7 +161,15 @@ void WorkerProcesses::Watch() {
       if ((watched[index].revents & (POLLIN | POLLHUP)) == 0) continue;
       const pid_t pid = pids[index - 1];
       int wait_status = 0;
-      if (::waitpid(pid, &wait_status, WNOHANG) != pid) continue;
+      const pid_t waited = ::waitpid(pid, &wait_status, WNOHANG);
+      if (waited == -1 && errno == ECHILD) {
+        // This process ignores SIGCHLD (a driver that set it so): the
+        // system reaped the worker, whose pidfd says it ended, and kept no
+        // status.
+        wait_status = kEndNotKept;
+      } else if (waited != pid) {
+        continue;
+      }
       {
         std::lock_guard lock(mutex_);
         auto found = pidfds_.find(pid);

@@ -62,6 +62,9 @@ class WorkerProcesses {
 };
 
 // "exit status 3", "signal 9 (Killed)"
+// The wait status given for a worker the system reaped itself, which
+// keeps none (never a status waitpid gives).
+inline constexpr int kEndNotKept = -1;
 std::string DescribeWaitStatus(int wait_status);
 
 }  // namespace sray::sched

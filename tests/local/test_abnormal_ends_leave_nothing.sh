@@ -103,6 +103,19 @@ wait "$launcher" || status=$?
 [ "$status" -ne 0 ] || fail "a job ended by Ctrl-C exited with 0"
 expect_gone_within_5s "$since"
 
+# A launcher whose parent ignored SIGCHLD (which exec passes on): the system
+# reaped the ranks unseen, and `sray run` waited for ever, Ctrl-C or not.
+# It runs and ends as any other job now.
+out=$WORK/sigchld.out
+status=0
+timeout -k 10 60 perl -e '$SIG{CHLD} = "IGNORE"; exec @ARGV or die "cannot run $ARGV[0]: $!"' \
+  "$SRAY" run -N3 bash -c 'echo "job $SRAY_JOB_ID"; exec "$0" nested' "$TASKS" >"$out" 2>&1 || status=$?
+[ "$status" -eq 0 ] || { cat "$out" >&2; fail "a job started with SIGCHLD ignored: exit status $status (124: it hung)"; }
+expect_lines "$out" '^ok: ' 1
+job=$(job_of "$out")
+echo "a job started with SIGCHLD ignored:"
+expect_gone_within_5s "$(date +%s%N)"
+
 # A driver that throws out of main (std::terminate, SIGABRT).
 out=$WORK/throw.out
 status=0
