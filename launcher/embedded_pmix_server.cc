@@ -104,7 +104,7 @@ class EmbeddedPmixServer::Module {
                              const char message[], pmix_proc_t /*procs*/[], size_t /*nprocs*/,
                              pmix_op_cbfunc_t cbfunc, void* cbdata) {
     AbortRequest request{.rank = proc->rank,
-                         .status = status == 0 ? 1 : status,
+                         .status = ExitStatusOfAbort(status),
                          .message = message != nullptr ? message : ""};
     g_server->Execute([request, cbfunc, cbdata] {
       std::function<void(const AbortRequest&)> on_abort;

@@ -48,9 +48,16 @@ struct EmulatedJobLayout {
 // What a client reported through PMIx_Abort.
 struct AbortRequest {
   std::uint32_t rank = 0;
-  int status = 1;
+  int status = 1;  // what `sray run` exits with: 1 to 255
   std::string message;
 };
+
+// The exit status for a rank's PMIx_Abort(status): an abort is a failure,
+// and an exit status keeps only the low 8 bits (256 would read as success),
+// so a status outside 1 to 255 becomes 1.
+inline int ExitStatusOfAbort(int status) {
+  return status >= 1 && status <= 255 ? status : 1;
+}
 
 class EmbeddedPmixServer {
  public:
