@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -74,9 +76,20 @@ Result<std::map<std::string, std::string>> RunScripts(const std::vector<fs::path
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, pipe_ends[1], STDOUT_FILENO);
+  // Not with its caller's blocked signals (`sray run` blocks INT and TERM
+  // for its signalfd, and PIPE): a script that hangs must end on Ctrl-C, and
+  // `yes | head` in one must end as in a shell.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
   pid_t pid = 0;
-  const int spawned = ::posix_spawn(&pid, bash.c_str(), &actions, nullptr, argv.data(), envp.data());
+  const int spawned =
+      ::posix_spawn(&pid, bash.c_str(), &actions, &attributes, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
   ::close(pipe_ends[1]);
   if (spawned != 0) {
     ::close(pipe_ends[0]);
@@ -99,8 +112,11 @@ Result<std::map<std::string, std::string>> RunScripts(const std::vector<fs::path
   if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
     std::string names;
     for (const auto& script : scripts) names += (names.empty() ? "" : ", ") + script.filename().string();
-    return Status::InvalidArgument("an activate.d script failed (" + names + ", exit status " +
-                                   std::to_string(WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1) +
+    const std::string how = WIFEXITED(wait_status)
+                                ? "exit status " + std::to_string(WEXITSTATUS(wait_status))
+                                : "killed by signal " + std::to_string(WTERMSIG(wait_status)) +
+                                      " (" + ::strsignal(WTERMSIG(wait_status)) + ")";
+    return Status::InvalidArgument("an activate.d script failed (" + names + ", " + how +
                                    "): fix the script or remove it from the environment");
   }
   std::map<std::string, std::string> result;

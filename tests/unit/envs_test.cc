@@ -319,6 +319,32 @@ TEST_F(EnvsTest, ActivateScriptsAreSourcedAndWhatTheySetIsApplied) {
   EXPECT_EQ(activation->scripts_run.size(), 2u);
 }
 
+// `sray run` runs the scripts with INT, TERM and PIPE blocked in its own
+// threads (for its signalfd), and the scripts and what they started
+// inherited that mask: a hung one went on through Ctrl-C, and `yes | head`
+// in one never ended. What a script starts must have nothing blocked.
+TEST_F(EnvsTest, ActivateScriptsDoNotInheritTheCallersBlockedSignals) {
+  Write(prefix_ / "etc" / "conda" / "activate.d" / "mask.sh",
+        "export BLOCKED=$(awk '/^SigBlk:/ {print $2}' /proc/self/status)\n");
+  sigset_t blocked;
+  sigemptyset(&blocked);
+  for (const int signal_number : {SIGINT, SIGTERM, SIGPIPE}) sigaddset(&blocked, signal_number);
+  sigset_t before;
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &blocked, &before), 0);
+  auto activation = Activate(prefix_, [](const std::string& name) -> std::optional<std::string> {
+    if (name == "PATH") return std::string("/usr/bin:/bin");
+    return std::nullopt;
+  });
+  ASSERT_EQ(pthread_sigmask(SIG_SETMASK, &before, nullptr), 0);
+  ASSERT_TRUE(activation.ok()) << activation.status().message();
+  const std::uint64_t mask = std::stoull(activation->set.at("BLOCKED"), nullptr, 16);
+  for (const int signal_number : {SIGINT, SIGTERM, SIGPIPE}) {
+    EXPECT_EQ(mask & (std::uint64_t{1} << (signal_number - 1)), 0U)
+        << "signal " << signal_number << " blocked in what the script ran (SigBlk "
+        << activation->set.at("BLOCKED") << ")";
+  }
+}
+
 TEST_F(EnvsTest, AFailingActivateScriptOrBadVariablesFileActivatesNothing) {
   Write(prefix_ / "etc" / "conda" / "activate.d" / "broken.sh", "false\n");
   auto failed = Activate(prefix_, [](const std::string&) { return std::optional<std::string>(); });
