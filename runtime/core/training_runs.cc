@@ -60,6 +60,14 @@ void RecordTrainingReport(const TrainingReport& report) {
   run->reports.push_back(report);
 }
 
+void RecordTrainingRestart(const std::string& name, int restarts) {
+  auto& registry = core::TheRegistry();
+  std::lock_guard lock(registry.mutex);
+  if (core::TrainingRunRecord* run = core::FindLocked(registry, name)) {
+    run->restarts = std::max(run->restarts, restarts);
+  }
+}
+
 void RecordTrainingEnd(const std::string& name, const std::string& outcome) {
   auto& registry = core::TheRegistry();
   std::lock_guard lock(registry.mutex);

@@ -543,6 +543,7 @@ Result Fit(const TrainingRequest& request) {
       throw TrainingFailedError(what, first.rank, first.node_id, first.pid, first.cause,
                                 failures - 1);
     }
+    sray::internal::RecordTrainingRestart(state.name, failures);
     Say(state, where + "; restarting the group (" + std::to_string(failures) +
                    (max_failures == -1 ? "" : " of " + std::to_string(max_failures)) + ") from " +
                    (state.latest ? std::filesystem::path(state.latest->path).filename().string()

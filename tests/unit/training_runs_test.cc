@@ -47,5 +47,24 @@ TEST(TrainingRuns, KeepEachRunsReportsRestartsAndEnd) {
   EXPECT_EQ(found->reports[1].checkpoint, "checkpoint_000001");
 }
 
+// A group that fails before its first report restarts all the same: the
+// dashboard showed "0 restart(s)" through every restart of such a run.
+TEST(TrainingRuns, CountRestartsOfAGroupThatNeverReported) {
+  internal::RecordTrainingStart(
+      {.name = "restarts-test", .storage_path = "/y", .num_workers = 2, .use_gpu = false});
+  internal::RecordTrainingRestart("restarts-test", 1);
+  internal::RecordTrainingRestart("restarts-test", 2);
+  internal::RecordTrainingRestart("no-such-run", 5);
+  internal::RecordTrainingEnd("restarts-test", "failed: worker 0 threw");
+  const TrainingRunRecord* found = nullptr;
+  const auto runs = TrainingRuns();
+  for (const auto& run : runs) {
+    if (run.start.name == "restarts-test") found = &run;
+  }
+  ASSERT_NE(found, nullptr);
+  EXPECT_EQ(found->restarts, 2);
+  EXPECT_TRUE(found->reports.empty());
+}
+
 }  // namespace
 }  // namespace sray::core

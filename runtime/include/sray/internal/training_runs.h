@@ -32,6 +32,9 @@ struct TrainingReport {
 
 void RecordTrainingStart(const TrainingRunStart& start);
 void RecordTrainingReport(const TrainingReport& report);
+// The group was restarted, `restarts` times in all so far: a group that
+// fails before its first report restarts too.
+void RecordTrainingRestart(const std::string& name, int restarts);
 // `outcome`: "finished", or "failed: <why>".
 void RecordTrainingEnd(const std::string& name, const std::string& outcome);
 
