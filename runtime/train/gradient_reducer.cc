@@ -317,6 +317,12 @@ void GradientReducer::Finish() {
   reset();
 }
 
+bool GradientReducer::Interrupted() const {
+  std::lock_guard lock(mutex_);
+  // Between passes a pass still under way never reached its end.
+  return broken_ || in_backward_;
+}
+
 bool GradientReducer::HooksAttached() const {
   std::lock_guard lock(mutex_);
   for (std::size_t index = 0; index < parameters_.size(); ++index) {

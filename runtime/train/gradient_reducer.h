@@ -68,6 +68,10 @@ class GradientReducer {
   // was moved to another device or cast after PrepareModel): its gradients
   // would no longer be averaged.
   [[nodiscard]] bool HooksAttached() const;
+  // True once a backward pass was interrupted (an exception inside it left
+  // buckets half sent): any further collective of this worker would pair
+  // with another worker's leftover. Asked between passes.
+  [[nodiscard]] bool Interrupted() const;
   // Hooks the accumulators anew where they were replaced without a change of
   // device or type (torch::load into the prepared module does that); throws
   // for a change of device or type. Not during a backward pass.

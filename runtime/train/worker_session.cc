@@ -167,6 +167,15 @@ namespace {
 void ReportWith(const Metrics& metrics, const Checkpoint* checkpoint) {
   internal::Session& session = internal::CurrentSession();
   for (const auto& reducer : session.reducers) {
+    // Report's own collectives would pair with the other workers' buckets.
+    if (reducer->Interrupted()) {
+      throw Error(
+          "sray: cannot report: a backward pass on this worker was interrupted by an exception and "
+          "left "
+          "gradient buckets half sent, so this worker is out of step with the others: end the "
+          "training "
+          "loop (the trainer restarts the group when max_failures allows)");
+    }
     if (!reducer->HooksAttached()) {
       throw Error(
           "sray: the model's parameters were replaced after PrepareModel (torch::load, a move to another "

@@ -243,12 +243,16 @@ TEST(GradientReducer, APassInterruptedByAnExceptionFailsEveryLaterPass) {
     const auto input = torch::ones({2, 6});
     auto hidden = torch::tanh(net->second->forward(torch::tanh(net->first->forward(input))));
     hidden.register_hook([](const torch::Tensor&) { throw std::runtime_error("a hook fails mid-backward"); });
+    EXPECT_FALSE(reducer.Interrupted());
     try {
       net->last->forward(hidden).sum().backward();
       ADD_FAILURE() << "the hook's exception did not end backward";
     } catch (const std::exception& error) {
       EXPECT_NE(std::string(error.what()).find("a hook fails mid-backward"), std::string::npos) << error.what();
     }
+    // What Report asks before its own collectives (a loop that caught the
+    // exception and reported next went on to pair them with buckets).
+    EXPECT_TRUE(reducer.Interrupted());
     for (int pass = 0; pass < 2; ++pass) {
       try {
         net->forward(input, false).sum().backward();
