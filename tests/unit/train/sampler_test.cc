@@ -50,6 +50,23 @@ TEST(DistributedSampler, FeedsADataLoaderEveryEpochADifferentShard) {
   EXPECT_NE(epochs[0], epochs[1]);
 }
 
+// A loader made from std::move(sampler): the moved-from sampler had no epoch
+// left, and its set_epoch crashed. It still shares the loader's epoch.
+TEST(DistributedSampler, AMovedFromSamplerStillSetsTheLoadersEpoch) {
+  DistributedSampler sampler(100, 2, 0, {});
+  DistributedSampler taken = std::move(sampler);
+  taken.reset();
+  const auto epoch_zero = Drain(taken);
+  sampler.set_epoch(1);  // NOLINT(bugprone-use-after-move): what the test is about
+  EXPECT_EQ(taken.epoch(), 1U);
+  taken.reset();
+  EXPECT_NE(Drain(taken), epoch_zero);
+  DistributedSampler assigned(10, 1, 0, {});
+  assigned = std::move(taken);
+  taken.set_epoch(2);  // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(assigned.epoch(), 2U);
+}
+
 TEST(DistributedSampler, RefusesARankOutsideTheWorld) {
   EXPECT_THROW(DistributedSampler(10, 2, 2, {}), sray::ConfigError);
   EXPECT_THROW(DistributedSampler(10), sray::Error) << "outside a training worker";

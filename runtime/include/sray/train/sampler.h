@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include <c10/util/Optional.h>
@@ -35,6 +36,14 @@ class DistributedSampler : public torch::data::samplers::Sampler<std::vector<std
   DistributedSampler(std::size_t dataset_size, Options options);
   // Explicit layout, for use outside the trainer.
   DistributedSampler(std::size_t dataset_size, int world_size, int world_rank, Options options);
+  // A move copies, so that the sampler a loader was made from with
+  // std::move still shares its epoch: set_epoch on it then reaches the
+  // loader (a moved-from sampler had no epoch, and set_epoch crashed).
+  ~DistributedSampler() override = default;
+  DistributedSampler(const DistributedSampler&) = default;
+  DistributedSampler& operator=(const DistributedSampler&) = default;
+  DistributedSampler(DistributedSampler&& other) : DistributedSampler(std::as_const(other)) {}
+  DistributedSampler& operator=(DistributedSampler&& other) { return *this = std::as_const(other); }
 
   void set_epoch(std::uint64_t epoch);
   [[nodiscard]] std::uint64_t epoch() const { return *epoch_; }
