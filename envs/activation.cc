@@ -107,7 +107,11 @@ Result<std::map<std::string, std::string>> RunScripts(const std::vector<fs::path
   }
   ::close(pipe_ends[0]);
   int wait_status = 0;
-  while (::waitpid(pid, &wait_status, 0) < 0 && errno == EINTR) {
+  pid_t waited = 0;
+  while ((waited = ::waitpid(pid, &wait_status, 0)) < 0 && errno == EINTR) {
+  }
+  if (waited != pid) {
+    return Status::FromErrno(errno, "cannot learn how the activate.d scripts ended");
   }
   if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
     std::string names;

@@ -31,10 +31,20 @@ std::vector<char*> PointersTo(std::vector<std::string>& strings) {
 
 }  // namespace
 
+// The wait status waitpid would have given for what waitid says.
+int WaitStatusOf(const siginfo_t& info) {
+  switch (info.si_code) {
+    case CLD_EXITED: return W_EXITCODE(info.si_status, 0);
+    case CLD_KILLED: return W_EXITCODE(0, info.si_status);
+    case CLD_DUMPED: return W_EXITCODE(0, info.si_status) | WCOREFLAG;
+    default: return kEndNotKept;
+  }
+}
+
 std::string DescribeWaitStatus(int wait_status) {
   if (wait_status == kEndNotKept) {
-    return "an end whose cause is unknown (this process ignores SIGCHLD, so the system reaped "
-           "the worker without keeping its status)";
+    return "an end whose cause is unknown (the worker was reaped elsewhere, its status not kept: "
+           "this process ignores SIGCHLD, or code in it waited for any child)";
   }
   if (WIFEXITED(wait_status)) return "exit status " + std::to_string(WEXITSTATUS(wait_status));
   if (WIFSIGNALED(wait_status)) {
@@ -160,14 +170,20 @@ void WorkerProcesses::Watch() {
     for (std::size_t index = 1; index < watched.size(); ++index) {
       if ((watched[index].revents & (POLLIN | POLLHUP)) == 0) continue;
       const pid_t pid = pids[index - 1];
+      // By the pidfd, not the pid: a pid reaped elsewhere is free for reuse
+      // at once, and may name another process already.
+      siginfo_t info{};
       int wait_status = 0;
-      const pid_t waited = ::waitpid(pid, &wait_status, WNOHANG);
-      if (waited == -1 && errno == ECHILD) {
-        // This process ignores SIGCHLD (a driver that set it so): the
-        // system reaped the worker, whose pidfd says it ended, and kept no
-        // status.
+      const int waited =
+          ::waitid(P_PIDFD, static_cast<id_t>(watched[index].fd), &info, WEXITED | WNOHANG);
+      if (waited == 0 && info.si_pid != 0) {
+        wait_status = WaitStatusOf(info);
+      } else if (waited == -1 && errno == ECHILD) {
+        // Reaped elsewhere, its pidfd saying it ended: this process ignores
+        // SIGCHLD (a driver that set it so, and the system reaped it), or
+        // code in it waited for any child. No status was kept.
         wait_status = kEndNotKept;
-      } else if (waited != pid) {
+      } else {
         continue;
       }
       {

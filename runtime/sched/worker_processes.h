@@ -61,10 +61,10 @@ class WorkerProcesses {
   std::thread watcher_;
 };
 
-// "exit status 3", "signal 9 (Killed)"
-// The wait status given for a worker the system reaped itself, which
-// keeps none (never a status waitpid gives).
+// The wait status given for a worker reaped elsewhere, whose status was not
+// kept (never a status waitpid gives).
 inline constexpr int kEndNotKept = -1;
+// "exit status 3", "signal 9 (Killed)"
 std::string DescribeWaitStatus(int wait_status);
 
 }  // namespace sray::sched

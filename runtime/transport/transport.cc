@@ -585,21 +585,26 @@ void Transport::Impl::SendReply(ucp_ep_h reply_endpoint, const FrameHeader& head
   if (reply_endpoint == nullptr || loop_.stopping()) return;
   OwnedFrame reply = MakeReply(header, std::move(result));
   if (ShouldHandOff()) {
-    outbox_.Push({.kind = PostedMessage::Kind::kReply,
-                  .rank = header.source_rank,
-                  .method = 0,
-                  .payload = {},
-                  .reply_endpoint = reply_endpoint,
-                  .reply = std::move(reply),
-                  .call = nullptr,
-                  .call_payload = {}});
-    loop_.NoticePosted();
+    HandOffReply(PostedMessage::Kind::kReply, header.source_rank, reply_endpoint, std::move(reply));
     return;
   }
   TransmitReply(header.source_rank, reply_endpoint, std::move(reply));
   // A reply sent from outside the progress thread needs the worker woken
   // so that the progress thread drives it.
   if (!OnProgressThread() && !InUcxCallback()) loop_.Signal();
+}
+
+void Transport::Impl::HandOffReply(PostedMessage::Kind kind, std::uint32_t rank,
+                                   ucp_ep_h request_endpoint, OwnedFrame reply) {
+  outbox_.Push({.kind = kind,
+                .rank = rank,
+                .method = 0,
+                .payload = {},
+                .reply_endpoint = request_endpoint,
+                .reply = std::move(reply),
+                .call = nullptr,
+                .call_payload = {}});
+  loop_.NoticePosted();
 }
 
 void Transport::Impl::SendLateReply(ucp_ep_h request_endpoint, const FrameHeader& header,
@@ -610,15 +615,8 @@ void Transport::Impl::SendLateReply(ucp_ep_h request_endpoint, const FrameHeader
   OwnedFrame reply = MakeReply(header, std::move(result));
   // Connecting to the requester inside a UCX callback would re-enter UCX.
   if (ShouldHandOff() || InUcxCallback()) {
-    outbox_.Push({.kind = PostedMessage::Kind::kLateReply,
-                  .rank = header.source_rank,
-                  .method = 0,
-                  .payload = {},
-                  .reply_endpoint = request_endpoint,
-                  .reply = std::move(reply),
-                  .call = nullptr,
-                  .call_payload = {}});
-    loop_.NoticePosted();
+    HandOffReply(PostedMessage::Kind::kLateReply, header.source_rank, request_endpoint,
+                 std::move(reply));
     return;
   }
   TransmitLateReply(header.source_rank, request_endpoint, std::move(reply));

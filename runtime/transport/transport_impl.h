@@ -112,6 +112,9 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   // the requester dies, so answers given later go by SendLateReply.
   void SendReply(ucp_ep_h reply_endpoint, const FrameHeader& header, Result<Bytes> result);
   [[nodiscard]] OwnedFrame MakeReply(const FrameHeader& header, Result<Bytes> result) const;
+  // For whoever sends the outbox next.
+  void HandOffReply(PostedMessage::Kind kind, std::uint32_t rank, ucp_ep_h request_endpoint,
+                    OwnedFrame reply);
   // Answers a request whose handler has returned, from any thread: on this
   // transport's own endpoint to the requester (made now if need be, never
   // inside a UCX callback), and on the request's endpoint only when the

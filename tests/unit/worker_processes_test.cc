@@ -6,6 +6,7 @@
 #include <chrono>
 #include <csignal>
 #include <future>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,20 +25,28 @@ class SigchldAction {
   sighandler_t before_;
 };
 
-std::vector<std::string> Environment() {
-  return {"PATH=/usr/bin:/bin"};
-}
-
-TEST(WorkerProcesses, AWorkersEndIsReportedWithItsStatus) {
+// Starts a worker that exits with status 3 and returns the wait status its
+// end was reported with, or nothing within 10 s; checks that it is no longer
+// counted as running.
+std::optional<int> ReportedEndOfAWorker() {
   std::promise<int> ended;
   auto processes =
       WorkerProcesses::Create([&ended](pid_t, int wait_status) { ended.set_value(wait_status); });
-  ASSERT_TRUE(processes.ok()) << processes.status().message();
-  auto pid = (*processes)->Spawn("/bin/sh", {"sh", "-c", "exit 3"}, Environment());
-  ASSERT_TRUE(pid.ok()) << pid.status().message();
+  EXPECT_TRUE(processes.ok()) << processes.status().message();
+  if (!processes.ok()) return std::nullopt;
+  auto pid = (*processes)->Spawn("/bin/sh", {"sh", "-c", "exit 3"}, {"PATH=/usr/bin:/bin"});
+  EXPECT_TRUE(pid.ok()) << pid.status().message();
+  if (!pid.ok()) return std::nullopt;
   auto status = ended.get_future();
-  ASSERT_EQ(status.wait_for(std::chrono::seconds(10)), std::future_status::ready);
-  EXPECT_EQ(DescribeWaitStatus(status.get()), "exit status 3");
+  if (status.wait_for(std::chrono::seconds(10)) != std::future_status::ready) return std::nullopt;
+  EXPECT_TRUE((*processes)->Running().empty());
+  return status.get();
+}
+
+TEST(WorkerProcesses, AWorkersEndIsReportedWithItsStatus) {
+  const auto wait_status = ReportedEndOfAWorker();
+  ASSERT_TRUE(wait_status) << "the worker's end was not reported";
+  EXPECT_EQ(DescribeWaitStatus(*wait_status), "exit status 3");
 }
 
 // A driver that ignores SIGCHLD: the system reaps its workers itself, and
@@ -45,19 +54,10 @@ TEST(WorkerProcesses, AWorkersEndIsReportedWithItsStatus) {
 // pidfd), and the destructor waited for ever.
 TEST(WorkerProcesses, AWorkersEndIsReportedWhenThisProcessIgnoresSigchld) {
   const SigchldAction ignored(SIG_IGN);
-  std::promise<int> ended;
-  auto processes =
-      WorkerProcesses::Create([&ended](pid_t, int wait_status) { ended.set_value(wait_status); });
-  ASSERT_TRUE(processes.ok()) << processes.status().message();
-  auto pid = (*processes)->Spawn("/bin/sh", {"sh", "-c", "exit 3"}, Environment());
-  ASSERT_TRUE(pid.ok()) << pid.status().message();
-  auto status = ended.get_future();
-  ASSERT_EQ(status.wait_for(std::chrono::seconds(10)), std::future_status::ready)
-      << "the worker's end was not reported";
-  const int wait_status = status.get();
-  EXPECT_EQ(wait_status, kEndNotKept);
-  EXPECT_NE(DescribeWaitStatus(wait_status).find("ignores SIGCHLD"), std::string::npos);
-  EXPECT_TRUE((*processes)->Running().empty());
+  const auto wait_status = ReportedEndOfAWorker();
+  ASSERT_TRUE(wait_status) << "the worker's end was not reported";
+  EXPECT_EQ(*wait_status, kEndNotKept);
+  EXPECT_NE(DescribeWaitStatus(*wait_status).find("ignores SIGCHLD"), std::string::npos);
 }
 
 }  // namespace
