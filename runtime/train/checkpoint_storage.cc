@@ -137,6 +137,15 @@ sray::Result<CheckpointFiles> ReadCheckpointDirectory(const std::string& directo
                                      ", which is not a regular file or directory: a checkpoint may "
                                      "hold only files and directories (copy the target instead of a link)");
     }
+    const std::uintmax_t size = fs::file_size(entry, error);
+    if (error) return FromFilesystemError(error, "cannot inspect " + entry.string());
+    if (size > kLargestCheckpointFileBytes) {
+      return Status::InvalidArgument(
+          "checkpoint file " + relative + " is " + std::to_string(size) +
+          " bytes, more than a reported checkpoint file may hold (4 GiB less one byte): save the "
+          "state in several files (for example one per module, or the optimizer apart from the "
+          "model)");
+    }
     std::ifstream input(entry, std::ios::binary);
     if (!input) return Status::IoError("cannot read checkpoint file " + entry.string());
     std::string data((std::istreambuf_iterator<char>(input)), std::istreambuf_iterator<char>());

@@ -34,7 +34,13 @@ struct CheckpointFiles {
   MSGPACK_DEFINE(files)
 };
 
-// Regular files and directories only: a symlink or device is refused by name.
+// The largest file a reported checkpoint may hold: a report travels as one
+// msgpack message, whose strings stop short of 4 GiB.
+inline constexpr std::uint64_t kLargestCheckpointFileBytes = (std::uint64_t{1} << 32U) - 1;
+
+// Regular files and directories only: a symlink or device is refused by
+// name, and a file over kLargestCheckpointFileBytes by its size, before it
+// is read.
 sray::Result<CheckpointFiles> ReadCheckpointDirectory(const std::string& directory);
 // Creates `directory` (which must not exist) with the files; paths that
 // would leave it ("..", absolute) are refused.

@@ -79,6 +79,22 @@ TEST(CheckpointStorage, ReadsBackWhatItWroteFileForFile) {
   }
 }
 
+// A report travels as one msgpack message, whose strings stop short of
+// 4 GiB: a larger file failed the report with msgpack's
+// "container_size_overflow" and no word of what to do, on every restart.
+// A sparse file of 4 GiB is refused by its size, unread.
+TEST(CheckpointStorage, RefusesAFileTooLargeToReportNamingItAndTheFix) {
+  sray::testing::ScratchDirectory scratch;
+  fs::create_directories(scratch.path() / "large");
+  { std::ofstream(scratch.path() / "large" / "model.pt").put('x'); }
+  fs::resize_file(scratch.path() / "large" / "model.pt", kLargestCheckpointFileBytes + 1);
+  auto read = ReadCheckpointDirectory((scratch.path() / "large").string());
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find("model.pt is 4294967296 bytes"), std::string::npos)
+      << read.status().message();
+  EXPECT_NE(read.status().message().find("several files"), std::string::npos);
+}
+
 TEST(CheckpointStorage, RefusesLinksAndPathsLeavingTheDirectory) {
   sray::testing::ScratchDirectory scratch;
   fs::create_directories(scratch.path() / "with-link");
