@@ -671,16 +671,17 @@ bool Transport::Impl::SendPostedLocked(std::vector<PostedMessage>& calls) {
   return true;
 }
 
+void Transport::Impl::SendOwnedFrame(ucp_ep_h endpoint, OwnedFrame frame) {
+  auto* context = new SendContext{this, nullptr, std::move(frame)};
+  const ucs_status_ptr_t request = StartTrackedSend(endpoint, {.header = context->frame.header,
+                                                               .payload = context->frame.payload,
+                                                               .on_complete = &Impl::OnSendComplete,
+                                                               .user_data = context});
+  if (request == nullptr || UCS_PTR_IS_ERR(request)) delete context;
+}
+
 void Transport::Impl::TransmitReply(std::uint32_t rank, ucp_ep_h reply_endpoint, OwnedFrame reply) {
-  auto* context = new SendContext{this, nullptr, std::move(reply)};
-  ucs_status_ptr_t request = nullptr;
-  const bool sent = endpoints_.UnlessClosed(rank, [&] {
-    request = StartTrackedSend(reply_endpoint, {.header = context->frame.header,
-                                                .payload = context->frame.payload,
-                                                .on_complete = &Impl::OnSendComplete,
-                                                .user_data = context});
-  });
-  if (!sent || request == nullptr || UCS_PTR_IS_ERR(request)) delete context;
+  (void)endpoints_.UnlessClosed(rank, [&] { SendOwnedFrame(reply_endpoint, std::move(reply)); });
 }
 
 void Transport::Impl::TransmitLateReply(std::uint32_t rank, ucp_ep_h request_endpoint,
@@ -704,13 +705,7 @@ void Transport::Impl::TransmitLateReply(std::uint32_t rank, ucp_ep_h request_end
     return;
   }
   late_replies_on_own_endpoint_.fetch_add(1, std::memory_order_relaxed);
-  auto* context = new SendContext{this, nullptr, std::move(reply)};
-  const ucs_status_ptr_t request =
-      StartTrackedSend((*endpoint)->handle(), {.header = context->frame.header,
-                                               .payload = context->frame.payload,
-                                               .on_complete = &Impl::OnSendComplete,
-                                               .user_data = context});
-  if (request == nullptr || UCS_PTR_IS_ERR(request)) delete context;
+  SendOwnedFrame((*endpoint)->handle(), std::move(reply));
 }
 
 void Transport::Impl::TransmitOneWay(std::uint32_t rank, std::uint32_t method, Bytes payload) {
@@ -725,20 +720,12 @@ void Transport::Impl::TransmitFrame(std::uint32_t rank, FrameKind kind, std::uin
                                     Bytes payload) {
   auto endpoint = endpoints_.For(rank);
   if (!endpoint.ok()) return;  // the peer is gone or unknown: dropped
-  auto* context = new SendContext{this,
-                                  nullptr,
-                                  {.header = EncodeFrameHeader({.kind = kind,
-                                                                .source_rank = options_.rank,
-                                                                .method = method,
-                                                                .request_id = 0,
-                                                                .token = options_.token}),
-                                   .payload = std::move(payload)}};
-  const ucs_status_ptr_t request =
-      StartTrackedSend((*endpoint)->handle(), {.header = context->frame.header,
-                                               .payload = context->frame.payload,
-                                               .on_complete = &Impl::OnSendComplete,
-                                               .user_data = context});
-  if (request == nullptr || UCS_PTR_IS_ERR(request)) delete context;
+  SendOwnedFrame((*endpoint)->handle(), {.header = EncodeFrameHeader({.kind = kind,
+                                                                      .source_rank = options_.rank,
+                                                                      .method = method,
+                                                                      .request_id = 0,
+                                                                      .token = options_.token}),
+                                         .payload = std::move(payload)});
 }
 
 // ---- the progress thread's other work ---------------------------------------

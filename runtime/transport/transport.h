@@ -56,7 +56,10 @@ class Transport;
 // Answers one request later, from any thread, for handlers whose work needs
 // blocking calls of their own. Copies share one answer: the first Reply
 // wins. If every copy is dropped unanswered the caller gets an error at once
-// rather than waiting for its timeout. Must not outlive its Transport.
+// rather than waiting for its timeout. Answered inside the handler's call it
+// goes on the endpoint the request came by; later, on this process's own
+// endpoint to the requester (UCX frees the request's endpoint when the
+// requester dies). Must not outlive its Transport.
 class Responder {
  public:
   void Reply(Result<Bytes> result) const;

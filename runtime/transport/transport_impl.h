@@ -111,10 +111,6 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   // (PeerEndpoints::UnlessClosed). One UCX made itself is freed by UCX when
   // the requester dies, so answers given later go by SendLateReply.
   void SendReply(ucp_ep_h reply_endpoint, const FrameHeader& header, Result<Bytes> result);
-  [[nodiscard]] OwnedFrame MakeReply(const FrameHeader& header, Result<Bytes> result) const;
-  // For whoever sends the outbox next.
-  void HandOffReply(PostedMessage::Kind kind, std::uint32_t rank, ucp_ep_h request_endpoint,
-                    OwnedFrame reply);
   // Answers a request whose handler has returned, from any thread: on this
   // transport's own endpoint to the requester (made now if need be, never
   // inside a UCX callback), and on the request's endpoint only when the
@@ -175,6 +171,13 @@ class Transport::Impl final : private ProgressLoop::Client, private FrameSink {
   // True when a reply from this thread should go through the outbox.
   [[nodiscard]] bool ShouldHandOff() const;
   void TransmitFrame(std::uint32_t rank, FrameKind kind, std::uint32_t method, Bytes payload);
+  [[nodiscard]] OwnedFrame MakeReply(const FrameHeader& header, Result<Bytes> result) const;
+  // For whoever sends the outbox next.
+  void HandOffReply(PostedMessage::Kind kind, std::uint32_t rank, ucp_ep_h request_endpoint,
+                    OwnedFrame reply);
+  // Sends `frame` on `endpoint`, kept alive until UCX is done with it
+  // (OnSendComplete frees it); dropped when the send fails at once.
+  void SendOwnedFrame(ucp_ep_h endpoint, OwnedFrame frame);
   // Posted messages to UCX, under send_mutex_ (one sender at a time keeps
   // each peer's messages in posting order). True if there were any. Calls
   // handed over are moved to `calls`, for TransmitHandedOffCalls.
