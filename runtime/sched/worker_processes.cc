@@ -97,6 +97,17 @@ Result<pid_t> WorkerProcesses::Spawn(const std::string& executable,
   ::posix_spawn_file_actions_destroy(&actions);
   if (error != 0) return Status::FromErrno(error, "cannot start a worker from " + executable);
   const int pidfd = OpenPidfd(pid);
+  if (pidfd < 0 && errno == ESRCH) {
+    // Ended and reaped already, before it could be watched: this process
+    // ignores SIGCHLD, so no zombie kept the pid. The watcher reports it.
+    {
+      std::lock_guard lock(mutex_);
+      ended_before_watched_.push_back(pid);
+    }
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto written = ::write(wake_fd_, &one, sizeof(one));
+    return pid;
+  }
   if (pidfd < 0) {
     const int open_error = errno;
     ::kill(pid, SIGKILL);
@@ -167,6 +178,12 @@ void WorkerProcesses::Watch() {
       std::uint64_t count = 0;
       [[maybe_unused]] auto got = ::read(wake_fd_, &count, sizeof(count));
     }
+    std::vector<pid_t> ended;
+    {
+      std::lock_guard lock(mutex_);
+      ended.swap(ended_before_watched_);
+    }
+    for (const pid_t pid : ended) on_exit_(pid, kEndNotKept);
     for (std::size_t index = 1; index < watched.size(); ++index) {
       if ((watched[index].revents & (POLLIN | POLLHUP)) == 0) continue;
       const pid_t pid = pids[index - 1];

@@ -56,6 +56,9 @@ class WorkerProcesses {
   int wake_fd_;
   std::mutex mutex_;
   std::map<pid_t, int> pidfds_;  // running workers
+  // Workers that ended before a pidfd could hold them, for the watcher to
+  // report (guarded by mutex_).
+  std::vector<pid_t> ended_before_watched_;
   std::condition_variable reaped_;  // a worker left pidfds_
   bool stopping_ = false;
   std::thread watcher_;
