@@ -27,10 +27,11 @@
 #include "dashboard/jobs_file.h"
 #include "embedded_pmix_server.h"
 #include "job_janitor.h"
-#include "private_output.h"
 #include "jobsetup/node_setup.h"
 #include "jobsetup/resolved_options.h"
 #include "jobsetup/step_processes.h"
+#include "output_relay.h"
+#include "private_output.h"
 
 namespace sray::launcher {
 namespace {
@@ -102,22 +103,17 @@ std::string RandomSuffix() {
   return text;
 }
 
-void WriteAll(int fd, std::string_view text) {
-  while (!text.empty()) {
-    const ssize_t written = ::write(fd, text.data(), text.size());
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      return;  // our own output is gone; nothing sensible is left to do
-    }
-    text.remove_prefix(static_cast<std::size_t>(written));
-  }
+// The signals this launcher ends by, once it has ended the job, when they
+// interrupted it. Not SIGQUIT: its default action dumps core.
+int EndsBy(int signal) {
+  return signal == SIGINT || signal == SIGTERM || signal == SIGHUP ? signal : 0;
 }
 
 class LocalJob {
  public:
   explicit LocalJob(const LocalJobRequest& request) : request_(request) {}
 
-  Result<int> Run() {
+  Result<LocalJobEnd> Run() {
     SRAY_RETURN_IF_ERROR(BlockSignals());
     // Now, while this process has one thread, and before anything exists
     // that a killed launcher would leave behind.
@@ -149,7 +145,7 @@ class LocalJob {
       CleanUp();
       std::cerr << "sray: interrupted by " << strsignal(signal)
                 << " while the nodes were being prepared: the program was not started\n";
-      return 128 + signal;
+      return LocalJobEnd{.exit_status = 128 + signal, .interrupting_signal = EndsBy(signal)};
     }
     if (prepared.ok()) prepared = SpawnRanks();
     if (!prepared.ok()) {
@@ -161,8 +157,12 @@ class LocalJob {
     EventLoop();
     CleanUp();
     // Another rank failed after a node was lost: the loss is the likely cause.
-    if (exit_status_ != 0 && lost_status_ != 0 && !status_requested_) return lost_status_;
-    return exit_status_;
+    if (exit_status_ != 0 && lost_status_ != 0 && !status_requested_) {
+      return LocalJobEnd{.exit_status = lost_status_, .interrupting_signal = 0};
+    }
+    const bool interrupted = interrupted_by_ != 0 && exit_status_ == 128 + interrupted_by_;
+    return LocalJobEnd{.exit_status = exit_status_,
+                       .interrupting_signal = interrupted ? EndsBy(interrupted_by_) : 0};
   }
 
  private:
@@ -372,9 +372,9 @@ class LocalJob {
       input_pending_.append(buffer, static_cast<std::size_t>(got));
     } else if (!input_dropped_) {
       input_dropped_ = true;
-      WriteAll(STDERR_FILENO,
-               "sray: rank 0 does not read its standard input: what is typed beyond 1 MiB "
-               "is dropped\n");
+      output_.Write(STDERR_FILENO,
+                    "sray: rank 0 does not read its standard input: what is typed beyond 1 MiB "
+                    "is dropped\n");
     }
     WriteInput();
   }
@@ -462,12 +462,12 @@ class LocalJob {
 
   void Emit(const OutputStream& stream, std::string_view line) {
     if (!request_.label) {
-      WriteAll(stream.target_fd, line);
+      output_.Write(stream.target_fd, line);
       return;
     }
     std::string labelled = std::to_string(stream.rank) + ": ";
     labelled.append(line);
-    WriteAll(stream.target_fd, labelled);
+    output_.Write(stream.target_fd, labelled);
   }
 
   [[nodiscard]] bool AnyRunning() const {
@@ -503,7 +503,7 @@ class LocalJob {
   void BeginTermination(const std::string& reason) {
     if (terminating_) return;
     terminating_ = true;
-    if (!reason.empty()) WriteAll(STDERR_FILENO, "sray: " + reason + "\n");
+    if (!reason.empty()) output_.Write(STDERR_FILENO, "sray: " + reason + "\n");
     TerminateAll(SIGTERM);
     kill_deadline_ = std::chrono::steady_clock::now() + kTerminationGrace;
   }
@@ -542,9 +542,9 @@ class LocalJob {
       // well the job's status is 0; if another fails too, the killing is the
       // likely cause and its status is the job's.
       if (lost_status_ == 0) lost_status_ = code;
-      WriteAll(STDERR_FILENO, "sray: rank " + std::to_string(rank) + " (node " +
-                                  std::to_string(layout_.NodeOf(rank)) + ") " + how +
-                                  ": its node is lost; the job goes on without it\n");
+      output_.Write(STDERR_FILENO, "sray: rank " + std::to_string(rank) + " (node " +
+                                       std::to_string(layout_.NodeOf(rank)) + ") " + how +
+                                       ": its node is lost; the job goes on without it\n");
       return;
     }
     if (exit_status_ == 0 || (by_signal && !exit_by_signal_)) {
@@ -552,11 +552,11 @@ class LocalJob {
       exit_by_signal_ = by_signal;
     }
     if (!terminating_ && !failure_deadline_) {
-      WriteAll(STDERR_FILENO, "sray: rank " + std::to_string(rank) + " (node " +
-                                  std::to_string(layout_.NodeOf(rank)) + ") " + how +
-                                  ": the other ranks are ended in " +
-                                  std::to_string(kFailureGrace.count()) +
-                                  " s unless they exit first\n");
+      output_.Write(STDERR_FILENO, "sray: rank " + std::to_string(rank) + " (node " +
+                                       std::to_string(layout_.NodeOf(rank)) + ") " + how +
+                                       ": the other ranks are ended in " +
+                                       std::to_string(kFailureGrace.count()) +
+                                       " s unless they exit first\n");
       failure_deadline_ = std::chrono::steady_clock::now() + kFailureGrace;
     }
   }
@@ -598,9 +598,11 @@ class LocalJob {
         Reap();
         continue;
       }
+      interrupt_received_ = true;
       if (exit_status_ == 0) {
         exit_status_ = 128 + signal;
         status_requested_ = true;
+        interrupted_by_ = signal;
       }
       if (terminating_) {
         TerminateAll(SIGKILL);  // a second interrupt: no more grace
@@ -636,11 +638,16 @@ class LocalJob {
       std::vector<pollfd> descriptors;
       descriptors.push_back({.fd = signal_fd_, .events = POLLIN, .revents = 0});
       descriptors.push_back({.fd = abort_pipe_[0], .events = POLLIN, .revents = 0});
+      // Past what the relay holds, the ranks' pipes are left unread: a
+      // reader that is slow to take their output slows the ranks down.
+      const bool reading = !output_.Full();
+      bool output_open = false;
       for (const auto& stream : streams_) {
-        if (stream.source_fd >= 0)
+        if (stream.source_fd < 0) continue;
+        output_open = true;
+        if (reading)
           descriptors.push_back({.fd = stream.source_fd, .events = POLLIN, .revents = 0});
       }
-      const bool output_open = descriptors.size() > 2;
       if (input_sink_ >= 0 && !ranks_.empty() && !ranks_[0].running) StopForwardingInput();
       const std::size_t input_index = descriptors.size();
       if (input_sink_ >= 0 && !input_ended_) {
@@ -649,10 +656,19 @@ class LocalJob {
       if (input_sink_ >= 0 && !input_pending_.empty()) {  // rank 0's pipe had no room
         descriptors.push_back({.fd = input_sink_, .events = POLLOUT, .revents = 0});
       }
+      if (const int waiting = output_.WaitingDescriptor(); waiting >= 0) {
+        descriptors.push_back({.fd = waiting, .events = POLLOUT, .revents = 0});
+      }
       if (!AnyRunning() && !output_open) return;
       if (!AnyRunning() && output_open && !drain_deadline_) {
         // Every rank has exited; whatever still holds a pipe is a leftover.
         EndLeftovers();
+        drain_deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      }
+      // What the ranks wrote before they ended, left in their pipes while a
+      // slow reader takes the relay's share, is output rather than a
+      // leftover's: it is waited for, unless the user interrupted.
+      if (drain_deadline_ && !reading && !interrupt_received_) {
         drain_deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(2);
       }
       if (drain_deadline_ && std::chrono::steady_clock::now() > *drain_deadline_) return;
@@ -672,6 +688,7 @@ class LocalJob {
         TerminateAll(SIGKILL);
       }
       (void)::poll(descriptors.data(), descriptors.size(), 100);
+      output_.Flush();
       // An abort before the ranks' exits, even when only their SIGCHLD is
       // readable yet: ranks that exit because of it must not be taken for
       // the cause (a CI run once ended with another status than the one
@@ -682,7 +699,7 @@ class LocalJob {
         if (descriptors[i].revents == 0 || input_sink_ < 0) continue;
         if (descriptors[i].fd == STDIN_FILENO) {
           ReadInput();
-        } else {
+        } else if (descriptors[i].fd == input_sink_) {
           WriteInput();
         }
       }
@@ -727,7 +744,7 @@ class LocalJob {
     server_.reset();
     for (const auto& node : nodes_) {
       if (Status removed = jobsetup::TeardownNode(node); !removed.ok()) {
-        WriteAll(STDERR_FILENO, "sray: " + removed.message() + "\n");
+        output_.Write(STDERR_FILENO, "sray: " + removed.message() + "\n");
       }
     }
     if (!pmix_directory_.empty()) {
@@ -737,6 +754,28 @@ class LocalJob {
     // The driver removes it; a killed one cannot.
     dashboard::RemoveJobsFile(dashboard::UserHome(), job_id_, "0");
     janitor_->Dismiss();
+    DrainOutput();
+  }
+
+  // Last, once nothing of the job is left: a reader that stopped reading
+  // must not keep the job's files. Waits for the reader as long as it
+  // takes, but an interrupt (now or before) gives it one more second.
+  void DrainOutput() {
+    sigset_t interrupts;
+    sigemptyset(&interrupts);
+    for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&interrupts, signal);
+    // SIGCHLD no longer matters, and must not end the wait.
+    if (::signalfd(signal_fd_, &interrupts, 0) < 0) return;
+    std::optional<std::chrono::steady_clock::time_point> deadline;
+    if (interrupt_received_) deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    if (output_.Drain(deadline, signal_fd_) != OutputRelay::DrainEnd::kStopReadable) return;
+    signalfd_siginfo info{};
+    if (::read(signal_fd_, &info, sizeof(info)) != sizeof(info)) return;
+    if (exit_status_ == 0) {
+      exit_status_ = 128 + static_cast<int>(info.ssi_signo);
+      status_requested_ = true;
+      interrupted_by_ = static_cast<int>(info.ssi_signo);
+    }
   }
 
   const LocalJobRequest& request_;
@@ -780,12 +819,29 @@ class LocalJob {
   int exit_status_ = 0;
   int lost_status_ = 0;  // a lost node's rank's (128 + signal)
   bool status_requested_ = false;  // exit_status_ is a signal's or PMIx_Abort's
+  int interrupted_by_ = 0;         // the signal whose 128 + n is exit_status_
+  bool interrupt_received_ = false;  // SIGINT, SIGTERM, SIGHUP or SIGQUIT, whatever the status
+  OutputRelay output_;               // the ranks' output and this launcher's messages
   bool exit_by_signal_ = false;
 };
 
 }  // namespace
 
-Result<int> RunLocalJob(const LocalJobRequest& request) {
+void EndBySignal(int signal) {
+  std::cout.flush();
+  std::cerr.flush();
+  // Blocked since BlockSignals (every thread the launcher made has ended):
+  // raised while blocked, it is delivered as the mask lets it through.
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+  sigset_t only;
+  sigemptyset(&only);
+  sigaddset(&only, signal);
+  pthread_sigmask(SIG_UNBLOCK, &only, nullptr);
+  std::_Exit(128 + signal);
+}
+
+Result<LocalJobEnd> RunLocalJob(const LocalJobRequest& request) {
   if (request.nodes == 0 || request.tasks_per_node == 0) {
     return Status::InvalidArgument("-N and --tasks-per-node must be at least 1");
   }

@@ -36,9 +36,22 @@ struct LocalJobRequest {
   std::vector<std::string> command;
 };
 
-// Returns the job's exit status (the first non-zero one of any rank, 128 +
-// signal for a rank killed by a signal, which wins over plain exit codes),
-// or an error when it could not start.
-Result<int> RunLocalJob(const LocalJobRequest& request);
+struct LocalJobEnd {
+  // The first non-zero exit status of any rank, 128 + signal for a rank
+  // killed by a signal (which wins over plain exit codes).
+  int exit_status = 0;
+  // SIGINT, SIGTERM or SIGHUP when the launcher was interrupted and that is
+  // why the job ended (exit_status is then 128 + it); 0 otherwise. The
+  // caller ends by that signal (EndBySignal): a shell stops its loop or
+  // script only when its child died by SIGINT, not when it exited with 130.
+  int interrupting_signal = 0;
+};
+
+// Returns how the job ended, or an error when it could not start.
+Result<LocalJobEnd> RunLocalJob(const LocalJobRequest& request);
+
+// Ends this process by `signal` (its default action) after flushing the
+// standard streams; exits with 128 + signal when the signal cannot end it.
+[[noreturn]] void EndBySignal(int signal);
 
 }  // namespace sray::launcher

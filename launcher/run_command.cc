@@ -58,12 +58,13 @@ void AddRunCommand(CLI::App& app) {
       throw CLI::RuntimeError(2);
     }
     request->admin_config = AdminConfig();
-    auto status = RunLocalJob(*request);
-    if (!status.ok()) {
-      std::cerr << "sray: " << status.status().message() << "\n";
+    auto end = RunLocalJob(*request);
+    if (!end.ok()) {
+      std::cerr << "sray: " << end.status().message() << "\n";
       throw CLI::RuntimeError(2);
     }
-    throw CLI::RuntimeError(*status);
+    if (end->interrupting_signal != 0) EndBySignal(end->interrupting_signal);
+    throw CLI::RuntimeError(end->exit_status);
   });
 }
 

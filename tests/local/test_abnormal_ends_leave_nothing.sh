@@ -54,6 +54,58 @@ for signal in INT TERM HUP; do
   expect_gone_within_5s "$since"
 done
 
+# Ctrl-C of a shell loop of jobs: the terminal sends SIGINT to the whole
+# foreground group, and a shell stops its loop only when its child died by
+# SIGINT (an exit status of 130 is not enough: the loop went on before).
+out=$WORK/loop.out
+# (A shell without job control starts its background commands with SIGINT
+# ignored; perl gives the loop's shell the terminal's default back.)
+setsid -w perl -e '$SIG{INT} = "DEFAULT"; exec @ARGV or die "cannot run $ARGV[0]: $!"' \
+  bash -c 'for i in 1 2; do "$0" run -N2 sleep 60; echo "after job $i"; done' "$SRAY" >"$out" 2>&1 &
+loop=$!
+for attempt in $(seq 100); do
+  [ -n "$(ps -o pid= --ppid "$loop")" ] && break
+  sleep 0.1
+done
+sleep 1
+kill -INT -- "-$loop"
+status=0
+timeout 30 tail --pid="$loop" -f /dev/null || fail "a shell loop of jobs went on after Ctrl-C: $(cat "$out")"
+wait "$loop" || status=$?
+[ "$status" -eq 130 ] || { cat "$out" >&2; fail "the shell loop ended with status $status, expected 130 (SIGINT)"; }
+if grep -q '^after job' "$out"; then cat "$out" >&2; fail "the loop went on after the job ended by Ctrl-C"; fi
+echo "Ctrl-C of a shell loop of jobs: the loop stopped"
+
+# Ctrl-C while the reader of the output stopped reading (`sray run ... | less`
+# left at its first page): the launcher blocked in write(2) and never saw the
+# interrupt. The reader here holds a FIFO open and reads nothing.
+fifo=$WORK/stopped-reader.fifo
+mkfifo "$fifo"
+sleep 300 <"$fifo" &
+reader=$!
+"$SRAY" run -N2 bash -c 'echo "job $SRAY_JOB_ID" >&2; echo ready >&2; yes "a line of rank $PMIX_RANK" | head -c 50000000' \
+  >"$fifo" 2>"$WORK/stopped-reader.err" &
+launcher=$!
+wait_for_ready "$WORK/stopped-reader.err" "$launcher"
+job=$(job_of "$WORK/stopped-reader.err")
+sleep 1
+kill -INT "$launcher"
+since=$(date +%s%N)
+timeout 15 tail --pid="$launcher" -f /dev/null ||
+  fail "sray run did not end within 15 s of Ctrl-C while its reader did not read: $(cat "$WORK/stopped-reader.err")"
+status=0
+wait "$launcher" || status=$?
+[ "$status" -eq 130 ] || fail "Ctrl-C with a stopped reader: exit status $status, expected 130"
+echo "Ctrl-C of sray run whose reader stopped reading: ended after $((($(date +%s%N) - since) / 1000000)) ms"
+expect_gone_within_5s "$since"
+kill "$reader"
+wait "$reader" 2>/dev/null || true
+
+# A reader that is only slow gets all of it (what the ranks wrote before they
+# ended waits in their pipes while the launcher holds its share).
+bytes=$("$SRAY" run -N2 bash -c 'yes "a line of rank $PMIX_RANK" | head -c 3000000; echo done' | (sleep 3; cat) | wc -c)
+[ "$bytes" -eq 6000010 ] || fail "a slow reader got $bytes bytes of the ranks' output, expected 6000010"
+
 # kill -9 of the launcher: the ranks and workers must not run on, and their
 # files must not stay (before: everything ran to its end and stayed).
 out=$WORK/kill.out

@@ -1,0 +1,168 @@
+#include "output_relay.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+
+namespace sray::launcher {
+namespace {
+
+// Chunks are appended to while below this, so a burst of short lines is a
+// few writes rather than one per line, and a written prefix is never moved.
+constexpr std::size_t kChunkBytes = 64 * 1024;
+
+}  // namespace
+
+OutputRelay::~OutputRelay() {
+  for (auto& [number, target] : targets_) {
+    if (target.mode == Mode::kOwnDescription) ::close(target.descriptor);
+  }
+}
+
+OutputRelay::Target& OutputRelay::TargetFor(int target) {
+  auto found = targets_.find(target);
+  if (found != targets_.end()) return found->second;
+  Target opened;
+  struct stat status {};
+  if (::fstat(target, &status) != 0) {
+    opened = {.mode = Mode::kFailed, .descriptor = -1};
+  } else if (S_ISSOCK(status.st_mode)) {
+    opened = {.mode = Mode::kSocket, .descriptor = target};
+  } else if (!S_ISFIFO(status.st_mode) && ::isatty(target) != 1) {
+    opened = {.mode = Mode::kAsIs, .descriptor = target};
+  } else {
+    // A description of our own: O_NONBLOCK on the inherited one would reach
+    // every process that shares it (the shell, the programs beside us in
+    // a pipeline), which expect blocking writes.
+    const std::string path = "/proc/self/fd/" + std::to_string(target);
+    const int own = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    opened = own >= 0 ? Target{.mode = Mode::kOwnDescription, .descriptor = own}
+                      : Target{.mode = Mode::kPollFirst, .descriptor = target};
+  }
+  return targets_.emplace(target, opened).first->second;
+}
+
+long OutputRelay::WriteSome(Chunk& chunk) {
+  Target& target = TargetFor(chunk.target);
+  const char* data = chunk.bytes.data() + chunk.written;
+  const std::size_t size = chunk.bytes.size() - chunk.written;
+  for (;;) {
+    ssize_t written = -1;
+    switch (target.mode) {
+      case Mode::kFailed: return -1;
+      case Mode::kSocket:
+        written = ::send(target.descriptor, data, size, MSG_DONTWAIT | MSG_NOSIGNAL);
+        break;
+      case Mode::kPollFirst: {
+        // Room for PIPE_BUF bytes is what POLLOUT promises on a pipe.
+        pollfd ready{.fd = target.descriptor, .events = POLLOUT, .revents = 0};
+        if (::poll(&ready, 1, 0) <= 0) return 0;
+        written = ::write(target.descriptor, data, std::min<std::size_t>(size, PIPE_BUF));
+        break;
+      }
+      case Mode::kOwnDescription:
+      case Mode::kAsIs: written = ::write(target.descriptor, data, size); break;
+    }
+    if (written >= 0) return static_cast<long>(written);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    // The reader is gone (EPIPE), the terminal hung up (EIO), the file
+    // system is full: nothing sensible is left to do with this output.
+    if (target.mode == Mode::kOwnDescription) ::close(target.descriptor);
+    target = {.mode = Mode::kFailed, .descriptor = -1};
+    return -1;
+  }
+}
+
+void OutputRelay::Write(int target, std::string_view text) {
+  if (text.empty()) return;
+  if (TargetFor(target).mode == Mode::kFailed) {
+    dropped_bytes_ += text.size();
+    return;
+  }
+  if (!queue_.empty() && queue_.back().target == target &&
+      queue_.back().bytes.size() < kChunkBytes) {
+    queue_.back().bytes.append(text);
+  } else {
+    queue_.push_back({.target = target, .bytes = std::string(text), .written = 0});
+  }
+  queued_bytes_ += text.size();
+  Flush();
+}
+
+void OutputRelay::Flush() {
+  while (!queue_.empty()) {
+    Chunk& chunk = queue_.front();
+    const long written = WriteSome(chunk);
+    if (written == 0) return;
+    if (written < 0) {
+      DropQueuedFor(chunk.target);
+      continue;
+    }
+    chunk.written += static_cast<std::size_t>(written);
+    queued_bytes_ -= static_cast<std::size_t>(written);
+    if (chunk.written == chunk.bytes.size()) queue_.pop_front();
+  }
+}
+
+int OutputRelay::WaitingDescriptor() const {
+  if (queue_.empty()) return -1;
+  const auto found = targets_.find(queue_.front().target);
+  return found == targets_.end() ? -1 : found->second.descriptor;
+}
+
+OutputRelay::DrainEnd OutputRelay::Drain(
+    std::optional<std::chrono::steady_clock::time_point> deadline, int stop) {
+  for (;;) {
+    Flush();
+    if (queue_.empty()) return DrainEnd::kWritten;
+    int timeout_ms = -1;
+    if (deadline) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+          *deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        DropAll();
+        return DrainEnd::kDeadline;
+      }
+      timeout_ms = static_cast<int>(std::min<long long>(left.count(), INT_MAX));
+    }
+    pollfd descriptors[2] = {{.fd = WaitingDescriptor(), .events = POLLOUT, .revents = 0},
+                             {.fd = stop, .events = POLLIN, .revents = 0}};
+    const nfds_t count = stop >= 0 ? 2 : 1;
+    if (::poll(descriptors, count, timeout_ms) < 0 && errno != EINTR) {
+      DropAll();
+      return DrainEnd::kDeadline;
+    }
+    if (stop >= 0 && descriptors[1].revents != 0) {
+      DropAll();
+      return DrainEnd::kStopReadable;
+    }
+  }
+}
+
+void OutputRelay::DropQueuedFor(int target) {
+  for (auto chunk = queue_.begin(); chunk != queue_.end();) {
+    if (chunk->target != target) {
+      ++chunk;
+      continue;
+    }
+    const std::size_t left = chunk->bytes.size() - chunk->written;
+    queued_bytes_ -= left;
+    dropped_bytes_ += left;
+    chunk = queue_.erase(chunk);
+  }
+}
+
+void OutputRelay::DropAll() {
+  dropped_bytes_ += queued_bytes_;
+  queued_bytes_ = 0;
+  queue_.clear();
+}
+
+}  // namespace sray::launcher
