@@ -132,11 +132,28 @@ void EndInterruptedTool(pid_t pid) {
   }
 }
 
+// This process's environment with `entries` added, each replacing an
+// entry of the same name.
+std::vector<std::string> WithEntries(const std::vector<std::string>& entries) {
+  std::set<std::string> replaced;
+  for (const auto& entry : entries) replaced.insert(entry.substr(0, entry.find('=')));
+  std::vector<std::string> environment;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string_view text(*entry);
+    if (replaced.count(std::string(text.substr(0, text.find('=')))) == 0) {
+      environment.emplace_back(text);
+    }
+  }
+  environment.insert(environment.end(), entries.begin(), entries.end());
+  return environment;
+}
+
 }  // namespace
 
 Status CreateEnvironment(const fs::path& tool, const fs::path& spec_file, const fs::path& prefix,
                          const std::optional<fs::path>& log_file, const CreateObserver& observer,
-                         const Interrupted& interrupted) {
+                         const Interrupted& interrupted,
+                         const std::vector<std::string>& tool_environment) {
   auto spec = ReadSpec(spec_file);
   if (!spec.ok()) return spec.status();
   auto command = CreateCommand(tool, spec_file, prefix);
@@ -163,8 +180,14 @@ Status CreateEnvironment(const fs::path& tool, const fs::path& spec_file, const 
   posix_spawnattr_setsigmask(&attributes, &none);
   posix_spawnattr_setpgroup(&attributes, 0);
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
+  std::vector<std::string> environment = WithEntries(tool_environment);
+  std::vector<char*> envp;
+  envp.reserve(environment.size() + 1);
+  for (auto& entry : environment) envp.push_back(entry.data());
+  envp.push_back(nullptr);
   pid_t pid = 0;
-  const int spawn_error = ::posix_spawn(&pid, argv[0], &actions, &attributes, argv.data(), environ);
+  const int spawn_error =
+      ::posix_spawn(&pid, argv[0], &actions, &attributes, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   if (spawn_error != 0) return Status::FromErrno(spawn_error, "cannot start " + tool.string());
@@ -188,7 +211,7 @@ Status CreateEnvironment(const fs::path& tool, const fs::path& spec_file, const 
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const auto now = std::chrono::steady_clock::now();
-    if (now < next_told) continue;
+    if (!observer || now < next_told) continue;  // polled for `interrupted` only
     next_told = now + std::chrono::seconds(5);
     const TreeSize size = MeasureTree(prefix);
     observer({.seconds = std::chrono::duration<double>(now - started).count(),

@@ -47,10 +47,12 @@ using CreateObserver = std::function<void(const CreateProgress&)>;
 // an error listing the differences. The tool's output goes to `log_file`
 // (replaced) where given, else to this process's stdout and stderr. While the
 // tool runs, `observer` (if any) is called on this thread 2 s after the start
-// and every 5 s after that.
+// and every 5 s after that. The tool gets this process's environment, with
+// `tool_environment` ("NAME=value" entries) added or replacing its own.
 Status CreateEnvironment(const std::filesystem::path& tool, const std::filesystem::path& spec_file,
                          const std::filesystem::path& prefix,
                          const std::optional<std::filesystem::path>& log_file = std::nullopt,
-                         const CreateObserver& observer = {}, const Interrupted& interrupted = {});
+                         const CreateObserver& observer = {}, const Interrupted& interrupted = {},
+                         const std::vector<std::string>& tool_environment = {});
 
 }  // namespace sray::envs

@@ -177,8 +177,8 @@ Result<StagedEnvironment> StagePack(const fs::path& pack, const fs::path& cache_
 Result<StagedEnvironment> StageSpec(const fs::path& spec_file, const fs::path& cache_root,
                                     std::uint64_t cache_limit_bytes,
                                     const std::optional<fs::path>& conda_tool,
-                                    const CreateObserver& observer,
-                                    const Interrupted& interrupted) {
+                                    const CreateObserver& observer, const Interrupted& interrupted,
+                                    const std::vector<std::string>& tool_environment) {
   auto format = DetectSpecFormat(spec_file);
   if (!format.ok()) return format.status();
   if (*format == SpecFormat::kPrefix) {
@@ -218,8 +218,8 @@ Result<StagedEnvironment> StageSpec(const fs::path& spec_file, const fs::path& c
   // A copy under this key that did not match above was cut short or changed.
   fs::remove_all(staged.prefix, error);
   const fs::path log = cache_root / (key + ".log");
-  const Status created =
-      CreateEnvironment(*conda_tool, spec_file, staged.prefix, log, observer, interrupted);
+  const Status created = CreateEnvironment(*conda_tool, spec_file, staged.prefix, log, observer,
+                                           interrupted, tool_environment);
   if (!created.ok()) {
     fs::remove_all(staged.prefix, error);  // never a half-made environment
     return created;

@@ -44,12 +44,14 @@ Result<StagedEnvironment> StagePack(const std::filesystem::path& pack,
 // under the same lock, its output in <cache>/<key>.log, and a copy that fails
 // or does not match the spec is removed. Without a match and without a tool,
 // fails naming the ways to provide the environment. `observer` sees the
-// tool's progress, when this call creates the environment.
+// tool's progress, when this call creates the environment; the tool's
+// environment gets `tool_environment` (CreateEnvironment).
 Result<StagedEnvironment> StageSpec(const std::filesystem::path& spec_file,
                                     const std::filesystem::path& cache_root,
                                     std::uint64_t cache_limit_bytes,
                                     const std::optional<std::filesystem::path>& conda_tool,
                                     const CreateObserver& observer = {},
-                                    const Interrupted& interrupted = {});
+                                    const Interrupted& interrupted = {},
+                                    const std::vector<std::string>& tool_environment = {});
 
 }  // namespace sray::envs

@@ -251,12 +251,16 @@ class LocalJob {
                                                 std::cerr << "sray: node " << node << ": " << line
                                                           << std::endl;
                                               },
-                                          .interrupted =
-                                              [this] { return PendingInterrupt() != 0; }});
+                                          .interrupted = [this] { return PendingInterrupt() != 0; },
+                                          // Before staging: a launcher killed
+                                          // meanwhile leaves nothing of the node.
+                                          .created =
+                                              [this](const jobsetup::NodeSetup& created) {
+                                                janitor_->WatchNode(created);
+                                              }});
       if (!setup.ok())
         return setup.status().WithContext("cannot prepare emulated node " + std::to_string(node));
       nodes_.push_back(std::move(setup).value());
-      janitor_->WatchNode(nodes_.back());
     }
     pmix_directory_ = std::filesystem::path(options_.Get("tmpdir")) /
                       ("sray-" + std::to_string(getuid()) + "-" + job_id_ + ".pmix");

@@ -237,7 +237,8 @@ Status PrepareStep(spank_t handle, std::string& node_name) {
              },
          // scancel ends the staging process with the rest of the step
          // (the conda tool gets default signal handling, envs/create.cc).
-         .interrupted = {}});
+         .interrupted = {},
+         .created = {}});
   };
   auto answer = RunAsJobUser(*user, [&] { return jobsetup::EncodeNodeSetupResult(prepare()); });
   if (!answer.ok()) return answer.status();

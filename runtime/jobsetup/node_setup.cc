@@ -8,6 +8,7 @@
 #include "jobsetup/node_shared_memory.h"
 #include "jobsetup/session_directory.h"
 #include "jobsetup/step_environment.h"
+#include "jobsetup/step_processes.h"
 #include "object/store_capacity.h"
 
 namespace sray::jobsetup {
@@ -75,16 +76,18 @@ Result<NodeSetup> PrepareNode(const NodeSetupRequest& request) {
                       .option_variables = request.options.EnvironmentVariables(),
                       .activation_variables = {},
                       .unset_variables = request.options.UnsetEnvironmentVariables()};
+  if (request.created) request.created(setup);
   if (const std::string& source = request.options.Get("env"); !source.empty()) {
-    const Status prepared =
-        PrepareStepEnvironment(StepEnvironmentRequest{.source = source,
-                                                      .tmpdir = request.options.Get("tmpdir"),
-                                                      .session_directory = *path,
-                                                      .uid = request.uid,
-                                                      .task_variable = request.task_variable,
-                                                      .progress = request.progress,
-                                                      .interrupted = request.interrupted},
-                               setup.environment);
+    const Status prepared = PrepareStepEnvironment(
+        StepEnvironmentRequest{.source = source,
+                               .tmpdir = request.options.Get("tmpdir"),
+                               .session_directory = *path,
+                               .uid = request.uid,
+                               .task_variable = request.task_variable,
+                               .progress = request.progress,
+                               .interrupted = request.interrupted,
+                               .tool_environment = StepProcessMarkers(*path, request.node_id)},
+        setup.environment);
     if (!prepared.ok()) {
       (void)TeardownNode(setup);  // nothing half-prepared stays
       return prepared;

@@ -22,6 +22,8 @@
 
 namespace sray::jobsetup {
 
+struct NodeSetup;
+
 struct NodeSetupRequest {
   std::string job_id;
   std::string step_id;
@@ -45,6 +47,10 @@ struct NodeSetupRequest {
   std::function<void(const std::string& line)> progress;
   // Whether the user interrupted the launch, asked while staging; null: never.
   std::function<bool()> interrupted;
+  // Called once the node's session directory and shared-memory directory
+  // exist, before its environment is staged (which may take minutes): what
+  // must clean up after a killed launcher learns of them here. Null: none.
+  std::function<void(const NodeSetup& created)> created;
 };
 
 struct NodeSetup {

@@ -91,7 +91,7 @@ Result<envs::StagedEnvironment> StageFile(const StepEnvironmentRequest& request,
     observer = [&progress, &tool_name](const envs::CreateProgress& now) { progress(now, tool_name); };
   }
   return envs::StageSpec(request.source, cache_root, kCacheLimitBytes, tool, observer,
-                         request.interrupted);
+                         request.interrupted, request.tool_environment);
 }
 
 }  // namespace

@@ -34,6 +34,10 @@ struct StepEnvironmentRequest {
   // Asked while staging whether the user interrupted the launch (envs/interrupted.h);
   // null: never.
   std::function<bool()> interrupted;
+  // Added to the environment of the conda tool that creates a spec's
+  // environment ("NAME=value"): the step's process markers, so that the
+  // cleanup after a killed launcher ends the tool too.
+  std::vector<std::string> tool_environment;
 };
 
 // Fills `environment`'s activation variables; errors name the environment

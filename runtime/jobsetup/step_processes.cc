@@ -19,6 +19,12 @@
 #include "common/whole_number.h"
 
 namespace sray::jobsetup {
+std::vector<std::string> StepProcessMarkers(const std::filesystem::path& session_directory,
+                                            std::uint32_t node_id) {
+  return {"SRAY_SESSION_DIR=" + session_directory.string(),
+          "SRAY_NODE_ID=" + std::to_string(node_id)};
+}
+
 namespace {
 
 enum class EnvironmentState : std::uint8_t { kMatches, kOther, kEmpty };
@@ -62,9 +68,9 @@ bool IsStepProcess(pid_t pid, const StepProcessSelector& selector) {
   const std::filesystem::path directory = "/proc/" + std::to_string(pid);
   struct stat info {};
   if (::stat(directory.c_str(), &info) != 0 || info.st_uid != selector.uid) return false;
-  return ReadEnvironment(
-             directory / "environ", "SRAY_SESSION_DIR=" + selector.session_directory.string(),
-             "SRAY_NODE_ID=" + std::to_string(selector.node_id)) == EnvironmentState::kMatches &&
+  const auto markers = StepProcessMarkers(selector.session_directory, selector.node_id);
+  return ReadEnvironment(directory / "environ", markers[0], markers[1]) ==
+             EnvironmentState::kMatches &&
          IsAlive(pid);
 }
 

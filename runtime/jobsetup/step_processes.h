@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -32,6 +33,13 @@ struct StepProcessSelector {
   std::filesystem::path session_directory;
   std::uint32_t node_id = 0;
 };
+
+// The environment entries ("NAME=value") that make a process one of the
+// selected step's: a process the step's setup starts itself (the conda tool
+// staging its environment) carries them, so that the step's end, or the
+// janitor of a killed `sray run`, ends it too.
+std::vector<std::string> StepProcessMarkers(const std::filesystem::path& session_directory,
+                                            std::uint32_t node_id);
 
 // One look at /proc for `selector`: the step's processes, never the caller,
 // and how many live processes of the user show no environment at all. Those

@@ -179,4 +179,35 @@ sleep 0.5
 left=$(ls -d /dev/shm/sray.local"$launcher"-* "$WORK/tmp"/sray-*-local"$launcher"-* 2>/dev/null || true)
 [ -z "$left" ] || fail "an interrupted staging left: $left"
 echo "ok: an interrupt during staging ends it in ${took_ms} ms and starts nothing"
+
+# kill -9 of the launcher while the environment is created: its janitor ends
+# the tool and removes the node (before: the janitor knew of a node only once
+# staging had ended, and the tool was no process of the step's, so both the
+# session directory and the tool stayed).
+FAKE_MICROMAMBA_SECONDS=60 PATH=$WORK/bin:$PATH "$SRAY" run -N2 \
+  --ray-cluster="env=$WORK/explicit-slow.txt,tmpdir=$WORK/tmp" touch "$WORK/killed-started" \
+  >"$WORK/killed.out" 2>&1 &
+launcher=$!
+for _ in $(seq 100); do
+  compgen -G "$WORK/tmp/sray-envs-$(id -u)/spec-*.log" >/dev/null && break
+  sleep 0.1
+done
+sleep 0.5
+tools=$(grep -l "$WORK/bin/micromamba" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3 | tr '\n' ' ')
+[ -n "${tools// /}" ] || fail "no micromamba process while the environment was created"
+kill -9 "$launcher"
+wait "$launcher" 2>/dev/null || true
+for _ in $(seq 50); do
+  alive=""
+  for pid in $tools; do [ -d "/proc/$pid" ] && alive+=" $pid"; done
+  left=$(ls -d /dev/shm/sray.local"$launcher"-* "$WORK/tmp"/sray-*-local"$launcher"-* 2>/dev/null || true)
+  [ -z "$alive" ] && [ -z "$left" ] && break
+  sleep 0.1
+done
+[ -z "$alive" ] || fail "the conda tool ran on 5 s after its launcher was killed:$alive"
+[ -z "$left" ] || fail "a launcher killed while staging left: $left"
+[ ! -e "$WORK/killed-started" ] || fail "the program started after the launcher was killed"
+grep -q "^sray: the launcher (pid $launcher) died without ending job local$launcher-[0-9a-f]*: ended [1-9]" \
+  "$WORK/killed.out" || fail "the janitor did not say what it ended: $(cat "$WORK/killed.out")"
+echo "ok: kill -9 of the launcher while staging leaves neither the tool nor the node's files"
 echo PASS

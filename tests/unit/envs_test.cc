@@ -22,7 +22,9 @@
 #include "envs/stage.h"
 #include "envs/verify.h"
 #include "jobsetup/node_setup.h"
+#include "jobsetup/resolved_options.h"
 #include "jobsetup/step_environment.h"
+#include "jobsetup/step_processes.h"
 
 namespace sray::envs {
 namespace {
@@ -639,7 +641,8 @@ TEST_F(EnvsTest, AStepNotesWhetherItStagedReusedOrUsedItsEnvironmentInPlace) {
                                          .uid = ::getuid(),
                                          .task_variable = {},
                                          .progress = {},
-                                         .interrupted = {}},
+                                         .interrupted = {},
+                                         .tool_environment = {}},
         environment);
     EXPECT_TRUE(prepared.ok()) << prepared.message();
     std::ifstream file(root_ / session / jobsetup::kEnvironmentNoteFile);
@@ -726,7 +729,8 @@ TEST_F(EnvsTest, CreatingASpecsEnvironmentTellsItsProgressWhileTheToolRuns) {
                 return name == "PATH" ? std::optional<std::string>(path) : std::nullopt;
               },
           .progress = [&lines](const std::string& line) { lines.push_back(line); },
-          .interrupted = {}},
+          .interrupted = {},
+          .tool_environment = {}},
       environment);
   ::unsetenv("FAKE_MICROMAMBA_SECONDS");
   ASSERT_TRUE(prepared.ok()) << prepared.message();
@@ -772,6 +776,84 @@ TEST_F(EnvsTest, AnInterruptedCreationEndsTheToolAtOnceAndLeavesNoCopy) {
   for (const auto& entry : fs::directory_iterator(cache)) {
     EXPECT_FALSE(entry.is_directory()) << "left behind: " << entry.path();
   }
+}
+
+// A launcher killed while a node's environment was being created left the
+// node's session directory and the conda tool running: what cleans up after
+// it (its janitor) was told of the node only once staging had ended, and the
+// tool carried nothing that marked it as one of the step's processes.
+TEST_F(EnvsTest, ANodeIsAnnouncedBeforeItsEnvironmentIsCreatedAndTheToolIsOneOfTheStepsProcesses) {
+  Write(root_ / "explicit.txt", ExplicitFile());
+  FakeMicromamba(root_ / "bin");
+  fs::create_directories(root_ / "tmp");
+  const std::string path = (root_ / "bin").string() + ":/usr/bin:/bin";
+  auto options =
+      jobsetup::ResolveOptions({.admin_config = std::nullopt,
+                                .option_list = "tmpdir=" + (root_ / "tmp").string() +
+                                               ",env=" + (root_ / "explicit.txt").string()});
+  ASSERT_TRUE(options.ok()) << options.status().message();
+  std::optional<jobsetup::NodeSetup> announced;
+  bool tool_was_found = false;
+  const auto started = std::chrono::steady_clock::now();
+  ::setenv("FAKE_MICROMAMBA_SECONDS", "30", 1);
+  auto setup = jobsetup::PrepareNode(
+      {.job_id = "unit" + std::to_string(::getpid()) + "-staging",
+       .step_id = "0",
+       .node_id = 2,
+       .num_nodes = 3,
+       .node_cpus = 2,
+       .node_memory_bytes = std::uint64_t{1} << 30,
+       .head_host = "n1",
+       .uid = ::geteuid(),
+       .options = *options,
+       .session_directory_per_node = true,
+       .nodes_on_this_machine = 1,
+       .task_variable =
+           [&path](const std::string& name) {
+             return name == "PATH" ? std::optional<std::string>(path) : std::nullopt;
+           },
+       .progress = {},
+       // Asked while the tool runs: ends the creation once the tool is found
+       // among the announced node's processes, or after 5 s.
+       .interrupted =
+           [&] {
+             if (announced) {
+               tool_was_found =
+                   !jobsetup::FindStepProcesses({.uid = ::geteuid(),
+                                                 .session_directory = announced->session_directory,
+                                                 .node_id = 2})
+                        .empty();
+             }
+             return tool_was_found ||
+                    std::chrono::steady_clock::now() - started > std::chrono::seconds(5);
+           },
+       .created =
+           [&](const jobsetup::NodeSetup& node) {
+             EXPECT_TRUE(fs::is_directory(node.session_directory));
+             announced = node;
+           }});
+  ::unsetenv("FAKE_MICROMAMBA_SECONDS");
+  ASSERT_FALSE(setup.ok()) << "the creation was not interrupted";
+  ASSERT_TRUE(announced.has_value())
+      << "the node was not announced before its environment was created";
+  EXPECT_TRUE(tool_was_found) << "the conda tool is not among the node's processes";
+  EXPECT_FALSE(fs::exists(announced->session_directory));  // an interrupted node is torn down
+}
+
+// Polled for an interrupt only, with no one to tell the progress to: the
+// first progress line, after 2 s, called the empty observer (bad_function_call).
+TEST_F(EnvsTest, ACreationWatchedOnlyForAnInterruptRunsPastItsFirstProgressLine) {
+  Write(root_ / "explicit.txt", ExplicitFile());
+  const auto tool = FakeMicromamba(root_ / "bin");
+  ::setenv("FAKE_MICROMAMBA_SECONDS", "30", 1);
+  const auto started = std::chrono::steady_clock::now();
+  auto interrupted = StageSpec(root_ / "explicit.txt", root_ / "c", 1ULL << 30, tool, {}, [&] {
+    return std::chrono::steady_clock::now() - started > std::chrono::milliseconds(2500);
+  });
+  ::unsetenv("FAKE_MICROMAMBA_SECONDS");
+  ASSERT_FALSE(interrupted.ok());
+  EXPECT_NE(interrupted.status().message().find("was interrupted"), std::string::npos)
+      << interrupted.status().message();
 }
 
 TEST_F(EnvsTest, AFailedOrWrongCreationLeavesNoCopyBehind) {

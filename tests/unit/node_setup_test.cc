@@ -43,7 +43,8 @@ NodeSetupRequest RequestFor(const std::filesystem::path& tmpdir, std::uint32_t n
           .nodes_on_this_machine = 1,
           .task_variable = {},
           .progress = {},
-          .interrupted = {}};
+          .interrupted = {},
+          .created = {}};
 }
 
 std::function<const char*(const char*)> LookupIn(const EnvironmentVariables& variables,
