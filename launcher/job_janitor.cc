@@ -178,7 +178,11 @@ bool RunJanitor(int descriptor, pid_t launcher) {
                          .node_id = node.environment.node_id});
   }
   const auto ended = jobsetup::EndStepProcesses(selectors, kJanitorGrace);
-  for (const auto& node : nodes) (void)jobsetup::TeardownNode(node);
+  for (const auto& node : nodes) {
+    dashboard::RemoveNotedJobsFile(node.session_directory, node.environment.job_id,
+                                   node.environment.step_id);
+    (void)jobsetup::TeardownNode(node);
+  }
   for (const auto& directory : directories) {
     std::error_code ignored;
     std::filesystem::remove_all(directory, ignored);

@@ -746,6 +746,9 @@ class LocalJob {
       }
     }
     server_.reset();
+    if (!nodes_.empty()) {  // the driver's, where its $HOME is not this launcher's
+      dashboard::RemoveNotedJobsFile(nodes_.front().session_directory, job_id_, "0");
+    }
     for (const auto& node : nodes_) {
       if (Status removed = jobsetup::TeardownNode(node); !removed.ok()) {
         output_.Write(STDERR_FILENO, "sray: " + removed.message() + "\n");

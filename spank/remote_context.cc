@@ -374,6 +374,9 @@ Status CleanUpStepOnNode() {
       if (const passwd* entry = ::getpwuid(::getuid()); entry != nullptr && entry->pw_dir) {
         dashboard::RemoveJobsFile(entry->pw_dir, environment.job_id, environment.step_id);
       }
+      // And where the driver's own $HOME put it.
+      dashboard::RemoveNotedJobsFile(state.node_setup->session_directory, environment.job_id,
+                                     environment.step_id);
     }
     const Status status = jobsetup::TeardownNode(*state.node_setup);
     return status.ok() ? std::string() : status.message();

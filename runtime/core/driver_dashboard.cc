@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/host_name.h"
+#include "common/log.h"
 #include "common/private_file.h"
 #include "common/whole_number.h"
 #include "core/protocol.h"
@@ -294,13 +295,23 @@ std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnviro
   auto result = std::make_unique<DriverDashboard>();
   result->server = std::move(server).value();
   const std::string host = HostName();
+  const std::filesystem::path home = dashboard::UserHome();
+  // Before the file exists, so that a driver killed in between leaves
+  // nothing the cleanup cannot find.
+  if (Status noted = dashboard::NoteJobsFileHome(environment.session_dir, home); !noted.ok()) {
+    Log(LogLevel::kWarning,
+        "cannot note where the jobs file is (" + noted.message() +
+            "): if this driver is killed, `sray status` may list its job until you remove "
+            "~/.sray/jobs/" +
+            job + ".json");
+  }
   auto jobs_file = dashboard::JobsFile::Write(
-      dashboard::UserHome(), dashboard::JobsFileContent{.job_id = environment.job_id,
-                                                        .step_id = environment.step_id,
-                                                        .url = result->server->Url(),
-                                                        .token = *token,
-                                                        .head_hostname = host,
-                                                        .pid = static_cast<long>(::getpid())});
+      home, dashboard::JobsFileContent{.job_id = environment.job_id,
+                                       .step_id = environment.step_id,
+                                       .url = result->server->Url(),
+                                       .token = *token,
+                                       .head_hostname = host,
+                                       .pid = static_cast<long>(::getpid())});
   std::string where_token;
   if (jobs_file.ok()) {
     result->jobs_file = std::move(jobs_file).value();

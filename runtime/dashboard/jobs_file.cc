@@ -96,6 +96,19 @@ void RemoveJobsFile(const std::filesystem::path& home, const std::string& job_id
   ::unlink((path.string() + ".tmp").c_str());
 }
 
+Status NoteJobsFileHome(const std::filesystem::path& session_directory,
+                        const std::filesystem::path& home) {
+  return WritePrivateFile(session_directory / kJobsFileHomeNote, home.string());
+}
+
+void RemoveNotedJobsFile(const std::filesystem::path& session_directory, const std::string& job_id,
+                         const std::string& step_id) {
+  std::ifstream input(session_directory / kJobsFileHomeNote);
+  std::string home;
+  if (!input || !std::getline(input, home) || home.empty() || home.front() != '/') return;
+  RemoveJobsFile(home, job_id, step_id);
+}
+
 JobsFile::~JobsFile() {
   ::unlink(path_.c_str());
 }

@@ -39,6 +39,18 @@ std::vector<JobsFileContent> ListJobs(const std::filesystem::path& home);
 void RemoveJobsFile(const std::filesystem::path& home, const std::string& job_id,
                     const std::string& step_id);
 
+// The file in the driver's session directory that names the home its jobs
+// file is under. What cleans up after a killed driver runs with another
+// $HOME (slurmstepd's user child, the launcher, its janitor) and would look
+// in the wrong home: a driver started with HOME=/elsewhere left its file.
+inline constexpr const char* kJobsFileHomeNote = "jobs-file-home";
+Status NoteJobsFileHome(const std::filesystem::path& session_directory,
+                        const std::filesystem::path& home);
+// RemoveJobsFile under the home noted in `session_directory`; nothing when
+// there is no note (no driver ran there, or it wrote no jobs file).
+void RemoveNotedJobsFile(const std::filesystem::path& session_directory, const std::string& job_id,
+                         const std::string& step_id);
+
 class JobsFile {
  public:
   // `home`: the job user's home directory.

@@ -287,6 +287,23 @@ wait "$JOB_PID" || status=$?
 expect_nothing_left "$killed"
 echo "ok: a killed driver's jobs file is removed with its step"
 
+# The same with a driver whose $HOME is not the launcher's: its file is
+# under its own home, and was left there before.
+other_home=$WORK/driver-home
+mkdir -p "$other_home"
+"$SRAY" run -N2 bash -c 'echo "job $SRAY_JOB_ID"; HOME=$1 exec "$0" "$2"' \
+  "$CHECK_PROGRAM" "$other_home" "$WORK/elsewhere.done" >"$WORK/elsewhere.out" 2>&1 &
+JOB_PID=$!
+wait_for_ready "$WORK/elsewhere.out" "$JOB_PID" 60
+elsewhere=$(job_of elsewhere)
+[ -f "$other_home/.sray/jobs/$elsewhere.0.json" ] || fail "no jobs file under the driver's own home"
+kill -9 "$(field "$other_home/.sray/jobs/$elsewhere.0.json" pid)"
+wait "$JOB_PID" || true
+[ ! -e "$other_home/.sray/jobs/$elsewhere.0.json" ] ||
+  fail "a killed driver's jobs file under its own \$HOME was left"
+expect_nothing_left "$elsewhere"
+echo "ok: a killed driver's jobs file under another \$HOME is removed with its step"
+
 start_job 1 "dashboard=off,log_to_driver=false" off
 off=$(job_of off)
 [ ! -e "$JOBS/$off.0.json" ] || fail "dashboard=off wrote a jobs file"

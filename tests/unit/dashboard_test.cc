@@ -3,10 +3,12 @@
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <tuple>
 
 #include <atomic>
 #include <condition_variable>
@@ -674,6 +676,34 @@ TEST(JobsFile, IsPrivateToTheUserAndGoesWithTheStep) {
   EXPECT_NE(refused.status().message().find("not a directory private to this user"),
             std::string::npos);
   std::filesystem::remove_all(home);
+}
+
+// A driver started with HOME=/elsewhere wrote its jobs file there; the
+// cleanup after it was killed (slurmstepd's user child, the launcher) looked
+// in its own home, and `sray status` listed the dead job for ever.
+TEST(JobsFile, TheCleanupFindsAKilledDriversFileUnderTheHomeItNoted) {
+  const auto root = std::filesystem::temp_directory_path() /
+                    ("sray-noted-home-test-" + std::to_string(::getpid()));
+  const auto session = root / "session";
+  const auto driver_home = root / "elsewhere";
+  std::filesystem::create_directories(session);
+  std::filesystem::create_directories(driver_home);
+  RemoveNotedJobsFile(session, "78", "0");  // no note: nothing to do, nothing fails
+  ASSERT_TRUE(NoteJobsFileHome(session, driver_home).ok());
+  auto file = JobsFile::Write(driver_home, JobsFileContent{.job_id = "78",
+                                                           .step_id = "0",
+                                                           .url = "http://127.0.0.1:5/",
+                                                           .token = "abc",
+                                                           .head_hostname = "n1",
+                                                           .pid = 42});
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  const std::filesystem::path path = (*file)->path();
+  std::ignore = std::move(file).value().release();  // a killed driver removes nothing
+  RemoveNotedJobsFile(session, "77", "0");          // another step's: stays
+  EXPECT_TRUE(std::filesystem::exists(path));
+  RemoveNotedJobsFile(session, "78", "0");
+  EXPECT_FALSE(std::filesystem::exists(path));
+  std::filesystem::remove_all(root);
 }
 
 // The server's module is looked for beside the library (here the test
