@@ -178,12 +178,20 @@ void TrainImages(const ImageTrainingConfig& config) {
     if (context.GetWorldRank() == 0) {
       const std::string directory = std::filesystem::temp_directory_path().string() + "/sray-checkpoint-" +
                                     std::to_string(::getpid());
+      // Report copies the checkpoint; the scratch copy goes however Report
+      // ends (it throws when another worker failed).
+      struct RemovedAtScopeEnd {
+        std::string path;
+        ~RemovedAtScopeEnd() {
+          std::error_code ignored;
+          std::filesystem::remove_all(path, ignored);
+        }
+      } scratch{directory};
       std::filesystem::create_directories(directory);
       torch::save(model, directory + "/model.pt");
       torch::save(optimizer, directory + "/optimizer.pt");
       torch::save(torch::tensor(static_cast<std::int64_t>(epoch)), directory + "/epoch.pt");
       sray::train::Report(metrics, sray::train::Checkpoint::FromDirectory(directory));
-      std::filesystem::remove_all(directory);
     } else {
       sray::train::Report(metrics);
     }

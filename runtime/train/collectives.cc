@@ -299,7 +299,9 @@ void Collectives::VerifyMembers(const std::string& group_secret) {
 GradientHook::GradientHook(const at::Tensor& parameter, std::function<void()> ready) {
   std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::grad_accumulator(parameter);
   if (!accumulator) {
-    throw std::invalid_argument("a parameter without a gradient accumulator (not a leaf that requires grad)");
+    throw std::invalid_argument(
+        "sray: PrepareModel cannot watch a parameter's gradient: it is not a leaf tensor that "
+        "requires grad: pass a module whose parameters are its own, with requires_grad set");
   }
   key_ = accumulator->add_post_hook(std::make_unique<ReadyHook>(std::move(ready)));
   accumulator_ = std::move(accumulator);

@@ -58,7 +58,11 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> parameters, Collectives
     : parameters_(std::move(parameters)), collectives_(collectives) {
   for (at::Tensor& buffer : buffers) {
     if (!buffer.defined() || buffer.numel() == 0) continue;
-    if (buffer.is_sparse()) throw std::invalid_argument("sparse buffers are not supported by PrepareModel");
+    if (buffer.is_sparse()) {
+      throw std::invalid_argument(
+          "sray: PrepareModel cannot broadcast a sparse buffer: make it dense (to_dense()) before "
+          "PrepareModel, or keep it out of the module's buffers");
+    }
     auto group = std::find_if(buffer_groups_.begin(), buffer_groups_.end(), [&](const auto& candidate) {
       const at::Tensor& first = candidate->buffers.front();
       return first.scalar_type() == buffer.scalar_type() && first.device() == buffer.device();
@@ -79,7 +83,9 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> parameters, Collectives
   sizes.reserve(parameters_.size());
   for (const at::Tensor& parameter : parameters_) {
     if (parameter.is_sparse()) {
-      throw std::invalid_argument("sparse parameters are not supported by PrepareModel: use dense ones");
+      throw std::invalid_argument(
+          "sray: PrepareModel cannot average a sparse parameter: make the model's parameters "
+          "dense");
     }
     const int kind = static_cast<int>(parameter.scalar_type()) * 4096 +
                      static_cast<int>(parameter.device().type()) * 256 + parameter.device().index() + 1;
@@ -178,7 +184,11 @@ void GradientReducer::FillAndMaybeLaunch(std::size_t parameter, bool produced) {
   const at::Tensor& gradient = parameters_[parameter].grad();
   at::Tensor& region = bucket.regions[position];
   if (produced && gradient.defined()) {
-    if (gradient.is_sparse()) throw std::invalid_argument("sparse gradients are not supported by PrepareModel");
+    if (gradient.is_sparse()) {
+      throw std::invalid_argument(
+          "sray: a backward pass produced a sparse gradient, which PrepareModel cannot average: "
+          "use layers with dense gradients (torch::nn::Embedding without sparse(true))");
+    }
     // After the first step the gradient is a view of its bucket (see
     // Finish) and autograd accumulated into the bucket already: no copy.
     if (gradient.data_ptr() != region.data_ptr() || !gradient.is_contiguous()) region.copy_(gradient.reshape({-1}));

@@ -57,7 +57,11 @@ std::string DefaultName() {
 std::string RandomHex(std::size_t bytes) {
   std::vector<std::byte> random(bytes);
   const Status filled = FillRandom(random, "the group's secret");
-  if (!filled.ok()) throw sray::Error("sray: training " + filled.message());
+  if (!filled.ok()) {
+    throw sray::Error("sray: training " + filled.message() +
+                      ": the kernel's random source (getrandom, /dev/urandom) must work on the "
+                      "driver's node; ask the cluster's admins");
+  }
   return HexOf(random);
 }
 
@@ -299,7 +303,10 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
   if (state.latest) {
     auto files = ReadCheckpointDirectory(state.latest->path);
     if (!files.ok()) {
-      throw sray::Error("sray: training cannot read the checkpoint to resume from: " + files.status().message());
+      throw sray::Error("sray: training cannot read the checkpoint to resume from: " +
+                        files.status().message() + ": keep " + state.latest->path +
+                        " whole and readable while training runs, or start again from another "
+                        "checkpoint (TorchTrainer::SetResumeFromCheckpoint)");
     }
     resume_files = std::move(files).value();
     common.has_checkpoint = true;
@@ -464,7 +471,9 @@ Result Fit(const TrainingRequest& request) {
     throw sray::ConfigError("sray: " + missing);
   }
   if (request.torch.timeout.count() <= 0) {
-    throw sray::ConfigError("sray: TorchConfig::timeout must be positive");
+    throw sray::ConfigError(
+        "sray: TorchConfig::timeout must be positive: give the longest a collective may wait, e.g. "
+        "std::chrono::minutes(30)");
   }
 
   RunState state{request, request.run.name.empty() ? DefaultName() : request.run.name, {}, {}, 1, 0, {}, {}, {}, 0, {}};
@@ -478,7 +487,8 @@ Result Fit(const TrainingRequest& request) {
                             error.message() + ": choose a writable RunConfig::storage_path");
   }
   if (Status cleaned = RemovePartialCheckpoints(state.run_directory); !cleaned.ok()) {
-    throw sray::Error("sray: " + cleaned.message());
+    throw sray::Error("sray: " + cleaned.message() + ": remove the partial checkpoints in " +
+                      state.run_directory + " by hand, or choose another RunConfig::storage_path");
   }
   // Checkpoints of an earlier Fit in this directory: numbering goes on after
   // them, and pruning ranks them by the metrics they were reported with.

@@ -202,7 +202,10 @@ void ReportWith(const Metrics& metrics, const Checkpoint* checkpoint) {
   event.kind = static_cast<std::uint8_t>(internal::WorkerEventKind::kReport);
   if (checkpoint != nullptr) {
     auto files = internal::ReadCheckpointDirectory(checkpoint->path());
-    if (!files.ok()) throw Error("sray: Report cannot read the checkpoint: " + files.status().message());
+    if (!files.ok()) {
+      throw Error("sray: Report cannot read the checkpoint: " + files.status().message() +
+                  ": keep the checkpoint's directory and files readable until Report returns");
+    }
     event.has_checkpoint = true;
     event.checkpoint = std::move(files).value();
   }
@@ -235,7 +238,11 @@ void ReattachGradientHooks(Session& session) {
 }
 
 void PrepareModule(const std::shared_ptr<torch::nn::Module>& module) {
-  if (!module) throw Error("sray: PrepareModel was given an empty module");
+  if (!module) {
+    throw Error(
+        "sray: PrepareModel was given an empty module: pass the model, e.g. "
+        "std::make_shared<Net>()");
+  }
   Session& session = CurrentSession();
   module->to(GetContext().GetDevice());
   Collectives& collectives = *session.collectives;
