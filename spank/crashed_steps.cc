@@ -8,6 +8,7 @@
 #include "jobsetup/node_setup.h"
 #include "jobsetup/step_processes.h"
 #include "jobsetup/step_record.h"
+#include "step_end_sweep_gate.h"
 
 namespace sray::spank {
 namespace {
@@ -16,6 +17,9 @@ namespace {
 // its tmpdir could hang: the next step here, maybe another user's, waits no
 // longer than this for one step's files.
 constexpr std::chrono::seconds kRemovalDeadline{10};
+// The longest a sweep at a step's end runs: its budget (12 s) and the
+// step it began last (processes' grace and kRemovalDeadline).
+constexpr std::chrono::seconds kLongestEndSweep{25};
 
 // Ends the step's processes and removes its files; OK once nothing is left.
 Status CleanUpStep(const jobsetup::StepRecord& record, std::size_t& processes_ended) {
@@ -96,6 +100,24 @@ CrashedStepSweep CleanUpAfterCrashedSteps(const std::filesystem::path& record_di
     }
     sweep.cleaned.push_back(step);
   }
+  return sweep;
+}
+
+CrashedStepSweep SweepBeforeStepStart(const std::filesystem::path& record_directory,
+                                      std::string_view job_id, std::string_view step_id,
+                                      std::chrono::steady_clock::time_point give_up_at) {
+  const auto gate =
+      StepEndSweepGate::Hold(record_directory, std::chrono::steady_clock::now() + kLongestEndSweep);
+  CrashedStepSweep sweep = CleanUpAfterCrashedSteps(record_directory, give_up_at);
+  if (!gate) {
+    sweep.problems.push_back(
+        "the sweep at another step's end here did not end within " +
+        std::to_string(kLongestEndSweep.count()) +
+        " s; this step went on without waiting (a hung tmpdir or an unkillable process: see "
+        "the node's slurmd log)");
+  }
+  const Status forgotten = jobsetup::RemoveStepRecord(record_directory, job_id, step_id);
+  if (!forgotten.ok()) sweep.problems.push_back(forgotten.message());
   return sweep;
 }
 

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sray::spank {
@@ -34,5 +35,17 @@ struct CrashedStepSweep {
 CrashedStepSweep CleanUpAfterCrashedSteps(const std::filesystem::path& record_directory,
                                           std::chrono::steady_clock::time_point give_up_at =
                                               std::chrono::steady_clock::time_point::max());
+
+// The sweep at a sray step's start, before its node is prepared. Under the
+// node's sweep gate (StepEndSweepGate::Hold): a sweep at another step's end
+// must not work from records it read before this step took over its paths.
+// Then a record of this step's own id is forgotten, cleaned or not: a job
+// Slurm requeued keeps its id, and with it the session directory and /dev/shm
+// names of its earlier run, so a later sweep would remove the new step's
+// files and end its processes. This step's own end removes what is there.
+CrashedStepSweep SweepBeforeStepStart(const std::filesystem::path& record_directory,
+                                      std::string_view job_id, std::string_view step_id,
+                                      std::chrono::steady_clock::time_point give_up_at =
+                                          std::chrono::steady_clock::time_point::max());
 
 }  // namespace sray::spank

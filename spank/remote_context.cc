@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -106,9 +107,15 @@ constexpr std::chrono::seconds kStepEndSweepBudget{12};
 // left behind goes, and the directory where this step records itself is made.
 // A failure costs only that protection, so it is logged, never fatal.
 // Returns false when something was left to a later sweep.
-bool SweepCrashedSteps(const std::string& node_name,
-                       std::chrono::steady_clock::time_point give_up_at =
-                           std::chrono::steady_clock::time_point::max()) {
+// A sray step's own start passes its ids (`starting`): SweepBeforeStepStart.
+struct StartingStep {
+  std::string job_id;
+  std::string step_id;
+};
+bool SweepCrashedSteps(
+    const std::string& node_name,
+    std::chrono::steady_clock::time_point give_up_at = std::chrono::steady_clock::time_point::max(),
+    const std::optional<StartingStep>& starting = std::nullopt) {
   PluginState& state = State();
   auto directory = jobsetup::PrepareRecordDirectory(state.plugstack.state_directory, node_name);
   if (!directory.ok()) {
@@ -120,7 +127,9 @@ bool SweepCrashedSteps(const std::string& node_name,
     return false;
   }
   state.record_directory = *directory;
-  const CrashedStepSweep sweep = CleanUpAfterCrashedSteps(*directory, give_up_at);
+  const CrashedStepSweep sweep =
+      starting ? SweepBeforeStepStart(*directory, starting->job_id, starting->step_id, give_up_at)
+               : CleanUpAfterCrashedSteps(*directory, give_up_at);
   for (const auto& step : sweep.cleaned) {
     slurm_info("sray: removed what step %s left on %s when its slurmstepd died", step.c_str(),
                node_name.c_str());
@@ -199,7 +208,11 @@ Status PrepareStep(spank_t handle, std::string& node_name) {
   auto hosts = StepHosts(handle);
   if (!hosts.ok()) return hosts.status();
   if (*node_id < hosts->size()) node_name = (*hosts)[*node_id];
-  if (!node_name.empty()) SweepCrashedSteps(node_name);
+  if (!node_name.empty()) {
+    SweepCrashedSteps(
+        node_name, std::chrono::steady_clock::time_point::max(),
+        StartingStep{.job_id = std::to_string(*job_id), .step_id = std::to_string(*step_id)});
+  }
 
   // As the job user, so a user config file is read and the session directory
   // and staged environment are created with the user's permissions, not root's.

@@ -4,6 +4,8 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
+#include <thread>
+
 #include "jobsetup/step_record.h"
 
 namespace sray::spank {
@@ -27,6 +29,21 @@ std::unique_ptr<StepEndSweepGate> StepEndSweepGate::Enter(
       outcome == kLeftSomething &&
       now - std::chrono::system_clock::from_time_t(last.st_mtime) < kPauseAfterProblems) {
     return nullptr;
+  }
+  return gate;
+}
+
+std::unique_ptr<StepEndSweepGate> StepEndSweepGate::Hold(
+    const std::filesystem::path& directory, std::chrono::steady_clock::time_point give_up_at) {
+  const std::filesystem::path stamp = directory / jobsetup::kStepEndSweepStamp;
+  const int descriptor = ::open(stamp.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (descriptor < 0) return nullptr;
+  std::unique_ptr<StepEndSweepGate> gate(new StepEndSweepGate(descriptor));
+  // Polled rather than a blocking flock: a sweep that hangs past the
+  // deadline must not hold the step's start with it.
+  while (::flock(descriptor, LOCK_EX | LOCK_NB) != 0) {
+    if (std::chrono::steady_clock::now() >= give_up_at) return nullptr;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return gate;
 }

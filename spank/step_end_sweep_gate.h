@@ -34,6 +34,13 @@ class StepEndSweepGate {
       const std::filesystem::path& directory,
       std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
 
+  // The gate held by a sray step's start around its own sweep
+  // (SweepBeforeStepStart): waits until `give_up_at` for a sweep at another
+  // step's end to finish, whatever the pause, and keeps such sweeps out
+  // while held. Null at the deadline, or when the gate cannot be opened.
+  static std::unique_ptr<StepEndSweepGate> Hold(const std::filesystem::path& directory,
+                                                std::chrono::steady_clock::time_point give_up_at);
+
   // Records how the sweep ended; the lock goes with the gate.
   void Record(bool left_something);
 

@@ -131,6 +131,54 @@ TEST_F(CrashedStepsTest, ALiveDaemonsStepIsLeftAlone) {
   EXPECT_FALSE(std::filesystem::is_empty(records_));
 }
 
+// A job Slurm requeued keeps its id, and so the session directory and
+// /dev/shm names of its earlier run: a record of that run which the new
+// step's own sweep could not clean made a later sweep (at any step's end)
+// remove the new step's files and end its processes.
+TEST_F(CrashedStepsTest, AStepThatTakesOverItsIdsPathsKeepsThemFromLaterSweeps) {
+  const pid_t daemon = ::fork();
+  if (daemon == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  jobsetup::StepRecord record = Record(daemon);
+  ::kill(daemon, SIGKILL);
+  ::waitpid(daemon, nullptr, 0);
+  ASSERT_TRUE(jobsetup::WriteStepRecord(records_, record).ok());
+  // The new step's sweep runs out of time before the record (it cannot
+  // clean it), then the new step prepares its node on the same paths.
+  const CrashedStepSweep at_start =
+      SweepBeforeStepStart(records_, job_, "0", std::chrono::steady_clock::now());
+  EXPECT_TRUE(at_start.cleaned.empty());
+  StartTask();
+  const CrashedStepSweep later = CleanUpAfterCrashedSteps(records_);
+  EXPECT_TRUE(later.cleaned.empty());
+  EXPECT_EQ(later.processes_ended, 0U);
+  EXPECT_TRUE(std::filesystem::exists(session_)) << "a later sweep removed the new step's files";
+  EXPECT_EQ(::waitpid(task_, nullptr, WNOHANG), 0) << "a later sweep ended the new step's task";
+}
+
+// Without anything in the way, the start's sweep cleans a dead step as any
+// sweep does.
+TEST_F(CrashedStepsTest, AStepsStartCleansWhatAnotherDeadStepLeft) {
+  StartTask();
+  const pid_t daemon = ::fork();
+  if (daemon == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  jobsetup::StepRecord record = Record(daemon);
+  ::kill(daemon, SIGKILL);
+  ::waitpid(daemon, nullptr, 0);
+  ASSERT_TRUE(jobsetup::WriteStepRecord(records_, record).ok());
+  const CrashedStepSweep sweep = SweepBeforeStepStart(records_, "other" + job_, "0");
+  EXPECT_TRUE(sweep.problems.empty()) << sweep.problems.front();
+  ASSERT_EQ(sweep.cleaned.size(), 1U);
+  EXPECT_EQ(::waitpid(task_, nullptr, 0), task_);
+  task_ = -1;
+  EXPECT_TRUE(NothingLeft());
+}
+
 TEST_F(CrashedStepsTest, ACorruptRecordIsDroppedAndSaidSo) {
   {
     std::ofstream corrupt(records_ / (job_ + ".0"));

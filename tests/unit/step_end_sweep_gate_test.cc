@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <string>
 
 #include "jobsetup/step_record.h"
@@ -48,6 +49,33 @@ TEST_F(StepEndSweepGateTest, AfterASweepThatLeftSomethingStepEndsPauseForAMinute
   auto later =
       StepEndSweepGate::Enter(directory_, now + StepEndSweepGate::kPauseAfterProblems + seconds(2));
   ASSERT_NE(later, nullptr) << "the pause ends";
+}
+
+// A sray step's start sweeps too: it must not overlap a sweep at another
+// step's end, which may be working from records read before this step took
+// over its paths.
+TEST_F(StepEndSweepGateTest, AStepsStartWaitsForAnEndsSweepAndKeepsOthersOutMeanwhile) {
+  auto end = StepEndSweepGate::Enter(directory_);
+  ASSERT_NE(end, nullptr);
+  auto start = std::async(std::launch::async, [this] {
+    return StepEndSweepGate::Hold(directory_, std::chrono::steady_clock::now() + seconds(10));
+  });
+  EXPECT_EQ(start.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
+      << "the start's sweep did not wait for the end's";
+  end.reset();
+  auto held = start.get();
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(StepEndSweepGate::Enter(directory_), nullptr) << "an end's sweep during the start's";
+  held.reset();
+  EXPECT_NE(StepEndSweepGate::Enter(directory_), nullptr);
+}
+
+TEST_F(StepEndSweepGateTest, AStepsStartGoesOnWhenAnEndsSweepHangsPastTheDeadline) {
+  auto end = StepEndSweepGate::Enter(directory_);
+  ASSERT_NE(end, nullptr);
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(StepEndSweepGate::Hold(directory_, started + std::chrono::milliseconds(200)), nullptr);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, seconds(2));
 }
 
 TEST_F(StepEndSweepGateTest, TheStampIsNotTakenForAStepRecord) {
