@@ -15,17 +15,20 @@
 #include <climits>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "common/executable_search.h"
 #include "common/host_name.h"
 #include "dashboard/jobs_file.h"
 #include "embedded_pmix_server.h"
+#include "inherited_signals.h"
 #include "job_janitor.h"
 #include "jobsetup/node_setup.h"
 #include "jobsetup/resolved_options.h"
@@ -178,9 +181,21 @@ class LocalJob {
     if (::signal(SIGCHLD, SIG_DFL) == SIG_ERR) {
       return Status::FromErrno(errno, "cannot restore the default action of SIGCHLD");
     }
+    // nohup: a hang-up the caller ignored stays ignored, for the launcher
+    // and the ranks (UCX's initializer replaced the ignore with a handler of
+    // its own). Not blocked either: the kernel keeps a blocked signal pending
+    // even when it is ignored.
+    const bool hang_up_ignored = HangUpIgnoredAtStart();
+    if (hang_up_ignored && ::signal(SIGHUP, SIG_IGN) == SIG_ERR) {
+      return Status::FromErrno(errno, "cannot keep SIGHUP ignored (nohup)");
+    }
+    for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+      if (signal != SIGHUP || !hang_up_ignored) interrupt_signals_.insert(signal);
+    }
     sigset_t signals;
     sigemptyset(&signals);
-    for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGQUIT}) sigaddset(&signals, signal);
+    sigaddset(&signals, SIGCHLD);
+    for (int signal : interrupt_signals_) sigaddset(&signals, signal);
     // Before any thread exists, so every thread inherits the mask and the
     // signals arrive only through the signalfd below.
     // SIGPIPE too, but not through the signalfd: a reader that goes away
@@ -207,7 +222,7 @@ class LocalJob {
     sigset_t pending;
     sigemptyset(&pending);
     if (sigpending(&pending) != 0) return 0;
-    for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+    for (int signal : interrupt_signals_) {
       if (sigismember(&pending, signal) == 1) return signal;
     }
     return 0;
@@ -643,8 +658,10 @@ class LocalJob {
       descriptors.push_back({.fd = signal_fd_, .events = POLLIN, .revents = 0});
       descriptors.push_back({.fd = abort_pipe_[0], .events = POLLIN, .revents = 0});
       // Past what the relay holds, the ranks' pipes are left unread: a
-      // reader that is slow to take their output slows the ranks down.
-      const bool reading = !output_.Full();
+      // reader that is slow to take their output slows the ranks down. Once
+      // every rank has ended they are read whatever the relay holds: what
+      // the pipes still hold is bounded, and the job's files go only after.
+      const bool reading = !output_.Full() || drain_deadline_.has_value();
       bool output_open = false;
       for (const auto& stream : streams_) {
         if (stream.source_fd < 0) continue;
@@ -660,19 +677,13 @@ class LocalJob {
       if (input_sink_ >= 0 && !input_pending_.empty()) {  // rank 0's pipe had no room
         descriptors.push_back({.fd = input_sink_, .events = POLLOUT, .revents = 0});
       }
-      if (const int waiting = output_.WaitingDescriptor(); waiting >= 0) {
+      for (const int waiting : output_.WaitingDescriptors()) {
         descriptors.push_back({.fd = waiting, .events = POLLOUT, .revents = 0});
       }
       if (!AnyRunning() && !output_open) return;
       if (!AnyRunning() && output_open && !drain_deadline_) {
         // Every rank has exited; whatever still holds a pipe is a leftover.
         EndLeftovers();
-        drain_deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-      }
-      // What the ranks wrote before they ended, left in their pipes while a
-      // slow reader takes the relay's share, is output rather than a
-      // leftover's: it is waited for, unless the user interrupted.
-      if (drain_deadline_ && !reading && !interrupt_received_) {
         drain_deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(2);
       }
       if (drain_deadline_ && std::chrono::steady_clock::now() > *drain_deadline_) return;
@@ -711,6 +722,7 @@ class LocalJob {
         if (descriptors[i].revents == 0) continue;
         for (auto& stream : streams_) {
           if (stream.source_fd != descriptors[i].fd) continue;
+          if (output_.Full() && !drain_deadline_) break;  // the next pass waits for the reader
           char buffer[65536];
           const ssize_t got = ::read(stream.source_fd, buffer, sizeof(buffer));
           if (got > 0) {
@@ -766,22 +778,36 @@ class LocalJob {
 
   // Last, once nothing of the job is left: a reader that stopped reading
   // must not keep the job's files. Waits for the reader as long as it
-  // takes, but an interrupt (now or before) gives it one more second.
+  // takes; after an interrupt during the job, one second more; an
+  // interrupt during this wait ends it at once.
   void DrainOutput() {
     sigset_t interrupts;
     sigemptyset(&interrupts);
-    for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&interrupts, signal);
-    // SIGCHLD no longer matters, and must not end the wait.
-    if (::signalfd(signal_fd_, &interrupts, 0) < 0) return;
+    for (int signal : interrupt_signals_) sigaddset(&interrupts, signal);
+    // SIGCHLD no longer matters, and must not end the wait; without the
+    // signalfd, the wait is bounded instead.
+    const bool watching = ::signalfd(signal_fd_, &interrupts, 0) >= 0;
     std::optional<std::chrono::steady_clock::time_point> deadline;
-    if (interrupt_received_) deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-    if (output_.Drain(deadline, signal_fd_) != OutputRelay::DrainEnd::kStopReadable) return;
-    signalfd_siginfo info{};
-    if (::read(signal_fd_, &info, sizeof(info)) != sizeof(info)) return;
-    if (exit_status_ == 0) {
-      exit_status_ = 128 + static_cast<int>(info.ssi_signo);
-      status_requested_ = true;
-      interrupted_by_ = static_cast<int>(info.ssi_signo);
+    if (interrupt_received_ || !watching) {
+      deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    }
+    const std::size_t dropped_before = output_.DroppedBytes();
+    const auto end = output_.Drain(deadline, watching ? signal_fd_ : -1);
+    if (end == OutputRelay::DrainEnd::kStopReadable) {
+      signalfd_siginfo info{};
+      if (::read(signal_fd_, &info, sizeof(info)) == sizeof(info) && exit_status_ == 0) {
+        exit_status_ = 128 + static_cast<int>(info.ssi_signo);
+        status_requested_ = true;
+        interrupted_by_ = static_cast<int>(info.ssi_signo);
+      }
+    }
+    if (const std::size_t dropped = output_.DroppedBytes() - dropped_before; dropped > 0) {
+      // Reaches the user where standard error is not the stalled target.
+      output_.Write(STDERR_FILENO,
+                    "sray: " + std::to_string(dropped) +
+                        " bytes of the job's output were dropped: their reader did not take "
+                        "them before the interrupt; read the output sooner, or send it to a "
+                        "file\n");
     }
   }
 
@@ -827,7 +853,10 @@ class LocalJob {
   int lost_status_ = 0;  // a lost node's rank's (128 + signal)
   bool status_requested_ = false;  // exit_status_ is a signal's or PMIx_Abort's
   int interrupted_by_ = 0;         // the signal whose 128 + n is exit_status_
-  bool interrupt_received_ = false;  // SIGINT, SIGTERM, SIGHUP or SIGQUIT, whatever the status
+  bool interrupt_received_ = false;  // one of interrupt_signals_, whatever the status
+  // SIGINT, SIGTERM, SIGQUIT, and SIGHUP unless the caller ignored it
+  // (nohup): read from the signalfd as interrupts.
+  std::set<int> interrupt_signals_;
   OutputRelay output_;               // the ranks' output and this launcher's messages
   bool exit_by_signal_ = false;
 };

@@ -7,6 +7,7 @@
 
 #include "config_command.h"
 #include "env_command.h"
+#include "inherited_signals.h"
 #include "login_command.h"
 #include "logs_command.h"
 #include "run_command.h"
@@ -14,6 +15,14 @@
 #include "status_command.h"
 
 namespace {
+
+void RecordInheritedSignalsBeforeLibraries(int /*argc*/, char** /*argv*/, char** /*envp*/) {
+  sray::launcher::RecordInheritedSignals();
+}
+
+// Runs before any shared library's initializer (inherited_signals.h says why).
+[[gnu::section(".preinit_array"), gnu::used]] void (*const kRecordInheritedSignals)(
+    int, char**, char**) = &RecordInheritedSignalsBeforeLibraries;
 
 int Run(int argc, char** argv) {
   CLI::App app{

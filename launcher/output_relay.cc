@@ -13,8 +13,8 @@
 namespace sray::launcher {
 namespace {
 
-// Chunks are appended to while below this, so a burst of short lines is a
-// few writes rather than one per line, and a written prefix is never moved.
+// Chunks are appended to while below this, so that a burst of short lines
+// is a few writes rather than one per line.
 constexpr std::size_t kChunkBytes = 64 * 1024;
 
 }  // namespace
@@ -30,20 +30,30 @@ OutputRelay::Target& OutputRelay::TargetFor(int target) {
   if (found != targets_.end()) return found->second;
   Target opened;
   struct stat status {};
-  if (::fstat(target, &status) != 0) {
-    opened = {.mode = Mode::kFailed, .descriptor = -1};
+  const int flags = ::fcntl(target, F_GETFL);
+  if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY || ::fstat(target, &status) != 0) {
+    // Closed, or a descriptor only for reading (a standard output closed
+    // by the caller and its number reused by a pipe's read end).
+    opened = {.mode = Mode::kFailed, .descriptor = -1, .queue = 0};
   } else if (S_ISSOCK(status.st_mode)) {
-    opened = {.mode = Mode::kSocket, .descriptor = target};
+    opened = {.mode = Mode::kSocket, .descriptor = target, .queue = 0};
   } else if (!S_ISFIFO(status.st_mode) && ::isatty(target) != 1) {
-    opened = {.mode = Mode::kAsIs, .descriptor = target};
+    opened = {.mode = Mode::kAsIs, .descriptor = target, .queue = 0};
   } else {
     // A description of our own: O_NONBLOCK on the inherited one would reach
     // every process that shares it (the shell, the programs beside us in
     // a pipeline), which expect blocking writes.
     const std::string path = "/proc/self/fd/" + std::to_string(target);
     const int own = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    opened = own >= 0 ? Target{.mode = Mode::kOwnDescription, .descriptor = own}
-                      : Target{.mode = Mode::kPollFirst, .descriptor = target};
+    opened = own >= 0 ? Target{.mode = Mode::kOwnDescription, .descriptor = own, .queue = 0}
+                      : Target{.mode = Mode::kPollFirst, .descriptor = target, .queue = 0};
+  }
+  if (opened.mode != Mode::kFailed) {
+    const FileIdentity file{.device = status.st_dev, .inode = status.st_ino};
+    const auto same = std::find_if(queues_.begin(), queues_.end(),
+                                   [&file](const Queue& queue) { return queue.file == file; });
+    opened.queue = static_cast<std::size_t>(same - queues_.begin());
+    if (same == queues_.end()) queues_.push_back({.file = file, .chunks = {}});
   }
   return targets_.emplace(target, opened).first->second;
 }
@@ -82,23 +92,25 @@ long OutputRelay::WriteSome(Chunk& chunk) {
 
 void OutputRelay::Write(int target, std::string_view text) {
   if (text.empty()) return;
-  if (TargetFor(target).mode == Mode::kFailed) {
+  const Target& to = TargetFor(target);
+  if (to.mode == Mode::kFailed) {
     dropped_bytes_ += text.size();
     return;
   }
-  if (!queue_.empty() && queue_.back().target == target &&
-      queue_.back().bytes.size() < kChunkBytes) {
-    queue_.back().bytes.append(text);
+  std::deque<Chunk>& chunks = queues_[to.queue].chunks;
+  if (!chunks.empty() && chunks.back().target == target &&
+      chunks.back().bytes.size() < kChunkBytes) {
+    chunks.back().bytes.append(text);
   } else {
-    queue_.push_back({.target = target, .bytes = std::string(text), .written = 0});
+    chunks.push_back({.target = target, .bytes = std::string(text), .written = 0});
   }
   queued_bytes_ += text.size();
-  Flush();
+  FlushQueue(queues_[to.queue]);
 }
 
-void OutputRelay::Flush() {
-  while (!queue_.empty()) {
-    Chunk& chunk = queue_.front();
+void OutputRelay::FlushQueue(Queue& queue) {
+  while (!queue.chunks.empty()) {
+    Chunk& chunk = queue.chunks.front();
     const long written = WriteSome(chunk);
     if (written == 0) return;
     if (written < 0) {
@@ -107,21 +119,29 @@ void OutputRelay::Flush() {
     }
     chunk.written += static_cast<std::size_t>(written);
     queued_bytes_ -= static_cast<std::size_t>(written);
-    if (chunk.written == chunk.bytes.size()) queue_.pop_front();
+    if (chunk.written == chunk.bytes.size()) queue.chunks.pop_front();
   }
 }
 
-int OutputRelay::WaitingDescriptor() const {
-  if (queue_.empty()) return -1;
-  const auto found = targets_.find(queue_.front().target);
-  return found == targets_.end() ? -1 : found->second.descriptor;
+void OutputRelay::Flush() {
+  for (Queue& queue : queues_) FlushQueue(queue);
+}
+
+std::vector<int> OutputRelay::WaitingDescriptors() const {
+  std::vector<int> waiting;
+  for (const Queue& queue : queues_) {
+    if (queue.chunks.empty()) continue;
+    const auto found = targets_.find(queue.chunks.front().target);
+    if (found != targets_.end()) waiting.push_back(found->second.descriptor);
+  }
+  return waiting;
 }
 
 OutputRelay::DrainEnd OutputRelay::Drain(
     std::optional<std::chrono::steady_clock::time_point> deadline, int stop) {
   for (;;) {
     Flush();
-    if (queue_.empty()) return DrainEnd::kWritten;
+    if (Empty()) return DrainEnd::kWritten;
     int timeout_ms = -1;
     if (deadline) {
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(
@@ -132,14 +152,17 @@ OutputRelay::DrainEnd OutputRelay::Drain(
       }
       timeout_ms = static_cast<int>(std::min<long long>(left.count(), INT_MAX));
     }
-    pollfd descriptors[2] = {{.fd = WaitingDescriptor(), .events = POLLOUT, .revents = 0},
-                             {.fd = stop, .events = POLLIN, .revents = 0}};
-    const nfds_t count = stop >= 0 ? 2 : 1;
-    if (::poll(descriptors, count, timeout_ms) < 0 && errno != EINTR) {
+    std::vector<pollfd> descriptors;
+    for (const int waiting : WaitingDescriptors()) {
+      descriptors.push_back({.fd = waiting, .events = POLLOUT, .revents = 0});
+    }
+    if (stop >= 0) descriptors.push_back({.fd = stop, .events = POLLIN, .revents = 0});
+    if (::poll(descriptors.data(), descriptors.size(), timeout_ms) < 0 && errno != EINTR) {
       DropAll();
       return DrainEnd::kDeadline;
     }
-    if (stop >= 0 && descriptors[1].revents != 0) {
+    if (stop >= 0 && descriptors.back().revents != 0) {
+      Flush();  // what the other targets take now is not lost
       DropAll();
       return DrainEnd::kStopReadable;
     }
@@ -147,22 +170,24 @@ OutputRelay::DrainEnd OutputRelay::Drain(
 }
 
 void OutputRelay::DropQueuedFor(int target) {
-  for (auto chunk = queue_.begin(); chunk != queue_.end();) {
-    if (chunk->target != target) {
-      ++chunk;
-      continue;
+  for (Queue& queue : queues_) {
+    for (auto chunk = queue.chunks.begin(); chunk != queue.chunks.end();) {
+      if (chunk->target != target) {
+        ++chunk;
+        continue;
+      }
+      const std::size_t left = chunk->bytes.size() - chunk->written;
+      queued_bytes_ -= left;
+      dropped_bytes_ += left;
+      chunk = queue.chunks.erase(chunk);
     }
-    const std::size_t left = chunk->bytes.size() - chunk->written;
-    queued_bytes_ -= left;
-    dropped_bytes_ += left;
-    chunk = queue_.erase(chunk);
   }
 }
 
 void OutputRelay::DropAll() {
   dropped_bytes_ += queued_bytes_;
   queued_bytes_ = 0;
-  queue_.clear();
+  for (Queue& queue : queues_) queue.chunks.clear();
 }
 
 }  // namespace sray::launcher

@@ -111,13 +111,17 @@ CrashedStepSweep SweepBeforeStepStart(const std::filesystem::path& record_direct
   CrashedStepSweep sweep = CleanUpAfterCrashedSteps(record_directory, give_up_at);
   if (!gate) {
     sweep.problems.push_back(
-        "the sweep at another step's end here did not end within " +
+        "another sweep here held the node's sweep lock for more than " +
         std::to_string(kLongestEndSweep.count()) +
-        " s; this step went on without waiting (a hung tmpdir or an unkillable process: see "
-        "the node's slurmd log)");
+        " s, or the lock could not be opened; this step's start went on without it (a hung "
+        "tmpdir or an unkillable process: see the node's slurmd log)");
   }
-  const Status forgotten = jobsetup::RemoveStepRecord(record_directory, job_id, step_id);
-  if (!forgotten.ok()) sweep.problems.push_back(forgotten.message());
+  const auto own = StillStale(record_directory / jobsetup::StepRecordName(job_id, step_id));
+  if (own) {
+    sweep.start_refused = "what its earlier run (a job Slurm requeued keeps its id) left here, " +
+                          own->session_directory.string() +
+                          ", its /dev/shm files and processes, could not be removed";
+  }
   return sweep;
 }
 

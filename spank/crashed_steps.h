@@ -27,6 +27,10 @@ struct CrashedStepSweep {
   // What could not be done; a step that failed keeps its record for the
   // next sweep.
   std::vector<std::string> problems;
+  // SweepBeforeStepStart only: why the starting step must not start (what
+  // an earlier run of its own id left here could not be removed); empty
+  // when it may.
+  std::string start_refused;
 };
 
 // Gives up, saying so in `problems`, at `give_up_at` (each step takes up to
@@ -36,13 +40,14 @@ CrashedStepSweep CleanUpAfterCrashedSteps(const std::filesystem::path& record_di
                                           std::chrono::steady_clock::time_point give_up_at =
                                               std::chrono::steady_clock::time_point::max());
 
-// The sweep at a sray step's start, before its node is prepared. Under the
-// node's sweep gate (StepEndSweepGate::Hold): a sweep at another step's end
-// must not work from records it read before this step took over its paths.
-// Then a record of this step's own id is forgotten, cleaned or not: a job
-// Slurm requeued keeps its id, and with it the session directory and /dev/shm
-// names of its earlier run, so a later sweep would remove the new step's
-// files and end its processes. This step's own end removes what is there.
+// The sweep at a sray step's start, before its node is prepared, under the
+// node's sweep gate (StepEndSweepGate::Hold). A job Slurm requeued keeps its
+// id, and with it the session directory and /dev/shm names of its earlier
+// run: a sweep at another step's end that read that run's record before
+// this step started would remove the new step's files and end its
+// processes, so the start waits for such a sweep. A record of this step's own
+// id that is still there after the sweep (its cleanup failed) refuses the
+// start (start_refused): the step would share what that run left.
 CrashedStepSweep SweepBeforeStepStart(const std::filesystem::path& record_directory,
                                       std::string_view job_id, std::string_view step_id,
                                       std::chrono::steady_clock::time_point give_up_at =

@@ -103,14 +103,16 @@ constexpr std::chrono::seconds kDaemonStartSweepBudget{30};
 // step's end goes on from there.
 constexpr std::chrono::seconds kStepEndSweepBudget{12};
 
-// Before this step starts here: what steps whose slurmstepd died on this node
-// left behind goes, and the directory where this step records itself is made.
-// A failure costs only that protection, so it is logged, never fatal.
+// What steps whose slurmstepd died on this node left behind goes, and the
+// directory where a step records itself is made. A failure costs only that
+// protection, so it is logged, never fatal, with one exception: a sray step's
+// own start (`starting`: SweepBeforeStepStart) is refused when an earlier run
+// of its own id left what could not be removed (`refused` says why).
 // Returns false when something was left to a later sweep.
-// A sray step's own start passes its ids (`starting`): SweepBeforeStepStart.
 struct StartingStep {
   std::string job_id;
   std::string step_id;
+  std::string* refused = nullptr;
 };
 bool SweepCrashedSteps(
     const std::string& node_name,
@@ -142,6 +144,7 @@ bool SweepCrashedSteps(
     slurm_error("sray: cleaning up after a dead slurmstepd on %s: %s", node_name.c_str(),
                 problem.c_str());
   }
+  if (starting && starting->refused != nullptr) *starting->refused = sweep.start_refused;
   return sweep.problems.empty();
 }
 
@@ -209,9 +212,18 @@ Status PrepareStep(spank_t handle, std::string& node_name) {
   if (!hosts.ok()) return hosts.status();
   if (*node_id < hosts->size()) node_name = (*hosts)[*node_id];
   if (!node_name.empty()) {
-    SweepCrashedSteps(
-        node_name, std::chrono::steady_clock::time_point::max(),
-        StartingStep{.job_id = std::to_string(*job_id), .step_id = std::to_string(*step_id)});
+    std::string refused;
+    SweepCrashedSteps(node_name, std::chrono::steady_clock::time_point::max(),
+                      StartingStep{.job_id = std::to_string(*job_id),
+                                   .step_id = std::to_string(*step_id),
+                                   .refused = &refused});
+    if (!refused.empty()) {
+      return Status::Unavailable(
+          "step " + std::to_string(*job_id) + "." + std::to_string(*step_id) +
+          " cannot start here: " + refused +
+          " (the slurmd log says why); ask the cluster's admins to end those processes and "
+          "remove those files, or exclude this node (--exclude)");
+    }
   }
 
   // As the job user, so a user config file is read and the session directory

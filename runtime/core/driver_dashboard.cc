@@ -301,9 +301,8 @@ std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnviro
   if (Status noted = dashboard::NoteJobsFileHome(environment.session_dir, home); !noted.ok()) {
     Log(LogLevel::kWarning,
         "cannot note where the jobs file is (" + noted.message() +
-            "): if this driver is killed, `sray status` may list its job until you remove "
-            "~/.sray/jobs/" +
-            job + ".json");
+            "): if this driver is killed, `sray status` may list its job until you remove " +
+            (home / ".sray" / "jobs" / (job + ".json")).string());
   }
   auto jobs_file = dashboard::JobsFile::Write(
       home, dashboard::JobsFileContent{.job_id = environment.job_id,

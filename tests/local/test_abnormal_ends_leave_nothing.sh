@@ -76,6 +76,19 @@ wait "$loop" || status=$?
 if grep -q '^after job' "$out"; then cat "$out" >&2; fail "the loop went on after the job ended by Ctrl-C"; fi
 echo "Ctrl-C of a shell loop of jobs: the loop stopped"
 
+# nohup: a hang-up the caller ignores leaves the job running (before, the
+# launcher's signalfd took it anyway and ended the job).
+out=$WORK/nohup.out
+nohup "$SRAY" run -N2 bash -c 'echo ready; sleep 3; echo "survived $PMIX_RANK"' >"$out" 2>&1 &
+launcher=$!
+wait_for_ready "$out" "$launcher"
+kill -HUP "$launcher"
+status=0
+wait "$launcher" || status=$?
+[ "$status" -eq 0 ] || { cat "$out" >&2; fail "a job under nohup ended with status $status after SIGHUP"; }
+expect_lines "$out" '^survived [01]$' 2
+echo "SIGHUP of sray run under nohup: the job ran to its end"
+
 # Ctrl-C while the reader of the output stopped reading (`sray run ... | less`
 # left at its first page): the launcher blocked in write(2) and never saw the
 # interrupt. The reader here holds a FIFO open and reads nothing.

@@ -132,10 +132,10 @@ TEST_F(CrashedStepsTest, ALiveDaemonsStepIsLeftAlone) {
 }
 
 // A job Slurm requeued keeps its id, and so the session directory and
-// /dev/shm names of its earlier run: a record of that run which the new
-// step's own sweep could not clean made a later sweep (at any step's end)
-// remove the new step's files and end its processes.
-TEST_F(CrashedStepsTest, AStepThatTakesOverItsIdsPathsKeepsThemFromLaterSweeps) {
+// /dev/shm names of its earlier run: with that run's record still there (its
+// cleanup failed), a later sweep would remove the new step's files and end
+// its processes. The new step is refused instead, naming what was left.
+TEST_F(CrashedStepsTest, AStepWhoseIdsEarlierRunLeftWhatCouldNotBeRemovedIsRefused) {
   const pid_t daemon = ::fork();
   if (daemon == 0) {
     ::pause();
@@ -145,22 +145,22 @@ TEST_F(CrashedStepsTest, AStepThatTakesOverItsIdsPathsKeepsThemFromLaterSweeps) 
   ::kill(daemon, SIGKILL);
   ::waitpid(daemon, nullptr, 0);
   ASSERT_TRUE(jobsetup::WriteStepRecord(records_, record).ok());
-  // The new step's sweep runs out of time before the record (it cannot
-  // clean it), then the new step prepares its node on the same paths.
-  const CrashedStepSweep at_start =
+  // The sweep gives up before the record: its cleanup did not happen.
+  const CrashedStepSweep sweep =
       SweepBeforeStepStart(records_, job_, "0", std::chrono::steady_clock::now());
-  EXPECT_TRUE(at_start.cleaned.empty());
-  StartTask();
-  const CrashedStepSweep later = CleanUpAfterCrashedSteps(records_);
-  EXPECT_TRUE(later.cleaned.empty());
-  EXPECT_EQ(later.processes_ended, 0U);
-  EXPECT_TRUE(std::filesystem::exists(session_)) << "a later sweep removed the new step's files";
-  EXPECT_EQ(::waitpid(task_, nullptr, WNOHANG), 0) << "a later sweep ended the new step's task";
+  EXPECT_TRUE(sweep.cleaned.empty());
+  EXPECT_NE(sweep.start_refused.find(session_.string()), std::string::npos)
+      << "start_refused: '" << sweep.start_refused << "'";
+  EXPECT_TRUE(std::filesystem::exists(records_ / jobsetup::StepRecordName(job_, "0")))
+      << "the record is kept for the next sweep";
+  // Another step's start is not refused for it.
+  EXPECT_TRUE(SweepBeforeStepStart(records_, "other" + job_, "0", std::chrono::steady_clock::now())
+                  .start_refused.empty());
 }
 
-// Without anything in the way, the start's sweep cleans a dead step as any
-// sweep does.
-TEST_F(CrashedStepsTest, AStepsStartCleansWhatAnotherDeadStepLeft) {
+// Cleaned, the earlier run's leftovers do not refuse the step that reuses its
+// id, and the start's sweep cleans as any sweep does.
+TEST_F(CrashedStepsTest, AStepsStartCleansWhatItsIdsEarlierRunLeftAndStarts) {
   StartTask();
   const pid_t daemon = ::fork();
   if (daemon == 0) {
@@ -171,12 +171,14 @@ TEST_F(CrashedStepsTest, AStepsStartCleansWhatAnotherDeadStepLeft) {
   ::kill(daemon, SIGKILL);
   ::waitpid(daemon, nullptr, 0);
   ASSERT_TRUE(jobsetup::WriteStepRecord(records_, record).ok());
-  const CrashedStepSweep sweep = SweepBeforeStepStart(records_, "other" + job_, "0");
+  const CrashedStepSweep sweep = SweepBeforeStepStart(records_, job_, "0");
   EXPECT_TRUE(sweep.problems.empty()) << sweep.problems.front();
+  EXPECT_TRUE(sweep.start_refused.empty()) << sweep.start_refused;
   ASSERT_EQ(sweep.cleaned.size(), 1U);
   EXPECT_EQ(::waitpid(task_, nullptr, 0), task_);
   task_ = -1;
   EXPECT_TRUE(NothingLeft());
+  EXPECT_FALSE(std::filesystem::exists(records_ / jobsetup::StepRecordName(job_, "0")));
 }
 
 TEST_F(CrashedStepsTest, ACorruptRecordIsDroppedAndSaidSo) {

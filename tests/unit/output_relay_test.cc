@@ -67,14 +67,14 @@ TEST(OutputRelay, AReaderThatStopsReadingNeverBlocksTheWriterAndNothingIsLost) {
   // Far more than the pipe holds, and no one reads yet: returns at once.
   auto writing = std::async(std::launch::async, [&] {
     relay->Write(pipe_ends[1], text);
-    return relay->Full() && relay->WaitingDescriptor() >= 0;
+    return relay->Full() && relay->WaitingDescriptors().size() == 1;
   });
   EXPECT_EQ(writing.wait_for(10s), std::future_status::ready) << "the write blocked";
   auto reader = std::async(std::launch::async, [&] { return ReadRelayedUntilEnd(pipe_ends[0]); });
   EXPECT_TRUE(writing.get()) << "the relay did not keep what the pipe could not take";
   EXPECT_EQ(relay->Drain(std::nullopt, -1), OutputRelay::DrainEnd::kWritten);
   EXPECT_TRUE(relay->Empty());
-  EXPECT_EQ(relay->WaitingDescriptor(), -1);
+  EXPECT_TRUE(relay->WaitingDescriptors().empty());
   EXPECT_EQ(relay->DroppedBytes(), 0u);
   relay.reset();  // its own description of the pipe goes with it
   ::close(pipe_ends[1]);
@@ -151,6 +151,39 @@ TEST(OutputRelay, WritesToTwoTargetsKeepTheirOrder) {
   ::close(pipe_ends[1]);
   ::close(second);
   EXPECT_TRUE(reader.get() == expected);
+  ::close(pipe_ends[0]);
+}
+
+// `sray run ... | less` with standard error on the terminal: the launcher's
+// messages ("interrupted by ...", a rank's failure) waited behind the
+// stalled standard output, and were dropped with it.
+TEST(OutputRelay, AStalledTargetDoesNotHoldBackAnotherFile) {
+  int stalled[2];
+  int other[2];
+  ASSERT_EQ(::pipe2(stalled, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(other, O_CLOEXEC), 0);
+  OutputRelay relay;
+  relay.Write(stalled[1], RelayTestLines('s', 2 * OutputRelay::kFullBytes));
+  relay.Write(other[1], "sray: interrupted\n");
+  char buffer[64] = {};
+  ASSERT_EQ(::fcntl(other[0], F_SETFL, O_NONBLOCK), 0);
+  EXPECT_EQ(::read(other[0], buffer, sizeof(buffer)), 18) << "the message waited behind the stall";
+  EXPECT_EQ(relay.WaitingDescriptors().size(), 1u);
+  for (int descriptor : {stalled[0], stalled[1], other[0], other[1]}) ::close(descriptor);
+}
+
+// A standard output closed by the caller, its number reused by a pipe's
+// read end: reopening that pipe for writing fed the output back into it.
+TEST(OutputRelay, ADescriptorOpenOnlyForReadingIsNotWrittenTo) {
+  int pipe_ends[2];
+  ASSERT_EQ(::pipe2(pipe_ends, O_CLOEXEC), 0);
+  OutputRelay relay;
+  relay.Write(pipe_ends[0], "lost\n");
+  EXPECT_TRUE(relay.Empty());
+  EXPECT_EQ(relay.DroppedBytes(), 5u);
+  ::close(pipe_ends[1]);
+  char buffer[8];
+  EXPECT_EQ(::read(pipe_ends[0], buffer, sizeof(buffer)), 0) << "the relay holds a writer of it";
   ::close(pipe_ends[0]);
 }
 
