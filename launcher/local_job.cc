@@ -186,8 +186,14 @@ class LocalJob {
     // its own). Not blocked either: the kernel keeps a blocked signal pending
     // even when it is ignored.
     const bool hang_up_ignored = HangUpIgnoredAtStart();
-    if (hang_up_ignored && ::signal(SIGHUP, SIG_IGN) == SIG_ERR) {
-      return Status::FromErrno(errno, "cannot keep SIGHUP ignored (nohup)");
+    bool hang_up_still_handled = false;
+    if (hang_up_ignored) {
+      (void)::signal(SIGHUP, SIG_IGN);
+      // UCX 1.12 and older wrap signal() and keep their own handler: then
+      // SIGHUP stays blocked and unread instead (the ranks get the mask
+      // back without it pending).
+      struct sigaction now {};
+      hang_up_still_handled = ::sigaction(SIGHUP, nullptr, &now) != 0 || now.sa_handler != SIG_IGN;
     }
     for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
       if (signal != SIGHUP || !hang_up_ignored) interrupt_signals_.insert(signal);
@@ -208,6 +214,7 @@ class LocalJob {
     // terminal to rank 0 gets EIO from its read (and stops forwarding)
     // instead of being stopped.
     sigaddset(&blocked, SIGTTIN);
+    if (hang_up_still_handled) sigaddset(&blocked, SIGHUP);
     if (pthread_sigmask(SIG_BLOCK, &blocked, &original_mask_) != 0) {
       return Status::Internal("cannot block signals");
     }
@@ -279,10 +286,12 @@ class LocalJob {
     }
     pmix_directory_ = std::filesystem::path(options_.Get("tmpdir")) /
                       ("sray-" + std::to_string(getuid()) + "-" + job_id_ + ".pmix");
+    // Told first: a launcher killed right after the mkdir leaves nothing.
+    // The name carries this job's random id, so it is no one else's.
+    janitor_->WatchDirectory(pmix_directory_);
     if (::mkdir(pmix_directory_.c_str(), 0700) != 0) {
       return Status::FromErrno(errno, "cannot create " + pmix_directory_.string());
     }
-    janitor_->WatchDirectory(pmix_directory_);
     auto server = EmbeddedPmixServer::Start(pmix_directory_);
     if (!server.ok()) return server.status();
     server_ = std::move(server).value();
@@ -801,7 +810,9 @@ class LocalJob {
         interrupted_by_ = static_cast<int>(info.ssi_signo);
       }
     }
-    if (const std::size_t dropped = output_.DroppedBytes() - dropped_before; dropped > 0) {
+    // Not for a reader that went away meanwhile (`| head`): that drop is silent.
+    if (const std::size_t dropped = output_.DroppedBytes() - dropped_before;
+        end != OutputRelay::DrainEnd::kWritten && dropped > 0) {
       // Reaches the user where standard error is not the stalled target.
       output_.Write(STDERR_FILENO,
                     "sray: " + std::to_string(dropped) +

@@ -93,7 +93,7 @@ long OutputRelay::WriteSome(Chunk& chunk) {
 void OutputRelay::Write(int target, std::string_view text) {
   if (text.empty()) return;
   const Target& to = TargetFor(target);
-  if (to.mode == Mode::kFailed) {
+  if (to.mode == Mode::kFailed || queued_bytes_ >= kMostHeldBytes) {
     dropped_bytes_ += text.size();
     return;
   }

@@ -37,6 +37,10 @@ namespace sray::launcher {
 class OutputRelay {
  public:
   static constexpr std::size_t kFullBytes = std::size_t{1} << 20;
+  // Beyond this, what is written is dropped (DroppedBytes): the caller
+  // reads its ranks past kFullBytes only once they ended, and something
+  // that outlived them (in another session, unkillable) could write on.
+  static constexpr std::size_t kMostHeldBytes = 4 * kFullBytes;
 
   OutputRelay() = default;
   OutputRelay(const OutputRelay&) = delete;

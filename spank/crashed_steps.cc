@@ -117,11 +117,23 @@ CrashedStepSweep SweepBeforeStepStart(const std::filesystem::path& record_direct
         "tmpdir or an unkillable process: see the node's slurmd log)");
   }
   const auto own = StillStale(record_directory / jobsetup::StepRecordName(job_id, step_id));
-  if (own) {
-    sweep.start_refused = "what its earlier run (a job Slurm requeued keeps its id) left here, " +
-                          own->session_directory.string() +
-                          ", its /dev/shm files and processes, could not be removed";
+  if (!own) return sweep;
+  std::error_code error;
+  const bool files_left = std::filesystem::exists(own->session_directory, error) || error;
+  const bool processes_left =
+      !jobsetup::FindStepProcesses(
+           {.uid = own->uid, .session_directory = own->session_directory, .node_id = own->node_id})
+           .empty();
+  if (files_left || processes_left) {
+    sweep.start_refused = "what its earlier run (a job Slurm requeued keeps its id) left here (" +
+                          std::string(files_left ? own->session_directory.string() : "") +
+                          (files_left && processes_left ? " and " : "") +
+                          (processes_left ? "processes" : "") + ") could not be removed";
+    return sweep;
   }
+  // Only the record stayed (its removal failed above): nothing of that run
+  // is left for this step to share, and this step's record replaces it.
+  (void)jobsetup::RemoveStepRecord(record_directory, job_id, step_id);
   return sweep;
 }
 

@@ -158,6 +158,25 @@ TEST_F(CrashedStepsTest, AStepWhoseIdsEarlierRunLeftWhatCouldNotBeRemovedIsRefus
                   .start_refused.empty());
 }
 
+// Only the record stayed (its files and processes are gone): nothing of the
+// earlier run is left to share, and the step starts.
+TEST_F(CrashedStepsTest, AnEarlierRunWhoseFilesAreGoneDoesNotRefuseTheStep) {
+  const pid_t daemon = ::fork();
+  if (daemon == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  jobsetup::StepRecord record = Record(daemon);
+  ::kill(daemon, SIGKILL);
+  ::waitpid(daemon, nullptr, 0);
+  ASSERT_TRUE(jobsetup::WriteStepRecord(records_, record).ok());
+  std::filesystem::remove_all(session_);
+  const CrashedStepSweep sweep =
+      SweepBeforeStepStart(records_, job_, "0", std::chrono::steady_clock::now());
+  EXPECT_TRUE(sweep.start_refused.empty()) << sweep.start_refused;
+  EXPECT_FALSE(std::filesystem::exists(records_ / jobsetup::StepRecordName(job_, "0")));
+}
+
 // Cleaned, the earlier run's leftovers do not refuse the step that reuses its
 // id, and the start's sweep cleans as any sweep does.
 TEST_F(CrashedStepsTest, AStepsStartCleansWhatItsIdsEarlierRunLeftAndStarts) {

@@ -187,6 +187,20 @@ TEST(OutputRelay, ADescriptorOpenOnlyForReadingIsNotWrittenTo) {
   ::close(pipe_ends[0]);
 }
 
+// Something that outlived the ranks (another session, an unkillable process)
+// and writes on while the reader is stopped: the launcher's memory is bounded.
+TEST(OutputRelay, WhatItHoldsIsBounded) {
+  int pipe_ends[2];
+  ASSERT_EQ(::pipe2(pipe_ends, O_CLOEXEC), 0);
+  OutputRelay relay;
+  const std::string chunk = RelayTestLines('m', 64 * 1024);
+  for (int round = 0; round < 200; ++round) relay.Write(pipe_ends[1], chunk);  // 12.5 MiB
+  EXPECT_GT(relay.DroppedBytes(), 200 * chunk.size() - OutputRelay::kMostHeldBytes - (1 << 20));
+  EXPECT_EQ(relay.Drain(std::chrono::steady_clock::now(), -1), OutputRelay::DrainEnd::kDeadline);
+  ::close(pipe_ends[0]);
+  ::close(pipe_ends[1]);
+}
+
 // `sray run ... | head`: what the reader did not take is dropped, later
 // writes too, and the process lives on.
 TEST(OutputRelay, AReaderThatIsGoneDropsTheOutput) {
