@@ -14,12 +14,17 @@ namespace {
 constexpr char kLeftSomething = 'x';
 constexpr char kClean = '.';
 
+// The stamp's descriptor, or -1.
+int OpenStamp(const std::filesystem::path& directory) {
+  const std::filesystem::path stamp = directory / jobsetup::kStepEndSweepStamp;
+  return ::open(stamp.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+}
+
 }  // namespace
 
 std::unique_ptr<StepEndSweepGate> StepEndSweepGate::Enter(
     const std::filesystem::path& directory, std::chrono::system_clock::time_point now) {
-  const std::filesystem::path stamp = directory / jobsetup::kStepEndSweepStamp;
-  const int descriptor = ::open(stamp.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  const int descriptor = OpenStamp(directory);
   if (descriptor < 0) return nullptr;
   std::unique_ptr<StepEndSweepGate> gate(new StepEndSweepGate(descriptor));
   if (::flock(descriptor, LOCK_EX | LOCK_NB) != 0) return nullptr;  // another sweep runs
@@ -35,8 +40,7 @@ std::unique_ptr<StepEndSweepGate> StepEndSweepGate::Enter(
 
 std::unique_ptr<StepEndSweepGate> StepEndSweepGate::Hold(
     const std::filesystem::path& directory, std::chrono::steady_clock::time_point give_up_at) {
-  const std::filesystem::path stamp = directory / jobsetup::kStepEndSweepStamp;
-  const int descriptor = ::open(stamp.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  const int descriptor = OpenStamp(directory);
   if (descriptor < 0) return nullptr;
   std::unique_ptr<StepEndSweepGate> gate(new StepEndSweepGate(descriptor));
   // Polled rather than a blocking flock: a sweep that hangs past the

@@ -152,15 +152,21 @@ echo "ok: env=SPEC without a match fails before user code, and with micromamba o
 # nothing (before: TERM and INT waited until the tool was done, then the
 # program started and was ended at once).
 grep -v numpy "$WORK/explicit.txt" >"$WORK/explicit-slow.txt"
-FAKE_MICROMAMBA_SECONDS=60 PATH=$WORK/bin:$PATH "$SRAY" run -N2 \
-  --ray-cluster="env=$WORK/explicit-slow.txt,tmpdir=$WORK/tmp" touch "$WORK/slow-started" \
-  >"$WORK/slow.out" 2>&1 &
-launcher=$!
-for _ in $(seq 100); do
-  compgen -G "$WORK/tmp/sray-envs-$(id -u)/spec-*.log" >/dev/null && break
-  sleep 0.1
-done
-sleep 0.5
+# Starts `sray run -N2` of `touch $WORK/$1-started` on the slow spec in the
+# background, output in $WORK/$1.out; returns once micromamba runs. Sets
+# $launcher.
+start_slow_staging() {
+  FAKE_MICROMAMBA_SECONDS=60 PATH=$WORK/bin:$PATH "$SRAY" run -N2 \
+    --ray-cluster="env=$WORK/explicit-slow.txt,tmpdir=$WORK/tmp" touch "$WORK/$1-started" \
+    >"$WORK/$1.out" 2>&1 &
+  launcher=$!
+  for _ in $(seq 100); do
+    compgen -G "$WORK/tmp/sray-envs-$(id -u)/spec-*.log" >/dev/null && break
+    sleep 0.1
+  done
+  sleep 0.5
+}
+start_slow_staging slow
 sent=$(date +%s%N)
 kill -TERM "$launcher"
 status=0
@@ -184,15 +190,7 @@ echo "ok: an interrupt during staging ends it in ${took_ms} ms and starts nothin
 # the tool and removes the node (before: the janitor knew of a node only once
 # staging had ended, and the tool was no process of the step's, so both the
 # session directory and the tool stayed).
-FAKE_MICROMAMBA_SECONDS=60 PATH=$WORK/bin:$PATH "$SRAY" run -N2 \
-  --ray-cluster="env=$WORK/explicit-slow.txt,tmpdir=$WORK/tmp" touch "$WORK/killed-started" \
-  >"$WORK/killed.out" 2>&1 &
-launcher=$!
-for _ in $(seq 100); do
-  compgen -G "$WORK/tmp/sray-envs-$(id -u)/spec-*.log" >/dev/null && break
-  sleep 0.1
-done
-sleep 0.5
+start_slow_staging killed
 tools=$(grep -l "$WORK/bin/micromamba" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3 | tr '\n' ' ')
 [ -n "${tools// /}" ] || fail "no micromamba process while the environment was created"
 kill -9 "$launcher"

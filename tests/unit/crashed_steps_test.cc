@@ -80,6 +80,19 @@ class CrashedStepsTest : public ::testing::Test {
             .session_directory = session_};
   }
 
+  // The record of the step, written by a slurmstepd that ran and is gone.
+  void WriteDeadDaemonsRecord() {
+    const pid_t daemon = ::fork();
+    if (daemon == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+    const jobsetup::StepRecord record = Record(daemon);
+    ::kill(daemon, SIGKILL);
+    ::waitpid(daemon, nullptr, 0);
+    ASSERT_TRUE(jobsetup::WriteStepRecord(records_, record).ok());
+  }
+
   bool NothingLeft() const {
     return !std::filesystem::exists(session_) && !std::filesystem::exists(shared_memory_[0]) &&
            !std::filesystem::exists(shared_memory_[1]);
@@ -95,16 +108,7 @@ class CrashedStepsTest : public ::testing::Test {
 
 TEST_F(CrashedStepsTest, ADeadDaemonsStepLosesItsProcessesFilesAndRecord) {
   StartTask();
-  // The daemon: a process that ran and is gone.
-  const pid_t daemon = ::fork();
-  if (daemon == 0) {
-    ::pause();
-    ::_exit(0);
-  }
-  jobsetup::StepRecord record = Record(daemon);
-  ::kill(daemon, SIGKILL);
-  ::waitpid(daemon, nullptr, 0);
-  ASSERT_TRUE(jobsetup::WriteStepRecord(records_, record).ok());
+  ASSERT_NO_FATAL_FAILURE(WriteDeadDaemonsRecord());
 
   const CrashedStepSweep sweep = CleanUpAfterCrashedSteps(records_);
   EXPECT_TRUE(sweep.problems.empty()) << sweep.problems.front();
@@ -136,15 +140,7 @@ TEST_F(CrashedStepsTest, ALiveDaemonsStepIsLeftAlone) {
 // cleanup failed), a later sweep would remove the new step's files and end
 // its processes. The new step is refused instead, naming what was left.
 TEST_F(CrashedStepsTest, AStepWhoseIdsEarlierRunLeftWhatCouldNotBeRemovedIsRefused) {
-  const pid_t daemon = ::fork();
-  if (daemon == 0) {
-    ::pause();
-    ::_exit(0);
-  }
-  jobsetup::StepRecord record = Record(daemon);
-  ::kill(daemon, SIGKILL);
-  ::waitpid(daemon, nullptr, 0);
-  ASSERT_TRUE(jobsetup::WriteStepRecord(records_, record).ok());
+  ASSERT_NO_FATAL_FAILURE(WriteDeadDaemonsRecord());
   // The sweep gives up before the record: its cleanup did not happen.
   const CrashedStepSweep sweep =
       SweepBeforeStepStart(records_, job_, "0", std::chrono::steady_clock::now());
@@ -161,15 +157,7 @@ TEST_F(CrashedStepsTest, AStepWhoseIdsEarlierRunLeftWhatCouldNotBeRemovedIsRefus
 // Only the record stayed (its files and processes are gone): nothing of the
 // earlier run is left to share, and the step starts.
 TEST_F(CrashedStepsTest, AnEarlierRunWhoseFilesAreGoneDoesNotRefuseTheStep) {
-  const pid_t daemon = ::fork();
-  if (daemon == 0) {
-    ::pause();
-    ::_exit(0);
-  }
-  jobsetup::StepRecord record = Record(daemon);
-  ::kill(daemon, SIGKILL);
-  ::waitpid(daemon, nullptr, 0);
-  ASSERT_TRUE(jobsetup::WriteStepRecord(records_, record).ok());
+  ASSERT_NO_FATAL_FAILURE(WriteDeadDaemonsRecord());
   std::filesystem::remove_all(session_);
   const CrashedStepSweep sweep =
       SweepBeforeStepStart(records_, job_, "0", std::chrono::steady_clock::now());
@@ -181,15 +169,7 @@ TEST_F(CrashedStepsTest, AnEarlierRunWhoseFilesAreGoneDoesNotRefuseTheStep) {
 // id, and the start's sweep cleans as any sweep does.
 TEST_F(CrashedStepsTest, AStepsStartCleansWhatItsIdsEarlierRunLeftAndStarts) {
   StartTask();
-  const pid_t daemon = ::fork();
-  if (daemon == 0) {
-    ::pause();
-    ::_exit(0);
-  }
-  jobsetup::StepRecord record = Record(daemon);
-  ::kill(daemon, SIGKILL);
-  ::waitpid(daemon, nullptr, 0);
-  ASSERT_TRUE(jobsetup::WriteStepRecord(records_, record).ok());
+  ASSERT_NO_FATAL_FAILURE(WriteDeadDaemonsRecord());
   const CrashedStepSweep sweep = SweepBeforeStepStart(records_, job_, "0");
   EXPECT_TRUE(sweep.problems.empty()) << sweep.problems.front();
   EXPECT_TRUE(sweep.start_refused.empty()) << sweep.start_refused;
