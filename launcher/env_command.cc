@@ -1,7 +1,9 @@
 #include "env_command.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "envs/create.h"
@@ -17,6 +20,8 @@
 #include "envs/readers.h"
 #include "envs/stage.h"
 #include "envs/verify.h"
+#include "inherited_signals.h"
+#include "local_job.h"
 
 namespace sray::launcher {
 namespace {
@@ -33,6 +38,49 @@ int Report(const Status& status, const std::string& what) {
   std::cerr << "sray: env " << what << ": " << status.message() << "\n";
   return 2;
 }
+
+volatile std::sig_atomic_t interrupting_signal = 0;
+
+extern "C" void NoteInterrupt(int signal) {
+  interrupting_signal = signal;
+}
+
+// Ctrl-C, kill or a hang-up while create, unpack or stage runs: the work
+// stops at its next check and removes what it half made, and the conda tool
+// (in a process group of its own, which Ctrl-C does not reach) is ended with
+// it; then this process ends by the signal. Before, the default action ended
+// sray at once and left the tool running. Signals the caller ignored (nohup,
+// a script's background job) stay ignored.
+class InterruptWatch {
+ public:
+  InterruptWatch() {
+    for (const int signal : {SIGINT, SIGTERM, SIGHUP}) {
+      struct sigaction before {};
+      if (::sigaction(signal, nullptr, &before) != 0) continue;
+      // UCX's initializer replaced an inherited SIGHUP ignore with its own
+      // handler (inherited_signals.h).
+      if (before.sa_handler == SIG_IGN || (signal == SIGHUP && HangUpIgnoredAtStart())) continue;
+      struct sigaction noting {};
+      noting.sa_handler = NoteInterrupt;
+      sigemptyset(&noting.sa_mask);
+      if (::sigaction(signal, &noting, nullptr) == 0) replaced_.emplace_back(signal, before);
+    }
+  }
+  InterruptWatch(const InterruptWatch&) = delete;
+  InterruptWatch& operator=(const InterruptWatch&) = delete;
+  ~InterruptWatch() {
+    for (const auto& [signal, before] : replaced_) ::sigaction(signal, &before, nullptr);
+  }
+
+  static bool Interrupted() { return interrupting_signal != 0; }
+  // Ends the process by the signal that interrupted the work, if one did.
+  static void EndIfInterrupted() {
+    if (interrupting_signal != 0) EndBySignal(interrupting_signal);
+  }
+
+ private:
+  std::vector<std::pair<int, struct sigaction>> replaced_;
+};
 
 int RunLock(const EnvArguments& arguments) {
   auto list = envs::ReadSpec(arguments.spec);
@@ -99,8 +147,13 @@ int RunPack(const EnvArguments& arguments) {
 }
 
 int RunUnpack(const EnvArguments& arguments) {
-  auto unpacked = envs::Unpack(arguments.spec, arguments.prefix);
-  if (!unpacked.ok()) return Report(unpacked.status(), "unpack");
+  InterruptWatch watch;
+  auto unpacked = envs::Unpack(arguments.spec, arguments.prefix, {}, &InterruptWatch::Interrupted);
+  if (!unpacked.ok()) {
+    const int code = Report(unpacked.status(), "unpack");
+    InterruptWatch::EndIfInterrupted();
+    return code;
+  }
   std::cout << "sray: unpacked " << unpacked->files << " files to " << arguments.prefix << " ("
             << unpacked->relocated_files << " relocated from " << unpacked->recorded_prefix
             << ")\n";
@@ -110,8 +163,14 @@ int RunUnpack(const EnvArguments& arguments) {
 int RunStage(const EnvArguments& arguments) {
   const std::string cache =
       arguments.cache.empty() ? "/tmp/sray-envs-" + std::to_string(::getuid()) : arguments.cache;
-  auto staged = envs::StagePack(arguments.spec, cache, arguments.cache_limit_gib << 30);
-  if (!staged.ok()) return Report(staged.status(), "stage");
+  InterruptWatch watch;
+  auto staged = envs::StagePack(arguments.spec, cache, arguments.cache_limit_gib << 30, {},
+                                &InterruptWatch::Interrupted);
+  if (!staged.ok()) {
+    const int code = Report(staged.status(), "stage");
+    InterruptWatch::EndIfInterrupted();
+    return code;
+  }
   std::cout << staged->prefix.string() << "\n";
   std::cerr << "sray: " << (staged->reused ? "reused" : "staged") << " " << staged->prefix.string()
             << " (lock sha256 " << staged->lock_hash << ")"
@@ -133,8 +192,20 @@ int RunCreate(const EnvArguments& arguments) {
                                    "is a single static binary) and run this again"),
                   "create");
   }
-  const Status created = envs::CreateEnvironment(*tool, arguments.spec, arguments.prefix);
-  if (!created.ok()) return Report(created, "create");
+  std::error_code error;
+  const bool existed = std::filesystem::exists(arguments.prefix, error) || error;
+  InterruptWatch watch;
+  const Status created = envs::CreateEnvironment(*tool, arguments.spec, arguments.prefix,
+                                                 std::nullopt, {}, &InterruptWatch::Interrupted);
+  if (!created.ok()) {
+    const int code = Report(created, "create");
+    // Cut short, it is no environment: what the tool made of it goes (a
+    // directory that was there before is the user's, and stays).
+    if (InterruptWatch::Interrupted() && !existed)
+      std::filesystem::remove_all(arguments.prefix, error);
+    InterruptWatch::EndIfInterrupted();
+    return code;
+  }
   std::cout << "sray: created " << arguments.prefix << " with " << tool->string() << "\n";
   return 0;
 }
@@ -179,8 +250,11 @@ void AddEnvCommand(CLI::App& app) {
       "Unpack a packed environment into this node's cache, once per lock hash; print its prefix");
   stage->add_option("pack", arguments->spec, "A file made by `sray env pack`")->required();
   stage->add_option("--cache", arguments->cache, "Cache directory (default /tmp/sray-envs-UID)");
-  stage->add_option("--cache-limit-gib", arguments->cache_limit_gib,
-                    "Remove the least recently used copies beyond this size (default 50)");
+  // Bounded so that the size in bytes (GiB << 30) cannot wrap.
+  stage
+      ->add_option("--cache-limit-gib", arguments->cache_limit_gib,
+                   "Remove the least recently used copies beyond this size (default 50)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 30));
   stage->callback([arguments] { throw CLI::RuntimeError(RunStage(*arguments)); });
 
   auto* create =

@@ -70,9 +70,19 @@ std::optional<dashboard::JobsFileContent> ChooseReachableJob(const std::string& 
   return std::nullopt;
 }
 
+std::string DashboardBaseUrl(const dashboard::JobsFileContent& job) {
+  std::string base = job.url;
+  if (base.ends_with('/')) base.pop_back();
+  for (const std::string wildcard : {"http://0.0.0.0:", "http://[::]:", "http://:::"}) {
+    if (!base.starts_with(wildcard)) continue;
+    const std::string head = job.head_hostname == HostName() ? "127.0.0.1" : job.head_hostname;
+    return "http://" + head + ":" + base.substr(wildcard.size());
+  }
+  return base;
+}
+
 JobApi::JobApi(const dashboard::JobsFileContent& job)
-    : client_(job.url.substr(0, job.url.size() - 1)),
-      headers_({{"Authorization", "Bearer " + job.token}}) {
+    : client_(DashboardBaseUrl(job)), headers_({{"Authorization", "Bearer " + job.token}}) {
   client_.set_connection_timeout(3);
   client_.set_read_timeout(15);
 }

@@ -61,6 +61,9 @@ class LogSource {
   virtual ~LogSource() = default;
   [[nodiscard]] virtual std::string Label() const = 0;
   [[nodiscard]] virtual bool Live() const = 0;
+  // Whether the job has ended (its driver removed its jobs file), for a
+  // follow whose dashboard stopped answering: the end, or a failure.
+  [[nodiscard]] virtual bool Ended() const = 0;
   virtual Result<std::vector<LogEntry>> List() = 0;
   // From `offset`, or the last kTailBytes when there is none.
   virtual Result<LogPiece> Read(std::uint32_t node, std::uint32_t worker,
@@ -80,6 +83,11 @@ class DashboardSource : public LogSource {
   explicit DashboardSource(dashboard::JobsFileContent job) : job_(std::move(job)), api_(job_) {}
   [[nodiscard]] std::string Label() const override { return JobLabel(job_); }
   [[nodiscard]] bool Live() const override { return true; }
+  [[nodiscard]] bool Ended() const override {
+    std::error_code error;
+    return !std::filesystem::exists(
+        dashboard::UserHome() / ".sray" / "jobs" / (JobLabel(job_) + ".json"), error);
+  }
 
   Result<std::vector<LogEntry>> List() override {
     auto listed = Ask("/api/logs");
@@ -129,6 +137,7 @@ class CopySource : public LogSource {
       : directory_(std::move(directory)), label_(std::move(label)) {}
   [[nodiscard]] std::string Label() const override { return label_; }
   [[nodiscard]] bool Live() const override { return false; }
+  [[nodiscard]] bool Ended() const override { return true; }
 
   Result<std::vector<LogEntry>> List() override {
     std::vector<LogEntry> entries;
@@ -239,7 +248,16 @@ int ShowLog(LogSource& source, WorkerOf chosen, bool follow) {
     const bool first = !offset;
     auto piece = source.Read(chosen.node, chosen.worker, offset);
     if (!piece.ok()) {
-      if (follow && piece.status().code() == StatusCode::kUnavailable) return 0;  // the job ended
+      // The dashboard goes with the job: a follow that read before ends with
+      // it. Anything else (unreachable from the start, a frozen head, a
+      // wrong token) is a failure, said as such; it used to end with 0.
+      if (follow && !first && piece.status().code() == StatusCode::kUnavailable) {
+        // The driver removes its jobs file just after its dashboard stops.
+        for (int look = 0; look < 50 && !source.Ended(); ++look) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        if (source.Ended()) return 0;
+      }
       std::cerr << "sray: logs: node " << chosen.node << " worker " << chosen.worker << ": "
                 << piece.status().message() << ": `sray logs " << source.Label()
                 << "` lists the workers that have logs\n";

@@ -43,6 +43,12 @@ struct DashboardOptions {
 // only the head needs the server. (When the server was cpp-httplib with
 // OpenSSL behind it, linking it into libsray cost each process about 4 ms of
 // CPU at its start.)
+// The address a server bound to `host` and `port` is reached at: a wildcard
+// (0.0.0.0, ::) by `machine_name`, the machine's name (every interface of
+// it listens; "http://0.0.0.0:P/" read on another machine is that machine),
+// an IPv6 address in brackets.
+std::string DashboardUrl(const std::string& host, int port, const std::string& machine_name);
+
 class DashboardServer {
  public:
   // Listening when it returns; an error names the address and the fix.
@@ -56,7 +62,7 @@ class DashboardServer {
 
   [[nodiscard]] virtual const std::string& host() const = 0;
   [[nodiscard]] virtual int port() const = 0;
-  // http://HOST:PORT/
+  // http://HOST:PORT/ (DashboardUrl)
   [[nodiscard]] virtual std::string Url() const = 0;
   // A link that logs one browser tab in once, within the
   // options' login_link_lifetime.

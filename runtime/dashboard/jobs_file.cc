@@ -64,21 +64,40 @@ std::filesystem::path UserHome() {
   return {};
 }
 
+namespace {
+
+// A jobs file is a few hundred bytes.
+constexpr std::uintmax_t kMostJobsFileBytes = 64 * 1024;
+
+}  // namespace
+
 std::vector<JobsFileContent> ListJobs(const std::filesystem::path& home) {
   std::vector<std::pair<std::filesystem::file_time_type, JobsFileContent>> found;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(home / ".sray" / "jobs", error)) {
     if (entry.path().extension() != ".json") continue;
+    // Only a small regular file: a FIFO named *.json hung every tool, and a
+    // field of the wrong type (a hand-edited file, another version) threw
+    // out of every one of them ("unexpected error").
+    std::error_code kind;
+    if (!entry.is_regular_file(kind) || entry.file_size(kind) > kMostJobsFileBytes || kind) {
+      continue;
+    }
     std::ifstream input(entry.path());
     const auto json = nlohmann::json::parse(input, nullptr, /*allow_exceptions=*/false);
     if (!json.is_object()) continue;
+    const auto text = [&json](const char* name) {
+      const auto field = json.find(name);
+      return field != json.end() && field->is_string() ? field->get<std::string>() : std::string();
+    };
     JobsFileContent content;
-    content.job_id = json.value("job_id", "");
-    content.step_id = json.value("step_id", "");
-    content.url = json.value("url", "");
-    content.token = json.value("token", "");
-    content.head_hostname = json.value("head_hostname", "");
-    content.pid = json.value("pid", 0L);
+    content.job_id = text("job_id");
+    content.step_id = text("step_id");
+    content.url = text("url");
+    content.token = text("token");
+    content.head_hostname = text("head_hostname");
+    const auto pid = json.find("pid");
+    content.pid = pid != json.end() && pid->is_number_integer() ? pid->get<long>() : 0L;
     if (content.job_id.empty() || content.url.empty() || content.token.empty()) continue;
     found.emplace_back(entry.last_write_time(error), std::move(content));
   }

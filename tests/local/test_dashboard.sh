@@ -120,7 +120,12 @@ session=$(sed -n 's/.*sessionStorage.setItem("sray_session", "\([0-9a-f]*\)").*/
 [ "$(http_status -H "Authorization: Bearer $session" "${url}api/nodes")" = 200 ] || fail "the login's session does not open the API"
 [ "$(http_status "${url}api/nodes")" = 401 ] || fail "the API answered without a session"
 [ "$(http_status "$login")" = 401 ] || fail "the login link worked twice"
-echo "ok: sray login's link works once and its session opens the API"
+(umask 022 && "$SRAY" login "$first" >"$WORK/login-public.txt" 2>"$WORK/login-public.err") &&
+  fail "sray login printed a link to a file others may read"
+[ ! -s "$WORK/login-public.txt" ] || fail "sray login wrote to a file others may read: $(cat "$WORK/login-public.txt")"
+grep -q "^sray: login: not printing a login link to $WORK/login-public.txt: others may read that file" \
+  "$WORK/login-public.err" || fail "sray login did not say why it refused: $(cat "$WORK/login-public.err")"
+echo "ok: sray login's link works once and its session opens the API; not printed where others may read it"
 
 # Output to a file only the user may read: there the driver prints the link.
 install -m 600 /dev/null "$WORK/second.out"
@@ -303,6 +308,19 @@ wait "$JOB_PID" || true
   fail "a killed driver's jobs file under its own \$HOME was left"
 expect_nothing_left "$elsewhere"
 echo "ok: a killed driver's jobs file under another \$HOME is removed with its step"
+
+# --follow of a job whose dashboard does not answer is a failure, said as
+# such (it ended with 0 and nothing said, as if the job had ended).
+mkdir -p "$JOBS"
+printf '{"job_id": "deadport", "step_id": "0", "url": "http://127.0.0.1:1/", "token": "x", "head_hostname": "%s", "pid": %d}\n' \
+  "$(hostname)" "$$" >"$JOBS/deadport.0.json"
+status=0
+"$SRAY" logs deadport.0 --node 0 --worker 0 --follow >"$WORK/follow-dead.out" 2>&1 || status=$?
+rm -f "$JOBS/deadport.0.json"
+[ "$status" -ne 0 ] || fail "sray logs --follow of an unreachable dashboard exited 0: $(cat "$WORK/follow-dead.out")"
+grep -q "cannot reach the dashboard of job deadport.0" "$WORK/follow-dead.out" ||
+  fail "sray logs --follow did not say why: $(cat "$WORK/follow-dead.out")"
+echo "ok: sray logs --follow of an unreachable dashboard fails and says why"
 
 start_job 1 "dashboard=off,log_to_driver=false" off
 off=$(job_of off)

@@ -208,4 +208,35 @@ done
 grep -q "^sray: the launcher (pid $launcher) died without ending job local$launcher-[0-9a-f]*: ended [1-9]" \
   "$WORK/killed.out" || fail "the janitor did not say what it ended: $(cat "$WORK/killed.out")"
 echo "ok: kill -9 of the launcher while staging leaves neither the tool nor the node's files"
+
+# SIGTERM (or Ctrl-C) of `sray env create`: the tool, in a process group of its
+# own, ends with it and no prefix is left (before: sray died at once and
+# micromamba ran on in the background).
+FAKE_MICROMAMBA_SECONDS=60 PATH=$WORK/bin:$PATH "$SRAY" env create "$WORK/explicit-slow.txt" \
+  -p "$WORK/interrupted" >"$WORK/create-term.out" 2>&1 &
+creator=$!
+tool=""
+for _ in $(seq 100); do
+  # The tool's arguments (NUL-separated in /proc) hold `--prefix DIR`; sray's hold `-p DIR`.
+  tool=$(for file in /proc/[0-9]*/cmdline; do
+    tr '\0' ' ' <"$file" 2>/dev/null | grep -q -- "--prefix $WORK/interrupted " && echo "$file"
+  done | cut -d/ -f3 | head -1 || true)
+  [ -n "$tool" ] && break
+  sleep 0.1
+done
+[ -n "$tool" ] || fail "no micromamba process for sray env create: $(cat "$WORK/create-term.out")"
+group=$(ps -o pgid= -p "$tool" | tr -d ' ')
+kill -TERM "$creator"
+status=0
+wait "$creator" || status=$?
+[ "$status" -eq 143 ] || fail "sray env create ended with status $status after SIGTERM, expected 143"
+in_group() { ps -e -o pid=,pgid=,args= | awk -v group="$1" '$2 == group'; }
+for _ in $(seq 50); do
+  [ -z "$(in_group "$group")" ] && break
+  sleep 0.1
+done
+[ -z "$(in_group "$group")" ] || fail "the conda tool ran on after sray env create was ended: $(in_group "$group")"
+[ ! -e "$WORK/interrupted" ] || fail "an interrupted sray env create left $WORK/interrupted"
+grep -q "was interrupted" "$WORK/create-term.out" || fail "no word of the interrupt: $(cat "$WORK/create-term.out")"
+echo "ok: SIGTERM of sray env create ends the tool and leaves no prefix"
 echo PASS

@@ -8,7 +8,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <tuple>
 
 #include <atomic>
 #include <condition_variable>
@@ -681,6 +680,28 @@ TEST(JobsFile, IsPrivateToTheUserAndGoesWithTheStep) {
 // A driver started with HOME=/elsewhere wrote its jobs file there; the
 // cleanup after it was killed (slurmstepd's user child, the launcher) looked
 // in its own home, and `sray status` listed the dead job for ever.
+// A hand-edited file or another version's, a FIFO named *.json: skipped,
+// where they threw out of every tool ("unexpected error") or hung it.
+TEST(JobsFile, FilesThatAreNotJobsFilesAreSkipped) {
+  const auto home = std::filesystem::temp_directory_path() /
+                    ("sray-jobs-list-test-" + std::to_string(::getpid()));
+  const auto jobs = home / ".sray" / "jobs";
+  std::filesystem::create_directories(jobs);
+  std::ofstream(jobs / "typed.0.json")
+      << R"({"job_id": 5, "step_id": "0", "url": "http://h:1/", "token": "t", "pid": "x"})";
+  std::ofstream(jobs / "list.0.json") << "[1, 2]";
+  ASSERT_EQ(::mkfifo((jobs / "fifo.0.json").c_str(), 0600), 0);
+  std::ofstream(jobs / "good.0.json")
+      << R"({"job_id": "good", "step_id": "0", "url": "http://h:1/",)"
+      << R"( "token": "t", "head_hostname": "h", "pid": "not a number"})";
+  std::vector<JobsFileContent> listed;
+  ASSERT_NO_THROW(listed = ListJobs(home));
+  ASSERT_EQ(listed.size(), 1U);
+  EXPECT_EQ(listed[0].job_id, "good");
+  EXPECT_EQ(listed[0].pid, 0);
+  std::filesystem::remove_all(home);
+}
+
 TEST(JobsFile, TheCleanupFindsAKilledDriversFileUnderTheHomeItNoted) {
   const auto root = std::filesystem::temp_directory_path() /
                     ("sray-noted-home-test-" + std::to_string(::getpid()));
@@ -690,16 +711,11 @@ TEST(JobsFile, TheCleanupFindsAKilledDriversFileUnderTheHomeItNoted) {
   std::filesystem::create_directories(driver_home);
   RemoveNotedJobsFile(session, "78", "0");  // no note: nothing to do, nothing fails
   ASSERT_TRUE(NoteJobsFileHome(session, driver_home).ok());
-  auto file = JobsFile::Write(driver_home, JobsFileContent{.job_id = "78",
-                                                           .step_id = "0",
-                                                           .url = "http://127.0.0.1:5/",
-                                                           .token = "abc",
-                                                           .head_hostname = "n1",
-                                                           .pid = 42});
-  ASSERT_TRUE(file.ok()) << file.status().message();
-  const std::filesystem::path path = (*file)->path();
-  std::ignore = std::move(file).value().release();  // a killed driver removes nothing
-  RemoveNotedJobsFile(session, "77", "0");          // another step's: stays
+  // What a driver killed before its JobsFile went leaves.
+  const std::filesystem::path path = driver_home / ".sray" / "jobs" / "78.0.json";
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path) << R"({"job_id": "78", "step_id": "0"})";
+  RemoveNotedJobsFile(session, "77", "0");  // another step's: stays
   EXPECT_TRUE(std::filesystem::exists(path));
   RemoveNotedJobsFile(session, "78", "0");
   EXPECT_FALSE(std::filesystem::exists(path));
