@@ -877,8 +877,9 @@ class LocalJob {
 void EndBySignal(int signal) {
   std::cout.flush();
   std::cerr.flush();
-  // Blocked since BlockSignals (every thread the launcher made has ended):
-  // raised while blocked, it is delivered as the mask lets it through.
+  // Under `sray run` the signal is blocked (BlockSignals; the threads it
+  // made have ended): raised while blocked, it is delivered once unblocked.
+  // Elsewhere (`sray env`) it is delivered at the raise.
   std::signal(signal, SIG_DFL);
   std::raise(signal);
   sigset_t only;
