@@ -15,7 +15,7 @@ namespace {
 constexpr std::chrono::milliseconds kCancelTime{200};
 }  // namespace
 
-Result<std::shared_ptr<UcxContext>> UcxContext::Create(const std::string& keepalive_interval) {
+void SetUcxEnvironmentDefaults() {
   // Endpoints ask for peer-failure detection; without these UCX 1.13 drops
   // the shared-memory transports ("no peer failure handler") and processes
   // on one node would talk over TCP loopback. They are transport settings,
@@ -29,6 +29,10 @@ Result<std::shared_ptr<UcxContext>> UcxContext::Create(const std::string& keepal
   // Smaller first receive pools: jobsetup/task_environment.h says why.
   setenv("UCX_POSIX_RX_BUFS_GROW", "128", 0);
   setenv("UCX_SYSV_RX_BUFS_GROW", "128", 0);
+}
+
+Result<std::shared_ptr<UcxContext>> UcxContext::Create(const std::string& keepalive_interval) {
+  SetUcxEnvironmentDefaults();
   InstallUcxLogCapture();
   ucp_config_t* config = nullptr;
   SRAY_RETURN_IF_ERROR(

@@ -28,6 +28,11 @@
 
 namespace sray::transport {
 
+// Sets the UCX variables sray needs in this process's environment (never
+// over the user's). Create calls it; call it first on the main thread when
+// Create runs on another thread while this one may read the environment.
+void SetUcxEnvironmentDefaults();
+
 class UcxContext {
  public:
   // `keepalive_interval` sets how soon a silent dead peer is noticed on

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -146,6 +147,20 @@ Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
   auto invitation = rendezvous::TakeInvitation();
   if (!invitation.ok()) return invitation.status();
   auto job = std::make_unique<WiredJob>();
+  // UCX's start needs nothing from PMIx, and PMIx_Init spends most of its
+  // time waiting for the server's answers (which, under `sray run`, the
+  // launcher gives its ranks one after another): made side by side, a
+  // rank's start is shorter by the UCX worker's. Neither library may then
+  // add an environment variable while the other reads the environment;
+  // both changes they would make are made here first.
+  PmixClient::PrepareEnvironment();
+  transport::SetUcxEnvironmentDefaults();
+  auto making_worker =
+      std::async(std::launch::async, [&options]() -> Result<std::shared_ptr<transport::UcxWorker>> {
+        auto context = transport::UcxContext::Create(options.keepalive_interval);
+        if (!context.ok()) return context.status();
+        return transport::UcxWorker::Create(*context);
+      });
   auto pmix = PmixClient::Connect();
   if (!pmix.ok()) return pmix.status();
   job->pmix = std::move(pmix).value();
@@ -153,9 +168,7 @@ Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
   const JobLayout layout = client.layout();
   phases.Mark("PMIx connect");
 
-  auto context = transport::UcxContext::Create(options.keepalive_interval);
-  if (!context.ok()) return context.status();
-  auto worker = transport::UcxWorker::Create(*context);
+  auto worker = making_worker.get();
   if (!worker.ok()) return worker.status();
   auto full_address = (*worker)->Address(false);
   if (!full_address.ok()) return full_address.status();

@@ -1,6 +1,7 @@
 #include "wire/pmix_client.h"
 
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -65,6 +66,15 @@ Result<std::unique_ptr<PmixClient>> PmixClient::Connect() {
   auto client = std::unique_ptr<PmixClient>(new PmixClient(self));
   SRAY_RETURN_IF_ERROR(client->LoadLayout());
   return client;
+}
+
+void PmixClient::PrepareEnvironment() {
+  // What pmix_rte_init does, and with the same rule (never over a value
+  // already there): OpenPMIx 4 and 5 turn the server's security mode into
+  // the psec framework's selection this way.
+  if (const char* mode = std::getenv("PMIX_SECURITY_MODE"); mode != nullptr) {
+    ::setenv("PMIX_MCA_psec", mode, 0);
+  }
 }
 
 PmixClient::~PmixClient() {

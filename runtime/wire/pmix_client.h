@@ -42,6 +42,12 @@ class PmixClient {
  public:
   // Fails with a message saying how to launch when this is not a PMIx client.
   static Result<std::unique_ptr<PmixClient>> Connect();
+  // Makes the one change to this process's environment PMIx_Init would
+  // make (PMIX_SECURITY_MODE copied to PMIX_MCA_psec unless that is set), so
+  // that Connect changes none. Call it on the main thread before starting
+  // threads that read the environment while Connect runs: glibc's setenv of
+  // a new variable may move the array another thread's getenv is reading.
+  static void PrepareEnvironment();
   ~PmixClient();
   PmixClient(const PmixClient&) = delete;
   PmixClient& operator=(const PmixClient&) = delete;
