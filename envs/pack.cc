@@ -1,16 +1,20 @@
 #include "envs/pack.h"
 
 #include <openssl/evp.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <string_view>
 #include <vector>
 
+#include "common/whole_number.h"
 #include "envs/lock.h"
 #include "envs/readers.h"
 
@@ -155,9 +159,46 @@ void ReplaceBinary(std::string& data, const std::string& from, const std::string
   }
 }
 
+// Removes a file on destruction unless told it was kept.
+class RemovedUnlessKept {
+ public:
+  explicit RemovedUnlessKept(fs::path path) : path_(std::move(path)) {}
+  RemovedUnlessKept(const RemovedUnlessKept&) = delete;
+  RemovedUnlessKept& operator=(const RemovedUnlessKept&) = delete;
+  ~RemovedUnlessKept() {
+    if (kept_) return;
+    std::error_code ignored;
+    fs::remove(path_, ignored);
+  }
+  void Keep() { kept_ = true; }
+
+ private:
+  fs::path path_;
+  bool kept_ = false;
+};
+
+// The staging directories of unpacks beside `target` whose process no
+// longer runs. A pid that runs again (reused) keeps its directory: only
+// certainty removes.
+void RemoveStagingOfEndedUnpacks(const fs::path& target) {
+  const std::string prefix = "." + target.filename().string() + ".unpacking.";
+  std::error_code error;
+  for (fs::directory_iterator it(target.parent_path(), error), end; !error && it != end;
+       it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const auto pid = WholeNumber<pid_t>(std::string_view(name).substr(prefix.size()));
+    if (!pid || *pid <= 0 || *pid == ::getpid()) continue;
+    if (::kill(*pid, 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;
+    fs::remove_all(it->path(), ignored);
+  }
+}
+
 }  // namespace
 
-Result<PackSummary> Pack(const fs::path& prefix_argument, const fs::path& output) {
+Result<PackSummary> Pack(const fs::path& prefix_argument, const fs::path& output,
+                         const Interrupted& interrupted) {
   std::error_code error;
   const fs::path prefix = fs::canonical(prefix_argument, error);
   if (error) return Status::NotFound(prefix_argument.string() + " does not exist: give an environment's prefix");
@@ -169,6 +210,7 @@ Result<PackSummary> Pack(const fs::path& prefix_argument, const fs::path& output
   const fs::path temporary = output.string() + ".partial";
   std::ofstream stream(temporary, std::ios::binary | std::ios::trunc);
   if (!stream) return Status::FromErrno(errno, "cannot write " + temporary.string());
+  RemovedUnlessKept partial(temporary);
   Writer writer(stream);
   writer.Bytes(kMagic, sizeof(kMagic));
   PackSummary summary;
@@ -216,6 +258,10 @@ Result<PackSummary> Pack(const fs::path& prefix_argument, const fs::path& output
       continue;  // sockets, fifos: not part of an environment
     }
     ++count;
+    if (interrupted && interrupted()) {
+      return Status::Unavailable("packing " + prefix.string() +
+                                 " was interrupted: " + output.string() + " was not written");
+    }
   }
   writer.Number(EntryType::kEnd);
   writer.Number(count);
@@ -225,6 +271,7 @@ Result<PackSummary> Pack(const fs::path& prefix_argument, const fs::path& output
   if (!stream) return Status::IoError("cannot write " + temporary.string() + ": disk full?");
   fs::rename(temporary, output, error);
   if (error) return Status::IoError("cannot write " + output.string() + ": " + error.message());
+  partial.Keep();
   return summary;
 }
 
@@ -271,6 +318,7 @@ Result<PackSummary> Unpack(const fs::path& pack, const fs::path& target_argument
   const std::string& old_prefix = summary.recorded_prefix;
   const std::string new_prefix = target.string();
 
+  RemoveStagingOfEndedUnpacks(target);
   const fs::path staging = target.parent_path() / ("." + target.filename().string() + ".unpacking." +
                                                    std::to_string(::getpid()));
   fs::remove_all(staging, error);

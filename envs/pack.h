@@ -34,7 +34,11 @@ struct PackSummary {
   std::uint64_t relocated_files = 0;  // files holding the prefix
 };
 
-Result<PackSummary> Pack(const std::filesystem::path& prefix, const std::filesystem::path& output);
+// Writes OUTPUT.partial and renames it to OUTPUT once whole: a pack that
+// fails or is interrupted (`interrupted`, asked between files) removes the
+// partial file and leaves any earlier OUTPUT as it was.
+Result<PackSummary> Pack(const std::filesystem::path& prefix, const std::filesystem::path& output,
+                         const Interrupted& interrupted = {});
 // Reads only the header: what Unpack would install, and its lock hash.
 Result<PackSummary> InspectPack(const std::filesystem::path& pack);
 // How far an Unpack is: files and bytes written so far. Told after every
@@ -44,6 +48,10 @@ struct UnpackProgress {
   std::uint64_t bytes = 0;
 };
 using UnpackObserver = std::function<void(const UnpackProgress&)>;
+// Unpacks into .TARGET.unpacking.PID beside TARGET and renames it once
+// whole; a failed or interrupted unpack removes it, and the next unpack
+// beside TARGET removes those of processes that no longer run (killed
+// with SIGKILL, which nothing in the process can handle).
 Result<PackSummary> Unpack(const std::filesystem::path& pack, const std::filesystem::path& target,
                            const UnpackObserver& observer = {},
                            const Interrupted& interrupted = {});

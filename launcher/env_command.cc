@@ -45,7 +45,7 @@ extern "C" void NoteInterrupt(int signal) {
   interrupting_signal = signal;
 }
 
-// Ctrl-C, kill or a hang-up while create, unpack or stage runs: the work
+// Ctrl-C, kill or a hang-up while create, pack, unpack or stage runs: the work
 // stops at its next check and removes what it half made, and the conda tool
 // (in a process group of its own, which Ctrl-C does not reach) is ended with
 // it; then this process ends by the signal. Before, the default action ended
@@ -93,18 +93,23 @@ int RunLock(const EnvArguments& arguments) {
   }
   const std::filesystem::path target(arguments.output);
   const std::filesystem::path temporary = target.string() + ".tmp";
+  std::error_code error;
   {
     std::ofstream file(temporary, std::ios::trunc);
     file << lock->text;
     if (!file.flush()) {
-      return Report(Status::FromErrno(errno, "cannot write " + temporary.string()), "lock");
+      const Status failed = Status::FromErrno(errno, "cannot write " + temporary.string());
+      std::filesystem::remove(temporary, error);
+      return Report(failed, "lock");
     }
   }
-  std::error_code error;
   std::filesystem::rename(temporary, target, error);  // never a half-written lock
-  if (error)
-    return Report(Status::IoError("cannot write " + target.string() + ": " + error.message()),
-                  "lock");
+  if (error) {
+    const Status failed =
+        Status::IoError("cannot write " + target.string() + ": " + error.message());
+    std::filesystem::remove(temporary, error);
+    return Report(failed, "lock");
+  }
   std::cout << "sray: locked " << list->packages.size() << " packages of " << list->source << " to "
             << target.string() << " (sha256 " << lock->hash << ")\n";
   return 0;
@@ -138,8 +143,13 @@ int RunVerify(const EnvArguments& arguments) {
 }
 
 int RunPack(const EnvArguments& arguments) {
-  auto packed = envs::Pack(arguments.prefix, arguments.output);
-  if (!packed.ok()) return Report(packed.status(), "pack");
+  InterruptWatch watch;
+  auto packed = envs::Pack(arguments.prefix, arguments.output, &InterruptWatch::Interrupted);
+  if (!packed.ok()) {
+    const int code = Report(packed.status(), "pack");
+    InterruptWatch::EndIfInterrupted();
+    return code;
+  }
   std::cout << "sray: packed " << packed->files << " files (" << packed->bytes << " bytes, "
             << packed->relocated_files << " holding the prefix) of " << packed->recorded_prefix
             << " to " << arguments.output << " (lock sha256 " << packed->lock_hash << ")\n";

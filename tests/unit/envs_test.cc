@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -485,6 +486,47 @@ TEST_F(EnvsTest, UnpackRefusesAFileLargerThanThePack) {
             std::string::npos)
       << unpacked.status().message();
   EXPECT_FALSE(fs::exists(root_ / "target"));
+}
+
+// Before: a pack cut short (an error, Ctrl-C) left OUTPUT.partial, and
+// `sray env pack` had no interrupt handling at all.
+TEST_F(EnvsTest, AnInterruptedPackLeavesNoPartialFileAndKeepsTheEarlierPack) {
+  AddRelocatableFiles(prefix_);
+  const fs::path output = root_ / "train.pack";
+  ASSERT_TRUE(Pack(prefix_, output).ok());
+  const auto earlier_size = fs::file_size(output);
+  int asked = 0;
+  auto packed = Pack(prefix_, output, [&asked] { return ++asked == 2; });
+  ASSERT_FALSE(packed.ok());
+  EXPECT_EQ(asked, 2) << "asked between files, and stopped when told";
+  EXPECT_NE(packed.status().message().find("was interrupted"), std::string::npos)
+      << packed.status().message();
+  EXPECT_FALSE(fs::exists(output.string() + ".partial"));
+  EXPECT_EQ(fs::file_size(output), earlier_size);
+  EXPECT_TRUE(InspectPack(output).ok()) << "the earlier pack is whole";
+}
+
+// A SIGKILLed unpack leaves its staging directory: the next unpack beside
+// the same target removes it, but never one whose process still runs.
+TEST_F(EnvsTest, AnUnpackRemovesTheStagingLeftByAKilledUnpack) {
+  AddRelocatableFiles(prefix_);
+  ASSERT_TRUE(Pack(prefix_, root_ / "train.pack").ok());
+  const pid_t ended = ::fork();
+  ASSERT_GE(ended, 0);
+  if (ended == 0) ::_exit(0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(ended, &status, 0), ended);
+  const fs::path killed = root_ / (".t.unpacking." + std::to_string(ended));
+  const fs::path running = root_ / (".t.unpacking." + std::to_string(::getppid()));
+  const fs::path other_target = root_ / (".u.unpacking." + std::to_string(ended));
+  for (const fs::path& directory : {killed, running, other_target}) {
+    fs::create_directories(directory / "lib");
+    Write(directory / "lib" / "half-written", "x");
+  }
+  ASSERT_TRUE(Unpack(root_ / "train.pack", root_ / "t").ok());
+  EXPECT_FALSE(fs::exists(killed)) << "its process has ended";
+  EXPECT_TRUE(fs::exists(running)) << "its process still runs";
+  EXPECT_TRUE(fs::exists(other_target)) << "another target's";
 }
 
 TEST_F(EnvsTest, UnpackRefusesALongerPrefixForBinariesAndTruncatedPacks) {
