@@ -11,14 +11,23 @@
 
 #include "common/executable_search.h"
 #include "common/host_name.h"
+#include "slurm_job_state.h"
 
 namespace sray::launcher {
 namespace {
 
-// False when the driver is known to be gone (same host, no such process).
-bool DriverAlive(const dashboard::JobsFileContent& job) {
-  if (job.head_hostname != HostName() || job.pid <= 0) return true;
-  return ::kill(static_cast<pid_t>(job.pid), 0) == 0 || errno == EPERM;
+// False when the driver is known to be gone: on this host, no such
+// process; on another, Slurm says the job has ended (its head node may have
+// crashed, and nothing ran there to remove the jobs file). Such a file is
+// removed: it is this user's, and nothing will ever answer at its address.
+bool DriverAlive(const dashboard::JobsFileContent& job, const std::filesystem::path& home) {
+  if (job.head_hostname == HostName() && job.pid > 0) {
+    return ::kill(static_cast<pid_t>(job.pid), 0) == 0 || errno == EPERM;
+  }
+  if (job.head_hostname == HostName()) return true;
+  if (AskSlurmAbout(job.job_id) != SlurmJobState::kEnded) return true;
+  dashboard::RemoveJobsFile(home, job.job_id, job.step_id);
+  return false;
 }
 
 }  // namespace
@@ -28,11 +37,12 @@ std::string JobLabel(const dashboard::JobsFileContent& job) {
 }
 
 std::optional<dashboard::JobsFileContent> ChooseJob(const std::string& wanted,
-                                                    const std::string& command, int& exit_code) {
+                                                    const std::string& command, int& exit_code,
+                                                    SeveralJobs several) {
   const auto home = dashboard::UserHome();
   std::vector<dashboard::JobsFileContent> running;
   for (auto& job : dashboard::ListJobs(home)) {
-    if (DriverAlive(job)) running.push_back(std::move(job));
+    if (DriverAlive(job, home)) running.push_back(std::move(job));
   }
   if (running.empty()) {
     std::cerr << "sray: " << command << ": no running sray job of this user (nothing in "
@@ -46,21 +56,30 @@ std::optional<dashboard::JobsFileContent> ChooseJob(const std::string& wanted,
       return job;
     }
   }
-  std::cout << (wanted.empty() ? "several sray jobs are running; give one: sray " + command + " JOB"
-                               : "sray: " + command + ": no running job " + wanted + "; running:")
-            << "\n";
-  for (const auto& job : running) {
-    std::cout << "  " << std::left << std::setw(28) << JobLabel(job) << " head "
-              << job.head_hostname << "  " << job.url << "\n";
+  const bool answer = wanted.empty() && several == SeveralJobs::kListAsAnswer;
+  std::ostream& out = answer ? std::cout : std::cerr;
+  if (answer) {
+    out << "several sray jobs are running; give one: sray " << command << " JOB\n";
+  } else if (wanted.empty()) {
+    out << "sray: " << command
+        << ": several sray jobs are running, and no job was named: name one, "
+        << "sray " << command << " JOB, from these:\n";
+  } else {
+    out << "sray: " << command << ": no running job " << wanted << "; running:\n";
   }
-  exit_code = wanted.empty() ? 0 : 1;
+  for (const auto& job : running) {
+    out << "  " << std::left << std::setw(28) << JobLabel(job) << " head " << job.head_hostname
+        << "  " << job.url << "\n";
+  }
+  exit_code = answer ? 0 : 1;
   return std::nullopt;
 }
 
 std::optional<dashboard::JobsFileContent> ChooseReachableJob(const std::string& wanted,
                                                              const std::string& command,
-                                                             bool on_head, int& exit_code) {
-  auto chosen = ChooseJob(wanted, command, exit_code);
+                                                             bool on_head, int& exit_code,
+                                                             SeveralJobs several) {
+  auto chosen = ChooseJob(wanted, command, exit_code, several);
   if (!chosen || !DashboardIsElsewhere(*chosen)) return chosen;
   if (!on_head) HopToHead(*chosen, command, {JobLabel(*chosen)});
   std::cerr << UnreachableMessage(*chosen, command,

@@ -17,19 +17,25 @@ namespace sray::launcher {
 
 std::string JobLabel(const dashboard::JobsFileContent& job);
 
+// What a command that names no job does when several run: `sray status`
+// lists them as its answer (standard output, status 0); a command that acts
+// on one job (login, logs) cannot pick, so it fails with the list on
+// standard error (its output may be captured as a link or a log).
+enum class SeveralJobs { kListAsAnswer, kAskForOne };
+
 // `wanted` (JOB or JOB.STEP, empty: the only one), or nullopt once it has
-// said why on the terminal; then `exit_code` is what the command returns
-// (0 when it listed several jobs to choose from).
+// said why; then `exit_code` is what the command returns.
 std::optional<dashboard::JobsFileContent> ChooseJob(const std::string& wanted,
-                                                    const std::string& command, int& exit_code);
+                                                    const std::string& command, int& exit_code,
+                                                    SeveralJobs several = SeveralJobs::kAskForOne);
 
 // ChooseJob, then, where the job's dashboard listens on another host's
 // loopback, runs `sray COMMAND JOB` there through srun (HopToHead; returns
 // only if it cannot) unless `on_head`; nullopt once it has said why, with
 // `exit_code` set. The one preamble of commands that take only a job.
-std::optional<dashboard::JobsFileContent> ChooseReachableJob(const std::string& wanted,
-                                                             const std::string& command,
-                                                             bool on_head, int& exit_code);
+std::optional<dashboard::JobsFileContent> ChooseReachableJob(
+    const std::string& wanted, const std::string& command, bool on_head, int& exit_code,
+    SeveralJobs several = SeveralJobs::kAskForOne);
 
 class JobApi {
  public:

@@ -99,7 +99,8 @@ void PrintTraining(const nlohmann::json& training) {
 
 int Status(const StatusArguments& arguments) {
   int exit_code = 0;
-  const auto chosen = ChooseReachableJob(arguments.job, "status", arguments.on_head, exit_code);
+  const auto chosen = ChooseReachableJob(arguments.job, "status", arguments.on_head, exit_code,
+                                         SeveralJobs::kListAsAnswer);
   if (!chosen) return exit_code;
   JobApi api(*chosen);
   auto nodes = api.Get("/api/nodes");

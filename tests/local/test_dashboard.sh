@@ -147,6 +147,19 @@ echo "ok: two jobs get their own ports and tokens"
 grep -q '^several sray jobs are running; give one: sray status JOB$' "$WORK/status-both.out" &&
   grep -q "^  $first.0 .*$url" "$WORK/status-both.out" && grep -q "^  $second.0 " "$WORK/status-both.out" ||
   fail "sray status does not list both jobs: $(cat "$WORK/status-both.out")"
+# login and logs act on one job: with two running and none named they fail,
+# with the list on standard error; before, they printed it on standard
+# output with status 0, which `$(sray login)` took for a link.
+for command in login logs; do
+  # Through a pipe: login refuses to print into a file others may read.
+  status=0
+  "$SRAY" $command 2>"$WORK/$command-both.err" | cat >"$WORK/$command-both.out" || status=$?
+  [ "$status" -eq 1 ] && [ ! -s "$WORK/$command-both.out" ] &&
+    grep -q "^sray: $command: several sray jobs are running, and no job was named: name one" "$WORK/$command-both.err" &&
+    grep -q "^  $first.0 " "$WORK/$command-both.err" && grep -q "^  $second.0 " "$WORK/$command-both.err" ||
+    fail "sray $command with two jobs and none named: status $status, out: $(cat "$WORK/$command-both.out"), err: $(cat "$WORK/$command-both.err")"
+done
+echo "ok: sray login and sray logs with two jobs and none named fail, listing them"
 "$SRAY" status "$first" >"$WORK/status-first.out" 2>&1 || fail "sray status $first failed: $(cat "$WORK/status-first.out")"
 expect_lines "$WORK/status-first.out" '^[012] +vm-node[012]|^[012] +[^ ]+ +[0-9.]+/[0-9.]+ ' 3
 grep -q "^job $first.0  dashboard $url" "$WORK/status-first.out" || fail "sray status names no job: $(cat "$WORK/status-first.out")"

@@ -103,4 +103,31 @@ wait "$killed_pid" && fail "a step whose driver was killed exited 0"
 for attempt in $(seq 50); do [ -e "$killed_file" ] || break; sleep 0.1; done
 [ ! -e "$killed_file" ] || fail "a killed driver's jobs file outlived its step"
 echo "ok: a killed driver's jobs file goes with its step"
+
+# A jobs file whose driver ran on a node that then crashed: nothing ran
+# there to remove it, and the tools listed the job as running until it was
+# removed by hand. They now ask Slurm: the ended job's file is removed, a
+# running (here pending or running) job's stays listed. Two steps of the
+# running job, so that `sray status` lists them rather than reach one.
+running=$(as_user sbatch --parsable -N1 -o /dev/null --wrap 'sleep 120')
+trap 'scancel "$running" 2>/dev/null || true; rm -f "$JOBS/$running".*.json; rm -rf "$WORK"' EXIT
+for fake in "$killed 0 ended" "$running 0 running" "$running 1 running"; do
+  read -r fake_job fake_step fake_state <<<"$fake"
+  cat >"$JOBS/$fake_job.$fake_step.json" <<JSON
+{"job_id": "$fake_job", "step_id": "$fake_step", "url": "http://127.0.0.1:9/", "token": "t",
+ "head_hostname": "crashed-head-$fake_state", "pid": 1}
+JSON
+  chown "$SRAY_TEST_USER" "$JOBS/$fake_job.$fake_step.json"
+  chmod 600 "$JOBS/$fake_job.$fake_step.json"
+done
+as_user sray status >"$WORK/crashed.out" 2>&1 || fail "sray status failed: $(cat "$WORK/crashed.out")"
+grep -q "^  $running.0 .*crashed-head-running" "$WORK/crashed.out" &&
+  grep -q "^  $running.1 .*crashed-head-running" "$WORK/crashed.out" ||
+  fail "a running job's files are not listed: $(cat "$WORK/crashed.out")"
+! grep -q "crashed-head-ended" "$WORK/crashed.out" || fail "an ended job is listed: $(cat "$WORK/crashed.out")"
+[ ! -e "$JOBS/$killed.0.json" ] || fail "the ended job's jobs file was not removed"
+[ -e "$JOBS/$running.0.json" ] || fail "the running job's jobs file was removed"
+scancel "$running"
+rm -f "$JOBS/$running".*.json
+echo "ok: the jobs file of an ended job whose head crashed is dropped; a running job's stays"
 echo PASS

@@ -4,6 +4,7 @@
 
 #include "common/host_name.h"
 #include "dashboard/dashboard_server.h"
+#include "launcher/slurm_job_state.h"
 
 namespace sray::launcher {
 namespace {
@@ -36,6 +37,29 @@ TEST(JobApi, TheDriverNamesTheMachineForADashboardOnEveryInterface) {
   EXPECT_EQ(dashboard::DashboardUrl("::", 8265, "n1"), "http://n1:8265/");
   EXPECT_EQ(dashboard::DashboardUrl("::1", 8265, "n1"), "http://[::1]:8265/");
   EXPECT_EQ(dashboard::DashboardUrl("127.0.0.1", 8265, "n1"), "http://127.0.0.1:8265/");
+}
+
+// A jobs file outlives its job when the head node crashed; only Slurm's
+// answer may remove it, and only a sure one.
+TEST(SlurmJobState, SqueueAnswersTellARunningJobFromAnEndedOne) {
+  EXPECT_EQ(ReadSqueueAnswer({"RUNNING"}, 0, ""), SlurmJobState::kRuns);
+  EXPECT_EQ(ReadSqueueAnswer({"PENDING"}, 0, ""), SlurmJobState::kRuns);
+  EXPECT_EQ(ReadSqueueAnswer({"COMPLETING"}, 0, ""), SlurmJobState::kRuns);
+  EXPECT_EQ(ReadSqueueAnswer({}, 0, ""), SlurmJobState::kEnded) << "finished: no longer listed";
+  EXPECT_EQ(ReadSqueueAnswer({}, 1, "slurm_load_jobs error: Invalid job id specified\n"),
+            SlurmJobState::kEnded)
+      << "forgotten after MinJobAge";
+  EXPECT_EQ(ReadSqueueAnswer({}, 1,
+                             "slurm_load_jobs error: Unable to contact slurm controller (connect "
+                             "failure)\n"),
+            SlurmJobState::kUnknown)
+      << "a controller that does not answer says nothing about the job";
+}
+
+TEST(SlurmJobState, OnlySlurmJobIdsAreAskedAbout) {
+  EXPECT_EQ(AskSlurmAbout("local123-4f00ba11"), SlurmJobState::kUnknown);
+  EXPECT_EQ(AskSlurmAbout(""), SlurmJobState::kUnknown);
+  EXPECT_EQ(AskSlurmAbout("12; rm -rf /"), SlurmJobState::kUnknown);
 }
 
 }  // namespace
