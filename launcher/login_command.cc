@@ -1,9 +1,7 @@
 #include "login_command.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -15,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "job_api.h"
+#include "private_output.h"
 
 namespace sray::launcher {
 namespace {
@@ -39,24 +38,10 @@ std::optional<std::pair<std::string, std::string>> HostAndPort(const std::string
   return std::pair{address.substr(0, colon), port};
 }
 
-// The name of standard output when it is a regular file others may read
-// (a batch script's slurm-%j.out is often 0644): whoever opens the one-time
-// link there first is logged in. A terminal or a pipe (`link=$(sray login)`)
-// is the caller's to decide.
-std::optional<std::string> OutputOthersMayRead() {
-  struct stat info {};
-  if (::fstat(STDOUT_FILENO, &info) != 0 || !S_ISREG(info.st_mode)) return std::nullopt;
-  // Root's own files count as the user's: root reads every file anyway (a
-  // wrapper run as root that captures the output, as the tests' does).
-  const bool owners_own = info.st_uid == ::geteuid() || info.st_uid == 0;
-  if (owners_own && (info.st_mode & (S_IRGRP | S_IROTH)) == 0) return std::nullopt;
-  std::error_code error;
-  const auto name = std::filesystem::read_symlink("/proc/self/fd/1", error);
-  return error ? std::string("standard output") : name.string();
-}
-
 int Login(const LoginArguments& arguments) {
-  if (const auto shared = OutputOthersMayRead()) {
+  // A batch script's slurm-%j.out is often 0644: whoever opens the
+  // one-time link there first is logged in.
+  if (const auto shared = RegularFileOthersMayRead(STDOUT_FILENO)) {
     std::cerr << "sray: login: not printing a login link to " << *shared
               << ": others may read that file, and the link logs in whoever opens it first; "
                  "print it to the terminal, or to a file only you can read (umask 077)\n";

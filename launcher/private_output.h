@@ -6,10 +6,19 @@
 // else is not (who reads the other end is unknown). `sray run` decides with
 // it whether the driver may print the dashboard's one-time login link.
 //
-// Thread-safety: a pure query of the descriptor.
+// Thread-safety: pure queries of the descriptor.
+
+#include <optional>
+#include <string>
 
 namespace sray::launcher {
 
 bool DescriptorIsPrivate(int descriptor);
+
+// `sray login`'s looser rule, where the user chose the output: pipes and
+// terminals pass (`$(sray login)`), and so do files that root owns (root
+// reads every file anyway: a wrapper run as root capturing the output). The
+// name of a regular file others may read, or nothing.
+std::optional<std::string> RegularFileOthersMayRead(int descriptor);
 
 }  // namespace sray::launcher

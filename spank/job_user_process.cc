@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -13,6 +15,10 @@
 
 namespace sray::spank {
 namespace {
+
+// Each slot holds a descriptor plus one; 0 is a free slot (so the array
+// needs no initialiser).
+std::array<std::atomic<int>, kMostKeptOut> kept_out{};
 
 // Exit statuses of the child that say where it stopped.
 constexpr int kCannotBecomeUser = 125;
@@ -32,6 +38,9 @@ bool WriteAll(int fd, const std::string& bytes) {
 
 [[noreturn]] void RunChild(const JobUser& user, const std::function<std::string()>& work,
                            int answer_fd) {
+  for (const auto& slot : kept_out) {
+    if (const int kept = slot.load(); kept > 0) close(kept - 1);
+  }
   // A process that already is the user (not root) could not call setgroups.
   const bool already_user = getuid() == user.uid && geteuid() == user.uid && getgid() == user.gid &&
                             getegid() == user.gid;
@@ -49,6 +58,21 @@ bool WriteAll(int fd, const std::string& bytes) {
 }
 
 }  // namespace
+
+bool KeepOutOfJobUserProcesses(int descriptor) {
+  for (auto& slot : kept_out) {
+    int free_slot = 0;
+    if (slot.compare_exchange_strong(free_slot, descriptor + 1)) return true;
+  }
+  return false;
+}
+
+void AllowIntoJobUserProcesses(int descriptor) {
+  for (auto& slot : kept_out) {
+    int kept = descriptor + 1;
+    if (slot.compare_exchange_strong(kept, 0)) return;
+  }
+}
 
 Result<std::string> RunAsJobUser(const JobUser& user, const std::function<std::string()>& work,
                                  std::optional<std::chrono::milliseconds> deadline) {

@@ -34,4 +34,14 @@ struct JobUser {
 Result<std::string> RunAsJobUser(const JobUser& user, const std::function<std::string()>& work,
                                  std::optional<std::chrono::milliseconds> deadline = std::nullopt);
 
+// Descriptors a job user's process closes first thing: a lock the caller
+// holds (an flock goes with every copy of its descriptor, so a child that
+// hung in a file system would hold the lock for as long). Up to
+// kMostKeptOut at once; any thread (lock-free, since the forked child reads
+// the list while another thread may have held any lock at the fork).
+inline constexpr int kMostKeptOut = 8;
+// False when the list is full: the descriptor then reaches the child.
+bool KeepOutOfJobUserProcesses(int descriptor);
+void AllowIntoJobUserProcesses(int descriptor);
+
 }  // namespace sray::spank

@@ -6,6 +6,7 @@
 
 #include <thread>
 
+#include "job_user_process.h"
 #include "jobsetup/step_record.h"
 
 namespace sray::spank {
@@ -21,6 +22,14 @@ int OpenStamp(const std::filesystem::path& directory) {
 }
 
 }  // namespace
+
+StepEndSweepGate::StepEndSweepGate(int descriptor) : descriptor_(descriptor) {
+  (void)KeepOutOfJobUserProcesses(descriptor);
+}
+
+StepEndSweepGate::~StepEndSweepGate() {
+  AllowIntoJobUserProcesses(descriptor_.get());
+}
 
 std::unique_ptr<StepEndSweepGate> StepEndSweepGate::Enter(
     const std::filesystem::path& directory, std::chrono::system_clock::time_point now) {

@@ -43,9 +43,14 @@ class StepEndSweepGate {
 
   // Records how the sweep ended; the lock goes with the gate.
   void Record(bool left_something);
+  ~StepEndSweepGate();
+  StepEndSweepGate(const StepEndSweepGate&) = delete;
+  StepEndSweepGate& operator=(const StepEndSweepGate&) = delete;
 
  private:
-  explicit StepEndSweepGate(int descriptor) : descriptor_(descriptor) {}
+  // The lock stays out of the processes that work as the job user meanwhile
+  // (RunAsJobUser): one that hung would hold it on.
+  explicit StepEndSweepGate(int descriptor);
   FileDescriptor descriptor_;
 };
 

@@ -7,9 +7,12 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <string>
+#include <thread>
 
+#include "job_user_process.h"
 #include "jobsetup/step_record.h"
 
 namespace sray::spank {
@@ -85,6 +88,36 @@ TEST_F(StepEndSweepGateTest, TheStampIsNotTakenForAStepRecord) {
   auto stale = jobsetup::FindStaleStepRecords(directory_);
   ASSERT_TRUE(stale.ok()) << stale.status().message();
   EXPECT_TRUE(stale->empty()) << "the sweep would drop its own stamp as a corrupt record";
+}
+
+// Before: the child that works as the job user is forked under the gate
+// and inherited the flock's descriptor; one stuck in a hung tmpdir held the
+// lock after the gate was gone, and every sray step's start on the node
+// waited 25 s for it.
+TEST_F(StepEndSweepGateTest, AJobUserProcessStartedUnderTheGateDoesNotHoldItAfterwards) {
+  auto held = StepEndSweepGate::Hold(directory_, std::chrono::steady_clock::now() + seconds(1));
+  ASSERT_NE(held, nullptr);
+  const std::filesystem::path started = directory_ / "child-started";
+  auto child = std::async(std::launch::async, [&started] {
+    return RunAsJobUser(
+        {.uid = ::getuid(), .gid = ::getgid(), .groups = {}},
+        [&started] {
+          std::ofstream(started) << "x";
+          std::this_thread::sleep_for(std::chrono::seconds(3));  // a hung file system
+          return std::string();
+        },
+        std::chrono::seconds(10));
+  });
+  const auto give_up = std::chrono::steady_clock::now() + seconds(5);
+  while (!std::filesystem::exists(started) && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(std::filesystem::exists(started));
+  held.reset();
+  EXPECT_NE(StepEndSweepGate::Hold(directory_, std::chrono::steady_clock::now() + seconds(1)),
+            nullptr)
+      << "the lock went with the gate, though the job user's process still runs";
+  EXPECT_TRUE(child.get().ok());
 }
 
 }  // namespace
