@@ -1,7 +1,8 @@
 #include "envs/pack.h"
 
+#include <fcntl.h>
 #include <openssl/evp.h>
-#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/file_descriptor.h"
 #include "common/whole_number.h"
 #include "envs/lock.h"
 #include "envs/readers.h"
@@ -177,19 +179,30 @@ class RemovedUnlessKept {
   bool kept_ = false;
 };
 
-// The staging directories of unpacks beside `target` whose process no
-// longer runs. A pid that runs again (reused) keeps its directory: only
-// certainty removes.
+// An unpack holds an flock on its staging directory while it works: the
+// lock, unlike a pid, also says "in use" for an unpack on another host
+// sharing the file system, or in another pid namespace.
+FileDescriptor LockStaging(const fs::path& staging) {
+  FileDescriptor directory(
+      ::open(staging.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (directory.get() >= 0 && ::flock(directory.get(), LOCK_EX | LOCK_NB) != 0)
+    return FileDescriptor(-1);
+  return directory;
+}
+
+// The staging directories of unpacks beside `target` that nobody holds:
+// theirs was killed (SIGKILL, which nothing in the process can handle).
 void RemoveStagingOfEndedUnpacks(const fs::path& target) {
   const std::string prefix = "." + target.filename().string() + ".unpacking.";
   std::error_code error;
   for (fs::directory_iterator it(target.parent_path(), error), end; !error && it != end;
        it.increment(error)) {
     const std::string name = it->path().filename().string();
-    if (!name.starts_with(prefix)) continue;
-    const auto pid = WholeNumber<pid_t>(std::string_view(name).substr(prefix.size()));
-    if (!pid || *pid <= 0 || *pid == ::getpid()) continue;
-    if (::kill(*pid, 0) == 0 || errno != ESRCH) continue;
+    if (!name.starts_with(prefix) ||
+        !WholeNumber<pid_t>(std::string_view(name).substr(prefix.size())))
+      continue;
+    const FileDescriptor held = LockStaging(it->path());
+    if (held.get() < 0) continue;  // in use, or not a directory
     std::error_code ignored;
     fs::remove_all(it->path(), ignored);
   }
@@ -324,6 +337,7 @@ Result<PackSummary> Unpack(const fs::path& pack, const fs::path& target_argument
   fs::remove_all(staging, error);
   fs::create_directories(staging, error);
   if (error) return Status::IoError("cannot create " + staging.string() + ": " + error.message());
+  const FileDescriptor staging_lock = LockStaging(staging);
   auto fail = [&](Status status) {
     std::error_code ignored;
     fs::remove_all(staging, ignored);

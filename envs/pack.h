@@ -48,10 +48,10 @@ struct UnpackProgress {
   std::uint64_t bytes = 0;
 };
 using UnpackObserver = std::function<void(const UnpackProgress&)>;
-// Unpacks into .TARGET.unpacking.PID beside TARGET and renames it once
-// whole; a failed or interrupted unpack removes it, and the next unpack
-// beside TARGET removes those of processes that no longer run (killed
-// with SIGKILL, which nothing in the process can handle).
+// Unpacks into .TARGET.unpacking.PID beside TARGET, holding an flock on
+// it, and renames it once whole; a failed or interrupted unpack removes it,
+// and the next unpack beside TARGET removes those nobody holds (their
+// unpack was killed with SIGKILL, which nothing in the process can handle).
 Result<PackSummary> Unpack(const std::filesystem::path& pack, const std::filesystem::path& target,
                            const UnpackObserver& observer = {},
                            const Interrupted& interrupted = {});

@@ -25,7 +25,7 @@ bool DriverAlive(const dashboard::JobsFileContent& job, const std::filesystem::p
     return ::kill(static_cast<pid_t>(job.pid), 0) == 0 || errno == EPERM;
   }
   if (job.head_hostname == HostName()) return true;
-  if (AskSlurmAbout(job.job_id) != SlurmJobState::kEnded) return true;
+  if (AskSlurmAbout(job.job_id, job.cluster) != SlurmJobState::kEnded) return true;
   dashboard::RemoveJobsFile(home, job.job_id, job.step_id);
   return false;
 }

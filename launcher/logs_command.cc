@@ -305,14 +305,17 @@ std::optional<std::filesystem::path> ChooseCopy(const std::filesystem::path& log
     exit_code = 1;
     return std::nullopt;
   }
-  std::cout << (wanted.empty() || !matching.empty()
-                    ? "several jobs' logs are kept in " + log_dir.string() +
-                          "; give one: sray logs JOB.STEP --log-dir " + log_dir.string()
+  // Which job is meant is unclear either way: the list goes with the error
+  // (standard output may be captured as the log).
+  std::cerr << (wanted.empty() || !matching.empty()
+                    ? "sray: logs: several jobs' logs are kept in " + log_dir.string() +
+                          ": name one, sray logs JOB.STEP --log-dir " + log_dir.string() +
+                          ", from these:"
                     : "sray: logs: no logs of job " + wanted + " in " + log_dir.string() +
-                          "; kept there:")
+                          ": name one of those kept there:")
             << "\n";
-  for (const auto& name : matching.empty() ? kept : matching) std::cout << "  " << name << "\n";
-  exit_code = wanted.empty() || !matching.empty() ? 0 : 1;
+  for (const auto& name : matching.empty() ? kept : matching) std::cerr << "  " << name << "\n";
+  exit_code = 1;
   return std::nullopt;
 }
 

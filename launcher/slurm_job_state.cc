@@ -11,6 +11,7 @@
 #include <array>
 #include <cerrno>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 
 #include "common/executable_search.h"
@@ -43,17 +44,28 @@ SlurmJobState ReadSqueueAnswer(const std::vector<std::string>& states, int statu
   return SlurmJobState::kEnded;
 }
 
-SlurmJobState AskSlurmAbout(const std::string& job_id, std::chrono::milliseconds limit) {
-  if (!IsSlurmJobId(job_id)) return SlurmJobState::kUnknown;
+namespace {
+
+// What a command printed and how it ended; nothing when it could not be
+// started, did not end within `limit` (then killed), or was not waited for.
+struct CommandAnswer {
+  int status = 0;
+  std::string output;
+  std::string errors;
+};
+
+std::optional<CommandAnswer> RunAndRead(const std::string& program_name,
+                                        std::vector<std::string> arguments,
+                                        std::chrono::milliseconds limit) {
   const char* path = std::getenv("PATH");
-  const auto squeue = FindExecutableOnPath("squeue", path != nullptr ? path : "/usr/bin:/bin");
-  if (!squeue) return SlurmJobState::kUnknown;
+  const auto program = FindExecutableOnPath(program_name, path != nullptr ? path : "/usr/bin:/bin");
+  if (!program) return std::nullopt;
   int out[2] = {-1, -1};
   int err[2] = {-1, -1};
-  if (::pipe2(out, O_CLOEXEC) != 0) return SlurmJobState::kUnknown;
+  if (::pipe2(out, O_CLOEXEC) != 0) return std::nullopt;
   FileDescriptor out_read(out[0]);
   FileDescriptor out_write(out[1]);
-  if (::pipe2(err, O_CLOEXEC) != 0) return SlurmJobState::kUnknown;
+  if (::pipe2(err, O_CLOEXEC) != 0) return std::nullopt;
   FileDescriptor err_read(err[0]);
   FileDescriptor err_write(err[1]);
   posix_spawn_file_actions_t actions;
@@ -61,20 +73,19 @@ SlurmJobState AskSlurmAbout(const std::string& job_id, std::chrono::milliseconds
   ::posix_spawn_file_actions_adddup2(&actions, out_write.get(), STDOUT_FILENO);
   ::posix_spawn_file_actions_adddup2(&actions, err_write.get(), STDERR_FILENO);
   ::posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  std::string program = squeue->string();
-  std::string jobs = "--jobs=" + job_id;
-  std::array<char*, 6> argv = {program.data(), const_cast<char*>("--noheader"),
-                               jobs.data(),    const_cast<char*>("--format=%T"),
-                               nullptr,        nullptr};
+  std::string program_path = program->string();
+  std::vector<char*> argv = {program_path.data()};
+  for (std::string& argument : arguments) argv.push_back(argument.data());
+  argv.push_back(nullptr);
   pid_t pid = -1;
-  const int spawned = ::posix_spawn(&pid, program.c_str(), &actions, nullptr, argv.data(), environ);
+  const int spawned =
+      ::posix_spawn(&pid, program_path.c_str(), &actions, nullptr, argv.data(), environ);
   ::posix_spawn_file_actions_destroy(&actions);
   out_write = FileDescriptor(-1);
   err_write = FileDescriptor(-1);
-  if (spawned != 0) return SlurmJobState::kUnknown;
+  if (spawned != 0) return std::nullopt;
 
-  std::string output;
-  std::string errors;
+  CommandAnswer answer;
   const auto deadline = std::chrono::steady_clock::now() + limit;
   bool timed_out = false;
   while (out_read.get() >= 0 || err_read.get() >= 0) {
@@ -87,11 +98,14 @@ SlurmJobState AskSlurmAbout(const std::string& job_id, std::chrono::milliseconds
     std::array<pollfd, 2> waits = {pollfd{.fd = out_read.get(), .events = POLLIN, .revents = 0},
                                    pollfd{.fd = err_read.get(), .events = POLLIN, .revents = 0}};
     const int ready = ::poll(waits.data(), waits.size(), static_cast<int>(left.count()));
-    if (ready < 0 && errno != EINTR) break;
+    if (ready < 0 && errno != EINTR) {
+      timed_out = true;  // no answer to trust, and squeue must not be waited for
+      break;
+    }
     for (std::size_t index = 0; index < waits.size(); ++index) {
       if (waits[index].revents == 0) continue;
       FileDescriptor& source = index == 0 ? out_read : err_read;
-      std::string& text = index == 0 ? output : errors;
+      std::string& text = index == 0 ? answer.output : answer.errors;
       char buffer[4096];
       const ssize_t got = ::read(source.get(), buffer, sizeof(buffer));
       if (got > 0 && text.size() < (64u << 10)) text.append(buffer, static_cast<std::size_t>(got));
@@ -100,13 +114,51 @@ SlurmJobState AskSlurmAbout(const std::string& job_id, std::chrono::milliseconds
   }
   if (timed_out) ::kill(pid, SIGKILL);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  pid_t reaped = -1;
+  do {
+    reaped = ::waitpid(pid, &status, 0);
+  } while (reaped < 0 && errno == EINTR);
+  // A failed wait (SIGCHLD ignored by whoever started sray: ECHILD) leaves
+  // no exit status to read an "ended" from.
+  if (reaped != pid || timed_out || !WIFEXITED(status)) return std::nullopt;
+  answer.status = WEXITSTATUS(status);
+  return answer;
+}
+
+// This machine's cluster as its Slurm configuration names it; empty when
+// unknown.
+std::string LocalClusterName(std::chrono::milliseconds limit) {
+  const auto answer = RunAndRead("scontrol", {"show", "config"}, limit);
+  if (!answer || answer->status != 0) return {};
+  std::istringstream lines(answer->output);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with("ClusterName ")) continue;
+    const auto equals = line.find('=');
+    if (equals == std::string::npos) return {};
+    const auto first = line.find_first_not_of(' ', equals + 1);
+    return first == std::string::npos ? std::string() : line.substr(first);
   }
-  if (timed_out || !WIFEXITED(status)) return SlurmJobState::kUnknown;
+  return {};
+}
+
+}  // namespace
+
+SlurmJobState AskSlurmAbout(const std::string& job_id, const std::string& cluster,
+                            std::chrono::milliseconds limit) {
+  if (!IsSlurmJobId(job_id)) return SlurmJobState::kUnknown;
+  const auto answer =
+      RunAndRead("squeue", {"--noheader", "--jobs=" + job_id, "--format=%T"}, limit);
+  if (!answer) return SlurmJobState::kUnknown;
   std::vector<std::string> states;
-  std::istringstream lines(output);
+  std::istringstream lines(answer->output);
   for (std::string line; std::getline(lines, line);) states.push_back(line);
-  return ReadSqueueAnswer(states, WEXITSTATUS(status), errors);
+  const SlurmJobState state = ReadSqueueAnswer(states, answer->status, answer->errors);
+  // A home shared by several clusters: this controller's "ended" may be
+  // about another cluster's job of the same number.
+  if (state == SlurmJobState::kEnded && !cluster.empty() && LocalClusterName(limit) != cluster) {
+    return SlurmJobState::kUnknown;
+  }
+  return state;
 }
 
 }  // namespace sray::launcher

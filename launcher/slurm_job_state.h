@@ -5,7 +5,7 @@
 // another node outlives the job when that node crashed (nothing ran there
 // to remove it), and only Slurm can tell such a job from a running one.
 //
-// Thread-safety: starts and waits for a child process; call from one
+// Thread-safety: starts and waits for child processes; call from one
 // thread at a time (the subcommands have one).
 
 #include <chrono>
@@ -27,8 +27,11 @@ SlurmJobState ReadSqueueAnswer(const std::vector<std::string>& states, int statu
                                std::string_view errors);
 
 // Asks `squeue` on PATH about `job_id` (numeric; anything else is kUnknown),
-// waiting at most `limit`.
-SlurmJobState AskSlurmAbout(const std::string& job_id,
+// waiting at most `limit` for each command. `cluster` is the job's cluster
+// (SLURM_CLUSTER_NAME, as its jobs file recorded it): an "ended" counts only
+// when it names this machine's cluster (`scontrol show config`), since one
+// home may serve several clusters whose job numbers overlap.
+SlurmJobState AskSlurmAbout(const std::string& job_id, const std::string& cluster,
                             std::chrono::milliseconds limit = std::chrono::seconds(5));
 
 }  // namespace sray::launcher

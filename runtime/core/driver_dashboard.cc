@@ -206,6 +206,13 @@ std::vector<dashboard::TrainingRunSnapshot> TrainingSnapshot() {
   return runs;
 }
 
+// The Slurm cluster this step runs on (slurmstepd sets it in every task's
+// environment); empty under `sray run`.
+std::string ClusterName() {
+  const char* name = std::getenv("SLURM_CLUSTER_NAME");
+  return name != nullptr ? name : "";
+}
+
 }  // namespace
 
 bool DashboardWanted() {
@@ -310,7 +317,8 @@ std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnviro
                                        .url = result->server->Url(),
                                        .token = *token,
                                        .head_hostname = host,
-                                       .pid = static_cast<long>(::getpid())});
+                                       .pid = static_cast<long>(::getpid()),
+                                       .cluster = ClusterName()});
   std::string where_token;
   if (jobs_file.ok()) {
     result->jobs_file = std::move(jobs_file).value();

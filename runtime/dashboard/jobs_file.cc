@@ -49,7 +49,8 @@ Result<std::unique_ptr<JobsFile>> JobsFile::Write(const std::filesystem::path& h
                                           {"url", content.url},
                                           {"token", content.token},
                                           {"head_hostname", content.head_hostname},
-                                          {"pid", content.pid}}
+                                          {"pid", content.pid},
+                                          {"cluster", content.cluster}}
                                .dump(2) +
                            "\n";
   if (Status written = WritePrivateFile(path, text); !written.ok()) return written;
@@ -96,6 +97,7 @@ std::vector<JobsFileContent> ListJobs(const std::filesystem::path& home) {
     content.url = text("url");
     content.token = text("token");
     content.head_hostname = text("head_hostname");
+    content.cluster = text("cluster");
     const auto pid = json.find("pid");
     content.pid = pid != json.end() && pid->is_number_integer() ? pid->get<long>() : 0L;
     if (content.job_id.empty() || content.url.empty() || content.token.empty()) continue;

@@ -25,6 +25,9 @@ struct JobsFileContent {
   std::string token;
   std::string head_hostname;
   long pid = 0;
+  // The Slurm cluster's name (SLURM_CLUSTER_NAME), empty under `sray run`:
+  // tells apart jobs of the same number on clusters that share a home.
+  std::string cluster;
 };
 
 // This process's user's home: $HOME when absolute, else the password

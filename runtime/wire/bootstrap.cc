@@ -14,6 +14,7 @@
 #include <optional>
 #include <sstream>
 #include <string_view>
+#include <system_error>
 
 #include "common/log.h"
 #include "common/process_stat.h"
@@ -155,12 +156,18 @@ Result<std::unique_ptr<WiredJob>> WireUp(const WireUpOptions& options) {
   // both changes they would make are made here first.
   PmixClient::PrepareEnvironment();
   transport::SetUcxEnvironmentDefaults();
-  auto making_worker =
-      std::async(std::launch::async, [&options]() -> Result<std::shared_ptr<transport::UcxWorker>> {
-        auto context = transport::UcxContext::Create(options.keepalive_interval);
-        if (!context.ok()) return context.status();
-        return transport::UcxWorker::Create(*context);
-      });
+  const auto make_worker = [&options]() -> Result<std::shared_ptr<transport::UcxWorker>> {
+    auto context = transport::UcxContext::Create(options.keepalive_interval);
+    if (!context.ok()) return context.status();
+    return transport::UcxWorker::Create(*context);
+  };
+  std::future<Result<std::shared_ptr<transport::UcxWorker>>> making_worker;
+  try {
+    making_worker = std::async(std::launch::async, make_worker);
+  } catch (const std::system_error&) {
+    // No thread to be had (a process or thread limit): one after the other.
+    making_worker = std::async(std::launch::deferred, make_worker);
+  }
   auto pmix = PmixClient::Connect();
   if (!pmix.ok()) return pmix.status();
   job->pmix = std::move(pmix).value();

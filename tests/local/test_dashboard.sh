@@ -286,6 +286,15 @@ grep -q "^greeter starts with 'hello'$" "$WORK/kept-actor.out" ||
   fail "the kept log of the restarted greeter lacks its start: $(cat "$WORK/kept-actor.out")"
 logged=$(cat "$kept"/node-*/worker-*.log | grep -c '^twice(' || true)
 [ "$logged" -eq 20 ] || fail "the kept logs hold $logged of the 20 lines"
+# A second job's copy beside it: with none named, logs fails and lists both
+# on standard error (before: on standard output, with status 0).
+mkdir -p "$WORK/kept/$second.0/node-0"
+status=0
+"$SRAY" logs --log-dir "$WORK/kept" >"$WORK/kept-both.out" 2>"$WORK/kept-both.err" || status=$?
+[ "$status" -eq 1 ] && [ ! -s "$WORK/kept-both.out" ] &&
+  grep -q "^sray: logs: several jobs' logs are kept in $WORK/kept: name one" "$WORK/kept-both.err" &&
+  grep -q "^  $first.0$" "$WORK/kept-both.err" && grep -q "^  $second.0$" "$WORK/kept-both.err" ||
+  fail "sray logs --log-dir with two copies and none named: status $status, out: $(cat "$WORK/kept-both.out"), err: $(cat "$WORK/kept-both.err")"
 echo "ok: log_dir keeps every node's logs and the actors, private, read by sray logs --log-dir"
 status=0
 "$SRAY" status >"$WORK/status-none.out" 2>&1 || status=$?

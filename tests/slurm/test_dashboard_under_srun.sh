@@ -109,13 +109,17 @@ echo "ok: a killed driver's jobs file goes with its step"
 # removed by hand. They now ask Slurm: the ended job's file is removed, a
 # running (here pending or running) job's stays listed. Two steps of the
 # running job, so that `sray status` lists them rather than reach one.
+# squeue lists the killed step's job while it is still completing.
+for attempt in $(seq 100); do [ -z "$(squeue -h -j "$killed" 2>/dev/null)" ] && break; sleep 0.1; done
 running=$(as_user sbatch --parsable -N1 -o /dev/null --wrap 'sleep 120')
 trap 'scancel "$running" 2>/dev/null || true; rm -f "$JOBS/$running".*.json; rm -rf "$WORK"' EXIT
-for fake in "$killed 0 ended" "$running 0 running" "$running 1 running"; do
-  read -r fake_job fake_step fake_state <<<"$fake"
+# One home may serve several clusters: an ended job of this cluster's
+# number recorded for another cluster is not this cluster's to judge.
+for fake in "$killed 0 ended sray" "$killed 1 elsewhere other" "$running 0 running sray" "$running 1 running sray"; do
+  read -r fake_job fake_step fake_state fake_cluster <<<"$fake"
   cat >"$JOBS/$fake_job.$fake_step.json" <<JSON
 {"job_id": "$fake_job", "step_id": "$fake_step", "url": "http://127.0.0.1:9/", "token": "t",
- "head_hostname": "crashed-head-$fake_state", "pid": 1}
+ "head_hostname": "crashed-head-$fake_state", "pid": 1, "cluster": "$fake_cluster"}
 JSON
   chown "$SRAY_TEST_USER" "$JOBS/$fake_job.$fake_step.json"
   chmod 600 "$JOBS/$fake_job.$fake_step.json"
@@ -124,9 +128,12 @@ as_user sray status >"$WORK/crashed.out" 2>&1 || fail "sray status failed: $(cat
 grep -q "^  $running.0 .*crashed-head-running" "$WORK/crashed.out" &&
   grep -q "^  $running.1 .*crashed-head-running" "$WORK/crashed.out" ||
   fail "a running job's files are not listed: $(cat "$WORK/crashed.out")"
+grep -q "^  $killed.1 .*crashed-head-elsewhere" "$WORK/crashed.out" ||
+  fail "another cluster's job was judged by this one: $(cat "$WORK/crashed.out")"
 ! grep -q "crashed-head-ended" "$WORK/crashed.out" || fail "an ended job is listed: $(cat "$WORK/crashed.out")"
 [ ! -e "$JOBS/$killed.0.json" ] || fail "the ended job's jobs file was not removed"
 [ -e "$JOBS/$running.0.json" ] || fail "the running job's jobs file was removed"
+rm -f "$JOBS/$killed.1.json"
 scancel "$running"
 rm -f "$JOBS/$running".*.json
 echo "ok: the jobs file of an ended job whose head crashed is dropped; a running job's stays"

@@ -649,7 +649,8 @@ TEST(JobsFile, IsPrivateToTheUserAndGoesWithTheStep) {
                                                       .url = "http://127.0.0.1:5/",
                                                       .token = "abc",
                                                       .head_hostname = "n1",
-                                                      .pid = 42});
+                                                      .pid = 42,
+                                                      .cluster = "sray"});
     ASSERT_TRUE(file.ok()) << file.status().message();
     path = (*file)->path();
     EXPECT_EQ(path, home / ".sray" / "jobs" / "77.1.json");
@@ -662,15 +663,20 @@ TEST(JobsFile, IsPrivateToTheUserAndGoesWithTheStep) {
     const auto json = nlohmann::json::parse(input);
     EXPECT_EQ(json["token"], "abc");
     EXPECT_EQ(json["url"], "http://127.0.0.1:5/");
+    ASSERT_EQ(ListJobs(home).size(), 1U);
+    EXPECT_EQ(ListJobs(home).front().cluster, "sray") << "read back as written";
   }
   EXPECT_FALSE(std::filesystem::exists(path));
   // A jobs directory others can enter is refused, not used.
   std::filesystem::permissions(home / ".sray" / "jobs", std::filesystem::perms::others_exec,
                                std::filesystem::perm_options::add);
-  auto refused = JobsFile::Write(
-      home,
-      JobsFileContent{
-          .job_id = "77", .step_id = "2", .url = "", .token = "", .head_hostname = "", .pid = 0});
+  auto refused = JobsFile::Write(home, JobsFileContent{.job_id = "77",
+                                                       .step_id = "2",
+                                                       .url = "",
+                                                       .token = "",
+                                                       .head_hostname = "",
+                                                       .pid = 0,
+                                                       .cluster = ""});
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("not a directory private to this user"),
             std::string::npos);

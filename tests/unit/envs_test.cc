@@ -1,6 +1,7 @@
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -507,25 +508,25 @@ TEST_F(EnvsTest, AnInterruptedPackLeavesNoPartialFileAndKeepsTheEarlierPack) {
 }
 
 // A SIGKILLed unpack leaves its staging directory: the next unpack beside
-// the same target removes it, but never one whose process still runs.
+// the same target removes it, but never one that another unpack holds (it
+// may run on another host that shares the file system).
 TEST_F(EnvsTest, AnUnpackRemovesTheStagingLeftByAKilledUnpack) {
   AddRelocatableFiles(prefix_);
   ASSERT_TRUE(Pack(prefix_, root_ / "train.pack").ok());
-  const pid_t ended = ::fork();
-  ASSERT_GE(ended, 0);
-  if (ended == 0) ::_exit(0);
-  int status = 0;
-  ASSERT_EQ(::waitpid(ended, &status, 0), ended);
-  const fs::path killed = root_ / (".t.unpacking." + std::to_string(ended));
-  const fs::path running = root_ / (".t.unpacking." + std::to_string(::getppid()));
-  const fs::path other_target = root_ / (".u.unpacking." + std::to_string(ended));
+  const fs::path killed = root_ / ".t.unpacking.4242";
+  const fs::path running = root_ / ".t.unpacking.4343";
+  const fs::path other_target = root_ / ".u.unpacking.4242";
   for (const fs::path& directory : {killed, running, other_target}) {
     fs::create_directories(directory / "lib");
     Write(directory / "lib" / "half-written", "x");
   }
+  const int held = ::open(running.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX), 0) << "as the unpack working there holds it";
   ASSERT_TRUE(Unpack(root_ / "train.pack", root_ / "t").ok());
-  EXPECT_FALSE(fs::exists(killed)) << "its process has ended";
-  EXPECT_TRUE(fs::exists(running)) << "its process still runs";
+  ::close(held);
+  EXPECT_FALSE(fs::exists(killed)) << "nobody held it";
+  EXPECT_TRUE(fs::exists(running)) << "its unpack still works there";
   EXPECT_TRUE(fs::exists(other_target)) << "another target's";
 }
 

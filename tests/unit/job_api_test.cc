@@ -10,7 +10,13 @@ namespace sray::launcher {
 namespace {
 
 dashboard::JobsFileContent JobAt(const std::string& url, const std::string& head) {
-  return {.job_id = "7", .step_id = "0", .url = url, .token = "t", .head_hostname = head, .pid = 1};
+  return {.job_id = "7",
+          .step_id = "0",
+          .url = url,
+          .token = "t",
+          .head_hostname = head,
+          .pid = 1,
+          .cluster = ""};
 }
 
 // dashboard=0.0.0.0:P: the jobs file said http://0.0.0.0:P/, which on a
@@ -57,9 +63,9 @@ TEST(SlurmJobState, SqueueAnswersTellARunningJobFromAnEndedOne) {
 }
 
 TEST(SlurmJobState, OnlySlurmJobIdsAreAskedAbout) {
-  EXPECT_EQ(AskSlurmAbout("local123-4f00ba11"), SlurmJobState::kUnknown);
-  EXPECT_EQ(AskSlurmAbout(""), SlurmJobState::kUnknown);
-  EXPECT_EQ(AskSlurmAbout("12; rm -rf /"), SlurmJobState::kUnknown);
+  EXPECT_EQ(AskSlurmAbout("local123-4f00ba11", ""), SlurmJobState::kUnknown);
+  EXPECT_EQ(AskSlurmAbout("", ""), SlurmJobState::kUnknown);
+  EXPECT_EQ(AskSlurmAbout("12; rm -rf /", ""), SlurmJobState::kUnknown);
 }
 
 }  // namespace
