@@ -6,10 +6,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <thread>
 
@@ -36,8 +38,8 @@ bool WriteAll(int fd, const std::string& bytes) {
   return true;
 }
 
-[[noreturn]] void RunChild(const JobUser& user, const std::function<std::string()>& work,
-                           int answer_fd) {
+[[noreturn]] void RunChild(const JobUser& user, const JobUserWork& work, int answer_fd,
+                           int told_fd) {
   for (const auto& slot : kept_out) {
     if (const int kept = slot.load(); kept > 0) close(kept - 1);
   }
@@ -48,13 +50,34 @@ bool WriteAll(int fd, const std::string& bytes) {
       already_user || (setgroups(user.groups.size(), user.groups.data()) == 0 &&
                        setgid(user.gid) == 0 && setuid(user.uid) == 0);
   if (!became_user) _exit(kCannotBecomeUser);
+  // Each told text: its length (4 bytes, this machine's order), then it.
+  const TellCaller tell = [told_fd](const std::string& text) {
+    const auto length = static_cast<std::uint32_t>(text.size());
+    std::string framed(reinterpret_cast<const char*>(&length), sizeof(length));
+    framed += text;
+    (void)WriteAll(told_fd, framed);
+  };
   std::string answer;
   try {
-    answer = work();
+    answer = work(tell);
   } catch (...) {
     _exit(kWorkThrew);
   }
   _exit(WriteAll(answer_fd, answer) ? 0 : kCannotAnswer);
+}
+
+// Passes each whole told text in `pending` to `heard`, keeping the rest.
+void PassOnTold(std::string& pending, const std::function<void(const std::string&)>& heard) {
+  std::size_t start = 0;
+  for (;;) {
+    std::uint32_t length = 0;
+    if (pending.size() - start < sizeof(length)) break;
+    std::memcpy(&length, pending.data() + start, sizeof(length));
+    if (pending.size() - start - sizeof(length) < length) break;
+    if (heard) heard(pending.substr(start + sizeof(length), length));
+    start += sizeof(length) + length;
+  }
+  pending.erase(0, start);
 }
 
 }  // namespace
@@ -76,48 +99,100 @@ void AllowIntoJobUserProcesses(int descriptor) {
 
 Result<std::string> RunAsJobUser(const JobUser& user, const std::function<std::string()>& work,
                                  std::optional<std::chrono::milliseconds> deadline) {
+  return RunAsJobUser(user, [&work](const TellCaller&) { return work(); }, deadline, {});
+}
+
+Result<std::string> RunAsJobUser(const JobUser& user, const JobUserWork& work,
+                                 std::optional<std::chrono::milliseconds> deadline,
+                                 const std::function<void(const std::string&)>& heard) {
   const auto give_up_at = deadline ? std::chrono::steady_clock::now() + *deadline
                                    : std::chrono::steady_clock::time_point::max();
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return Status::FromErrno(errno, "cannot create a pipe");
-  const pid_t child = fork();
-  if (child < 0) {
+  int told[2];
+  if (pipe2(told, O_CLOEXEC) != 0) {
     const int error = errno;
     close(fds[0]);
     close(fds[1]);
+    return Status::FromErrno(error, "cannot create a pipe");
+  }
+  const pid_t child = fork();
+  if (child < 0) {
+    const int error = errno;
+    for (const int fd : {fds[0], fds[1], told[0], told[1]}) close(fd);
     return Status::FromErrno(error, "cannot fork a process for the job user");
   }
   if (child == 0) {
     close(fds[0]);
-    RunChild(user, work, fds[1]);
+    close(told[0]);
+    RunChild(user, work, fds[1], told[1]);
   }
   close(fds[1]);
+  close(told[1]);
   std::string answer;
+  std::string told_pending;
   char buffer[16384];
   Status read_status;
   bool timed_out = false;
-  for (;;) {
-    if (deadline) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          give_up_at - std::chrono::steady_clock::now());
-      pollfd readable{.fd = fds[0], .events = POLLIN, .revents = 0};
-      const int ready = left.count() > 0 ? poll(&readable, 1, static_cast<int>(left.count())) : 0;
-      if (ready < 0 && errno == EINTR) continue;
-      if (ready <= 0) {
-        if (ready < 0)
-          read_status = Status::FromErrno(errno, "cannot wait for the job user's process");
-        timed_out = ready == 0;
-        kill(child, SIGKILL);
-        break;
-      }
+  int answer_fd = fds[0];
+  int told_fd = told[0];
+  // Until the answer's end: told texts arrive before it, and a child that
+  // ends closes both.
+  while (answer_fd >= 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        give_up_at - std::chrono::steady_clock::now());
+    std::array<pollfd, 2> readable = {pollfd{.fd = answer_fd, .events = POLLIN, .revents = 0},
+                                      pollfd{.fd = told_fd, .events = POLLIN, .revents = 0}};
+    const int wait_ms = !deadline ? -1 : static_cast<int>(std::max<std::int64_t>(left.count(), 0));
+    const int ready =
+        deadline && left.count() <= 0 ? 0 : poll(readable.data(), readable.size(), wait_ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) {
+      if (ready < 0)
+        read_status = Status::FromErrno(errno, "cannot wait for the job user's process");
+      timed_out = ready == 0;
+      kill(child, SIGKILL);
+      break;
     }
-    const ssize_t got = read(fds[0], buffer, sizeof(buffer));
+    if (told_fd >= 0 && readable[1].revents != 0) {
+      const ssize_t got = read(told_fd, buffer, sizeof(buffer));
+      if (got > 0) {
+        told_pending.append(buffer, static_cast<std::size_t>(got));
+        PassOnTold(told_pending, heard);
+      } else if (got == 0 || errno != EINTR) {
+        close(told_fd);
+        told_fd = -1;
+      }
+      continue;  // what was told before the answer is heard before it
+    }
+    if (readable[0].revents == 0) continue;
+    const ssize_t got = read(answer_fd, buffer, sizeof(buffer));
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) read_status = Status::FromErrno(errno, "cannot read the job user's process");
-    if (got <= 0) break;
+    if (got <= 0) {
+      close(answer_fd);
+      answer_fd = -1;
+      break;
+    }
     answer.append(buffer, static_cast<std::size_t>(got));
   }
-  close(fds[0]);
+  if (answer_fd >= 0) close(answer_fd);
+  if (told_fd >= 0) {
+    // Texts still in the pipe were told before the answer ended (or before
+    // the deadline): taken without waiting.
+    for (;;) {
+      pollfd rest{.fd = told_fd, .events = POLLIN, .revents = 0};
+      const int ready = poll(&rest, 1, 0);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) break;
+      const ssize_t got = read(told_fd, buffer, sizeof(buffer));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;
+      told_pending.append(buffer, static_cast<std::size_t>(got));
+      PassOnTold(told_pending, heard);
+    }
+    close(told_fd);
+  }
   int wait_status = 0;
   // Killed for its deadline, a child stuck in the kernel (a hung file
   // system) may not go at once: waited for a second, then left to init's

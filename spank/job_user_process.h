@@ -34,6 +34,19 @@ struct JobUser {
 Result<std::string> RunAsJobUser(const JobUser& user, const std::function<std::string()>& work,
                                  std::optional<std::chrono::milliseconds> deadline = std::nullopt);
 
+// Work that may tell its caller something before it answers (`tell`): each
+// text reaches `heard` on the caller's thread, whole and in order, before
+// the call returns, even when the work then fails or passes the deadline
+// (`heard` must not throw). A step's node is
+// recorded this way as soon as its session directory exists, while its
+// environment is still being staged: a slurmstepd that dies meanwhile
+// leaves a record for the sweep (spank/crashed_steps).
+using TellCaller = std::function<void(const std::string& text)>;
+using JobUserWork = std::function<std::string(const TellCaller& tell)>;
+Result<std::string> RunAsJobUser(const JobUser& user, const JobUserWork& work,
+                                 std::optional<std::chrono::milliseconds> deadline,
+                                 const std::function<void(const std::string& text)>& heard);
+
 // Descriptors a job user's process closes first thing: a lock the caller
 // holds (an flock goes with every copy of its descriptor, so a child that
 // hung in a file system would hold the lock for as long). Up to

@@ -148,12 +148,13 @@ bool SweepCrashedSteps(
   return sweep.problems.empty();
 }
 
-// Once the node is prepared: the record that lets a later step clean up
-// should this slurmstepd die before the step's teardown here.
-void RecordStep(const jobsetup::NodeSetup& setup, const std::string& job_id,
+// As soon as the node's session directory exists, and again once the node
+// is prepared: the record that lets a later step clean up should this
+// slurmstepd die before the step's teardown here. True when it was written.
+bool RecordStep(const jobsetup::NodeSetup& setup, const std::string& job_id,
                 const std::string& step_id) {
   const PluginState& state = State();
-  if (state.record_directory.empty()) return;
+  if (state.record_directory.empty()) return false;
   // The file's name comes from the ids root read from Slurm, never from what
   // the job user's child sent back.
   if (setup.environment.job_id != job_id || setup.environment.step_id != step_id) {
@@ -162,7 +163,7 @@ void RecordStep(const jobsetup::NodeSetup& setup, const std::string& job_id,
         "(this is a bug, please report it)",
         setup.environment.job_id.c_str(), setup.environment.step_id.c_str(), job_id.c_str(),
         step_id.c_str());
-    return;
+    return false;
   }
   const jobsetup::StepRecord record{.daemon_pid = ::getpid(),
                                     .daemon_start_time = ProcessStartTime(::getpid()),
@@ -181,6 +182,7 @@ void RecordStep(const jobsetup::NodeSetup& setup, const std::string& job_id,
         record.job_id.c_str(), record.step_id.c_str(), state.record_directory.c_str(),
         written.message().c_str());
   }
+  return written.ok();
 }
 
 Status PrepareStep(spank_t handle, std::string& node_name) {
@@ -228,7 +230,7 @@ Status PrepareStep(spank_t handle, std::string& node_name) {
 
   // As the job user, so a user config file is read and the session directory
   // and staged environment are created with the user's permissions, not root's.
-  auto prepare = [&]() -> Result<jobsetup::NodeSetup> {
+  auto prepare = [&](const TellCaller& tell) -> Result<jobsetup::NodeSetup> {
     auto options = jobsetup::ResolveOptions(
         {.admin_config = state.plugstack.admin_config, .option_list = state.option_list});
     if (!options.ok()) return options.status();
@@ -263,14 +265,43 @@ Status PrepareStep(spank_t handle, std::string& node_name) {
          // scancel ends the staging process with the rest of the step
          // (the conda tool gets default signal handling, envs/create.cc).
          .interrupted = {},
-         .created = {}});
+         // Told to slurmstepd as soon as the session directory exists, so
+         // that the step is recorded while its environment is staged (which
+         // can take minutes): a slurmstepd that dies meanwhile then leaves
+         // a record for the sweep, not an unknown directory.
+         .created =
+             [&tell](const jobsetup::NodeSetup& created) {
+               tell(jobsetup::EncodeNodeSetupResult(created));
+             }});
   };
-  auto answer = RunAsJobUser(*user, [&] { return jobsetup::EncodeNodeSetupResult(prepare()); });
-  if (!answer.ok()) return answer.status();
-  auto setup = jobsetup::DecodeNodeSetupResult(*answer);
-  if (!setup.ok()) return setup.status();
+  const std::string job = std::to_string(*job_id);
+  const std::string step = std::to_string(*step_id);
+  bool recorded = false;
+  std::filesystem::path early_session;
+  auto answer = RunAsJobUser(
+      *user, [&](const TellCaller& tell) { return jobsetup::EncodeNodeSetupResult(prepare(tell)); },
+      std::nullopt,
+      [&](const std::string& told) {
+        auto created = jobsetup::DecodeNodeSetupResult(told);
+        if (!created.ok()) return;
+        early_session = created->session_directory;
+        recorded = RecordStep(*created, job, step) || recorded;
+      });
+  auto setup = answer.ok() ? jobsetup::DecodeNodeSetupResult(*answer)
+                           : Result<jobsetup::NodeSetup>(answer.status());
+  if (!setup.ok()) {
+    // PrepareNode removes what it made when it fails; the record goes once
+    // the session directory has (a child that died, or a removal that
+    // failed, leaves it to the record's sweep after this slurmstepd ends).
+    if (recorded && !state.record_directory.empty() && !early_session.empty()) {
+      std::error_code error;
+      if (!std::filesystem::exists(early_session, error) && !error)
+        (void)jobsetup::RemoveStepRecord(state.record_directory, job, step);
+    }
+    return setup.status();
+  }
   state.node_setup = std::move(setup).value();
-  RecordStep(*state.node_setup, std::to_string(*job_id), std::to_string(*step_id));
+  RecordStep(*state.node_setup, job, step);
   return Status::Ok();
 }
 

@@ -3,7 +3,9 @@
 // A step's record on a node, for when nothing of the step is left to clean up
 // after it: the node crashed and came back, or its slurmstepd was killed (the
 // OOM killer, an admin's kill -9). The slurmstepd that prepares a sray step
-// writes one, as root, once the node is prepared, and removes it once the
+// writes one, as root, as soon as the node's session directory exists (while
+// its environment may still be staged), removes it when the preparation
+// failed and took its session directory away, and removes it once the
 // step's teardown on the node succeeded. A record whose daemon no longer runs
 // (its pid is gone, or runs a process that started at another time) names a
 // step whose processes, session directory and /dev/shm files nobody removed;

@@ -9,6 +9,8 @@
 #include <csignal>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace sray::spank {
 namespace {
@@ -66,6 +68,62 @@ TEST(RunAsJobUser, AChildThatDiesIsReportedWithItsSignal) {
   ASSERT_FALSE(answer.ok());
   EXPECT_NE(answer.status().message().find("died of signal 9"), std::string::npos)
       << answer.status().message();
+}
+
+// The step's node is recorded from what the work tells while it still
+// runs (a slurmstepd that dies while the environment is staged).
+TEST(RunAsJobUser, WhatTheWorkToldIsHeardInOrderBeforeTheAnswer) {
+  const std::string large(200'000, 'x');  // more than a pipe holds
+  std::vector<std::string> heard;
+  auto answer = RunAsJobUser(
+      Me(),
+      [&large](const TellCaller& tell) {
+        tell("first");
+        tell(large);
+        tell("");
+        tell("last");
+        return std::string("answer");
+      },
+      std::nullopt, [&heard](const std::string& text) { heard.push_back(text); });
+  ASSERT_TRUE(answer.ok()) << answer.status().message();
+  EXPECT_EQ(*answer, "answer");
+  ASSERT_EQ(heard.size(), 4u);
+  EXPECT_EQ(heard[0], "first");
+  EXPECT_EQ(heard[1], large);
+  EXPECT_EQ(heard[2], "");
+  EXPECT_EQ(heard[3], "last");
+}
+
+TEST(RunAsJobUser, WhatWasToldIsHeardEvenWhenTheWorkThenDies) {
+  std::vector<std::string> heard;
+  auto answer = RunAsJobUser(
+      Me(),
+      [](const TellCaller& tell) -> std::string {
+        tell("created");
+        raise(SIGKILL);
+        return "unreachable";
+      },
+      std::nullopt, [&heard](const std::string& text) { heard.push_back(text); });
+  ASSERT_FALSE(answer.ok());
+  ASSERT_EQ(heard.size(), 1u);
+  EXPECT_EQ(heard[0], "created");
+}
+
+TEST(RunAsJobUser, WhatWasToldIsHeardWhenTheWorkPassesItsDeadline) {
+  std::vector<std::string> heard;
+  auto answer = RunAsJobUser(
+      Me(),
+      [](const TellCaller& tell) -> std::string {
+        tell("created");
+        std::this_thread::sleep_for(std::chrono::seconds(30));
+        return "too late";
+      },
+      std::chrono::milliseconds(300), [&heard](const std::string& text) { heard.push_back(text); });
+  ASSERT_FALSE(answer.ok());
+  EXPECT_NE(answer.status().message().find("did not finish within 300 ms"), std::string::npos)
+      << answer.status().message();
+  ASSERT_EQ(heard.size(), 1u);
+  EXPECT_EQ(heard[0], "created");
 }
 
 // 0: refused as expected; 1: not refused, or refused with another message.
