@@ -40,8 +40,16 @@ std::optional<dashboard::JobsFileContent> ChooseJob(const std::string& wanted,
                                                     const std::string& command, int& exit_code,
                                                     SeveralJobs several) {
   const auto home = dashboard::UserHome();
+  auto listed = dashboard::ListJobs(home);
+  // A named job: only its own files are checked (a job on another host
+  // costs a question to Slurm); the others only when it is not running.
+  if (!wanted.empty()) {
+    for (const auto& job : listed) {
+      if ((JobLabel(job) == wanted || job.job_id == wanted) && DriverAlive(job, home)) return job;
+    }
+  }
   std::vector<dashboard::JobsFileContent> running;
-  for (auto& job : dashboard::ListJobs(home)) {
+  for (auto& job : listed) {
     if (DriverAlive(job, home)) running.push_back(std::move(job));
   }
   if (running.empty()) {
