@@ -34,7 +34,9 @@ constexpr std::size_t kKeyLength = 16;
 
 class CacheLock {
  public:
-  static Result<CacheLock> Acquire(const fs::path& file) {
+  // Waits for the lock; an interrupt (Ctrl-C of `sray env stage`, whose
+  // handler breaks the wait with EINTR) ends the wait.
+  static Result<CacheLock> Acquire(const fs::path& file, const Interrupted& interrupted) {
     const int descriptor = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (descriptor < 0)
       return Status::FromErrno(errno, "cannot open the environment cache lock " + file.string());
@@ -43,6 +45,11 @@ class CacheLock {
         const int error = errno;
         ::close(descriptor);
         return Status::FromErrno(error, "cannot lock " + file.string());
+      }
+      if (interrupted && interrupted()) {
+        ::close(descriptor);
+        return Status::Unavailable("waiting for the environment cache lock " + file.string() +
+                                   " was interrupted");
       }
     }
     return CacheLock(descriptor);
@@ -103,13 +110,13 @@ std::uint64_t Evict(const fs::path& cache_root, std::uint64_t limit, const fs::p
 // directory of this user that no group or other user may write (it is then
 // narrowed to 0700). The default lies in /tmp, where anyone may create
 // /tmp/sray-envs-UID first.
-Result<CacheLock> OpenCache(const fs::path& cache_argument) {
+Result<CacheLock> OpenCache(const fs::path& cache_argument, const Interrupted& interrupted) {
   std::error_code error;
   // "cache" and "cache/" name the directory itself, whose parent is made.
   fs::path cache_root = fs::absolute(cache_argument, error).lexically_normal();
   if (!cache_root.has_filename()) cache_root = cache_root.parent_path();
   SRAY_RETURN_IF_ERROR(AdoptPrivateDirectoryIn(cache_root, ::geteuid(), "environment cache"));
-  return CacheLock::Acquire(cache_root / ".lock");
+  return CacheLock::Acquire(cache_root / ".lock", interrupted);
 }
 
 Status WriteMarker(const fs::path& marker, std::uint64_t bytes) {
@@ -152,7 +159,7 @@ Result<StagedEnvironment> StagePack(const fs::path& pack, const fs::path& cache_
   auto header = InspectPack(pack);
   if (!header.ok()) return header.status();
   std::error_code error;
-  auto lock = OpenCache(cache_root);
+  auto lock = OpenCache(cache_root, interrupted);
   if (!lock.ok()) return lock.status();
 
   StagedEnvironment staged;
@@ -187,7 +194,7 @@ Result<StagedEnvironment> StageSpec(const fs::path& spec_file, const fs::path& c
   }
   auto spec = ReadSpec(spec_file);
   if (!spec.ok()) return spec.status();
-  auto lock = OpenCache(cache_root);
+  auto lock = OpenCache(cache_root, interrupted);
   if (!lock.ok()) return lock.status();
 
   std::error_code error;

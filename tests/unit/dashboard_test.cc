@@ -683,9 +683,6 @@ TEST(JobsFile, IsPrivateToTheUserAndGoesWithTheStep) {
   std::filesystem::remove_all(home);
 }
 
-// A driver started with HOME=/elsewhere wrote its jobs file there; the
-// cleanup after it was killed (slurmstepd's user child, the launcher) looked
-// in its own home, and `sray status` listed the dead job for ever.
 // A hand-edited file or another version's, a FIFO named *.json: skipped,
 // where they threw out of every tool ("unexpected error") or hung it.
 TEST(JobsFile, FilesThatAreNotJobsFilesAreSkipped) {
@@ -708,6 +705,9 @@ TEST(JobsFile, FilesThatAreNotJobsFilesAreSkipped) {
   std::filesystem::remove_all(home);
 }
 
+// A driver started with HOME=/elsewhere wrote its jobs file there; the
+// cleanup after it was killed (slurmstepd's user child, the launcher) looked
+// in its own home, and `sray status` listed the dead job for ever.
 TEST(JobsFile, TheCleanupFindsAKilledDriversFileUnderTheHomeItNoted) {
   const auto root = std::filesystem::temp_directory_path() /
                     ("sray-noted-home-test-" + std::to_string(::getpid()));

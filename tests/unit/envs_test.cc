@@ -530,6 +530,24 @@ TEST_F(EnvsTest, AnUnpackRemovesTheStagingLeftByAKilledUnpack) {
   EXPECT_TRUE(fs::exists(other_target)) << "another target's";
 }
 
+// What keeps a working unpack's directory from the sweep above: it holds
+// the lock on it while it writes.
+TEST_F(EnvsTest, AnUnpackHoldsTheLockOnItsStagingDirectoryWhileItWorks) {
+  AddRelocatableFiles(prefix_);
+  ASSERT_TRUE(Pack(prefix_, root_ / "train.pack").ok());
+  const fs::path staging = root_ / (".t.unpacking." + std::to_string(::getpid()));
+  int checked = 0;
+  auto unpacked = Unpack(root_ / "train.pack", root_ / "t", [&](const UnpackProgress&) {
+    if (checked++ > 0) return;
+    const int other = ::open(staging.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_GE(other, 0);
+    EXPECT_NE(::flock(other, LOCK_EX | LOCK_NB), 0) << "the unpack does not hold its lock";
+    ::close(other);
+  });
+  ASSERT_TRUE(unpacked.ok()) << unpacked.status().message();
+  EXPECT_GT(checked, 0);
+}
+
 TEST_F(EnvsTest, UnpackRefusesALongerPrefixForBinariesAndTruncatedPacks) {
   AddRelocatableFiles(prefix_);
   ASSERT_TRUE(Pack(prefix_, root_ / "train.pack").ok());
