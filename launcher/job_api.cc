@@ -11,6 +11,7 @@
 
 #include "common/executable_search.h"
 #include "common/host_name.h"
+#include "dashboard/dashboard_address.h"
 #include "slurm_job_state.h"
 
 namespace sray::launcher {
@@ -98,14 +99,13 @@ std::optional<dashboard::JobsFileContent> ChooseReachableJob(const std::string& 
 }
 
 std::string DashboardBaseUrl(const dashboard::JobsFileContent& job) {
-  std::string base = job.url;
+  const bool here = job.head_hostname == HostName();
+  std::string base = here && !job.local_url.empty() ? job.local_url : job.url;
   if (base.ends_with('/')) base.pop_back();
-  for (const std::string wildcard : {"http://0.0.0.0:", "http://[::]:", "http://:::"}) {
-    if (!base.starts_with(wildcard)) continue;
-    const std::string head = job.head_hostname == HostName() ? "127.0.0.1" : job.head_hostname;
-    return "http://" + head + ":" + base.substr(wildcard.size());
-  }
-  return base;
+  const auto address = dashboard::ParseDashboardUrl(base);
+  if (!address || !dashboard::IsWildcardHost(address->host)) return base;
+  const std::string head = here ? "127.0.0.1" : job.head_hostname;
+  return "http://" + head + ":" + std::to_string(address->port);
 }
 
 JobApi::JobApi(const dashboard::JobsFileContent& job)
@@ -148,9 +148,8 @@ std::string ServerSays(const std::string& body) {
 }
 
 bool DashboardIsElsewhere(const dashboard::JobsFileContent& job) {
-  const bool loopback = job.url.starts_with("http://127.") || job.url.starts_with("http://[::1]") ||
-                        job.url.starts_with("http://localhost");
-  return loopback && job.head_hostname != HostName();
+  const auto address = dashboard::ParseDashboardUrl(job.url);
+  return address && dashboard::IsLoopbackHost(address->host) && job.head_hostname != HostName();
 }
 
 std::string UnreachableMessage(const dashboard::JobsFileContent& job, const std::string& command,

@@ -58,9 +58,10 @@ void HopToHead(const dashboard::JobsFileContent& job, const std::string& command
 std::string ServerSays(const std::string& body);
 
 // The base address (no trailing '/') to reach the job's dashboard at from
-// this machine. A wildcard host (a dashboard=0.0.0.0:P job's file, written
-// by a driver before DashboardUrl named the head) is the head: sent as it
-// was, the token went to this machine's port P, whoever listened there.
+// this machine: on the head its local_url, which needs no lookup of the
+// head's own name (the url names it, for other machines). A wildcard host (a dashboard=0.0.0.0:P
+// job's file, written by a driver before DashboardUrl named the head) is the head: sent as it was,
+// the token went to this machine's port P, whoever listened there.
 std::string DashboardBaseUrl(const dashboard::JobsFileContent& job);
 
 // True when the job's dashboard listens on its head node's loopback and

@@ -12,6 +12,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "dashboard/dashboard_address.h"
 #include "job_api.h"
 #include "private_output.h"
 
@@ -22,21 +23,6 @@ struct LoginArguments {
   std::string job;       // JOB or JOB.STEP; empty: the only one
   bool on_head = false;  // set by the hop: do not hop again
 };
-
-// HOST and PORT of "http://HOST:PORT/..." (HOST may be a bracketed IPv6
-// address); nullopt for anything else, whose ssh hint is then left out.
-std::optional<std::pair<std::string, std::string>> HostAndPort(const std::string& url) {
-  constexpr std::string_view kScheme = "http://";
-  if (!url.starts_with(kScheme)) return std::nullopt;
-  const std::string rest = url.substr(kScheme.size());
-  const std::string address = rest.substr(0, rest.find('/'));
-  const auto colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) return std::nullopt;
-  if (address.find(']') != std::string::npos && address.rfind(']') > colon) return std::nullopt;
-  const std::string port = address.substr(colon + 1);
-  if (port.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
-  return std::pair{address.substr(0, colon), port};
-}
 
 int Login(const LoginArguments& arguments) {
   // A batch script's slurm-%j.out is often 0644: whoever opens the
@@ -70,10 +56,11 @@ int Login(const LoginArguments& arguments) {
   }
   std::cout << link["url"].get<std::string>() << "\n";
   std::cerr << "sray: the link logs one browser in, once, within 10 minutes";
-  if (const auto address = HostAndPort(chosen->url)) {
-    std::cerr << "; from another machine first: ssh -L " << address->second << ":" << address->first
-              << ":" << address->second << " " << chosen->head_hostname;
-  }
+  // The tunnel's far end is the dashboard as its head reaches it: older
+  // jobs files have no local_url, and their url served (a wildcard is not).
+  const std::string tunnel = dashboard::SshTunnelCommand(
+      chosen->local_url.empty() ? chosen->url : chosen->local_url, chosen->head_hostname);
+  if (!tunnel.empty()) std::cerr << "; from another machine first: " << tunnel;
   std::cerr << "\n";
   return 0;
 }

@@ -25,6 +25,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -51,6 +52,12 @@ std::uint64_t twice(std::uint64_t value) {
 // shared memory (the object store's pages it touched), and what jemalloc
 // says of its own: bytes the program holds, pages it uses, its metadata.
 void PrintMemory(const char* phase) {
+  // With SRAY_LOAD_PROBE_SMAPS=DIR, each phase's /proc/self/smaps is kept
+  // as DIR/PHASE: which mappings grew (docs/reliability.md, Load).
+  if (const char* directory = std::getenv("SRAY_LOAD_PROBE_SMAPS")) {
+    std::ifstream smaps("/proc/self/smaps");
+    std::ofstream(std::string(directory) + "/" + phase) << smaps.rdbuf();
+  }
   std::cout << "memory: " << phase;
   std::ifstream status("/proc/self/status");
   for (std::string line; std::getline(status, line);) {

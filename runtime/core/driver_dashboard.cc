@@ -16,6 +16,7 @@
 #include "common/whole_number.h"
 #include "core/protocol.h"
 #include "core/training_runs.h"
+#include "dashboard/dashboard_address.h"
 #include "dashboard/dashboard_module.h"
 
 namespace sray::core {
@@ -315,6 +316,7 @@ std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnviro
       home, dashboard::JobsFileContent{.job_id = environment.job_id,
                                        .step_id = environment.step_id,
                                        .url = result->server->Url(),
+                                       .local_url = result->server->LocalUrl(),
                                        .token = *token,
                                        .head_hostname = host,
                                        .pid = static_cast<long>(::getpid()),
@@ -326,7 +328,6 @@ std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnviro
   } else {
     where_token = "no jobs file (" + jobs_file.status().message() + ")";
   }
-  const int listening = result->server->port();
   // Whoever reads the one-time link first logs in, so it is printed only
   // where the job user alone reads the output (a Slurm output file is often
   // readable by others); elsewhere `sray login` asks for one with the token.
@@ -335,9 +336,8 @@ std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnviro
   messages << "sray: dashboard of job " << job << ": "
            << (output_private ? result->server->NewLoginUrl()
                               : result->server->Url() + " (a login link: sray login " + job + ";")
-           << (output_private ? " (" : " ") << where_token << "; from another machine: ssh -L "
-           << listening << ":" << result->server->host() << ":" << listening << " " << host << ")"
-           << std::endl;
+           << (output_private ? " (" : " ") << where_token << "; from another machine: "
+           << dashboard::SshTunnelCommand(result->server->LocalUrl(), host) << ")" << std::endl;
   return result;
 }
 

@@ -12,20 +12,12 @@
 
 #include "common/host_name.h"
 #include "common/whole_number.h"
+#include "dashboard/dashboard_address.h"
 #include "dashboard/dashboard_page.h"
 #include "dashboard/http_server.h"
 
 namespace sray::dashboard {
 
-std::string DashboardUrl(const std::string& host, int port, const std::string& machine_name) {
-  std::string reached = host;
-  if (host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]") {
-    reached = machine_name;
-  } else if (host.find(':') != std::string::npos && host.front() != '[') {
-    reached = "[" + host + "]";
-  }
-  return "http://" + reached + ":" + std::to_string(port) + "/";
-}
 namespace {
 
 // Browsers logged in at once; a further login ends the oldest session.
@@ -115,6 +107,9 @@ class ServingDashboard final : public DashboardServer {
   [[nodiscard]] int port() const override { return server_ ? server_->port() : -1; }
   [[nodiscard]] std::string Url() const override {
     return DashboardUrl(options_.host, port(), HostName());
+  }
+  [[nodiscard]] std::string LocalUrl() const override {
+    return DashboardLocalUrl(options_.host, port());
   }
   [[nodiscard]] std::string UrlOf(const std::string& login_code) const {
     return Url() + "login?code=" + login_code;

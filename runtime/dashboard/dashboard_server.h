@@ -43,11 +43,6 @@ struct DashboardOptions {
 // only the head needs the server. (When the server was cpp-httplib with
 // OpenSSL behind it, linking it into libsray cost each process about 4 ms of
 // CPU at its start.)
-// The address a server bound to `host` and `port` is reached at: a wildcard
-// (0.0.0.0, ::) by `machine_name`, the machine's name (every interface of
-// it listens; "http://0.0.0.0:P/" read on another machine is that machine),
-// an IPv6 address in brackets.
-std::string DashboardUrl(const std::string& host, int port, const std::string& machine_name);
 
 class DashboardServer {
  public:
@@ -62,8 +57,10 @@ class DashboardServer {
 
   [[nodiscard]] virtual const std::string& host() const = 0;
   [[nodiscard]] virtual int port() const = 0;
-  // http://HOST:PORT/ (DashboardUrl)
+  // http://HOST:PORT/ (dashboard_address.h: DashboardUrl)
   [[nodiscard]] virtual std::string Url() const = 0;
+  // From this machine (DashboardLocalUrl).
+  [[nodiscard]] virtual std::string LocalUrl() const = 0;
   // A link that logs one browser tab in once, within the
   // options' login_link_lifetime.
   virtual std::string NewLoginUrl() = 0;

@@ -44,15 +44,13 @@ Result<std::unique_ptr<JobsFile>> JobsFile::Write(const std::filesystem::path& h
   }
   const std::filesystem::path path =
       home / ".sray" / "jobs" / (content.job_id + "." + content.step_id + ".json");
-  const std::string text = nlohmann::json{{"job_id", content.job_id},
-                                          {"step_id", content.step_id},
-                                          {"url", content.url},
-                                          {"token", content.token},
-                                          {"head_hostname", content.head_hostname},
-                                          {"pid", content.pid},
-                                          {"cluster", content.cluster}}
-                               .dump(2) +
-                           "\n";
+  const std::string text =
+      nlohmann::json{{"job_id", content.job_id}, {"step_id", content.step_id},
+                     {"url", content.url},       {"local_url", content.local_url},
+                     {"token", content.token},   {"head_hostname", content.head_hostname},
+                     {"pid", content.pid},       {"cluster", content.cluster}}
+          .dump(2) +
+      "\n";
   if (Status written = WritePrivateFile(path, text); !written.ok()) return written;
   return std::unique_ptr<JobsFile>(new JobsFile(path));
 }
@@ -95,6 +93,7 @@ std::vector<JobsFileContent> ListJobs(const std::filesystem::path& home) {
     content.job_id = text("job_id");
     content.step_id = text("step_id");
     content.url = text("url");
+    content.local_url = text("local_url");
     content.token = text("token");
     content.head_hostname = text("head_hostname");
     content.cluster = text("cluster");

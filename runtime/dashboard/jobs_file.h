@@ -22,6 +22,9 @@ struct JobsFileContent {
   std::string job_id;
   std::string step_id;
   std::string url;
+  // The same dashboard from the head itself (DashboardLocalUrl); empty in
+  // the files of drivers before it was written.
+  std::string local_url;
   std::string token;
   std::string head_hostname;
   long pid = 0;

@@ -344,6 +344,35 @@ grep -q "cannot reach the dashboard of job deadport.0" "$WORK/follow-dead.out" |
   fail "sray logs --follow did not say why: $(cat "$WORK/follow-dead.out")"
 echo "ok: sray logs --follow of an unreachable dashboard fails and says why"
 
+# A head whose own name does not resolve, with a dashboard on every
+# interface: the tools there reach it at the loopback (they looked the name
+# up and failed). A UTS namespace of its own gives the name; root only.
+if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
+  status=0
+  SRAY=$SRAY CHECK_PROGRAM=$CHECK_PROGRAM WORK=$WORK unshare -u bash -c '
+    hostname sray-unresolvable-head.invalid  # RFC 6761: never resolves
+    "$SRAY" run -N2 --ray-cluster=dashboard=0.0.0.0:0 bash -c "echo job \$SRAY_JOB_ID; exec \"\$0\" \"\$@\"" \
+      "$CHECK_PROGRAM" "$WORK/unresolvable.done" >"$WORK/unresolvable.out" 2>&1 &
+    job_pid=$!
+    for attempt in $(seq 600); do
+      grep -q "^ready$" "$WORK/unresolvable.out" && break
+      kill -0 "$job_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    job=$(awk "\$1 == \"job\" {print \$2; exit}" "$WORK/unresolvable.out")
+    status=0
+    "$SRAY" status "$job" >"$WORK/unresolvable-status.out" 2>&1 || status=$?
+    touch "$WORK/unresolvable.done"
+    wait "$job_pid" || status=$((status + 100))
+    exit "$status"' || status=$?
+  unresolvable=$(job_of unresolvable)
+  [ "$status" -eq 0 ] && grep -q "^job $unresolvable.0  dashboard http://sray-unresolvable-head.invalid:" \
+    "$WORK/unresolvable-status.out" ||
+    fail "sray status on a head whose name does not resolve: status $status, $(cat "$WORK/unresolvable-status.out"), job: $(cat "$WORK/unresolvable.out")"
+  expect_nothing_left "$unresolvable"
+  echo "ok: on a head whose name does not resolve, sray status reaches a dashboard on every interface"
+fi
+
 start_job 1 "dashboard=off,log_to_driver=false" off
 off=$(job_of off)
 [ ! -e "$JOBS/$off.0.json" ] || fail "dashboard=off wrote a jobs file"

@@ -646,7 +646,8 @@ TEST(JobsFile, IsPrivateToTheUserAndGoesWithTheStep) {
   {
     auto file = JobsFile::Write(home, JobsFileContent{.job_id = "77",
                                                       .step_id = "1",
-                                                      .url = "http://127.0.0.1:5/",
+                                                      .url = "http://n1:5/",
+                                                      .local_url = "http://127.0.0.1:5/",
                                                       .token = "abc",
                                                       .head_hostname = "n1",
                                                       .pid = 42,
@@ -662,8 +663,9 @@ TEST(JobsFile, IsPrivateToTheUserAndGoesWithTheStep) {
     std::ifstream input(path);
     const auto json = nlohmann::json::parse(input);
     EXPECT_EQ(json["token"], "abc");
-    EXPECT_EQ(json["url"], "http://127.0.0.1:5/");
+    EXPECT_EQ(json["url"], "http://n1:5/");
     ASSERT_EQ(ListJobs(home).size(), 1U);
+    EXPECT_EQ(ListJobs(home).front().local_url, "http://127.0.0.1:5/") << "read back as written";
     EXPECT_EQ(ListJobs(home).front().cluster, "sray") << "read back as written";
   }
   EXPECT_FALSE(std::filesystem::exists(path));
@@ -673,6 +675,7 @@ TEST(JobsFile, IsPrivateToTheUserAndGoesWithTheStep) {
   auto refused = JobsFile::Write(home, JobsFileContent{.job_id = "77",
                                                        .step_id = "2",
                                                        .url = "",
+                                                       .local_url = "",
                                                        .token = "",
                                                        .head_hostname = "",
                                                        .pid = 0,
