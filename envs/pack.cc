@@ -161,22 +161,70 @@ void ReplaceBinary(std::string& data, const std::string& from, const std::string
   }
 }
 
-// Removes a file on destruction unless told it was kept.
-class RemovedUnlessKept {
+// The pack being written. Where the file system allows it, a file without
+// a name (O_TMPFILE) in OUT's directory that gets OUT's name only once
+// whole: however the pack ends, SIGKILL included, nothing is left but an
+// earlier OUT. Elsewhere (file systems without unnamed files, some network
+// ones), OUT.partial, removed on every end this process sees.
+class PackOutput {
  public:
-  explicit RemovedUnlessKept(fs::path path) : path_(std::move(path)) {}
-  RemovedUnlessKept(const RemovedUnlessKept&) = delete;
-  RemovedUnlessKept& operator=(const RemovedUnlessKept&) = delete;
-  ~RemovedUnlessKept() {
-    if (kept_) return;
-    std::error_code ignored;
-    fs::remove(path_, ignored);
+  static Result<std::unique_ptr<PackOutput>> Open(const fs::path& output) {
+    std::unique_ptr<PackOutput> opened(new PackOutput(output));
+    const fs::path directory = output.has_parent_path() ? output.parent_path() : fs::path(".");
+    opened->unnamed_ =
+        FileDescriptor(::open(directory.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666));
+    if (opened->unnamed_.get() >= 0) {
+      opened->stream_.open(opened->ProcessPath(), std::ios::binary | std::ios::trunc);
+      if (opened->stream_) return opened;
+      opened->unnamed_ = FileDescriptor(-1);  // no /proc: a named file after all
+    }
+    opened->stream_.open(opened->partial_, std::ios::binary | std::ios::trunc);
+    if (!opened->stream_)
+      return Status::FromErrno(errno, "cannot write " + opened->partial_.string());
+    opened->partial_made_ = true;
+    return opened;
   }
-  void Keep() { kept_ = true; }
+  PackOutput(const PackOutput&) = delete;
+  PackOutput& operator=(const PackOutput&) = delete;
+  ~PackOutput() {
+    stream_.close();
+    std::error_code ignored;
+    if (partial_made_) fs::remove(partial_, ignored);
+  }
+
+  std::ofstream& stream() { return stream_; }
+
+  // Closes the file and gives it OUT's name, replacing an earlier OUT.
+  Status Publish() {
+    stream_.close();
+    if (!stream_) return Status::IoError("cannot write " + output_.string() + ": disk full?");
+    std::error_code error;
+    if (unnamed_.get() >= 0) {
+      // A name of its own first, then OUT's by rename: link() does not
+      // replace. Only a kill between the two leaves OUT.partial.
+      fs::remove(partial_, error);
+      if (::linkat(AT_FDCWD, ProcessPath().c_str(), AT_FDCWD, partial_.c_str(),
+                   AT_SYMLINK_FOLLOW) != 0) {
+        return Status::FromErrno(errno, "cannot write " + output_.string());
+      }
+      partial_made_ = true;
+    }
+    fs::rename(partial_, output_, error);
+    if (error) return Status::IoError("cannot write " + output_.string() + ": " + error.message());
+    partial_made_ = false;
+    return Status::Ok();
+  }
 
  private:
-  fs::path path_;
-  bool kept_ = false;
+  explicit PackOutput(fs::path output)
+      : output_(std::move(output)), partial_(output_.string() + ".partial") {}
+  std::string ProcessPath() const { return "/proc/self/fd/" + std::to_string(unnamed_.get()); }
+
+  fs::path output_;
+  fs::path partial_;
+  FileDescriptor unnamed_{-1};
+  std::ofstream stream_;
+  bool partial_made_ = false;
 };
 
 // An unpack holds an flock on its staging directory while it works: the
@@ -220,10 +268,10 @@ Result<PackSummary> Pack(const fs::path& prefix_argument, const fs::path& output
   auto lock = MakeLock(*packages);
   if (!lock.ok()) return lock.status();
 
-  const fs::path temporary = output.string() + ".partial";
-  std::ofstream stream(temporary, std::ios::binary | std::ios::trunc);
-  if (!stream) return Status::FromErrno(errno, "cannot write " + temporary.string());
-  RemovedUnlessKept partial(temporary);
+  auto opened = PackOutput::Open(output);
+  if (!opened.ok()) return opened.status();
+  PackOutput& written = **opened;
+  std::ofstream& stream = written.stream();
   Writer writer(stream);
   writer.Bytes(kMagic, sizeof(kMagic));
   PackSummary summary;
@@ -280,11 +328,7 @@ Result<PackSummary> Pack(const fs::path& prefix_argument, const fs::path& output
   writer.Number(count);
   const std::string digest = writer.digest().Finish();
   stream.write(digest.data(), static_cast<std::streamsize>(digest.size()));
-  stream.close();
-  if (!stream) return Status::IoError("cannot write " + temporary.string() + ": disk full?");
-  fs::rename(temporary, output, error);
-  if (error) return Status::IoError("cannot write " + output.string() + ": " + error.message());
-  partial.Keep();
+  if (Status published = written.Publish(); !published.ok()) return published;
   return summary;
 }
 

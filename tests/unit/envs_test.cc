@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -505,6 +506,45 @@ TEST_F(EnvsTest, AnInterruptedPackLeavesNoPartialFileAndKeepsTheEarlierPack) {
   EXPECT_FALSE(fs::exists(output.string() + ".partial"));
   EXPECT_EQ(fs::file_size(output), earlier_size);
   EXPECT_TRUE(InspectPack(output).ok()) << "the earlier pack is whole";
+}
+
+// SIGKILL, which nothing in the process can handle, mid-pack: it left
+// OUT.partial beside OUT. The pack is written without a name until whole.
+TEST_F(EnvsTest, AKilledPackLeavesNothingBesideTheEarlierPack) {
+  AddRelocatableFiles(prefix_);
+  const fs::path output = root_ / "train.pack";
+  ASSERT_TRUE(Pack(prefix_, output).ok());
+  const auto earlier_size = fs::file_size(output);
+  int working[2];
+  ASSERT_EQ(::pipe(working), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Says it is between files, then waits there to be killed.
+    (void)Pack(prefix_, output, [&working] {
+      (void)!::write(working[1], "x", 1);
+      ::pause();
+      return false;
+    });
+    ::_exit(0);
+  }
+  ::close(working[1]);
+  char byte = 0;
+  ASSERT_EQ(::read(working[0], &byte, 1), 1) << "the pack never reached its first file";
+  ::close(working[0]);
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(root_)) {
+    if (entry.path().filename().string().starts_with("train.pack"))
+      left.push_back(entry.path().filename().string());
+  }
+  EXPECT_EQ(left, std::vector<std::string>{"train.pack"});
+  EXPECT_EQ(fs::file_size(output), earlier_size);
+  EXPECT_TRUE(InspectPack(output).ok()) << "the earlier pack is whole";
+  ASSERT_TRUE(Pack(prefix_, output).ok()) << "and is replaced by the next";
+  EXPECT_TRUE(InspectPack(output).ok());
 }
 
 // A SIGKILLed unpack leaves its staging directory: the next unpack beside
