@@ -45,7 +45,7 @@ extern "C" void NoteInterrupt(int signal) {
   interrupting_signal = signal;
 }
 
-// Ctrl-C, kill or a hang-up while create, pack, unpack or stage runs: the work
+// Ctrl-C, kill, Ctrl-\ (SIGQUIT) or a hang-up while create, pack, unpack or stage runs: the work
 // stops at its next check and removes what it half made, and the conda tool
 // (in a process group of its own, which Ctrl-C does not reach) is ended with
 // it; then this process ends by the signal. Before, the default action ended
@@ -54,7 +54,7 @@ extern "C" void NoteInterrupt(int signal) {
 class InterruptWatch {
  public:
   InterruptWatch() {
-    for (const int signal : {SIGINT, SIGTERM, SIGHUP}) {
+    for (const int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
       struct sigaction before {};
       if (::sigaction(signal, nullptr, &before) != 0) continue;
       // UCX's initializer replaced an inherited SIGHUP ignore with its own
@@ -74,6 +74,10 @@ class InterruptWatch {
 
   static bool Interrupted() { return interrupting_signal != 0; }
   // Ends the process by the signal that interrupted the work, if one did.
+  // Also after work that finished: a signal that came after its last check
+  // still ends the process by it (with the work whole), so that the
+  // caller's shell sees the interrupt and stops (a loop, `set -e`), as it
+  // would had the signal come a moment earlier.
   static void EndIfInterrupted() {
     if (interrupting_signal != 0) EndBySignal(interrupting_signal);
   }
@@ -153,6 +157,7 @@ int RunPack(const EnvArguments& arguments) {
   std::cout << "sray: packed " << packed->files << " files (" << packed->bytes << " bytes, "
             << packed->relocated_files << " holding the prefix) of " << packed->recorded_prefix
             << " to " << arguments.output << " (lock sha256 " << packed->lock_hash << ")\n";
+  InterruptWatch::EndIfInterrupted();
   return 0;
 }
 
@@ -167,6 +172,7 @@ int RunUnpack(const EnvArguments& arguments) {
   std::cout << "sray: unpacked " << unpacked->files << " files to " << arguments.prefix << " ("
             << unpacked->relocated_files << " relocated from " << unpacked->recorded_prefix
             << ")\n";
+  InterruptWatch::EndIfInterrupted();
   return 0;
 }
 
@@ -188,6 +194,7 @@ int RunStage(const EnvArguments& arguments) {
                     ? ", evicted " + std::to_string(staged->evicted) + " older copies"
                     : "")
             << "\n";
+  InterruptWatch::EndIfInterrupted();
   return 0;
 }
 
@@ -217,6 +224,7 @@ int RunCreate(const EnvArguments& arguments) {
     return code;
   }
   std::cout << "sray: created " << arguments.prefix << " with " << tool->string() << "\n";
+  InterruptWatch::EndIfInterrupted();
   return 0;
 }
 

@@ -7,6 +7,21 @@
 # in a step, env= takes a pack, a lock of a staged copy, or a spec made once
 # by the user's conda tool.
 source "$(dirname "$0")/lib.sh"
+# A command prefix that runs a command with SIGINT and SIGQUIT at their
+# defaults, as from a terminal: a script's background job starts with both
+# ignored, and sray keeps them so. An array, not a function: `function &`
+# would run in a subshell, and $! would be the subshell.
+WITH_DEFAULT_SIGNALS=(env --default-signal=INT,QUIT)
+# Waits until process $1 runs sray itself (not still env before its exec).
+wait_for_sray_in() {
+  local sray_binary
+  sray_binary=$(readlink -f "$SRAY")
+  for _ in $(seq 100); do
+    [ "$(readlink "/proc/$1/exe" 2>/dev/null)" = "$sray_binary" ] && return 0
+    sleep 0.01
+  done
+  fail "process $1 is not sray: $(readlink "/proc/$1/exe" 2>&1)"
+}
 prefix=$WORK/envs/train
 mkdir -p "$prefix/conda-meta" "$prefix/lib/python3.11/site-packages/requests-2.31.0.dist-info"
 for package in "python 3.11.5 hab00c5b_0_cpython 4bea2c4e29ba9a6fe6d9e3b4f5ca2e6b" \
@@ -53,6 +68,39 @@ printf '#!%s/bin/python\n' "$prefix" >"$prefix/bin-tool"
 [ "$(head -c 200 "$WORK/u/bin-tool")" = "#!$WORK/u/bin/python" ] || fail "the unpacked script still names the old prefix"
 "$SRAY" env verify "$WORK/train.lock" "$WORK/u" >/dev/null || fail "the unpacked environment does not verify"
 echo "ok: pack and unpack relocate, and the copy verifies"
+
+# Ctrl-C of `sray env pack` (a real SIGINT, whenever it comes): the command
+# ends by it, the earlier pack stays whole and nothing is left beside it.
+# A signal after the last file used to end it with 0, as if never sent.
+big=$WORK/envs/big
+cp -a "$prefix" "$big"
+mkdir -p "$big/lib/data"
+for index in $(seq 400); do head -c 262144 /dev/urandom >"$big/lib/data/part-$index"; done
+"$SRAY" env pack "$big" -o "$WORK/big.pack" >"$WORK/big-pack.out" || fail "pack: $(cat "$WORK/big-pack.out")"
+earlier=$(sha256sum <"$WORK/big.pack")
+cut_short=0
+for delay in 0.02 0.1 0.25; do
+  "${WITH_DEFAULT_SIGNALS[@]}" "$SRAY" env pack "$big" -o "$WORK/big.pack" >"$WORK/big-pack-int.out" 2>&1 &
+  packer=$!
+  wait_for_sray_in "$packer"
+  sleep "$delay"
+  expected=130
+  kill -INT "$packer" 2>/dev/null || expected=0  # it was done already
+  status=0
+  wait "$packer" || status=$?
+  [ "$status" -eq "$expected" ] ||
+    fail "sray env pack ended with $status after SIGINT, expected $expected: $(cat "$WORK/big-pack-int.out")"
+  left=$(ls "$WORK" | grep '^big\.pack.' || true)
+  [ -z "$left" ] || fail "an interrupted pack left $left"
+  "$SRAY" env unpack "$WORK/big.pack" "$WORK/big-$delay" >/dev/null 2>&1 ||
+    fail "the pack is not whole after an interrupted pack ($(cat "$WORK/big-pack-int.out"))"
+  if grep -q 'was interrupted' "$WORK/big-pack-int.out"; then
+    cut_short=$((cut_short + 1))
+    [ "$(sha256sum <"$WORK/big.pack")" = "$earlier" ] || fail "an interrupted pack changed the earlier pack"
+  fi
+  rm -rf "$WORK/big-$delay"
+done
+echo "ok: SIGINT of sray env pack ends it by the signal and leaves a whole pack ($cut_short of 3 cut short)"
 
 status=0
 PATH=/usr/bin:/bin "$SRAY" env create "$WORK/environment.yml" -p "$WORK/new" >"$WORK/create.out" 2>&1 || status=$?
@@ -209,34 +257,40 @@ grep -q "^sray: the launcher (pid $launcher) died without ending job local$launc
   "$WORK/killed.out" || fail "the janitor did not say what it ended: $(cat "$WORK/killed.out")"
 echo "ok: kill -9 of the launcher while staging leaves neither the tool nor the node's files"
 
-# SIGTERM (or Ctrl-C) of `sray env create`: the tool, in a process group of its
-# own, ends with it and no prefix is left (before: sray died at once and
-# micromamba ran on in the background).
-FAKE_MICROMAMBA_SECONDS=60 PATH=$WORK/bin:$PATH "$SRAY" env create "$WORK/explicit-slow.txt" \
-  -p "$WORK/interrupted" >"$WORK/create-term.out" 2>&1 &
-creator=$!
-tool=""
-for _ in $(seq 100); do
-  # The tool's arguments (NUL-separated in /proc) hold `--prefix DIR`; sray's hold `-p DIR`.
-  tool=$(for file in /proc/[0-9]*/cmdline; do
-    tr '\0' ' ' <"$file" 2>/dev/null | grep -q -- "--prefix $WORK/interrupted " && echo "$file"
-  done | cut -d/ -f3 | head -1 || true)
-  [ -n "$tool" ] && break
-  sleep 0.1
+# SIGTERM (or Ctrl-C, or SIGQUIT) of `sray env create`: the tool, in a process
+# group of its own, ends with it and no prefix is left (before: sray died at
+# once and micromamba ran on in the background; with SIGQUIT until
+# 2026-12-07). No core file from SIGQUIT's default action.
+ulimit -c 0
+for signal in TERM QUIT; do
+  expected=$((128 + $(kill -l "$signal")))
+  FAKE_MICROMAMBA_SECONDS=60 PATH=$WORK/bin:$PATH "${WITH_DEFAULT_SIGNALS[@]}" "$SRAY" env create \
+    "$WORK/explicit-slow.txt" -p "$WORK/interrupted" >"$WORK/create-$signal.out" 2>&1 &
+  creator=$!
+  tool=""
+  for _ in $(seq 100); do
+    # The tool's arguments (NUL-separated in /proc) hold `--prefix DIR`; sray's hold `-p DIR`.
+    tool=$(for file in /proc/[0-9]*/cmdline; do
+      tr '\0' ' ' <"$file" 2>/dev/null | grep -q -- "--prefix $WORK/interrupted " && echo "$file"
+    done | cut -d/ -f3 | head -1 || true)
+    [ -n "$tool" ] && break
+    sleep 0.1
+  done
+  [ -n "$tool" ] || fail "no micromamba process for sray env create: $(cat "$WORK/create-$signal.out")"
+  group=$(ps -o pgid= -p "$tool" | tr -d ' ')
+  kill -"$signal" "$creator"
+  status=0
+  wait "$creator" 2>/dev/null || status=$?
+  [ "$status" -eq "$expected" ] ||
+    fail "sray env create ended with status $status after SIG$signal, expected $expected"
+  in_group() { ps -e -o pid=,pgid=,args= | awk -v group="$1" '$2 == group'; }
+  for _ in $(seq 50); do
+    [ -z "$(in_group "$group")" ] && break
+    sleep 0.1
+  done
+  [ -z "$(in_group "$group")" ] || fail "the conda tool ran on after SIG$signal of sray env create: $(in_group "$group")"
+  [ ! -e "$WORK/interrupted" ] || fail "sray env create ended by SIG$signal left $WORK/interrupted"
+  grep -q "was interrupted" "$WORK/create-$signal.out" || fail "no word of SIG$signal: $(cat "$WORK/create-$signal.out")"
+  echo "ok: SIG$signal of sray env create ends the tool and leaves no prefix"
 done
-[ -n "$tool" ] || fail "no micromamba process for sray env create: $(cat "$WORK/create-term.out")"
-group=$(ps -o pgid= -p "$tool" | tr -d ' ')
-kill -TERM "$creator"
-status=0
-wait "$creator" || status=$?
-[ "$status" -eq 143 ] || fail "sray env create ended with status $status after SIGTERM, expected 143"
-in_group() { ps -e -o pid=,pgid=,args= | awk -v group="$1" '$2 == group'; }
-for _ in $(seq 50); do
-  [ -z "$(in_group "$group")" ] && break
-  sleep 0.1
-done
-[ -z "$(in_group "$group")" ] || fail "the conda tool ran on after sray env create was ended: $(in_group "$group")"
-[ ! -e "$WORK/interrupted" ] || fail "an interrupted sray env create left $WORK/interrupted"
-grep -q "was interrupted" "$WORK/create-term.out" || fail "no word of the interrupt: $(cat "$WORK/create-term.out")"
-echo "ok: SIGTERM of sray env create ends the tool and leaves no prefix"
 echo PASS
