@@ -55,7 +55,7 @@ std::optional<dashboard::JobsFileContent> ChooseJob(const std::string& wanted,
   }
   if (running.empty()) {
     std::cerr << "sray: " << command << ": no running sray job of this user (nothing in "
-              << (home / ".sray/jobs").string()
+              << dashboard::JobsDirectory(home).string()
               << "): start one with `sray run` or `srun --ray-cluster`\n";
     exit_code = 1;
     return std::nullopt;

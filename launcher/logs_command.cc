@@ -86,7 +86,7 @@ class DashboardSource : public LogSource {
   [[nodiscard]] bool Ended() const override {
     std::error_code error;
     return !std::filesystem::exists(
-        dashboard::UserHome() / ".sray" / "jobs" / (JobLabel(job_) + ".json"), error);
+        dashboard::JobsFilePath(dashboard::UserHome(), job_.job_id, job_.step_id), error);
   }
 
   Result<std::vector<LogEntry>> List() override {

@@ -310,7 +310,7 @@ std::unique_ptr<DriverDashboard> StartDriverDashboard(const jobsetup::TaskEnviro
     Log(LogLevel::kWarning,
         "cannot note where the jobs file is (" + noted.message() +
             "): if this driver is killed, `sray status` may list its job until you remove " +
-            (home / ".sray" / "jobs" / (job + ".json")).string());
+            dashboard::JobsFilePath(home, environment.job_id, environment.step_id).string());
   }
   auto jobs_file = dashboard::JobsFile::Write(
       home, dashboard::JobsFileContent{.job_id = environment.job_id,

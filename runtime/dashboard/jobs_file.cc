@@ -38,12 +38,11 @@ Status PrivateDirectory(const std::filesystem::path& directory) {
 
 Result<std::unique_ptr<JobsFile>> JobsFile::Write(const std::filesystem::path& home,
                                                   const JobsFileContent& content) {
-  for (const auto& directory : {home / ".sray", home / ".sray" / "jobs"}) {
+  for (const auto& directory : {home / ".sray", JobsDirectory(home)}) {
     const Status made = PrivateDirectory(directory);
     if (!made.ok()) return made;
   }
-  const std::filesystem::path path =
-      home / ".sray" / "jobs" / (content.job_id + "." + content.step_id + ".json");
+  const std::filesystem::path path = JobsFilePath(home, content.job_id, content.step_id);
   const std::string text =
       nlohmann::json{{"job_id", content.job_id}, {"step_id", content.step_id},
                      {"url", content.url},       {"local_url", content.local_url},
@@ -53,6 +52,15 @@ Result<std::unique_ptr<JobsFile>> JobsFile::Write(const std::filesystem::path& h
       "\n";
   if (Status written = WritePrivateFile(path, text); !written.ok()) return written;
   return std::unique_ptr<JobsFile>(new JobsFile(path));
+}
+
+std::filesystem::path JobsDirectory(const std::filesystem::path& home) {
+  return home / ".sray" / "jobs";
+}
+
+std::filesystem::path JobsFilePath(const std::filesystem::path& home, const std::string& job_id,
+                                   const std::string& step_id) {
+  return JobsDirectory(home) / (job_id + "." + step_id + ".json");
 }
 
 std::filesystem::path UserHome() {
@@ -73,7 +81,7 @@ constexpr std::uintmax_t kMostJobsFileBytes = 64 * 1024;
 std::vector<JobsFileContent> ListJobs(const std::filesystem::path& home) {
   std::vector<std::pair<std::filesystem::file_time_type, JobsFileContent>> found;
   std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(home / ".sray" / "jobs", error)) {
+  for (const auto& entry : std::filesystem::directory_iterator(JobsDirectory(home), error)) {
     if (entry.path().extension() != ".json") continue;
     // Only a small regular file: a FIFO named *.json hung every tool, and a
     // field of the wrong type (a hand-edited file, another version) threw
@@ -111,7 +119,7 @@ std::vector<JobsFileContent> ListJobs(const std::filesystem::path& home) {
 
 void RemoveJobsFile(const std::filesystem::path& home, const std::string& job_id,
                     const std::string& step_id) {
-  const auto path = home / ".sray" / "jobs" / (job_id + "." + step_id + ".json");
+  const auto path = JobsFilePath(home, job_id, step_id);
   ::unlink(path.c_str());
   ::unlink((path.string() + ".tmp").c_str());
 }

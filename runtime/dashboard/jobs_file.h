@@ -33,6 +33,12 @@ struct JobsFileContent {
   std::string cluster;
 };
 
+// HOME/.sray/jobs: where the jobs files are.
+std::filesystem::path JobsDirectory(const std::filesystem::path& home);
+// The jobs file of step `step_id` of job `job_id` under `home`.
+std::filesystem::path JobsFilePath(const std::filesystem::path& home, const std::string& job_id,
+                                   const std::string& step_id);
+
 // This process's user's home: $HOME when absolute, else the password
 // database's; empty when neither is known.
 std::filesystem::path UserHome();
