@@ -1,17 +1,11 @@
 #include "envs/activation.h"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <csignal>
-#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "common/captured_command.h"
 
 namespace sray::envs {
 namespace {
@@ -63,66 +57,24 @@ Result<std::map<std::string, std::string>> RunScripts(const std::vector<fs::path
   std::vector<std::string> variables;
   variables.reserve(environment.size());
   for (const auto& [name, value] : environment) variables.push_back(name + "=" + value);
-  std::vector<char*> envp;
-  envp.reserve(variables.size() + 1);
-  for (auto& variable : variables) envp.push_back(variable.data());
-  envp.push_back(nullptr);
-  std::string bash = "/bin/bash";
-  std::string dash_c = "-c";
-  std::vector<char*> argv = {bash.data(), dash_c.data(), program.data(), nullptr};
-
-  int pipe_ends[2];
-  if (::pipe2(pipe_ends, O_CLOEXEC) != 0) return Status::FromErrno(errno, "cannot run activate.d scripts");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, pipe_ends[1], STDOUT_FILENO);
-  // Not with its caller's blocked signals (`sray run` blocks INT and TERM
-  // for its signalfd, and PIPE): a script that hangs must end on Ctrl-C, and
-  // `yes | head` in one must end as in a shell.
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attributes, &none);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
-  pid_t pid = 0;
-  const int spawned =
-      ::posix_spawn(&pid, bash.c_str(), &actions, &attributes, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attributes);
-  ::close(pipe_ends[1]);
-  if (spawned != 0) {
-    ::close(pipe_ends[0]);
-    return Status::FromErrno(spawned, "cannot start bash for the activate.d scripts");
+  // No time limit: a script may download or compile; one that hangs ends
+  // with the step (Ctrl-C, scancel), as in a shell.
+  auto ran = RunCapturing({.argv = {"/bin/bash", "-c", program},
+                           .environment = std::move(variables),
+                           .capture_errors = false,
+                           .no_input = false,
+                           .limit = std::nullopt,
+                           .most_bytes = std::size_t{64} << 20});
+  if (!ran.ok()) {
+    return Status::IoError("cannot run the activate.d scripts: " + ran.status().message());
   }
-  std::string output;
-  char buffer[65536];
-  while (true) {
-    const ssize_t got = ::read(pipe_ends[0], buffer, sizeof(buffer));
-    if (got > 0) {
-      output.append(buffer, static_cast<std::size_t>(got));
-    } else if (got == 0 || errno != EINTR) {
-      break;
-    }
-  }
-  ::close(pipe_ends[0]);
-  int wait_status = 0;
-  pid_t waited = 0;
-  while ((waited = ::waitpid(pid, &wait_status, 0)) < 0 && errno == EINTR) {
-  }
-  if (waited != pid) {
-    return Status::FromErrno(errno, "cannot learn how the activate.d scripts ended");
-  }
-  if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
+  if (!ran->ExitedWith(0)) {
     std::string names;
     for (const auto& script : scripts) names += (names.empty() ? "" : ", ") + script.filename().string();
-    const std::string how = WIFEXITED(wait_status)
-                                ? "exit status " + std::to_string(WEXITSTATUS(wait_status))
-                                : "killed by signal " + std::to_string(WTERMSIG(wait_status)) +
-                                      " (" + ::strsignal(WTERMSIG(wait_status)) + ")";
-    return Status::InvalidArgument("an activate.d script failed (" + names + ", " + how +
+    return Status::InvalidArgument("an activate.d script failed (" + names + ", " + ran->How() +
                                    "): fix the script or remove it from the environment");
   }
+  const std::string& output = ran->output;
   std::map<std::string, std::string> result;
   std::size_t start = 0;
   while (start < output.size()) {
