@@ -15,6 +15,8 @@
 #include <cstring>
 #include <thread>
 
+#include "common/file_descriptor.h"
+
 namespace sray::spank {
 namespace {
 
@@ -66,18 +68,68 @@ bool WriteAll(int fd, const std::string& bytes) {
   _exit(WriteAll(answer_fd, answer) ? 0 : kCannotAnswer);
 }
 
-// Passes each whole told text in `pending` to `heard`, keeping the rest.
-void PassOnTold(std::string& pending, const std::function<void(const std::string&)>& heard) {
-  std::size_t start = 0;
-  for (;;) {
-    std::uint32_t length = 0;
-    if (pending.size() - start < sizeof(length)) break;
-    std::memcpy(&length, pending.data() + start, sizeof(length));
-    if (pending.size() - start - sizeof(length) < length) break;
-    if (heard) heard(pending.substr(start + sizeof(length), length));
-    start += sizeof(length) + length;
+// The parent's end of the told pipe: reads framed texts and passes each
+// whole one on, in order. Owns the descriptor.
+class ToldReader {
+ public:
+  ToldReader(int fd, const std::function<void(const std::string&)>& heard)
+      : fd_(fd), heard_(heard) {}
+
+  [[nodiscard]] int fd() const { return fd_.get(); }
+
+  // One read; at its end (or an error) the pipe is closed.
+  void ReadOnce() {
+    char buffer[16384];
+    const ssize_t got = read(fd_.get(), buffer, sizeof(buffer));
+    if (got > 0) {
+      pending_.append(buffer, static_cast<std::size_t>(got));
+      PassOnWholeTexts();
+    } else if (got == 0 || errno != EINTR) {
+      fd_ = FileDescriptor(-1);
+    }
   }
-  pending.erase(0, start);
+
+  // What is already in the pipe, without waiting: told before the answer
+  // ended (or before the deadline).
+  void ReadWhatIsThere() {
+    while (fd_.get() >= 0) {
+      pollfd rest{.fd = fd_.get(), .events = POLLIN, .revents = 0};
+      const int ready = poll(&rest, 1, 0);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) return;
+      ReadOnce();
+    }
+  }
+
+ private:
+  void PassOnWholeTexts() {
+    std::size_t start = 0;
+    for (;;) {
+      std::uint32_t length = 0;
+      if (pending_.size() - start < sizeof(length)) break;
+      std::memcpy(&length, pending_.data() + start, sizeof(length));
+      if (pending_.size() - start - sizeof(length) < length) break;
+      if (heard_) heard_(pending_.substr(start + sizeof(length), length));
+      start += sizeof(length) + length;
+    }
+    pending_.erase(0, start);
+  }
+
+  FileDescriptor fd_;
+  const std::function<void(const std::string&)>& heard_;
+  std::string pending_;
+};
+
+// A pipe's two ends, each closed on destruction.
+struct OwnedPipe {
+  FileDescriptor read{-1};
+  FileDescriptor write{-1};
+};
+
+Result<OwnedPipe> MakePipe() {
+  int ends[2];
+  if (pipe2(ends, O_CLOEXEC) != 0) return Status::FromErrno(errno, "cannot create a pipe");
+  return OwnedPipe{.read = FileDescriptor(ends[0]), .write = FileDescriptor(ends[1])};
 }
 
 }  // namespace
@@ -107,42 +159,34 @@ Result<std::string> RunAsJobUser(const JobUser& user, const JobUserWork& work,
                                  const std::function<void(const std::string&)>& heard) {
   const auto give_up_at = deadline ? std::chrono::steady_clock::now() + *deadline
                                    : std::chrono::steady_clock::time_point::max();
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return Status::FromErrno(errno, "cannot create a pipe");
-  int told[2];
-  if (pipe2(told, O_CLOEXEC) != 0) {
-    const int error = errno;
-    close(fds[0]);
-    close(fds[1]);
-    return Status::FromErrno(error, "cannot create a pipe");
-  }
+  auto answer_pipe = MakePipe();
+  if (!answer_pipe.ok()) return answer_pipe.status();
+  auto told_pipe = MakePipe();
+  if (!told_pipe.ok()) return told_pipe.status();
   const pid_t child = fork();
-  if (child < 0) {
-    const int error = errno;
-    for (const int fd : {fds[0], fds[1], told[0], told[1]}) close(fd);
-    return Status::FromErrno(error, "cannot fork a process for the job user");
-  }
+  if (child < 0) return Status::FromErrno(errno, "cannot fork a process for the job user");
   if (child == 0) {
-    close(fds[0]);
-    close(told[0]);
-    RunChild(user, work, fds[1], told[1]);
+    // Without the reading ends, a write after slurmstepd's death fails
+    // (EPIPE) instead of blocking on a full pipe nobody reads.
+    answer_pipe->read = FileDescriptor(-1);
+    told_pipe->read = FileDescriptor(-1);
+    RunChild(user, work, answer_pipe->write.get(), told_pipe->write.get());
   }
-  close(fds[1]);
-  close(told[1]);
+  answer_pipe->write = FileDescriptor(-1);
+  told_pipe->write = FileDescriptor(-1);
+  FileDescriptor answer_fd = std::move(answer_pipe->read);
+  ToldReader told(told_pipe->read.Release(), heard);
   std::string answer;
-  std::string told_pending;
   char buffer[16384];
   Status read_status;
   bool timed_out = false;
-  int answer_fd = fds[0];
-  int told_fd = told[0];
   // Until the answer's end: told texts arrive before it, and a child that
   // ends closes both.
-  while (answer_fd >= 0) {
+  while (answer_fd.get() >= 0) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         give_up_at - std::chrono::steady_clock::now());
-    std::array<pollfd, 2> readable = {pollfd{.fd = answer_fd, .events = POLLIN, .revents = 0},
-                                      pollfd{.fd = told_fd, .events = POLLIN, .revents = 0}};
+    std::array<pollfd, 2> readable = {pollfd{.fd = answer_fd.get(), .events = POLLIN, .revents = 0},
+                                      pollfd{.fd = told.fd(), .events = POLLIN, .revents = 0}};
     const int wait_ms = !deadline ? -1 : static_cast<int>(std::max<std::int64_t>(left.count(), 0));
     const int ready =
         deadline && left.count() <= 0 ? 0 : poll(readable.data(), readable.size(), wait_ms);
@@ -154,45 +198,19 @@ Result<std::string> RunAsJobUser(const JobUser& user, const JobUserWork& work,
       kill(child, SIGKILL);
       break;
     }
-    if (told_fd >= 0 && readable[1].revents != 0) {
-      const ssize_t got = read(told_fd, buffer, sizeof(buffer));
-      if (got > 0) {
-        told_pending.append(buffer, static_cast<std::size_t>(got));
-        PassOnTold(told_pending, heard);
-      } else if (got == 0 || errno != EINTR) {
-        close(told_fd);
-        told_fd = -1;
-      }
+    if (told.fd() >= 0 && readable[1].revents != 0) {
+      told.ReadOnce();
       continue;  // what was told before the answer is heard before it
     }
     if (readable[0].revents == 0) continue;
-    const ssize_t got = read(answer_fd, buffer, sizeof(buffer));
+    const ssize_t got = read(answer_fd.get(), buffer, sizeof(buffer));
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) read_status = Status::FromErrno(errno, "cannot read the job user's process");
-    if (got <= 0) {
-      close(answer_fd);
-      answer_fd = -1;
-      break;
-    }
+    if (got <= 0) break;
     answer.append(buffer, static_cast<std::size_t>(got));
   }
-  if (answer_fd >= 0) close(answer_fd);
-  if (told_fd >= 0) {
-    // Texts still in the pipe were told before the answer ended (or before
-    // the deadline): taken without waiting.
-    for (;;) {
-      pollfd rest{.fd = told_fd, .events = POLLIN, .revents = 0};
-      const int ready = poll(&rest, 1, 0);
-      if (ready < 0 && errno == EINTR) continue;
-      if (ready <= 0) break;
-      const ssize_t got = read(told_fd, buffer, sizeof(buffer));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) break;
-      told_pending.append(buffer, static_cast<std::size_t>(got));
-      PassOnTold(told_pending, heard);
-    }
-    close(told_fd);
-  }
+  answer_fd = FileDescriptor(-1);
+  told.ReadWhatIsThere();
   int wait_status = 0;
   // Killed for its deadline, a child stuck in the kernel (a hung file
   // system) may not go at once: waited for a second, then left to init's
