@@ -238,25 +238,34 @@ FileDescriptor LockStaging(const fs::path& staging) {
   return directory;
 }
 
-// The staging directories of unpacks beside `target` that nobody holds:
-// theirs was killed (SIGKILL, which nothing in the process can handle).
-void RemoveStagingOfEndedUnpacks(const fs::path& target) {
-  const std::string prefix = "." + target.filename().string() + ".unpacking.";
+// The staging directories in `directory` of unpacks that nobody holds
+// (theirs was killed: SIGKILL, which nothing in the process can handle);
+// of `target_name` only, or of any target when it is empty.
+std::uint64_t RemoveStagingNobodyHolds(const fs::path& directory, const std::string& target_name) {
+  constexpr std::string_view kMiddle = ".unpacking.";
+  std::uint64_t removed = 0;
   std::error_code error;
-  for (fs::directory_iterator it(target.parent_path(), error), end; !error && it != end;
-       it.increment(error)) {
+  for (fs::directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
     const std::string name = it->path().filename().string();
-    if (!name.starts_with(prefix) ||
-        !WholeNumber<pid_t>(std::string_view(name).substr(prefix.size())))
+    const auto middle = name.rfind(kMiddle);
+    if (!name.starts_with('.') || middle == std::string::npos || middle < 2 ||
+        (!target_name.empty() && std::string_view(name).substr(1, middle - 1) != target_name) ||
+        !WholeNumber<pid_t>(std::string_view(name).substr(middle + kMiddle.size())))
       continue;
     const FileDescriptor held = LockStaging(it->path());
     if (held.get() < 0) continue;  // in use, or not a directory
     std::error_code ignored;
     fs::remove_all(it->path(), ignored);
+    ++removed;
   }
+  return removed;
 }
 
 }  // namespace
+
+std::uint64_t RemoveStagingOfKilledUnpacks(const fs::path& directory) {
+  return RemoveStagingNobodyHolds(directory, "");
+}
 
 Result<PackSummary> Pack(const fs::path& prefix_argument, const fs::path& output,
                          const Interrupted& interrupted) {
@@ -375,7 +384,7 @@ Result<PackSummary> Unpack(const fs::path& pack, const fs::path& target_argument
   const std::string& old_prefix = summary.recorded_prefix;
   const std::string new_prefix = target.string();
 
-  RemoveStagingOfEndedUnpacks(target);
+  RemoveStagingNobodyHolds(target.parent_path(), target.filename().string());
   const fs::path staging = target.parent_path() / ("." + target.filename().string() + ".unpacking." +
                                                    std::to_string(::getpid()));
   fs::remove_all(staging, error);

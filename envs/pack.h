@@ -56,4 +56,8 @@ Result<PackSummary> Unpack(const std::filesystem::path& pack, const std::filesys
                            const UnpackObserver& observer = {},
                            const Interrupted& interrupted = {});
 
+// Removes from `directory` the staging directories (.NAME.unpacking.PID) of
+// unpacks nobody holds, of any target; returns how many.
+std::uint64_t RemoveStagingOfKilledUnpacks(const std::filesystem::path& directory);
+
 }  // namespace sray::envs

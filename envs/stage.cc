@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <fstream>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -104,6 +105,36 @@ std::uint64_t Evict(const fs::path& cache_root, std::uint64_t limit, const fs::p
   return evicted;
 }
 
+// A copy's directory name: the first kKeyLength hex digits of its lock
+// hash (a pack), or "spec-" and those of the spec file's (made by the
+// conda tool).
+bool IsCopyName(std::string_view name) {
+  if (name.starts_with("spec-")) name.remove_prefix(5);
+  return name.size() == kKeyLength &&
+         name.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+// Under the cache lock, so no stage is at work here: what stages killed
+// by SIGKILL left, which a later stage of the same environment would
+// remove, but which until then neither the limit counted nor anything
+// offered. Staging directories nobody holds, and copies without their
+// marker; only names this cache gives (a cache given as a directory that
+// also holds the user's own files keeps them).
+void RemoveWhatKilledStagesLeft(const fs::path& cache_root) {
+  (void)RemoveStagingOfKilledUnpacks(cache_root);
+  std::error_code error;
+  for (fs::directory_iterator it(cache_root, error), end; !error && it != end;
+       it.increment(error)) {
+    std::error_code kind;
+    if (!IsCopyName(it->path().filename().string()) || !it->is_directory(kind) ||
+        it->is_symlink(kind) || fs::exists(it->path() / kMarker, kind)) {
+      continue;
+    }
+    std::error_code ignored;
+    fs::remove_all(it->path(), ignored);
+  }
+}
+
 // Creates the cache directory (private to the user) and takes its lock.
 // Its copies are run as the user's programs, so an existing directory is
 // used only when nobody else could have put anything in it: a real
@@ -116,7 +147,9 @@ Result<CacheLock> OpenCache(const fs::path& cache_argument, const Interrupted& i
   fs::path cache_root = fs::absolute(cache_argument, error).lexically_normal();
   if (!cache_root.has_filename()) cache_root = cache_root.parent_path();
   SRAY_RETURN_IF_ERROR(AdoptPrivateDirectoryIn(cache_root, ::geteuid(), "environment cache"));
-  return CacheLock::Acquire(cache_root / ".lock", interrupted);
+  auto lock = CacheLock::Acquire(cache_root / ".lock", interrupted);
+  if (lock.ok()) RemoveWhatKilledStagesLeft(cache_root);
+  return lock;
 }
 
 Status WriteMarker(const fs::path& marker, std::uint64_t bytes) {

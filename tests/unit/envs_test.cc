@@ -642,6 +642,39 @@ TEST_F(EnvsTest, StagingSharesOneCopyPerHashAndEvictsTheLeastRecentlyUsed) {
   EXPECT_TRUE(fs::exists(newer->prefix / "conda-meta"));
 }
 
+// Stages killed by SIGKILL left a staging directory, or a copy without its
+// marker (the conda tool's, cut short): kept until the same environment
+// was staged again, and neither counted by the limit nor offered.
+TEST_F(EnvsTest, TheNextStageRemovesWhatKilledStagesLeftInTheCache) {
+  ASSERT_TRUE(Pack(prefix_, root_ / "train.pack").ok());
+  const fs::path cache = root_ / "c";
+  const auto first = StagePack(root_ / "train.pack", cache, 1ULL << 30);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  const fs::path killed_unpack = cache / ".0123456789abcdef.unpacking.4242";
+  const fs::path running_unpack = cache / ".fedcba9876543210.unpacking.4343";
+  const fs::path killed_tool = cache / "spec-00112233aabbccdd";
+  const fs::path killed_eviction = cache / "aabbccddeeff0011";
+  const fs::path users_own = cache / "notes";
+  for (const fs::path& directory :
+       {killed_unpack, running_unpack, killed_tool, killed_eviction, users_own}) {
+    fs::create_directories(directory / "lib");
+    Write(directory / "lib" / "half-written", "x");
+  }
+  const int held = ::open(running_unpack.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX), 0) << "as the unpack working there holds it";
+  auto again = StagePack(root_ / "train.pack", cache, 1ULL << 30);
+  ::close(held);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_TRUE(again->reused);
+  EXPECT_FALSE(fs::exists(killed_unpack)) << "nobody held it";
+  EXPECT_FALSE(fs::exists(killed_tool)) << "a copy without its marker";
+  EXPECT_FALSE(fs::exists(killed_eviction)) << "a copy without its marker";
+  EXPECT_TRUE(fs::exists(running_unpack)) << "its unpack still works there";
+  EXPECT_TRUE(fs::exists(users_own)) << "not a name the cache gives";
+  EXPECT_TRUE(fs::exists(again->prefix / "conda-meta")) << "the staged copy stays";
+}
+
 TEST_F(EnvsTest, ACacheDirectoryAnotherUserCouldHavePlantedIsRefused) {
   ASSERT_TRUE(Pack(prefix_, root_ / "train.pack").ok());
   auto header = InspectPack(root_ / "train.pack");
