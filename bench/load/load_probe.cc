@@ -58,6 +58,15 @@ void PrintMemory(const char* phase) {
     std::ifstream smaps("/proc/self/smaps");
     std::ofstream(std::string(directory) + "/" + phase) << smaps.rdbuf();
   }
+  using Mallctl = int (*)(const char*, void*, std::size_t*, void*, std::size_t);
+  const auto mallctl = reinterpret_cast<Mallctl>(::dlsym(RTLD_DEFAULT, "mallctl"));
+  // With MALLOC_CONF=prof:true as well, jemalloc's heap profile of each
+  // phase goes there too, as DIR/PHASE.heap (jeprof --base=DIR/cold.heap).
+  if (const char* directory = std::getenv("SRAY_LOAD_PROBE_SMAPS"); directory && mallctl) {
+    const std::string path = std::string(directory) + "/" + phase + ".heap";
+    const char* name = path.c_str();
+    (void)mallctl("prof.dump", nullptr, nullptr, &name, sizeof(name));
+  }
   std::cout << "memory: " << phase;
   std::ifstream status("/proc/self/status");
   for (std::string line; std::getline(status, line);) {
@@ -70,8 +79,6 @@ void PrintMemory(const char* phase) {
       std::cout << " " << name << "=" << std::stoull(line.substr(key.size()));
     }
   }
-  using Mallctl = int (*)(const char*, void*, std::size_t*, void*, std::size_t);
-  const auto mallctl = reinterpret_cast<Mallctl>(::dlsym(RTLD_DEFAULT, "mallctl"));
   if (mallctl != nullptr) {
     std::uint64_t epoch = 1;
     std::size_t length = sizeof(epoch);
