@@ -69,6 +69,19 @@ printf '#!%s/bin/python\n' "$prefix" >"$prefix/bin-tool"
 "$SRAY" env verify "$WORK/train.lock" "$WORK/u" >/dev/null || fail "the unpacked environment does not verify"
 echo "ok: pack and unpack relocate, and the copy verifies"
 
+# The cache limit in GiB: 0 would evict every copy but the one staged, and
+# 2^30 and more wrapped when turned into bytes (2026-12-07). Both refused,
+# naming the range, before anything is staged.
+for limit in 0 1073741825; do
+  status=0
+  "$SRAY" env stage "$WORK/train.pack" --cache "$WORK/limit-cache" --cache-limit-gib "$limit" \
+    >"$WORK/limit.out" 2>&1 || status=$?
+  [ "$status" -ne 0 ] && grep -q -- "--cache-limit-gib: Value $limit not in range 1 to 1073741824" "$WORK/limit.out" ||
+    fail "--cache-limit-gib $limit: status $status, $(cat "$WORK/limit.out")"
+  [ ! -e "$WORK/limit-cache" ] || fail "--cache-limit-gib $limit made the cache"
+done
+echo "ok: a cache limit out of range is refused, naming the range"
+
 # Ctrl-C of `sray env pack` (a real SIGINT, whenever it comes): the command
 # ends by it, the earlier pack stays whole and nothing is left beside it.
 # A signal after the last file used to end it with 0, as if never sent.
