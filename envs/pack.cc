@@ -200,12 +200,14 @@ class PackOutput {
     if (!stream_) return Status::IoError("cannot write " + output_.string() + ": disk full?");
     std::error_code error;
     if (unnamed_.get() >= 0) {
-      // A name of its own first, then OUT's by rename: link() does not
-      // replace. Only a kill between the two leaves OUT.partial.
+      // A name of its own first (this process's: never another pack's
+      // OUT.partial), then OUT's by rename: link() does not replace. Only a
+      // kill between the two leaves it.
+      partial_ = output_.string() + ".partial." + std::to_string(::getpid());
       fs::remove(partial_, error);
       if (::linkat(AT_FDCWD, ProcessPath().c_str(), AT_FDCWD, partial_.c_str(),
                    AT_SYMLINK_FOLLOW) != 0) {
-        return Status::FromErrno(errno, "cannot write " + output_.string());
+        return Status::FromErrno(errno, "cannot give " + output_.string() + " its name");
       }
       partial_made_ = true;
     }
@@ -229,12 +231,17 @@ class PackOutput {
 
 // An unpack holds an flock on its staging directory while it works: the
 // lock, unlike a pid, also says "in use" for an unpack on another host
-// sharing the file system, or in another pid namespace.
-FileDescriptor LockStaging(const fs::path& staging) {
+// sharing the file system, or in another pid namespace. Nothing (-1) when
+// it cannot be taken; `held_by_another` then says whether someone holds
+// it (rather than the file system refusing the lock: NFS refuses flock on
+// a directory opened for reading, and there nothing is ever swept).
+FileDescriptor LockStaging(const fs::path& staging, bool* held_by_another = nullptr) {
   FileDescriptor directory(
       ::open(staging.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (directory.get() >= 0 && ::flock(directory.get(), LOCK_EX | LOCK_NB) != 0)
+  if (directory.get() >= 0 && ::flock(directory.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (held_by_another != nullptr) *held_by_another = errno == EWOULDBLOCK;
     return FileDescriptor(-1);
+  }
   return directory;
 }
 
@@ -390,12 +397,19 @@ Result<PackSummary> Unpack(const fs::path& pack, const fs::path& target_argument
   fs::remove_all(staging, error);
   fs::create_directories(staging, error);
   if (error) return Status::IoError("cannot create " + staging.string() + ": " + error.message());
-  const FileDescriptor staging_lock = LockStaging(staging);
+  bool held_by_another = false;
+  const FileDescriptor staging_lock = LockStaging(staging, &held_by_another);
   auto fail = [&](Status status) {
     std::error_code ignored;
     fs::remove_all(staging, ignored);
     return status;
   };
+  // Between the directory's creation and the lock, a sweep beside the same
+  // target took it for a killed unpack's: it is removing it.
+  if (held_by_another) {
+    return Status::Unavailable("another unpack beside " + target.string() + " took " +
+                               staging.string() + " while it was made: run this again");
+  }
   std::uint64_t count = 0;
   while (true) {
     auto type = reader.Number<EntryType>();

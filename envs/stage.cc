@@ -125,11 +125,14 @@ void RemoveWhatKilledStagesLeft(const fs::path& cache_root) {
   std::error_code error;
   for (fs::directory_iterator it(cache_root, error), end; !error && it != end;
        it.increment(error)) {
+    if (!IsCopyName(it->path().filename().string())) continue;
+    // Only a sure "a directory without a marker": any error (a stale NFS
+    // handle, EACCES) keeps the copy, which jobs may be using.
     std::error_code kind;
-    if (!IsCopyName(it->path().filename().string()) || !it->is_directory(kind) ||
-        it->is_symlink(kind) || fs::exists(it->path() / kMarker, kind)) {
-      continue;
-    }
+    const bool directory = it->is_directory(kind) && !kind;
+    const bool link = it->is_symlink(kind) || kind;
+    const bool marked = fs::exists(it->path() / kMarker, kind) || kind;
+    if (!directory || link || marked) continue;
     std::error_code ignored;
     fs::remove_all(it->path(), ignored);
   }

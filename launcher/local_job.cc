@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -880,6 +881,13 @@ void EndBySignal(int signal) {
   // Under `sray run` the signal is blocked (BlockSignals; the threads it
   // made have ended): raised while blocked, it is delivered once unblocked.
   // Elsewhere (`sray env`) it is delivered at the raise.
+  // SIGQUIT's default action dumps core: after an orderly end there is
+  // nothing to debug, and a core file would be left in the user's
+  // directory. The status still says SIGQUIT.
+  if (signal == SIGQUIT) {
+    const rlimit no_core{.rlim_cur = 0, .rlim_max = 0};
+    (void)::setrlimit(RLIMIT_CORE, &no_core);
+  }
   std::signal(signal, SIG_DFL);
   std::raise(signal);
   sigset_t only;

@@ -11,6 +11,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "common/file_descriptor.h"
 
@@ -46,6 +47,31 @@ std::vector<char*> Pointers(std::vector<std::string>& texts) {
   for (std::string& text : texts) pointers.push_back(text.data());
   pointers.push_back(nullptr);
   return pointers;
+}
+
+// Waits for `pid`, until `deadline` if there is one (then kills it, waits
+// for that, and says ETIMEDOUT). False with errno set when it was not
+// reaped.
+bool ReapOrLeave(pid_t pid, int& wait_status,
+                 std::optional<std::chrono::steady_clock::time_point> deadline) {
+  bool killed = false;
+  for (;;) {
+    const bool bounded = deadline && !killed;
+    const pid_t reaped = ::waitpid(pid, &wait_status, bounded ? WNOHANG : 0);
+    if (reaped == pid) {
+      if (killed) errno = ETIMEDOUT;
+      return !killed;
+    }
+    if (reaped < 0 && errno != EINTR) return false;
+    if (reaped == 0) {
+      if (std::chrono::steady_clock::now() >= *deadline) {
+        ::kill(pid, SIGKILL);
+        killed = true;
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -124,8 +150,10 @@ Result<CommandOutcome> RunCapturing(const CapturedCommand& command) {
     std::array<pollfd, 2> waits = {pollfd{.fd = output_read.get(), .events = POLLIN, .revents = 0},
                                    pollfd{.fd = errors_read.get(), .events = POLLIN, .revents = 0}};
     if (::poll(waits.data(), waits.size(), wait_milliseconds) < 0 && errno != EINTR) {
-      outcome.timed_out = true;  // nothing more can be read: it must not be waited for
-      break;
+      const int error = errno;
+      ::kill(pid, SIGKILL);  // nothing more can be read: it must not be waited for
+      ReapOrLeave(pid, outcome.wait_status, std::nullopt);
+      return Status::FromErrno(error, "cannot read what " + program + " prints");
     }
     for (std::size_t index = 0; index < waits.size(); ++index) {
       if (waits[index].revents == 0) continue;
@@ -142,11 +170,15 @@ Result<CommandOutcome> RunCapturing(const CapturedCommand& command) {
     }
   }
   if (outcome.timed_out) ::kill(pid, SIGKILL);
-  pid_t reaped = -1;
-  do {
-    reaped = ::waitpid(pid, &outcome.wait_status, 0);
-  } while (reaped < 0 && errno == EINTR);
-  if (reaped != pid) return Status::FromErrno(errno, "cannot learn how " + program + " ended");
+  // A command that closed its output may still run: within the limit, then
+  // killed.
+  std::optional<std::chrono::steady_clock::time_point> wait_until;
+  if (command.limit && !outcome.timed_out) wait_until = deadline;
+  if (!ReapOrLeave(pid, outcome.wait_status, wait_until)) {
+    if (errno != ETIMEDOUT)
+      return Status::FromErrno(errno, "cannot learn how " + program + " ended");
+    outcome.timed_out = true;
+  }
   return outcome;
 }
 

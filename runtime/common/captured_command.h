@@ -4,7 +4,8 @@
 // `scontrol` for the tools, bash sourcing an environment's activate.d
 // scripts. One place for the pipes, the spawn and the wait, so that each
 // caller gets the same care: every signal unblocked in the child (a caller
-// that blocks INT for a signalfd must not hand that to the command), stdin
+// that blocks INT for a signalfd must not hand that to the command; a
+// signal the caller ignores, as nohup does, stays ignored), stdin
 // from /dev/null where asked, a deadline that kills, reads bounded.
 //
 // Thread-safety: RunCapturing may be called from any thread; it waits for
@@ -29,8 +30,8 @@ struct CapturedCommand {
   bool capture_errors = false;
   // Standard input from /dev/null; otherwise this process's.
   bool no_input = false;
-  // Killed (SIGKILL) when it has not closed its output by then; nothing:
-  // waited for however long it runs (the caller's signals end it).
+  // Killed (SIGKILL) when it has not ended by then, output closed or not;
+  // nothing: waited for however long it runs (the caller's signals end it).
   std::optional<std::chrono::milliseconds> limit;
   // Each stream keeps at most this many bytes; the rest is read and dropped.
   std::size_t most_bytes = std::size_t{64} << 20;

@@ -59,18 +59,33 @@ TEST(CapturedCommand, KeepsAtMostItsBoundAndStillReadsToTheEnd) {
 }
 
 // `sray run` blocks INT and TERM for its signalfd: a command that inherited
-// that mask would not end on Ctrl-C.
+// that mask would not end on Ctrl-C or kill. (TERM here: a test run as a
+// script's background job has INT ignored, which the command keeps.)
 TEST(CapturedCommand, TheCommandRunsWithNoSignalBlocked) {
   sigset_t blocked;
   sigemptyset(&blocked);
   sigaddset(&blocked, SIGINT);
+  sigaddset(&blocked, SIGTERM);
   sigset_t before;
   ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &blocked, &before), 0);
-  const auto ran = RunCapturing(Bash("grep '^SigBlk' /proc/self/status; kill -INT $$; sleep 5"));
+  const auto ran = RunCapturing(Bash("grep '^SigBlk' /proc/self/status; kill -TERM $$; sleep 5"));
   pthread_sigmask(SIG_SETMASK, &before, nullptr);
   ASSERT_TRUE(ran.ok());
   EXPECT_EQ(ran->output, "SigBlk:\t0000000000000000\n");
-  EXPECT_EQ(ran->How(), "killed by signal 2 (Interrupt)");
+  EXPECT_EQ(ran->How(), "killed by signal 15 (Terminated)");
+}
+
+// A command that closes its output and then hangs: the limit still holds
+// (the wait for its end was unbounded).
+TEST(CapturedCommand, ACommandThatClosesItsOutputThenHangsIsKilledAtItsLimit) {
+  CapturedCommand command = Bash("echo said; exec >&- 2>&-; exec sleep 30");
+  command.limit = std::chrono::milliseconds(300);
+  const auto started = std::chrono::steady_clock::now();
+  const auto ran = RunCapturing(command);
+  ASSERT_TRUE(ran.ok()) << ran.status().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+  EXPECT_TRUE(ran->timed_out);
+  EXPECT_EQ(ran->output, "said\n");
 }
 
 TEST(CapturedCommand, AProgramThatCannotStartIsAnError) {
