@@ -122,6 +122,57 @@ for delay in 0.02 0.1 0.25; do
 done
 echo "ok: SIGINT of sray env pack ends it by the signal and leaves a whole pack ($cut_short of 3 cut short)"
 
+# The same for `sray env unpack`: ended by the signal, no staging directory
+# left beside the target, and the target either absent or whole.
+cut_short=0
+for delay in 0.02 0.1 0.25; do
+  target=$WORK/big-unpacked-$delay
+  "${WITH_DEFAULT_SIGNALS[@]}" "$SRAY" env unpack "$WORK/big.pack" "$target" >"$WORK/big-unpack-int.out" 2>&1 &
+  unpacker=$!
+  wait_for_sray_in "$unpacker"
+  sleep "$delay"
+  kill -INT "$unpacker" 2>/dev/null || true
+  status=0
+  wait "$unpacker" || status=$?
+  [ "$status" -eq 130 ] || { [ "$status" -eq 0 ] && grep -q '^sray: unpacked' "$WORK/big-unpack-int.out"; } ||
+    fail "sray env unpack ended with $status after SIGINT, expected 130: $(cat "$WORK/big-unpack-int.out")"
+  left=$(ls -a "$WORK" | grep -F ".big-unpacked-$delay.unpacking." || true)
+  [ -z "$left" ] || fail "an interrupted unpack left $left"
+  if grep -q 'was interrupted' "$WORK/big-unpack-int.out"; then
+    cut_short=$((cut_short + 1))
+    [ ! -e "$target" ] || fail "an interrupted unpack left $target"
+  else
+    "$SRAY" env verify "$WORK/train.lock" "$target" >/dev/null || fail "the unpacked copy does not verify"
+  fi
+  rm -rf "$target"
+done
+echo "ok: SIGINT of sray env unpack ends it by the signal and leaves no half copy ($cut_short of 3 cut short)"
+
+# A SIGINT the caller ignores (a script's background job, nohup) stays
+# ignored: the pack runs to its end.
+"$SRAY" env pack "$big" -o "$WORK/big-ignored.pack" >"$WORK/big-ignored.out" 2>&1 &
+packer=$!
+wait_for_sray_in "$packer"
+sleep 0.05
+kill -INT "$packer" 2>/dev/null || true
+status=0
+wait "$packer" || status=$?
+[ "$status" -eq 0 ] && grep -q '^sray: packed' "$WORK/big-ignored.out" ||
+  fail "sray env pack with SIGINT ignored: status $status, $(cat "$WORK/big-ignored.out")"
+"$SRAY" env unpack "$WORK/big-ignored.pack" "$WORK/big-ignored" >/dev/null || fail "the pack made with SIGINT ignored is not whole"
+rm -rf "$WORK/big-ignored" "$WORK/big-ignored.pack"
+echo "ok: a SIGINT the caller ignores stays ignored"
+
+# `sray env lock -o` whose rename fails (the target is a directory): it
+# says so, and leaves no .tmp beside it.
+mkdir -p "$WORK/lock-is-a-directory"
+status=0
+"$SRAY" env lock "$prefix" -o "$WORK/lock-is-a-directory" >"$WORK/lock-dir.out" 2>&1 || status=$?
+[ "$status" -ne 0 ] && grep -q "cannot write $WORK/lock-is-a-directory" "$WORK/lock-dir.out" ||
+  fail "sray env lock -o onto a directory: status $status, $(cat "$WORK/lock-dir.out")"
+[ ! -e "$WORK/lock-is-a-directory.tmp" ] || fail "sray env lock left $WORK/lock-is-a-directory.tmp"
+echo "ok: a lock that cannot be written says so and leaves no .tmp"
+
 status=0
 PATH=/usr/bin:/bin "$SRAY" env create "$WORK/environment.yml" -p "$WORK/new" >"$WORK/create.out" 2>&1 || status=$?
 [ "$status" -eq 2 ] && grep -q 'no conda, mamba or micromamba on PATH' "$WORK/create.out" ||
