@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <map>
+#include <optional>
 
 #include "common/executable_search.h"
 #include "common/host_name.h"
@@ -17,18 +19,40 @@
 namespace sray::launcher {
 namespace {
 
-// False when the driver is known to be gone: on this host, no such
+// The jobs files whose driver is known to be gone: on this host, no such
 // process; on another, Slurm says the job has ended (its head node may have
-// crashed, and nothing ran there to remove the jobs file). Such a file is
-// removed: it is this user's, and nothing will ever answer at its address.
-bool DriverAlive(const dashboard::JobsFileContent& job, const std::filesystem::path& home) {
-  if (job.head_hostname == HostName() && job.pid > 0) {
-    return ::kill(static_cast<pid_t>(job.pid), 0) == 0 || errno == EPERM;
+// crashed, and nothing ran there to remove the file). One squeue for every
+// job on another host, and `scontrol show config` only when some job there
+// ended and names a cluster. Such files are removed: they are this user's,
+// and nothing will ever answer at their address.
+std::vector<dashboard::JobsFileContent> DriversAlive(std::vector<dashboard::JobsFileContent> jobs,
+                                                     const std::filesystem::path& home) {
+  const std::string here = HostName();
+  std::vector<std::string> elsewhere;
+  for (const auto& job : jobs) {
+    if (job.head_hostname != here) elsewhere.push_back(job.job_id);
   }
-  if (job.head_hostname == HostName()) return true;
-  if (AskSlurmAbout(job.job_id, job.cluster) != SlurmJobState::kEnded) return true;
-  dashboard::RemoveJobsFile(home, job.job_id, job.step_id);
-  return false;
+  const auto states =
+      elsewhere.empty() ? std::map<std::string, SlurmJobState>{} : AskSlurmAbout(elsewhere);
+  std::optional<std::string> local_cluster;
+  std::vector<dashboard::JobsFileContent> alive;
+  for (auto& job : jobs) {
+    bool gone = false;
+    if (job.head_hostname == here) {
+      gone = job.pid > 0 && ::kill(static_cast<pid_t>(job.pid), 0) != 0 && errno != EPERM;
+    } else if (states.at(job.job_id) == SlurmJobState::kEnded) {
+      // A home shared by several clusters: this controller's "ended" may be
+      // about another cluster's job of the same number.
+      if (!job.cluster.empty() && !local_cluster) local_cluster = LocalSlurmClusterName();
+      gone = job.cluster.empty() || job.cluster == *local_cluster;
+    }
+    if (gone) {
+      dashboard::RemoveJobsFile(home, job.job_id, job.step_id);
+    } else {
+      alive.push_back(std::move(job));
+    }
+  }
+  return alive;
 }
 
 }  // namespace
@@ -45,14 +69,14 @@ std::optional<dashboard::JobsFileContent> ChooseJob(const std::string& wanted,
   // A named job: only its own files are checked (a job on another host
   // costs a question to Slurm); the others only when it is not running.
   if (!wanted.empty()) {
+    std::vector<dashboard::JobsFileContent> named;
     for (const auto& job : listed) {
-      if ((JobLabel(job) == wanted || job.job_id == wanted) && DriverAlive(job, home)) return job;
+      if (JobLabel(job) == wanted || job.job_id == wanted) named.push_back(job);
     }
+    auto alive = DriversAlive(std::move(named), home);
+    if (!alive.empty()) return std::move(alive.front());
   }
-  std::vector<dashboard::JobsFileContent> running;
-  for (auto& job : listed) {
-    if (DriverAlive(job, home)) running.push_back(std::move(job));
-  }
+  std::vector<dashboard::JobsFileContent> running = DriversAlive(std::move(listed), home);
   if (running.empty()) {
     std::cerr << "sray: " << command << ": no running sray job of this user (nothing in "
               << dashboard::JobsDirectory(home).string()

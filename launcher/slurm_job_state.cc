@@ -20,19 +20,27 @@ bool IsSlurmJobId(const std::string& job_id) {
 
 }  // namespace
 
-SlurmJobState ReadSqueueAnswer(const std::vector<std::string>& states, int status,
-                               std::string_view errors) {
+std::map<std::string, SlurmJobState> ReadSqueueAnswer(const std::vector<std::string>& asked,
+                                                      const std::vector<std::string>& lines,
+                                                      int status, std::string_view errors) {
+  std::map<std::string, SlurmJobState> states;
   if (status != 0) {
-    // Past MinJobAge the controller forgets a job; any other failure (the
-    // controller unreachable) says nothing about the job.
-    return errors.find("Invalid job id") != std::string_view::npos ? SlurmJobState::kEnded
-                                                                   : SlurmJobState::kUnknown;
+    const bool forgotten =
+        asked.size() == 1 && errors.find("Invalid job id") != std::string_view::npos;
+    for (const std::string& job : asked) {
+      states[job] = forgotten ? SlurmJobState::kEnded : SlurmJobState::kUnknown;
+    }
+    return states;
   }
-  // squeue lists only jobs that have not finished unless asked for more.
-  for (const std::string& state : states) {
-    if (!state.empty()) return SlurmJobState::kRuns;
+  for (const std::string& job : asked) states[job] = SlurmJobState::kEnded;
+  for (const std::string& line : lines) {
+    std::istringstream words(line);
+    std::string job;
+    std::string state;
+    if (!(words >> job >> state)) continue;
+    if (auto found = states.find(job); found != states.end()) found->second = SlurmJobState::kRuns;
   }
-  return SlurmJobState::kEnded;
+  return states;
 }
 
 namespace {
@@ -65,9 +73,9 @@ std::optional<CommandAnswer> RunAndRead(const std::string& program_name,
       .status = WEXITSTATUS(ran->wait_status), .output = ran->output, .errors = ran->errors};
 }
 
-// This machine's cluster as its Slurm configuration names it; empty when
-// unknown.
-std::string LocalClusterName(std::chrono::milliseconds limit) {
+}  // namespace
+
+std::string LocalSlurmClusterName(std::chrono::milliseconds limit) {
   const auto answer = RunAndRead("scontrol", {"show", "config"}, limit);
   if (!answer || answer->status != 0) return {};
   std::istringstream lines(answer->output);
@@ -81,24 +89,31 @@ std::string LocalClusterName(std::chrono::milliseconds limit) {
   return {};
 }
 
-}  // namespace
-
-SlurmJobState AskSlurmAbout(const std::string& job_id, const std::string& cluster,
-                            std::chrono::milliseconds limit) {
-  if (!IsSlurmJobId(job_id)) return SlurmJobState::kUnknown;
-  const auto answer =
-      RunAndRead("squeue", {"--noheader", "--jobs=" + job_id, "--format=%T"}, limit);
-  if (!answer) return SlurmJobState::kUnknown;
-  std::vector<std::string> states;
-  std::istringstream lines(answer->output);
-  for (std::string line; std::getline(lines, line);) states.push_back(line);
-  const SlurmJobState state = ReadSqueueAnswer(states, answer->status, answer->errors);
-  // A home shared by several clusters: this controller's "ended" may be
-  // about another cluster's job of the same number.
-  if (state == SlurmJobState::kEnded && !cluster.empty() && LocalClusterName(limit) != cluster) {
-    return SlurmJobState::kUnknown;
+std::map<std::string, SlurmJobState> AskSlurmAbout(const std::vector<std::string>& job_ids,
+                                                   std::chrono::milliseconds limit) {
+  std::map<std::string, SlurmJobState> states;
+  std::vector<std::string> asked;
+  std::string list;
+  for (const std::string& job : job_ids) {
+    if (states.contains(job)) continue;
+    states[job] = SlurmJobState::kUnknown;
+    if (!IsSlurmJobId(job)) continue;
+    asked.push_back(job);
+    list += (list.empty() ? "" : ",") + job;
   }
-  return state;
+  if (asked.empty()) return states;
+  // %A: the job's own id, also for an element of a job array (%i would say
+  // BASE_INDEX), as SLURM_JOB_ID and so the jobs file name it.
+  const auto answer =
+      RunAndRead("squeue", {"--noheader", "--jobs=" + list, "--format=%A %T"}, limit);
+  if (!answer) return states;
+  std::vector<std::string> lines;
+  std::istringstream text(answer->output);
+  for (std::string line; std::getline(text, line);) lines.push_back(line);
+  for (auto& [job, state] : ReadSqueueAnswer(asked, lines, answer->status, answer->errors)) {
+    states[job] = state;
+  }
+  return states;
 }
 
 }  // namespace sray::launcher

@@ -9,6 +9,7 @@
 // thread at a time (the subcommands have one).
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,17 +22,25 @@ enum class SlurmJobState {
   kUnknown,  // not a Slurm job id, no squeue, or no answer in time
 };
 
-// What squeue's answer means: `states` its lines (squeue -h -o %T), `status`
-// its exit status, `errors` its standard error.
-SlurmJobState ReadSqueueAnswer(const std::vector<std::string>& states, int status,
-                               std::string_view errors);
+// What squeue's answer to `--jobs=ID,... --format="%A %T"` says of each job
+// in `asked`: `lines` its output, `status` its exit status, `errors` its
+// standard error. A job not listed has ended (squeue lists only jobs that
+// have not); asked alone, a job the controller forgot (past MinJobAge) is
+// an error, "Invalid job id", which says the same; any other failure (the
+// controller unreachable) says nothing of any job.
+std::map<std::string, SlurmJobState> ReadSqueueAnswer(const std::vector<std::string>& asked,
+                                                      const std::vector<std::string>& lines,
+                                                      int status, std::string_view errors);
 
-// Asks `squeue` on PATH about `job_id` (numeric; anything else is kUnknown),
-// waiting at most `limit` for each command. `cluster` is the job's cluster
-// (SLURM_CLUSTER_NAME, as its jobs file recorded it): an "ended" counts only
-// when it names this machine's cluster (`scontrol show config`), since one
+// Asks `squeue` on PATH about `job_ids` at once (one command for all;
+// anything not numeric is kUnknown), waiting at most `limit`.
+std::map<std::string, SlurmJobState> AskSlurmAbout(
+    const std::vector<std::string>& job_ids,
+    std::chrono::milliseconds limit = std::chrono::seconds(5));
+
+// This machine's Slurm cluster (`scontrol show config`'s ClusterName);
+// empty when unknown. An "ended" counts only for a job of this cluster: one
 // home may serve several clusters whose job numbers overlap.
-SlurmJobState AskSlurmAbout(const std::string& job_id, const std::string& cluster,
-                            std::chrono::milliseconds limit = std::chrono::seconds(5));
+std::string LocalSlurmClusterName(std::chrono::milliseconds limit = std::chrono::seconds(5));
 
 }  // namespace sray::launcher

@@ -111,25 +111,38 @@ TEST(JobApi, TheDriverNamesTheMachineForADashboardOnEveryInterface) {
 
 // A jobs file outlives its job when the head node crashed; only Slurm's
 // answer may remove it, and only a sure one.
-TEST(SlurmJobState, SqueueAnswersTellARunningJobFromAnEndedOne) {
-  EXPECT_EQ(ReadSqueueAnswer({"RUNNING"}, 0, ""), SlurmJobState::kRuns);
-  EXPECT_EQ(ReadSqueueAnswer({"PENDING"}, 0, ""), SlurmJobState::kRuns);
-  EXPECT_EQ(ReadSqueueAnswer({"COMPLETING"}, 0, ""), SlurmJobState::kRuns);
-  EXPECT_EQ(ReadSqueueAnswer({}, 0, ""), SlurmJobState::kEnded) << "finished: no longer listed";
-  EXPECT_EQ(ReadSqueueAnswer({}, 1, "slurm_load_jobs error: Invalid job id specified\n"),
-            SlurmJobState::kEnded)
-      << "forgotten after MinJobAge";
-  EXPECT_EQ(ReadSqueueAnswer({}, 1,
-                             "slurm_load_jobs error: Unable to contact slurm controller (connect "
-                             "failure)\n"),
-            SlurmJobState::kUnknown)
+TEST(SlurmJobState, SqueueAnswersTellRunningJobsFromEndedOnes) {
+  using enum SlurmJobState;
+  const auto read = [](const std::vector<std::string>& asked, const std::vector<std::string>& lines,
+                       int status, std::string_view errors) {
+    return ReadSqueueAnswer(asked, lines, status, errors);
+  };
+  using States = std::map<std::string, SlurmJobState>;
+  EXPECT_EQ(read({"7"}, {"7 RUNNING"}, 0, ""), (States{{"7", kRuns}}));
+  EXPECT_EQ(read({"7", "8", "9"}, {"7 PENDING", "9 COMPLETING"}, 0, ""),
+            (States{{"7", kRuns}, {"8", kEnded}, {"9", kRuns}}))
+      << "a job not listed has finished; the listed ones run, whatever their state";
+  EXPECT_EQ(read({"7"}, {}, 0, ""), (States{{"7", kEnded}}));
+  EXPECT_EQ(read({"7"}, {}, 1, "slurm_load_jobs error: Invalid job id specified\n"),
+            (States{{"7", kEnded}}))
+      << "asked alone, a job forgotten after MinJobAge is an error";
+  EXPECT_EQ(read({"7", "8"}, {}, 1, "slurm_load_jobs error: Invalid job id specified\n"),
+            (States{{"7", kUnknown}, {"8", kUnknown}}))
+      << "asked together, squeue lists what it knows; an error then says nothing of either";
+  EXPECT_EQ(read({"7"}, {}, 1,
+                 "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n"),
+            (States{{"7", kUnknown}}))
       << "a controller that does not answer says nothing about the job";
+  EXPECT_EQ(read({"7"}, {"77 RUNNING", "garbage"}, 0, ""), (States{{"7", kEnded}}))
+      << "only the job's own line counts";
 }
 
 TEST(SlurmJobState, OnlySlurmJobIdsAreAskedAbout) {
-  EXPECT_EQ(AskSlurmAbout("local123-4f00ba11", ""), SlurmJobState::kUnknown);
-  EXPECT_EQ(AskSlurmAbout("", ""), SlurmJobState::kUnknown);
-  EXPECT_EQ(AskSlurmAbout("12; rm -rf /", ""), SlurmJobState::kUnknown);
+  using States = std::map<std::string, SlurmJobState>;
+  EXPECT_EQ(AskSlurmAbout({"local123-4f00ba11", "", "12; rm -rf /"}),
+            (States{{"local123-4f00ba11", SlurmJobState::kUnknown},
+                    {"", SlurmJobState::kUnknown},
+                    {"12; rm -rf /", SlurmJobState::kUnknown}}));
 }
 
 }  // namespace
