@@ -232,14 +232,19 @@ class PackOutput {
 // An unpack holds an flock on its staging directory while it works: the
 // lock, unlike a pid, also says "in use" for an unpack on another host
 // sharing the file system, or in another pid namespace. Nothing (-1) when
-// it cannot be taken; `held_by_another` then says whether someone holds
-// it (rather than the file system refusing the lock: NFS refuses flock on
-// a directory opened for reading, and there nothing is ever swept).
-FileDescriptor LockStaging(const fs::path& staging, bool* held_by_another = nullptr) {
+// it cannot be taken; `taken` then says whether someone else has the
+// directory (holds its lock, or removed it), rather than the file system
+// refusing the lock (NFS refuses flock on a directory opened for reading,
+// and there nothing is ever swept).
+FileDescriptor LockStaging(const fs::path& staging, bool* taken = nullptr) {
   FileDescriptor directory(
       ::open(staging.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (directory.get() >= 0 && ::flock(directory.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (held_by_another != nullptr) *held_by_another = errno == EWOULDBLOCK;
+  if (directory.get() < 0) {
+    if (taken != nullptr) *taken = true;
+    return directory;
+  }
+  if (::flock(directory.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (taken != nullptr) *taken = errno == EWOULDBLOCK;
     return FileDescriptor(-1);
   }
   return directory;
@@ -397,16 +402,16 @@ Result<PackSummary> Unpack(const fs::path& pack, const fs::path& target_argument
   fs::remove_all(staging, error);
   fs::create_directories(staging, error);
   if (error) return Status::IoError("cannot create " + staging.string() + ": " + error.message());
-  bool held_by_another = false;
-  const FileDescriptor staging_lock = LockStaging(staging, &held_by_another);
+  bool taken = false;
+  const FileDescriptor staging_lock = LockStaging(staging, &taken);
   auto fail = [&](Status status) {
     std::error_code ignored;
     fs::remove_all(staging, ignored);
     return status;
   };
   // Between the directory's creation and the lock, a sweep beside the same
-  // target took it for a killed unpack's: it is removing it.
-  if (held_by_another) {
+  // target took it for a killed unpack's: it is removing it, or has.
+  if (taken) {
     return Status::Unavailable("another unpack beside " + target.string() + " took " +
                                staging.string() + " while it was made: run this again");
   }

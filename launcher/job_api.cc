@@ -70,11 +70,14 @@ std::optional<dashboard::JobsFileContent> ChooseJob(const std::string& wanted,
   // costs a question to Slurm); the others only when it is not running.
   if (!wanted.empty()) {
     std::vector<dashboard::JobsFileContent> named;
-    for (const auto& job : listed) {
-      if (JobLabel(job) == wanted || job.job_id == wanted) named.push_back(job);
+    std::vector<dashboard::JobsFileContent> others;
+    for (auto& job : listed) {
+      (JobLabel(job) == wanted || job.job_id == wanted ? named : others).push_back(std::move(job));
     }
     auto alive = DriversAlive(std::move(named), home);
     if (!alive.empty()) return std::move(alive.front());
+    // Checked once: the named job's files are not asked about again below.
+    listed = std::move(others);
   }
   std::vector<dashboard::JobsFileContent> running = DriversAlive(std::move(listed), home);
   if (running.empty()) {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -887,6 +888,9 @@ void EndBySignal(int signal) {
   if (signal == SIGQUIT) {
     const rlimit no_core{.rlim_cur = 0, .rlim_max = 0};
     (void)::setrlimit(RLIMIT_CORE, &no_core);
+    // Where core_pattern pipes to a handler (systemd-coredump, apport),
+    // the limit is the handler's to honour; not dumpable, none runs.
+    (void)::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   }
   std::signal(signal, SIG_DFL);
   std::raise(signal);

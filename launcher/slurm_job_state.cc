@@ -5,10 +5,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "common/captured_command.h"
 #include "common/executable_search.h"
+
+extern char** environ;
 
 namespace sray::launcher {
 namespace {
@@ -32,13 +35,23 @@ std::map<std::string, SlurmJobState> ReadSqueueAnswer(const std::vector<std::str
     }
     return states;
   }
+  // Asked by id, squeue lists a job in any state until the controller
+  // forgets it (MinJobAge): one in a final state has ended, as has one it
+  // leaves out. A head node that crashed gives NODE_FAIL.
+  static const std::set<std::string, std::less<>> kFinal = {
+      "BOOT_FAIL", "CANCELLED", "COMPLETED",     "DEADLINE", "FAILED",
+      "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "TIMEOUT"};
   for (const std::string& job : asked) states[job] = SlurmJobState::kEnded;
   for (const std::string& line : lines) {
     std::istringstream words(line);
     std::string job;
     std::string state;
     if (!(words >> job >> state)) continue;
-    if (auto found = states.find(job); found != states.end()) found->second = SlurmJobState::kRuns;
+    auto found = states.find(job);
+    if (found == states.end()) continue;
+    // Running if any of its lines says so (several lines of one id: the
+    // elements of a job array).
+    if (!kFinal.contains(state)) found->second = SlurmJobState::kRuns;
   }
   return states;
 }
@@ -53,6 +66,19 @@ struct CommandAnswer {
   std::string errors;
 };
 
+// This process's environment without what makes squeue leave jobs out of
+// its list (SQUEUE_STATES, SQUEUE_PARTITION, SQUEUE_USERS, ... and
+// SLURM_CLUSTERS): a running job it hid would read as ended.
+std::vector<std::string> UnfilteredEnvironment() {
+  std::vector<std::string> variables;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string_view variable(*entry);
+    if (variable.starts_with("SQUEUE_") || variable.starts_with("SLURM_CLUSTERS=")) continue;
+    variables.emplace_back(variable);
+  }
+  return variables;
+}
+
 std::optional<CommandAnswer> RunAndRead(const std::string& program_name,
                                         std::vector<std::string> arguments,
                                         std::chrono::milliseconds limit) {
@@ -61,14 +87,16 @@ std::optional<CommandAnswer> RunAndRead(const std::string& program_name,
   if (!program) return std::nullopt;
   arguments.insert(arguments.begin(), program->string());
   const auto ran = RunCapturing({.argv = std::move(arguments),
-                                 .environment = std::nullopt,
+                                 .environment = UnfilteredEnvironment(),
                                  .capture_errors = true,
                                  .no_input = true,
                                  .limit = limit,
-                                 .most_bytes = 64 << 10});
+                                 .most_bytes = std::size_t{4} << 20});
   // A failed wait (SIGCHLD ignored by whoever started sray: ECHILD) leaves
-  // no exit status to read an "ended" from.
-  if (!ran.ok() || ran->timed_out || !WIFEXITED(ran->wait_status)) return std::nullopt;
+  // no exit status to read an "ended" from; an answer cut at the bound
+  // could leave a running job out of the list.
+  if (!ran.ok() || ran->timed_out || ran->cut_short || !WIFEXITED(ran->wait_status))
+    return std::nullopt;
   return CommandAnswer{
       .status = WEXITSTATUS(ran->wait_status), .output = ran->output, .errors = ran->errors};
 }

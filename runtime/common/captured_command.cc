@@ -59,8 +59,11 @@ bool ReapOrLeave(pid_t pid, int& wait_status,
     const bool bounded = deadline && !killed;
     const pid_t reaped = ::waitpid(pid, &wait_status, bounded ? WNOHANG : 0);
     if (reaped == pid) {
-      if (killed) errno = ETIMEDOUT;
-      return !killed;
+      // Ended on its own in the moment before the kill: not timed out.
+      const bool by_the_kill =
+          killed && WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGKILL;
+      if (by_the_kill) errno = ETIMEDOUT;
+      return !by_the_kill;
     }
     if (reaped < 0 && errno != EINTR) return false;
     if (reaped == 0) {
@@ -164,6 +167,7 @@ Result<CommandOutcome> RunCapturing(const CapturedCommand& command) {
       if (got > 0) {
         const std::size_t room = command.most_bytes - std::min(command.most_bytes, text.size());
         text.append(buffer, std::min(room, static_cast<std::size_t>(got)));
+        if (static_cast<std::size_t>(got) > room) outcome.cut_short = true;
       } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
         source = FileDescriptor(-1);
       }

@@ -40,6 +40,7 @@ struct CapturedCommand {
 struct CommandOutcome {
   int wait_status = 0;  // as waitpid gives it
   bool timed_out = false;
+  bool cut_short = false;  // a stream printed more than most_bytes
   std::string output;
   std::string errors;
 

@@ -20,7 +20,7 @@ os.execvp(sys.argv[1], sys.argv[1:])')
 wait_for_sray_in() {
   local sray_binary
   sray_binary=$(readlink -f "$SRAY")
-  for _ in $(seq 100); do
+  for _ in $(seq 500); do
     [ "$(readlink "/proc/$1/exe" 2>/dev/null)" = "$sray_binary" ] && return 0
     sleep 0.01
   done
@@ -138,7 +138,9 @@ for delay in 0.02 0.1 0.25; do
     fail "sray env unpack ended with $status after SIGINT, expected 130: $(cat "$WORK/big-unpack-int.out")"
   left=$(ls -a "$WORK" | grep -F ".big-unpacked-$delay.unpacking." || true)
   [ -z "$left" ] || fail "an interrupted unpack left $left"
-  if grep -q 'was interrupted' "$WORK/big-unpack-int.out"; then
+  # Cut short (said, or before sray noted signals at all): no target; else
+  # a whole one.
+  if [ "$status" -eq 130 ]; then
     cut_short=$((cut_short + 1))
     [ ! -e "$target" ] || fail "an interrupted unpack left $target"
   else
@@ -334,6 +336,11 @@ echo "ok: kill -9 of the launcher while staging leaves neither the tool nor the 
 # 2026-12-07). sray ends by the signal after its orderly end, without a core
 # file (SIGQUIT's default action would write one where it ran).
 ulimit -c unlimited 2>/dev/null || true
+# Only where a core file would land beside it: a hard limit of 0 or a
+# core_pattern that pipes or names a directory would hide it anyway.
+core_visible=0
+pattern=$(cat /proc/sys/kernel/core_pattern 2>/dev/null || echo '|')
+[ "$(ulimit -c)" != 0 ] && case $pattern in '|'* | /*) false ;; *) true ;; esac && core_visible=1
 mkdir -p "$WORK/create-cwd"
 cd "$WORK/create-cwd"
 for signal in TERM QUIT; do
@@ -366,7 +373,11 @@ for signal in TERM QUIT; do
   [ ! -e "$WORK/interrupted" ] || fail "sray env create ended by SIG$signal left $WORK/interrupted"
   grep -q "was interrupted" "$WORK/create-$signal.out" || fail "no word of SIG$signal: $(cat "$WORK/create-$signal.out")"
   [ -z "$(ls "$WORK/create-cwd")" ] || fail "SIG$signal of sray env create left $(ls "$WORK/create-cwd")"
-  echo "ok: SIG$signal of sray env create ends the tool and leaves no prefix (nor a core file)"
+  if [ "$core_visible" = 1 ]; then
+    echo "ok: SIG$signal of sray env create ends the tool and leaves no prefix (nor a core file)"
+  else
+    echo "ok: SIG$signal of sray env create ends the tool and leaves no prefix (core files not checked: core_pattern $pattern, limit $(ulimit -c))"
+  fi
 done
 cd "$WORK"
 echo PASS

@@ -1,6 +1,14 @@
 #include "launcher/job_api.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "common/host_name.h"
 #include "dashboard/dashboard_address.h"
@@ -135,6 +143,11 @@ TEST(SlurmJobState, SqueueAnswersTellRunningJobsFromEndedOnes) {
       << "a controller that does not answer says nothing about the job";
   EXPECT_EQ(read({"7"}, {"77 RUNNING", "garbage"}, 0, ""), (States{{"7", kEnded}}))
       << "only the job's own line counts";
+  EXPECT_EQ(read({"7", "8", "9"}, {"7 NODE_FAIL", "8 COMPLETED", "9 CANCELLED"}, 0, ""),
+            (States{{"7", kEnded}, {"8", kEnded}, {"9", kEnded}}))
+      << "asked by id, squeue lists ended jobs until the controller forgets them";
+  EXPECT_EQ(read({"7"}, {"7 COMPLETED", "7 RUNNING"}, 0, ""), (States{{"7", kRuns}}))
+      << "several lines of one id: running if any runs";
 }
 
 TEST(SlurmJobState, OnlySlurmJobIdsAreAskedAbout) {
@@ -143,6 +156,141 @@ TEST(SlurmJobState, OnlySlurmJobIdsAreAskedAbout) {
             (States{{"local123-4f00ba11", SlurmJobState::kUnknown},
                     {"", SlurmJobState::kUnknown},
                     {"12; rm -rf /", SlurmJobState::kUnknown}}));
+}
+
+// The tools' choice of jobs on other hosts, with squeue and scontrol
+// standing in on PATH (the real ones need a cluster: slurm.dashboard_under_srun).
+class JobsOnOtherHosts : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() /
+            ("sray-jobs-elsewhere-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(root_ / "bin");
+    std::filesystem::create_directories(root_ / "home" / ".sray" / "jobs");
+    std::filesystem::permissions(root_ / "home" / ".sray", std::filesystem::perms::owner_all);
+    std::filesystem::permissions(root_ / "home" / ".sray" / "jobs",
+                                 std::filesystem::perms::owner_all);
+    // squeue prints what the test says and notes each call; scontrol names
+    // this cluster "here".
+    Script("squeue", "echo \"$*\" >>'" + (root_ / "squeue.calls").string() + "'\ncat '" +
+                         (root_ / "squeue.answer").string() + "'\nexit $(cat '" +
+                         (root_ / "squeue.status").string() + "')\n");
+    Script("scontrol", "echo call >>'" + (root_ / "scontrol.calls").string() +
+                           "'\necho 'ClusterName             = here'\n");
+    Answer("", 0);
+    old_path_ = std::getenv("PATH") != nullptr ? std::getenv("PATH") : "/usr/bin:/bin";
+    old_home_ = std::getenv("HOME") != nullptr ? std::getenv("HOME") : "";
+    ::setenv("PATH", ((root_ / "bin").string() + ":" + old_path_).c_str(), 1);
+    ::setenv("HOME", (root_ / "home").c_str(), 1);
+  }
+  void TearDown() override {
+    ::setenv("PATH", old_path_.c_str(), 1);
+    ::setenv("HOME", old_home_.c_str(), 1);
+    std::filesystem::remove_all(root_);
+  }
+  void Script(const std::string& name, const std::string& body) {
+    std::ofstream(root_ / "bin" / name) << "#!/bin/sh\n" << body;
+    std::filesystem::permissions(root_ / "bin" / name, std::filesystem::perms::owner_all);
+  }
+  void Answer(const std::string& lines, int status) {
+    std::ofstream(root_ / "squeue.answer") << lines;
+    std::ofstream(root_ / "squeue.status") << status << "\n";
+  }
+  void JobsFile(const std::string& job, const std::string& step, const std::string& cluster) {
+    std::ofstream(root_ / "home" / ".sray" / "jobs" / (job + "." + step + ".json"))
+        << R"({"job_id": ")" << job << R"(", "step_id": ")" << step
+        << R"(", "url": "http://127.0.0.1:1/", "token": "t", "head_hostname": "other-host",)"
+        << R"( "pid": 1, "cluster": ")" << cluster << R"("})";
+  }
+  bool Kept(const std::string& label) {
+    return std::filesystem::exists(root_ / "home" / ".sray" / "jobs" / (label + ".json"));
+  }
+  std::vector<std::string> Calls(const std::string& program) {
+    std::ifstream input(root_ / (program + ".calls"));
+    std::vector<std::string> calls;
+    for (std::string line; std::getline(input, line);) calls.push_back(line);
+    return calls;
+  }
+
+  std::filesystem::path root_;
+  std::string old_path_;
+  std::string old_home_;
+};
+
+TEST_F(JobsOnOtherHosts, OneQuestionToSlurmDropsTheFilesOfEndedJobsOfThisClusterOnly) {
+  JobsFile("101", "0", "here");  // running
+  JobsFile("102", "0", "here");  // ended: both of its steps' files go
+  JobsFile("102", "1", "here");
+  JobsFile("103", "0", "elsewhere");  // "ended" here, but of another cluster
+  JobsFile("104", "0", "");           // ended, no cluster recorded
+  JobsFile("105", "0", "here");       // ended in a crash of its head node
+  Answer("101 RUNNING\n105 NODE_FAIL\n", 0);
+  int exit_code = 0;
+  testing::internal::CaptureStdout();
+  (void)ChooseJob("", "status", exit_code, SeveralJobs::kListAsAnswer);
+  testing::internal::GetCapturedStdout();
+  EXPECT_TRUE(Kept("101.0"));
+  EXPECT_FALSE(Kept("102.0"));
+  EXPECT_FALSE(Kept("102.1"));
+  EXPECT_TRUE(Kept("103.0")) << "another cluster's job of the same number";
+  EXPECT_FALSE(Kept("104.0"));
+  EXPECT_FALSE(Kept("105.0"));
+  const auto calls = Calls("squeue");
+  ASSERT_EQ(calls.size(), 1U) << "one squeue for every job";
+  // The ids in any order (the files' order), each once.
+  const auto start = calls[0].find("--jobs=");
+  ASSERT_NE(start, std::string::npos) << calls[0];
+  std::istringstream list(calls[0].substr(start + 7, calls[0].find(' ', start) - start - 7));
+  std::vector<std::string> asked;
+  for (std::string job; std::getline(list, job, ',');) asked.push_back(job);
+  std::sort(asked.begin(), asked.end());
+  EXPECT_EQ(asked, (std::vector<std::string>{"101", "102", "103", "104", "105"})) << calls[0];
+  EXPECT_EQ(Calls("scontrol").size(), 1U) << "asked once for the cluster's name";
+}
+
+TEST_F(JobsOnOtherHosts, NoAnswerFromSlurmKeepsEveryFile) {
+  JobsFile("101", "0", "here");
+  JobsFile("102", "0", "");
+  Answer("", 1);  // the controller does not answer
+  int exit_code = 0;
+  testing::internal::CaptureStdout();
+  (void)ChooseJob("", "status", exit_code, SeveralJobs::kListAsAnswer);
+  testing::internal::GetCapturedStdout();
+  EXPECT_TRUE(Kept("101.0"));
+  EXPECT_TRUE(Kept("102.0"));
+  // An answer cut at its bound says nothing either: jobs past the cut would
+  // read as ended.
+  std::string many;
+  for (int line = 0; line < 300000; ++line) many += "9" + std::to_string(line) + " RUNNING\n";
+  Answer(many, 0);
+  testing::internal::CaptureStdout();
+  (void)ChooseJob("", "status", exit_code, SeveralJobs::kListAsAnswer);
+  testing::internal::GetCapturedStdout();
+  EXPECT_TRUE(Kept("101.0"));
+  EXPECT_TRUE(Kept("102.0"));
+}
+
+TEST_F(JobsOnOtherHosts, ANamedJobIsAskedAboutAloneAndOnce) {
+  JobsFile("101", "0", "");
+  JobsFile("102", "0", "");
+  Answer("", 1);
+  std::ofstream(root_ / "squeue.answer") << "";
+  // Asked alone, a job the controller forgot is "Invalid job id".
+  Script("squeue", "echo \"$*\" >>'" + (root_ / "squeue.calls").string() +
+                       "'\necho 'slurm_load_jobs error: Invalid job id specified' >&2\nexit 1\n");
+  int exit_code = 0;
+  testing::internal::CaptureStderr();
+  const auto chosen = ChooseJob("102", "status", exit_code, SeveralJobs::kListAsAnswer);
+  testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(chosen.has_value());
+  EXPECT_FALSE(Kept("102.0"));
+  const auto calls = Calls("squeue");
+  ASSERT_GE(calls.size(), 1U);
+  EXPECT_NE(calls[0].find("--jobs=102 "), std::string::npos) << calls[0];
+  for (std::size_t call = 1; call < calls.size(); ++call) {
+    EXPECT_EQ(calls[call].find("102"), std::string::npos)
+        << "the named job asked about again: " << calls[call];
+  }
 }
 
 }  // namespace
