@@ -161,27 +161,55 @@ void ReplaceBinary(std::string& data, const std::string& from, const std::string
   }
 }
 
+// The partial files (OUT.partial.PID, and OUT.partial of earlier versions)
+// beside `output` that no pack holds: their pack was killed. Each pack
+// holds an flock on its file's inode while it works, which, unlike a pid,
+// also says "in use" for a pack on another host sharing the file system.
+void RemovePartialsNobodyHolds(const fs::path& output) {
+  const std::string prefix = output.filename().string() + ".partial";
+  const fs::path directory = output.has_parent_path() ? output.parent_path() : fs::path(".");
+  std::error_code error;
+  for (fs::directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const std::string_view rest = std::string_view(name).substr(prefix.size());
+    if (!rest.empty() && !(rest.starts_with('.') && WholeNumber<pid_t>(rest.substr(1)))) continue;
+    const FileDescriptor file(::open(it->path().c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (file.get() < 0 || ::flock(file.get(), LOCK_EX | LOCK_NB) != 0) continue;
+    std::error_code ignored;
+    fs::remove(it->path(), ignored);
+  }
+}
+
 // The pack being written. Where the file system allows it, a file without
 // a name (O_TMPFILE) in OUT's directory that gets OUT's name only once
 // whole: however the pack ends, SIGKILL included, nothing is left but an
 // earlier OUT. Elsewhere (file systems without unnamed files, some network
-// ones), OUT.partial, removed on every end this process sees.
+// ones), OUT.partial.PID, removed on every end this process sees, and by
+// the next pack to OUT after a SIGKILL. Either is held (flock) while written.
 class PackOutput {
  public:
   static Result<std::unique_ptr<PackOutput>> Open(const fs::path& output) {
+    RemovePartialsNobodyHolds(output);
     std::unique_ptr<PackOutput> opened(new PackOutput(output));
     const fs::path directory = output.has_parent_path() ? output.parent_path() : fs::path(".");
     opened->unnamed_ =
         FileDescriptor(::open(directory.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666));
     if (opened->unnamed_.get() >= 0) {
+      (void)::flock(opened->unnamed_.get(), LOCK_EX | LOCK_NB);  // its name, once linked
       opened->stream_.open(opened->ProcessPath(), std::ios::binary | std::ios::trunc);
       if (opened->stream_) return opened;
       opened->unnamed_ = FileDescriptor(-1);  // no /proc: a named file after all
     }
+    opened->held_ = FileDescriptor(
+        ::open(opened->partial_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
+    if (opened->held_.get() < 0)
+      return Status::FromErrno(errno, "cannot write " + opened->partial_.string());
+    opened->partial_made_ = true;
+    (void)::flock(opened->held_.get(), LOCK_EX | LOCK_NB);
     opened->stream_.open(opened->partial_, std::ios::binary | std::ios::trunc);
     if (!opened->stream_)
       return Status::FromErrno(errno, "cannot write " + opened->partial_.string());
-    opened->partial_made_ = true;
     return opened;
   }
   PackOutput(const PackOutput&) = delete;
@@ -200,10 +228,9 @@ class PackOutput {
     if (!stream_) return Status::IoError("cannot write " + output_.string() + ": disk full?");
     std::error_code error;
     if (unnamed_.get() >= 0) {
-      // A name of its own first (this process's: never another pack's
-      // OUT.partial), then OUT's by rename: link() does not replace. Only a
-      // kill between the two leaves it.
-      partial_ = output_.string() + ".partial." + std::to_string(::getpid());
+      // A name of its own first (this process's: never another pack's),
+      // then OUT's by rename: link() does not replace. A kill between the
+      // two leaves it, to the next pack's sweep.
       fs::remove(partial_, error);
       if (::linkat(AT_FDCWD, ProcessPath().c_str(), AT_FDCWD, partial_.c_str(),
                    AT_SYMLINK_FOLLOW) != 0) {
@@ -219,12 +246,14 @@ class PackOutput {
 
  private:
   explicit PackOutput(fs::path output)
-      : output_(std::move(output)), partial_(output_.string() + ".partial") {}
+      : output_(std::move(output)),
+        partial_(output_.string() + ".partial." + std::to_string(::getpid())) {}
   std::string ProcessPath() const { return "/proc/self/fd/" + std::to_string(unnamed_.get()); }
 
   fs::path output_;
   fs::path partial_;
   FileDescriptor unnamed_{-1};
+  FileDescriptor held_{-1};  // the named file's lock, where there is no unnamed one
   std::ofstream stream_;
   bool partial_made_ = false;
 };

@@ -555,6 +555,29 @@ TEST_F(EnvsTest, AKilledPackLeavesNothingBesideTheEarlierPack) {
   EXPECT_TRUE(InspectPack(output).ok());
 }
 
+// Where there are no unnamed files, or killed between its link and its
+// rename, a pack leaves OUT.partial.PID: the next pack to OUT removes those
+// nobody holds, never one a pack at work holds (it may run on another host).
+TEST_F(EnvsTest, APackRemovesThePartialFilesOfKilledPacks) {
+  AddRelocatableFiles(prefix_);
+  const fs::path output = root_ / "train.pack";
+  const fs::path killed = root_ / "train.pack.partial.4242";
+  const fs::path working = root_ / "train.pack.partial.4343";
+  const fs::path older_version = root_ / "train.pack.partial";
+  const fs::path not_a_partial = root_ / "train.pack.partial.notes";
+  for (const fs::path& file : {killed, working, older_version, not_a_partial}) Write(file, "x");
+  const int held = ::open(working.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX), 0) << "as the pack writing it holds it";
+  ASSERT_TRUE(Pack(prefix_, output).ok());
+  ::close(held);
+  EXPECT_FALSE(fs::exists(killed)) << "nobody held it";
+  EXPECT_FALSE(fs::exists(older_version)) << "nobody held it";
+  EXPECT_TRUE(fs::exists(working)) << "its pack still works";
+  EXPECT_TRUE(fs::exists(not_a_partial)) << "not a name a pack gives";
+  EXPECT_TRUE(InspectPack(output).ok());
+}
+
 // A SIGKILLed unpack leaves its staging directory: the next unpack beside
 // the same target removes it, but never one that another unpack holds (it
 // may run on another host that shares the file system).
