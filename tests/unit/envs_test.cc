@@ -1,13 +1,20 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -575,6 +582,99 @@ TEST_F(EnvsTest, APackRemovesThePartialFilesOfKilledPacks) {
   EXPECT_FALSE(fs::exists(older_version)) << "nobody held it";
   EXPECT_TRUE(fs::exists(working)) << "its pack still works";
   EXPECT_TRUE(fs::exists(not_a_partial)) << "not a name a pack gives";
+  EXPECT_TRUE(InspectPack(output).ok());
+}
+
+// Makes this process's file systems look like ones without unnamed files
+// (some network file systems): open and openat with O_TMPFILE fail with
+// EOPNOTSUPP, as there. False where the filter is not written for the
+// machine's architecture.
+bool RefuseUnnamedFiles() {
+#if defined(__x86_64__)
+  constexpr std::uint32_t kUnnamedFlag = 020000000;  // __O_TMPFILE, without O_DIRECTORY
+  sock_filter instructions[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_openat, 0, 2),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[2])),  // openat's flags
+      BPF_JUMP(BPF_JMP | BPF_JA, 2, 0, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_open, 0, 3),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[1])),  // open's flags
+      BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, kUnnamedFlag, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EOPNOTSUPP),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog program{static_cast<unsigned short>(std::size(instructions)), instructions};
+  return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0 &&
+         ::open(".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600) < 0 && errno == EOPNOTSUPP;
+#else
+  return false;
+#endif
+}
+
+// Where there are no unnamed files, the pack is written as OUT.partial.PID:
+// a whole pack leaves only OUT, and what a SIGKILL leaves is the next
+// pack's to remove. Shown in children whose O_TMPFILE is refused.
+TEST_F(EnvsTest, WithoutUnnamedFilesAPackLeavesOnlyItsOutputAndTheNextRemovesAKilledOnes) {
+  AddRelocatableFiles(prefix_);
+  const fs::path output = root_ / "train.pack";
+  const auto packed_without_unnamed_files = [&](bool killed_between_files) {
+    int working[2];
+    EXPECT_EQ(::pipe(working), 0);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::close(working[0]);
+      if (!RefuseUnnamedFiles()) ::_exit(77);
+      const auto packed = Pack(prefix_, output, [&] {
+        if (killed_between_files) {
+          (void)!::write(working[1], "x", 1);
+          ::pause();
+        }
+        return false;
+      });
+      ::_exit(packed.ok() ? 0 : 1);
+    }
+    ::close(working[1]);
+    char byte = 0;
+    if (killed_between_files && ::read(working[0], &byte, 1) == 1) ::kill(child, SIGKILL);
+    ::close(working[0]);
+    int status = 0;
+    EXPECT_EQ(::waitpid(child, &status, 0), child);
+    return std::pair{child, status};
+  };
+  const auto left = [&] {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(root_)) {
+      if (entry.path().filename().string().starts_with("train.pack"))
+        names.push_back(entry.path().filename().string());
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+
+  const auto [whole, whole_status] = packed_without_unnamed_files(false);
+  if (WIFEXITED(whole_status) && WEXITSTATUS(whole_status) == 77) {
+    GTEST_SKIP() << "no seccomp filter for this machine to refuse O_TMPFILE with";
+  }
+  ASSERT_TRUE(WIFEXITED(whole_status) && WEXITSTATUS(whole_status) == 0) << whole_status;
+  EXPECT_EQ(left(), std::vector<std::string>{"train.pack"});
+  ASSERT_TRUE(InspectPack(output).ok());
+  const auto earlier_size = fs::file_size(output);
+
+  const auto [killed, killed_status] = packed_without_unnamed_files(true);
+  ASSERT_TRUE(WIFSIGNALED(killed_status) && WTERMSIG(killed_status) == SIGKILL) << killed_status;
+  EXPECT_EQ(left(), (std::vector<std::string>{"train.pack",
+                                              "train.pack.partial." + std::to_string(killed)}))
+      << "the named partial file is what a SIGKILL leaves there";
+  EXPECT_EQ(fs::file_size(output), earlier_size);
+  EXPECT_TRUE(InspectPack(output).ok()) << "the earlier pack is whole";
+
+  const auto [next, next_status] = packed_without_unnamed_files(false);
+  ASSERT_TRUE(WIFEXITED(next_status) && WEXITSTATUS(next_status) == 0) << next_status;
+  EXPECT_EQ(left(), std::vector<std::string>{"train.pack"}) << "the next pack removed it";
   EXPECT_TRUE(InspectPack(output).ok());
 }
 

@@ -270,6 +270,28 @@ TEST_F(JobsOnOtherHosts, NoAnswerFromSlurmKeepsEveryFile) {
   EXPECT_TRUE(Kept("102.0"));
 }
 
+TEST_F(JobsOnOtherHosts, TheCallersSqueueFiltersDoNotMakeRunningJobsLookEnded) {
+  JobsFile("101", "0", "here");
+  Answer("101 RUNNING\n", 0);
+  // As the real squeue does: SQUEUE_STATES, SQUEUE_USERS and SLURM_CLUSTERS
+  // narrow its list, and a running job left out would read as ended.
+  Script("squeue", "echo \"$*\" >>'" + (root_ / "squeue.calls").string() +
+                       "'\n[ -n \"$SQUEUE_STATES$SQUEUE_USERS$SLURM_CLUSTERS\" ] && exit 0\ncat '" +
+                       (root_ / "squeue.answer").string() + "'\n");
+  ::setenv("SQUEUE_STATES", "PENDING", 1);
+  ::setenv("SQUEUE_USERS", "nobody", 1);
+  ::setenv("SLURM_CLUSTERS", "elsewhere", 1);
+  int exit_code = 0;
+  testing::internal::CaptureStdout();
+  (void)ChooseJob("", "status", exit_code, SeveralJobs::kListAsAnswer);
+  testing::internal::GetCapturedStdout();
+  ::unsetenv("SQUEUE_STATES");
+  ::unsetenv("SQUEUE_USERS");
+  ::unsetenv("SLURM_CLUSTERS");
+  ASSERT_EQ(Calls("squeue").size(), 1U);
+  EXPECT_TRUE(Kept("101.0")) << "a running job's file dropped under the caller's squeue filters";
+}
+
 TEST_F(JobsOnOtherHosts, ANamedJobIsAskedAboutAloneAndOnce) {
   JobsFile("101", "0", "");
   JobsFile("102", "0", "");
