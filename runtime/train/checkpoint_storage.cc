@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -23,6 +24,9 @@ namespace fs = std::filesystem;
 
 constexpr std::string_view kPrefix = "checkpoint_";
 constexpr std::string_view kPartialPrefix = ".checkpoint_partial_";
+// Staged parts carry the partial prefix too: every sweep of partial
+// directories takes the staged parts no store took.
+constexpr std::string_view kStagedPrefix = ".checkpoint_partial_staged_";
 
 Status FromFilesystemError(const std::error_code& error, const std::string& what) {
   return Status::FromErrno(error.value(), what);
@@ -57,10 +61,117 @@ std::optional<std::uint64_t> IndexOf(const std::string& name) {
   return index;
 }
 
-// Writes the files into `directory` (created here) and syncs each file and
-// directory, so that a rename afterwards publishes complete contents.
-Status WriteAndSync(const CheckpointFiles& files, const std::string& directory,
-                    const std::function<void()>& after_each_file) {
+// Writes one file (which must not exist) and syncs it.
+Status WriteFile(const std::string& target, std::uint32_t mode, const std::string& data) {
+  const int descriptor = ::open(target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                                static_cast<mode_t>(mode & 07777U) | S_IRUSR | S_IWUSR);
+  if (descriptor < 0) return Status::FromErrno(errno, "cannot create " + target);
+  std::size_t written = 0;
+  while (written < data.size()) {
+    const ssize_t result = ::write(descriptor, data.data() + written, data.size() - written);
+    if (result < 0) {
+      if (errno == EINTR) continue;
+      const int saved = errno;
+      ::close(descriptor);
+      return Status::FromErrno(saved, "cannot write " + target);
+    }
+    written += static_cast<std::size_t>(result);
+  }
+  const int synced = ::fsync(descriptor);
+  const int saved = errno;
+  ::close(descriptor);
+  if (synced != 0) return Status::FromErrno(saved, "cannot sync " + target);
+  return Status::Ok();
+}
+
+// Each directory of `directories` synced, deepest (latest listed) first, so
+// that each directory's entries are durable before it.
+Status SyncDirectories(std::vector<std::string> directories) {
+  std::reverse(directories.begin(), directories.end());
+  for (const std::string& entry : directories) SRAY_RETURN_IF_ERROR(SyncPath(entry, true));
+  return Status::Ok();
+}
+
+// One entry of a checkpoint directory on disk.
+struct DirectoryEntry {
+  fs::path path;
+  std::string relative;  // a directory's ends in '/'
+  std::uint32_t mode = 0;
+  std::uintmax_t size = 0;
+};
+
+// The entries of a checkpoint directory, sorted by path: regular files and
+// directories only (a symlink or device is refused by name).
+sray::Result<std::vector<DirectoryEntry>> ListEntries(const std::string& directory) {
+  std::error_code error;
+  if (!fs::is_directory(directory, error)) {
+    return Status::NotFound("checkpoint directory " + directory +
+                            " does not exist or is not a directory");
+  }
+  std::vector<fs::path> paths;
+  for (fs::recursive_directory_iterator it(directory, error), end; !error && it != end;
+       it.increment(error)) {
+    paths.push_back(it->path());
+  }
+  if (error) return FromFilesystemError(error, "cannot list checkpoint directory " + directory);
+  std::sort(paths.begin(), paths.end());
+  std::vector<DirectoryEntry> entries;
+  for (const fs::path& path : paths) {
+    const std::string relative = path.lexically_relative(directory).string();
+    const fs::file_status status = fs::symlink_status(path, error);
+    if (error) return FromFilesystemError(error, "cannot inspect " + path.string());
+    const auto mode = static_cast<std::uint32_t>(status.permissions()) & 07777U;
+    if (fs::is_directory(status)) {
+      entries.push_back({path, relative + "/", mode, 0});
+      continue;
+    }
+    if (!fs::is_regular_file(status)) {
+      return Status::InvalidArgument(
+          "checkpoint " + directory + " holds " + relative +
+          ", which is not a regular file or directory: a checkpoint may "
+          "hold only files and directories (copy the target instead of a link)");
+    }
+    const std::uintmax_t size = fs::file_size(path, error);
+    if (error) return FromFilesystemError(error, "cannot inspect " + path.string());
+    entries.push_back({path, relative, mode, size});
+  }
+  return entries;
+}
+
+// Which entries of several parts make one checkpoint: the first part to
+// give a path keeps it, and nothing goes under an earlier part's file.
+class MergedNames {
+ public:
+  // `path` ends in '/' for a directory.
+  bool Take(const std::string& path) {
+    const bool directory = !path.empty() && path.back() == '/';
+    const std::string name = directory ? path.substr(0, path.size() - 1) : path;
+    if (taken_.contains(name)) return false;
+    for (std::size_t slash = name.find('/'); slash != std::string::npos;
+         slash = name.find('/', slash + 1)) {
+      auto ancestor = taken_.find(name.substr(0, slash));
+      if (ancestor != taken_.end() && !ancestor->second) return false;
+    }
+    taken_.emplace(name, directory);
+    return true;
+  }
+
+ private:
+  std::map<std::string, bool> taken_;  // path without a trailing '/' -> is a directory
+};
+
+// Writes the merged parts into `directory` (created here) and syncs each
+// file and directory, so that a rename afterwards publishes complete
+// contents. A staged part's files are renamed in (they were synced as they
+// were staged, and the rename is on the same file system).
+// A part without a copy of its files: `files` when `staged` is empty.
+struct PartView {
+  const CheckpointFiles* files = nullptr;
+  std::string staged;
+};
+
+Status WriteAndSync(const std::vector<PartView>& parts, const std::string& run_directory,
+                    const std::string& directory, const std::function<void()>& after_each_file) {
   std::error_code error;
   if (fs::exists(directory, error)) {
     return Status::AlreadyExists("cannot write a checkpoint to " + directory + ": it exists already");
@@ -69,13 +180,67 @@ Status WriteAndSync(const CheckpointFiles& files, const std::string& directory,
     return FromFilesystemError(error, "cannot create checkpoint directory " + directory);
   }
   std::vector<std::string> directories{directory};
-  for (const CheckpointFile& file : files.files) {
-    if (!SafeRelativePath(file.path)) {
-      return Status::InvalidArgument("checkpoint file name '" + file.path +
-                                     "' leaves the checkpoint directory: it is refused");
+  MergedNames names;
+  const auto make_directory = [&](const std::string& target) -> Status {
+    fs::create_directories(target, error);
+    if (error) return FromFilesystemError(error, "cannot create " + target);
+    directories.push_back(target);
+    return Status::Ok();
+  };
+  const auto make_parent = [&](const std::string& target) -> Status {
+    fs::create_directories(fs::path(target).parent_path(), error);
+    if (error) return FromFilesystemError(error, "cannot create the directory of " + target);
+    return Status::Ok();
+  };
+  for (const PartView& part : parts) {
+    if (part.staged.empty()) {
+      for (const CheckpointFile& file : part.files->files) {
+        if (!SafeRelativePath(file.path)) {
+          return Status::InvalidArgument("checkpoint file name '" + file.path +
+                                         "' leaves the checkpoint directory: it is refused");
+        }
+        if (!names.Take(file.path)) continue;
+        const std::string target = directory + "/" + file.path;
+        if (file.path.back() == '/') {
+          SRAY_RETURN_IF_ERROR(make_directory(target));
+          continue;
+        }
+        SRAY_RETURN_IF_ERROR(make_parent(target));
+        SRAY_RETURN_IF_ERROR(WriteFile(target, file.mode, file.data));
+        if (after_each_file) after_each_file();
+      }
+      continue;
     }
-    const std::string target = directory + "/" + file.path;
-    if (file.path.back() == '/') {
+    auto entries = ListEntries(run_directory + "/" + part.staged);
+    if (!entries.ok()) return entries.status();
+    for (const DirectoryEntry& entry : *entries) {
+      if (!names.Take(entry.relative)) continue;
+      const std::string target = directory + "/" + entry.relative;
+      if (entry.relative.back() == '/') {
+        SRAY_RETURN_IF_ERROR(make_directory(target));
+        continue;
+      }
+      SRAY_RETURN_IF_ERROR(make_parent(target));
+      if (::rename(entry.path.c_str(), target.c_str()) != 0) {
+        return Status::FromErrno(errno,
+                                 "cannot move " + entry.path.string() + " into the checkpoint");
+      }
+      if (after_each_file) after_each_file();
+    }
+  }
+  return SyncDirectories(std::move(directories));
+}
+
+Status CopyInto(const std::vector<DirectoryEntry>& entries, const std::string& to) {
+  std::error_code error;
+  if (fs::exists(to, error))
+    return Status::AlreadyExists("cannot copy a checkpoint to " + to + ": it exists already");
+  if (!fs::create_directories(to, error) && error)
+    return FromFilesystemError(error, "cannot create " + to);
+  std::vector<std::string> directories{to};
+  for (const DirectoryEntry& entry : entries) {
+    const std::string target = to + "/" + entry.relative;
+    if (entry.relative.back() == '/') {
       fs::create_directories(target, error);
       if (error) return FromFilesystemError(error, "cannot create " + target);
       directories.push_back(target);
@@ -83,101 +248,110 @@ Status WriteAndSync(const CheckpointFiles& files, const std::string& directory,
     }
     fs::create_directories(fs::path(target).parent_path(), error);
     if (error) return FromFilesystemError(error, "cannot create the directory of " + target);
-    const int descriptor = ::open(target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-                                  static_cast<mode_t>(file.mode & 07777U) | S_IRUSR | S_IWUSR);
-    if (descriptor < 0) return Status::FromErrno(errno, "cannot create " + target);
-    std::size_t written = 0;
-    while (written < file.data.size()) {
-      const ssize_t result = ::write(descriptor, file.data.data() + written, file.data.size() - written);
-      if (result < 0) {
-        if (errno == EINTR) continue;
-        const int saved = errno;
-        ::close(descriptor);
-        return Status::FromErrno(saved, "cannot write " + target);
-      }
-      written += static_cast<std::size_t>(result);
-    }
-    const int synced = ::fsync(descriptor);
-    const int saved = errno;
-    ::close(descriptor);
-    if (synced != 0) return Status::FromErrno(saved, "cannot sync " + target);
-    if (after_each_file) after_each_file();
+    fs::copy_file(entry.path, target, fs::copy_options::none, error);
+    if (error)
+      return FromFilesystemError(error, "cannot copy " + entry.path.string() + " to " + target);
+    SRAY_RETURN_IF_ERROR(SyncPath(target, false));
   }
-  // Deepest first, so that each directory's entries are durable before it.
-  std::reverse(directories.begin(), directories.end());
-  for (const std::string& entry : directories) SRAY_RETURN_IF_ERROR(SyncPath(entry, true));
-  return Status::Ok();
+  return SyncDirectories(std::move(directories));
 }
 
 }  // namespace
 
 sray::Result<CheckpointFiles> ReadCheckpointDirectory(const std::string& directory) {
-  std::error_code error;
-  if (!fs::is_directory(directory, error)) {
-    return Status::NotFound("checkpoint directory " + directory + " does not exist or is not a directory");
-  }
+  auto entries = ListEntries(directory);
+  if (!entries.ok()) return entries.status();
   CheckpointFiles files;
-  std::vector<fs::path> entries;
-  for (fs::recursive_directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
-    entries.push_back(it->path());
-  }
-  if (error) return FromFilesystemError(error, "cannot list checkpoint directory " + directory);
-  std::sort(entries.begin(), entries.end());
-  for (const fs::path& entry : entries) {
-    const std::string relative = entry.lexically_relative(directory).string();
-    const fs::file_status status = fs::symlink_status(entry, error);
-    if (error) return FromFilesystemError(error, "cannot inspect " + entry.string());
-    const auto mode = static_cast<std::uint32_t>(status.permissions()) & 07777U;
-    if (fs::is_directory(status)) {
-      files.files.push_back({relative + "/", mode, {}});
+  for (const DirectoryEntry& entry : *entries) {
+    if (entry.relative.back() == '/') {
+      files.files.push_back({entry.relative, entry.mode, {}});
       continue;
     }
-    if (!fs::is_regular_file(status)) {
-      return Status::InvalidArgument("checkpoint " + directory + " holds " + relative +
-                                     ", which is not a regular file or directory: a checkpoint may "
-                                     "hold only files and directories (copy the target instead of a link)");
-    }
-    const std::uintmax_t size = fs::file_size(entry, error);
-    if (error) return FromFilesystemError(error, "cannot inspect " + entry.string());
-    if (size > kLargestCheckpointFileBytes) {
+    if (entry.size > kLargestCheckpointFileBytes) {
       return Status::InvalidArgument(
-          "checkpoint file " + relative + " is " + std::to_string(size) +
-          " bytes, more than a reported checkpoint file may hold (4 GiB less one byte): save the "
-          "state in several files (for example one per module, or the optimizer apart from the "
-          "model)");
+          "checkpoint file " + entry.relative + " is " + std::to_string(entry.size) +
+          " bytes, more than a checkpoint sent to the driver may hold (4 GiB less one byte): give "
+          "RunConfig::storage_path a directory every worker's node sees (a shared file system), "
+          "where checkpoints are copied there instead of sent, or save the state in several files "
+          "(for example one per module, or the optimizer apart from the model)");
     }
-    std::ifstream input(entry, std::ios::binary);
-    if (!input) return Status::IoError("cannot read checkpoint file " + entry.string());
+    std::ifstream input(entry.path, std::ios::binary);
+    if (!input) return Status::IoError("cannot read checkpoint file " + entry.path.string());
     std::string data((std::istreambuf_iterator<char>(input)), std::istreambuf_iterator<char>());
-    if (input.bad()) return Status::IoError("cannot read checkpoint file " + entry.string());
-    files.files.push_back({relative, mode, std::move(data)});
+    if (input.bad()) return Status::IoError("cannot read checkpoint file " + entry.path.string());
+    files.files.push_back({entry.relative, entry.mode, std::move(data)});
   }
   return files;
 }
 
+Status CopyCheckpointDirectory(const std::string& from, const std::string& to) {
+  auto entries = ListEntries(from);
+  if (!entries.ok()) return entries.status();
+  Status copied = CopyInto(*entries, to);
+  if (!copied.ok()) {
+    std::error_code ignored;
+    fs::remove_all(to, ignored);
+  }
+  return copied;
+}
+
+sray::Result<std::string> StageCheckpointDirectory(const std::string& from,
+                                                   const std::string& run_directory,
+                                                   const std::string& label) {
+  const bool plain = !label.empty() && std::all_of(label.begin(), label.end(), [](char character) {
+    return std::isalnum(static_cast<unsigned char>(character)) != 0 || character == '_' ||
+           character == '-';
+  });
+  if (!plain)
+    return Status::InvalidArgument(
+        "a staged checkpoint's label must be letters, digits, '_' and '-': '" + label + "'");
+  const std::string name = std::string(kStagedPrefix) + label;
+  const std::string to = run_directory + "/" + name;
+  std::error_code ignored;
+  fs::remove_all(to, ignored);
+  SRAY_RETURN_IF_ERROR(CopyCheckpointDirectory(from, to));
+  // Its entry in the run directory, durable before the driver hears of it.
+  SRAY_RETURN_IF_ERROR(SyncPath(run_directory, true));
+  return name;
+}
+
+Status WriteStorageMarker(const std::string& run_directory, const std::string& token) {
+  const std::string marker = run_directory + "/" + std::string(kStorageMarkerName);
+  std::error_code ignored;
+  fs::remove(marker, ignored);
+  return WriteFile(marker, 0600, token);
+}
+
+bool SeesStorageMarker(const std::string& run_directory, const std::string& token) {
+  if (run_directory.empty() || token.empty()) return false;
+  std::ifstream input(run_directory + "/" + std::string(kStorageMarkerName), std::ios::binary);
+  if (!input) return false;
+  const std::string content((std::istreambuf_iterator<char>(input)),
+                            std::istreambuf_iterator<char>());
+  return content == token;
+}
+
+Status RemoveStorageMarker(const std::string& run_directory) {
+  std::error_code error;
+  fs::remove(run_directory + "/" + std::string(kStorageMarkerName), error);
+  if (error)
+    return FromFilesystemError(error, "cannot remove the storage marker in " + run_directory);
+  return Status::Ok();
+}
+
 CheckpointFiles MergeCheckpointParts(std::vector<CheckpointFiles> parts) {
   CheckpointFiles merged;
-  std::map<std::string, bool> taken;  // path without a trailing '/' -> is a directory
+  MergedNames names;
   for (CheckpointFiles& part : parts) {
     for (CheckpointFile& file : part.files) {
-      const bool directory = !file.path.empty() && file.path.back() == '/';
-      const std::string name = directory ? file.path.substr(0, file.path.size() - 1) : file.path;
-      if (taken.contains(name)) continue;
-      bool under_a_file = false;
-      for (std::size_t slash = name.find('/'); slash != std::string::npos; slash = name.find('/', slash + 1)) {
-        auto ancestor = taken.find(name.substr(0, slash));
-        if (ancestor != taken.end() && !ancestor->second) under_a_file = true;
-      }
-      if (under_a_file) continue;
-      taken.emplace(name, directory);
-      merged.files.push_back(std::move(file));
+      if (names.Take(file.path)) merged.files.push_back(std::move(file));
     }
   }
   return merged;
 }
 
 Status WriteCheckpointDirectory(const CheckpointFiles& files, const std::string& directory) {
-  return WriteAndSync(files, directory, {});
+  return WriteAndSync({PartView{&files, {}}}, {}, directory, {});
 }
 
 std::string CheckpointDirectoryName(std::uint64_t index) {
@@ -214,16 +388,33 @@ Status RemovePartialCheckpoints(const std::string& run_directory) {
   return Status::Ok();
 }
 
-sray::Result<std::string> StoreCheckpoint(const std::string& run_directory, std::uint64_t index,
-                                    const CheckpointFiles& files,
-                                    const std::function<void()>& after_each_file) {
+namespace {
+
+sray::Result<std::string> StoreParts(const std::string& run_directory, std::uint64_t index,
+                                     const std::vector<PartView>& parts,
+                                     const std::function<void()>& after_each_file) {
+  struct RemoveStagedAtEnd {
+    std::vector<std::string> directories;
+    ~RemoveStagedAtEnd() {
+      std::error_code ignored;
+      for (const std::string& directory : directories) fs::remove_all(directory, ignored);
+    }
+  } staged;
+  for (const PartView& part : parts) {
+    if (part.staged.empty()) continue;
+    if (part.staged.find('/') != std::string::npos || !part.staged.starts_with(kStagedPrefix)) {
+      return Status::InvalidArgument("'" + part.staged +
+                                     "' is not the name of a staged checkpoint part");
+    }
+    staged.directories.push_back(run_directory + "/" + part.staged);
+  }
   const std::string final_path = run_directory + "/" + CheckpointDirectoryName(index);
   const std::string partial = run_directory + "/" + std::string(kPartialPrefix) +
                               CheckpointDirectoryName(index).substr(kPrefix.size()) + "." +
                               std::to_string(::getpid());
   std::error_code error;
   fs::remove_all(partial, error);
-  Status written = WriteAndSync(files, partial, after_each_file);
+  Status written = WriteAndSync(parts, run_directory, partial, after_each_file);
   if (!written.ok()) {
     fs::remove_all(partial, error);
     return written.WithContext("cannot store checkpoint " + CheckpointDirectoryName(index));
@@ -240,6 +431,24 @@ sray::Result<std::string> StoreCheckpoint(const std::string& run_directory, std:
   }
   SRAY_RETURN_IF_ERROR(SyncPath(run_directory, true));
   return final_path;
+}
+
+}  // namespace
+
+sray::Result<std::string> StoreCheckpoint(const std::string& run_directory, std::uint64_t index,
+                                          const CheckpointFiles& files,
+                                          const std::function<void()>& after_each_file) {
+  return StoreParts(run_directory, index, {PartView{&files, {}}}, after_each_file);
+}
+
+sray::Result<std::string> StoreCheckpointParts(const std::string& run_directory,
+                                               std::uint64_t index,
+                                               std::vector<CheckpointPart> parts,
+                                               const std::function<void()>& after_each_file) {
+  std::vector<PartView> views;
+  views.reserve(parts.size());
+  for (const CheckpointPart& part : parts) views.push_back({&part.files, part.staged});
+  return StoreParts(run_directory, index, views, after_each_file);
 }
 
 Status RemoveCheckpoint(const std::string& path) {

@@ -1,13 +1,16 @@
 #pragma once
 
 // Checkpoints on disk: a directory read into memory (to travel from a worker
-// to the driver through the object store), written back elsewhere, and
-// stored in a run directory atomically as checkpoint_NNNNNN: the files go to
-// a hidden partial directory first, are synced, and the directory is renamed
-// into place, so a crash at any point leaves the previous checkpoints and at
-// most a partial directory that is never listed (and is removed at the next
-// start). Free of LibTorch; not thread-safe per run directory (the driver
-// alone writes there).
+// to the driver through the object store), or, where the worker's node sees
+// the run directory (a shared file system, or the driver's own node), copied
+// by the worker into a staged directory there, which the driver only renames
+// from; written back elsewhere; and stored in a run directory atomically as
+// checkpoint_NNNNNN: the files go to a hidden partial directory first, are
+// synced, and the directory is renamed into place, so a crash at any point
+// leaves the previous checkpoints and at most partial or staged directories
+// that are never listed (and are removed at the next start). Free of
+// LibTorch; not thread-safe per run directory (the driver alone stores
+// there; workers only stage, each under a name of its own).
 
 #include <cstddef>
 #include <cstdint>
@@ -34,9 +37,38 @@ struct CheckpointFiles {
   MSGPACK_DEFINE(files)
 };
 
-// The largest file a reported checkpoint may hold: a report travels as one
-// msgpack message, whose strings stop short of 4 GiB.
+// The largest file a checkpoint read into memory may hold: a report travels
+// as one msgpack message, whose strings stop short of 4 GiB. Staged parts
+// have no such limit.
 inline constexpr std::uint64_t kLargestCheckpointFileBytes = (std::uint64_t{1} << 32U) - 1;
+
+// A checkpoint part as the driver receives it from a worker: its files, or
+// the name (in the run directory) of the directory the worker staged them in.
+struct CheckpointPart {
+  CheckpointFiles files;
+  std::string staged;  // empty: the part is `files`
+};
+
+// The driver writes a token of its own into the run directory
+// (kStorageMarkerName); a worker whose node reads the same token there sees
+// the same directory, and stages its checkpoints there instead of sending
+// them. A different directory under the same path on another host (a
+// node-local /tmp) holds no such token.
+inline constexpr std::string_view kStorageMarkerName = ".sray_storage_marker";
+Status WriteStorageMarker(const std::string& run_directory, const std::string& token);
+bool SeesStorageMarker(const std::string& run_directory, const std::string& token);
+Status RemoveStorageMarker(const std::string& run_directory);
+
+// Copies the checkpoint directory `from` into `run_directory` as a staged
+// part named after `label` (letters, digits, '_' and '-'), each file and
+// directory synced, and returns the part's name there. The same refusals as
+// ReadCheckpointDirectory (links, devices), but no size limit.
+sray::Result<std::string> StageCheckpointDirectory(const std::string& from,
+                                                   const std::string& run_directory,
+                                                   const std::string& label);
+// Copies the checkpoint directory `from` into `to` (which must not exist),
+// with the same refusals: a worker's restore copy read straight from storage.
+Status CopyCheckpointDirectory(const std::string& from, const std::string& to);
 
 // Regular files and directories only: a symlink or device is refused by
 // name, and a file over kLargestCheckpointFileBytes by its size, before it
@@ -60,7 +92,9 @@ struct StoredCheckpoint {
 };
 // The run directory's complete checkpoints, oldest (lowest index) first.
 std::vector<StoredCheckpoint> ListCheckpoints(const std::string& run_directory);
-// Removes partial directories a crashed writer left.
+// Removes partial directories a crashed writer left, and staged parts no
+// store took (their report never completed, or their worker was killed
+// while it staged).
 Status RemovePartialCheckpoints(const std::string& run_directory);
 
 // Writes checkpoint `index` into the run directory atomically and returns its
@@ -68,6 +102,14 @@ Status RemovePartialCheckpoints(const std::string& run_directory);
 sray::Result<std::string> StoreCheckpoint(const std::string& run_directory, std::uint64_t index,
                                     const CheckpointFiles& files,
                                     const std::function<void()>& after_each_file = {});
+// The same for a checkpoint made of parts several workers reported with the
+// same Report (rank order, rank 0 first), merged as MergeCheckpointParts
+// merges: the files of staged parts are moved (renamed) into it, never read.
+// The staged parts' directories are gone afterwards, whatever the outcome.
+sray::Result<std::string> StoreCheckpointParts(const std::string& run_directory,
+                                               std::uint64_t index,
+                                               std::vector<CheckpointPart> parts,
+                                               const std::function<void()>& after_each_file = {});
 Status RemoveCheckpoint(const std::string& path);
 
 // A stored checkpoint and the metrics reported with it.

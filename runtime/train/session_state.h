@@ -33,6 +33,7 @@ struct Session {
   std::unordered_set<const void*> prepared;  // TensorImpls of parameters under a reducer
   std::atomic<std::uint64_t> samples{0};
   std::chrono::steady_clock::time_point last_report;
+  std::uint64_t checkpoints_staged = 0;  // names this worker's staged parts apart
 };
 
 void SetCurrentSession(std::shared_ptr<Session> session);

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
+#include <string_view>
 #include <utility>
 
 #include "common/host_name.h"
@@ -19,8 +21,14 @@ TrainWorker* TrainWorker::Create() {
   return new TrainWorker();
 }
 
-WorkerDescription TrainWorker::Prepare(bool pick_master_port) {
+WorkerDescription TrainWorker::Prepare(bool pick_master_port, const std::string& run_directory,
+                                       const std::string& storage_token) {
   WorkerDescription description;
+  // SRAY_TRAIN_STAGE_CHECKPOINTS=0 sends checkpoints through the driver even
+  // where the run directory is shared.
+  const char* stage = std::getenv("SRAY_TRAIN_STAGE_CHECKPOINTS");
+  description.sees_storage = (stage == nullptr || std::string_view(stage) != "0") &&
+                             SeesStorageMarker(run_directory, storage_token);
   description.node_id = sray::CurrentNode().node_id;
   description.hostname = HostName("");
   description.pid = ::getpid();

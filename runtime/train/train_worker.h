@@ -8,6 +8,7 @@
 // that links sray::train can host one.
 
 #include <cstdint>
+#include <string>
 
 #include "train/checkpoint_storage.h"
 #include "train/report_channel.h"
@@ -18,8 +19,11 @@ namespace sray::train::internal {
 class TrainWorker {
  public:
   static TrainWorker* Create();
-  // Where it runs; rank 0 (pick_master_port) also picks MASTER_PORT.
-  WorkerDescription Prepare(bool pick_master_port);
+  // Where it runs, and whether its node sees the run directory (holding
+  // the storage token there); rank 0 (pick_master_port) also picks
+  // MASTER_PORT.
+  WorkerDescription Prepare(bool pick_master_port, const std::string& run_directory,
+                            const std::string& storage_token);
   // Joins the group and runs the loop; answers kFinished when it returns,
   // throws what it threw.
   WorkerEvent Run(const WorkerAssignment& assignment, const CheckpointFiles& resume);

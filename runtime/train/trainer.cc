@@ -3,18 +3,18 @@
 // after a failure while max_failures allows. Free of LibTorch: it speaks to
 // the workers through sray's actors only.
 
-
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -129,6 +129,9 @@ struct RunState {
   std::map<std::uint64_t, std::string> kept_paths;
   std::uint64_t reports = 0;
   Result result;
+  // In the run directory for this Fit: workers whose node reads it there
+  // stage their checkpoints in it instead of sending them.
+  std::string storage_token;
 };
 
 void Say(const RunState& state, const std::string& line) {
@@ -136,7 +139,9 @@ void Say(const RunState& state, const std::string& line) {
   std::cout << "sray train " << state.name << ": " << line << std::endl;
 }
 
-void StoreReport(RunState& state, int attempt, WorkerEvent event) {
+// `parts`: the report's checkpoint, rank 0's part first; none without one.
+void StoreReport(RunState& state, int attempt, WorkerEvent event,
+                 std::vector<CheckpointPart> parts) {
   ReportRecord record;
   record.report = ++state.reports;
   record.attempt = attempt;
@@ -144,9 +149,9 @@ void StoreReport(RunState& state, int attempt, WorkerEvent event) {
   record.seconds = event.seconds;
   record.samples = event.samples;
   record.metrics = event.metrics;
-  if (event.has_checkpoint) {
+  if (!parts.empty()) {
     const std::uint64_t index = state.next_checkpoint_index++;
-    auto stored = StoreCheckpoint(state.run_directory, index, event.checkpoint);
+    auto stored = StoreCheckpointParts(state.run_directory, index, std::move(parts));
     if (!stored.ok()) {
       throw sray::Error("sray: training cannot store the reported checkpoint: " + stored.status().message() +
                         ": free space there or choose another RunConfig::storage_path");
@@ -218,6 +223,8 @@ class GroupGuard {
 std::optional<Failure> RunAttempt(RunState& state, int attempt) {
   const ScalingConfig& scaling = state.request.scaling;
   const int world_size = scaling.num_workers;
+  // What the failed group staged and never reported in full.
+  if (attempt > 0) (void)RemovePartialCheckpoints(state.run_directory);
   sray::PlacementGroupCreationOptions options;
   options.bundles.assign(static_cast<std::size_t>(world_size), state.resources);
   options.strategy = scaling.placement_strategy;
@@ -267,7 +274,9 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
   std::vector<sray::ObjectRef<WorkerDescription>> prepared;
   prepared.reserve(handles.size());
   for (int rank = 0; rank < world_size; ++rank) {
-    prepared.push_back(handles[static_cast<std::size_t>(rank)].Task(&TrainWorker::Prepare).Remote(rank == 0));
+    prepared.push_back(handles[static_cast<std::size_t>(rank)]
+                           .Task(&TrainWorker::Prepare)
+                           .Remote(rank == 0, state.run_directory, state.storage_token));
   }
   std::vector<WorkerDescription> descriptions;
   for (int rank = 0; rank < world_size; ++rank) {
@@ -300,7 +309,15 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
   common.first_bucket_bytes = state.request.torch.first_bucket_bytes;
   common.broadcast_buffers = state.request.torch.broadcast_buffers;
   CheckpointFiles resume_files;
-  if (state.latest) {
+  // Workers whose node sees the run directory copy a checkpoint stored there
+  // themselves; the others get it through the object store.
+  const bool latest_in_storage =
+      state.latest && std::filesystem::path(state.latest->path).parent_path() ==
+                          std::filesystem::path(state.run_directory);
+  const bool every_worker_sees_storage =
+      std::all_of(descriptions.begin(), descriptions.end(),
+                  [](const WorkerDescription& description) { return description.sees_storage; });
+  if (state.latest && !(latest_in_storage && every_worker_sees_storage)) {
     auto files = ReadCheckpointDirectory(state.latest->path);
     if (!files.ok()) {
       throw sray::Error("sray: training cannot read the checkpoint to resume from: " +
@@ -309,9 +326,12 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
                         "checkpoint (TorchTrainer::SetResumeFromCheckpoint)");
     }
     resume_files = std::move(files).value();
+  }
+  if (state.latest) {
     common.has_checkpoint = true;
     common.checkpoint_index = state.latest->index;
   }
+  common.run_directory = state.run_directory;
   // One copy in the object store, read by every worker (in place on its node).
   const sray::ObjectRef<CheckpointFiles> resume_ref = sray::Put(resume_files);
 
@@ -323,12 +343,28 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
     assignment.local_rank = next_local_rank[description.node_id]++;
     assignment.local_world_size = workers_on_node[description.node_id];
     assignment.node_rank = node_rank_of(description.node_id);
+    assignment.stage_checkpoints = description.sees_storage;
+    if (state.latest && latest_in_storage && description.sees_storage)
+      assignment.checkpoint_path = state.latest->path;
     runs.push_back(handles[static_cast<std::size_t>(rank)].Task(&TrainWorker::Run).Remote(assignment, resume_ref));
   }
   if (attempt == 0) {
     std::string nodes;
-    for (const auto& description : descriptions) nodes += (nodes.empty() ? "" : ",") + std::to_string(description.node_id);
-    Say(state, std::to_string(world_size) + " workers on nodes " + nodes + ", results in " + state.run_directory);
+    std::set<std::uint32_t> sending_nodes;  // whose workers send their checkpoints
+    for (const auto& description : descriptions) {
+      nodes += (nodes.empty() ? "" : ",") + std::to_string(description.node_id);
+      if (!description.sees_storage) sending_nodes.insert(description.node_id);
+    }
+    std::string sending;
+    for (const std::uint32_t node : sending_nodes)
+      sending += (sending.empty() ? "" : ",") + std::to_string(node);
+    Say(state,
+        std::to_string(world_size) + " workers on nodes " + nodes + ", results in " +
+            state.run_directory +
+            (sending.empty() ? " (checkpoints copied there by each worker)"
+                             : " (checkpoints sent to the driver from nodes " + sending +
+                                   ", whose workers do not stage them there: a "
+                                   "RunConfig::storage_path every node sees saves the transfer)"));
   }
 
   // NextReport(n) also tells rank 0 that the driver has stored n reports:
@@ -392,9 +428,11 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
         // checkpoint is stored.
         const std::vector<std::int32_t> part_ranks = report->checkpoint_ranks;
         bool complete = true;
+        std::vector<CheckpointPart> parts;
+        if (report->has_checkpoint) {
+          parts.push_back(CheckpointPart{std::move(report->checkpoint), std::move(report->staged)});
+        }
         if (!part_ranks.empty()) {
-          std::vector<CheckpointFiles> parts;
-          if (report->has_checkpoint) parts.push_back(std::move(report->checkpoint));
           // Asked of all at once; each waits as long as a collective may (a
           // dead worker fails its call at once).
           std::vector<sray::ObjectRef<WorkerEvent>> asked;
@@ -417,22 +455,18 @@ std::optional<Failure> RunAttempt(RunState& state, int attempt) {
                 complete = false;
                 break;
               }
-              parts.push_back(std::move(part.checkpoint));
+              parts.push_back(CheckpointPart{std::move(part.checkpoint), std::move(part.staged)});
             } catch (const sray::Error& error) {
               fail(rank, error);
               complete = false;
               break;
             }
           }
-          if (complete) {
-            report->checkpoint = MergeCheckpointParts(std::move(parts));
-            report->has_checkpoint = true;
-          }
         }
         // Outside the try: a report the driver cannot store (a full disk)
         // ends Fit; it is no worker's failure to restart for.
         if (complete) {
-          StoreReport(state, attempt, std::move(*report));
+          StoreReport(state, attempt, std::move(*report), std::move(parts));
           ++stored;
           for (const std::int32_t rank : part_ranks) {
             const auto index = static_cast<std::size_t>(rank);
@@ -476,7 +510,12 @@ Result Fit(const TrainingRequest& request) {
         "std::chrono::minutes(30)");
   }
 
-  RunState state{request, request.run.name.empty() ? DefaultName() : request.run.name, {}, {}, 1, 0, {}, {}, {}, 0, {}};
+  RunState state{request, request.run.name.empty() ? DefaultName() : request.run.name,
+                 {},      {},
+                 1,       0,
+                 {},      {},
+                 {},      0,
+                 {},      {}};
   std::string storage = request.run.storage_path;
   if (storage.empty()) storage = sray::CurrentNode().session_dir + "/train";
   state.run_directory = storage + "/" + state.name;
@@ -490,6 +529,24 @@ Result Fit(const TrainingRequest& request) {
     throw sray::Error("sray: " + cleaned.message() + ": remove the partial checkpoints in " +
                       state.run_directory + " by hand, or choose another RunConfig::storage_path");
   }
+  // Without the marker every worker sends its checkpoints, as where the
+  // directory is not shared: slower for large ones, never wrong.
+  state.storage_token = RandomHex(32);
+  if (Status marked = WriteStorageMarker(state.run_directory, state.storage_token); !marked.ok()) {
+    std::cerr << "sray: warning: workers send their checkpoints to the driver instead of copying "
+                 "them into "
+              << state.run_directory << ": " << marked.message() << std::endl;
+    state.storage_token.clear();
+  }
+  // However Fit ends: the marker, and staged parts no store took (a failed
+  // group's, or an incomplete report's).
+  struct StorageTidyAtEnd {
+    const std::string& run_directory;
+    ~StorageTidyAtEnd() {
+      (void)RemoveStorageMarker(run_directory);
+      (void)RemovePartialCheckpoints(run_directory);
+    }
+  } storage_tidy_at_end{state.run_directory};
   // Checkpoints of an earlier Fit in this directory: numbering goes on after
   // them, and pruning ranks them by the metrics they were reported with.
   const auto logged = CheckpointMetricsFromLog(state.run_directory + "/metrics.jsonl");

@@ -23,7 +23,8 @@ struct WorkerDescription {
   std::string hostname;
   std::int64_t pid = 0;
   std::uint16_t master_port = 0;  // rank 0 only: free for MASTER_PORT
-  MSGPACK_DEFINE(node_id, hostname, pid, master_port)
+  bool sees_storage = false;      // its node sees the run directory
+  MSGPACK_DEFINE(node_id, hostname, pid, master_port, sees_storage)
 };
 
 // Everything Run needs to join the group and run the loop.
@@ -49,10 +50,17 @@ struct WorkerAssignment {
   bool broadcast_buffers = true;
   bool has_checkpoint = false;
   std::uint64_t checkpoint_index = 0;  // its number in storage
+  // Where this worker's node sees the run directory: checkpoints are staged
+  // there (not sent), and the one to resume from is copied from
+  // `checkpoint_path` (not sent either).
+  std::string run_directory;
+  bool stage_checkpoints = false;
+  std::string checkpoint_path;
   MSGPACK_DEFINE(function, config, experiment_name, world_size, world_rank, local_rank,
                  local_world_size, node_rank, attempt, use_gpu, threads, rendezvous, group_secret,
                  master_address, master_port, timeout_milliseconds, bucket_bytes,
-                 first_bucket_bytes, broadcast_buffers, has_checkpoint, checkpoint_index)
+                 first_bucket_bytes, broadcast_buffers, has_checkpoint, checkpoint_index,
+                 run_directory, stage_checkpoints, checkpoint_path)
 };
 
 enum class WorkerEventKind : std::uint8_t {
@@ -66,11 +74,13 @@ struct WorkerEvent {
   double seconds = 0;         // since rank 0's previous report (or its start)
   std::uint64_t samples = 0;  // over all workers since then
   bool has_checkpoint = false;
-  CheckpointFiles checkpoint;
+  CheckpointFiles checkpoint;  // the part's files, unless it was staged
+  std::string staged;          // the staged part's name in the run directory
   // Rank 0's report: the other ranks that gave a checkpoint part with it
   // (their NextReport answers it).
   std::vector<std::int32_t> checkpoint_ranks;
-  MSGPACK_DEFINE(kind, metrics, seconds, samples, has_checkpoint, checkpoint, checkpoint_ranks)
+  MSGPACK_DEFINE(kind, metrics, seconds, samples, has_checkpoint, checkpoint, staged,
+                 checkpoint_ranks)
 };
 
 }  // namespace sray::train::internal

@@ -120,7 +120,9 @@ void RunWorkerSession(const WorkerAssignment& assignment, const CheckpointFiles&
   } clear_at_end{restore};
   if (assignment.has_checkpoint) {
     const std::string path = restore + "/" + CheckpointDirectoryName(assignment.checkpoint_index);
-    Status written = WriteCheckpointDirectory(resume, path);
+    Status written = assignment.checkpoint_path.empty()
+                         ? WriteCheckpointDirectory(resume, path)
+                         : CopyCheckpointDirectory(assignment.checkpoint_path, path);
     if (!written.ok()) {
       throw Error("sray: cannot restore the checkpoint on this worker: " + written.message() +
                   ": check the space in the session directory's file system");
@@ -200,7 +202,23 @@ void ReportWith(const Metrics& metrics, const Checkpoint* checkpoint) {
 
   internal::WorkerEvent event;
   event.kind = static_cast<std::uint8_t>(internal::WorkerEventKind::kReport);
-  if (checkpoint != nullptr) {
+  if (checkpoint != nullptr && session.assignment.stage_checkpoints) {
+    // This node sees the run directory: the part is copied there, and only
+    // its name travels (no size limit, no copy in memory).
+    const std::string label =
+        "a" + std::to_string(session.assignment.attempt) + "-rank" + std::to_string(rank) + "-" +
+        std::to_string(++session.checkpoints_staged) + "-" + std::to_string(::getpid());
+    auto staged = internal::StageCheckpointDirectory(checkpoint->path(),
+                                                     session.assignment.run_directory, label);
+    if (!staged.ok()) {
+      throw Error("sray: Report cannot copy the checkpoint into " +
+                  session.assignment.run_directory + ": " + staged.status().message() +
+                  ": keep the checkpoint's directory and files readable until Report returns, and "
+                  "leave room for it in RunConfig::storage_path");
+    }
+    event.has_checkpoint = true;
+    event.staged = std::move(staged).value();
+  } else if (checkpoint != nullptr) {
     auto files = internal::ReadCheckpointDirectory(checkpoint->path());
     if (!files.ok()) {
       throw Error("sray: Report cannot read the checkpoint: " + files.status().message() +

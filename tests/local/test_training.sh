@@ -15,18 +15,24 @@ TRAIN=$SRAY_BUILD_DIR/tests/train_check
 [ -x "$TRAIN" ] || skip "sray was built without LibTorch (SRAY_WITH_TORCH=OFF)"
 
 run_train_mode() {
-  local mode=$1 expected=$2 out status=0
-  out=$WORK/train.$mode.out
-  mkdir -p "$WORK/$mode"
-  "$SRAY" run -N2 bash -c 'echo "job $SRAY_JOB_ID"; exec "$0" "$@"' "$TRAIN" "$mode" "$WORK/$mode" \
+  local mode=$1 expected=$2 label=${3:-$1} out status=0
+  out=$WORK/train.$label.out
+  mkdir -p "$WORK/$label"
+  "$SRAY" run -N2 bash -c 'echo "job $SRAY_JOB_ID"; exec "$0" "$@"' "$TRAIN" "$mode" "$WORK/$label" \
     >"$out" 2>&1 || status=$?
   [ "$status" -eq 0 ] || { cat "$out" >&2; fail "train_check $mode exited with $status"; }
   expect_job_output "$out" "$expected"
   echo "ok: $mode"
 }
 
-run_train_mode basic 14
-run_train_mode kill-resume 5
+run_train_mode basic 15
+run_train_mode kill-resume 6
+# Both nodes see the run directory: each worker copies its checkpoint part
+# there, and the driver moves the files into place. With staging off, the
+# parts travel to the driver, and a restart's checkpoint comes back that way.
+expect_lines "$WORK/train.kill-resume.out" 'workers on nodes 0,1, .*\(checkpoints copied there by each worker\)' 1
+SRAY_TRAIN_STAGE_CHECKPOINTS=0 run_train_mode kill-resume 6 kill-resume-sent
+expect_lines "$WORK/train.kill-resume-sent.out" 'workers on nodes 0,1, .*\(checkpoints sent to the driver from nodes 0,1,' 1
 run_train_mode kill-fail 4
 run_train_mode kill-twice 5
 run_train_mode exception 4

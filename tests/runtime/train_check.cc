@@ -283,6 +283,18 @@ void ExpectNoWorkerLeft(const std::string& storage) {
   Expect(!pids.empty(), "no training worker is left (" + std::to_string(pids.size()) + " started)");
 }
 
+// After Fit, the run directory holds its checkpoints and its log only: no
+// staged part, partial checkpoint or storage marker.
+void ExpectOnlyCheckpointsAndLog(const std::string& run_directory) {
+  std::string others;
+  for (const auto& entry : std::filesystem::directory_iterator(run_directory)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("checkpoint_", 0) != 0 && name != "metrics.jsonl") others += " " + name;
+  }
+  Expect(others.empty(), "only checkpoints and the log are left in the run directory" +
+                             (others.empty() ? std::string() : ", not" + others));
+}
+
 sray::train::Result Fit(const CheckConfig& config, int max_failures) {
   sray::train::ScalingConfig scaling;
   scaling.num_workers = 2;
@@ -379,6 +391,7 @@ int main(int argc, char** argv) {
     Expect(CountLines(run_directory + "/metrics.jsonl") == 5, "metrics.jsonl has every report");
     Expect(result.metrics.at("local_world_size") == 1, "SPREAD puts one worker on each node");
     ExpectNoWorkerLeft(config.storage);
+    ExpectOnlyCheckpointsAndLog(run_directory);
   } else if (config.mode == "kill-resume") {
     const auto result = Fit(config, 1);
     Expect(result.num_failures == 1, "one group restart after the kill");
@@ -386,6 +399,7 @@ int main(int argc, char** argv) {
     Expect(result.metrics.at("resumed_from") == 1, "the restarted group resumed from epoch 1's checkpoint");
     Expect(result.metrics_history.size() == 5, "reports: epochs 0-1, then 2-4 after the restart");
     ExpectNoWorkerLeft(config.storage);
+    ExpectOnlyCheckpointsAndLog(run_directory);
   } else if (config.mode == "kill-twice") {
     try {
       Fit(config, 1);

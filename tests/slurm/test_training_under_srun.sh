@@ -22,8 +22,8 @@ run_train_mode() {
   echo "ok: $mode"
 }
 
-run_train_mode basic 14
-run_train_mode kill-resume 5
+run_train_mode basic 15
+run_train_mode kill-resume 6
 run_train_mode kill-fail 4
 grep -q 'failed: worker 1 (node 1, pid [0-9]*) died: its process ended with signal 9' "$WORK/train.kill-fail.out" ||
   { cat "$WORK/train.kill-fail.out" >&2; fail "the kill's error does not name the worker and the signal"; }

@@ -93,6 +93,147 @@ TEST(CheckpointStorage, RefusesAFileTooLargeToReportNamingItAndTheFix) {
   EXPECT_NE(read.status().message().find("model.pt is 4294967296 bytes"), std::string::npos)
       << read.status().message();
   EXPECT_NE(read.status().message().find("several files"), std::string::npos);
+  EXPECT_NE(read.status().message().find("RunConfig::storage_path"), std::string::npos)
+      << "or a storage path every node sees, where parts are staged instead of sent";
+}
+
+// Where a worker's node sees the run directory, its part is copied there
+// (staged) and the driver moves the files into the checkpoint: merged with
+// parts sent in memory by the same rule (the lower rank wins a clash), and
+// nothing of the staged directory is left.
+TEST(CheckpointStorage, StagedPartsAreMovedInAndMergedWithTheLowerRankWinning) {
+  sray::testing::ScratchDirectory scratch;
+  const std::string run = (scratch.path() / "run").string();
+  fs::create_directories(run);
+  const fs::path rank1 = scratch.path() / "rank1-checkpoint";
+  fs::create_directories(rank1 / "shared");
+  std::ofstream(rank1 / "model.pt") << "rank1 model";
+  std::ofstream(rank1 / "optimizer-rank1.pt") << "rank1 state";
+  std::ofstream(rank1 / "shared" / "rank1") << "b";
+  fs::create_directories(rank1 / "taken");
+  std::ofstream(rank1 / "taken" / "inside") << "cannot sit under rank 0's file";
+  fs::permissions(rank1 / "optimizer-rank1.pt", fs::perms::owner_read | fs::perms::owner_write);
+  auto staged = StageCheckpointDirectory(rank1.string(), run, "a0-rank1-1-42");
+  ASSERT_TRUE(staged.ok()) << staged.status().message();
+  EXPECT_TRUE(fs::is_directory(fs::path(run) / *staged));
+  EXPECT_TRUE(ListCheckpoints(run).empty()) << "a staged part is no checkpoint";
+
+  std::vector<CheckpointPart> parts(2);
+  parts[0].files.files = {{"model.pt", 0600, "rank0 model"},
+                          {"shared/", 0755, {}},
+                          {"shared/rank0", 0644, "a"},
+                          {"taken", 0644, "rank0 file"}};
+  parts[1].staged = *staged;
+  auto stored = StoreCheckpointParts(run, 0, std::move(parts));
+  ASSERT_TRUE(stored.ok()) << stored.status().message();
+  const fs::path checkpoint(*stored);
+  EXPECT_EQ(Contents(checkpoint / "model.pt"), "rank0 model");
+  EXPECT_EQ(Contents(checkpoint / "optimizer-rank1.pt"), "rank1 state");
+  EXPECT_EQ(fs::status(checkpoint / "optimizer-rank1.pt").permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(Contents(checkpoint / "shared" / "rank0"), "a");
+  EXPECT_EQ(Contents(checkpoint / "shared" / "rank1"), "b");
+  EXPECT_EQ(Contents(checkpoint / "taken"), "rank0 file");
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(run))
+    left.push_back(entry.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"checkpoint_000000"}) << "the staged part is gone";
+  EXPECT_TRUE(fs::exists(rank1 / "model.pt")) << "the worker's own directory is only read";
+}
+
+// A staged part travels in no message: a file past the 4 GiB a sent part
+// may hold is stored (moved, never read: a sparse file here).
+TEST(CheckpointStorage, AStagedFileOfMoreThan4GiBIsStored) {
+  sray::testing::ScratchDirectory scratch;
+  const std::string run = scratch.path().string();
+  const fs::path staged = scratch.path() / ".checkpoint_partial_staged_a0-rank0-1-7";
+  fs::create_directories(staged);
+  { std::ofstream(staged / "model.pt").put('x'); }
+  fs::resize_file(staged / "model.pt", kLargestCheckpointFileBytes + 1);
+  std::vector<CheckpointPart> parts(1);
+  parts[0].staged = staged.filename().string();
+  auto stored = StoreCheckpointParts(run, 3, std::move(parts));
+  ASSERT_TRUE(stored.ok()) << stored.status().message();
+  EXPECT_EQ(fs::file_size(fs::path(*stored) / "model.pt"), kLargestCheckpointFileBytes + 1);
+  EXPECT_FALSE(fs::exists(staged));
+}
+
+// What staging refuses, and what a store refuses to take as a staged part.
+TEST(CheckpointStorage, StagingRefusesLinksAndAStoreTakesOnlyStagedNames) {
+  sray::testing::ScratchDirectory scratch;
+  const std::string run = (scratch.path() / "run").string();
+  fs::create_directories(run);
+  fs::create_directories(scratch.path() / "with-link");
+  fs::create_symlink("/etc/passwd", scratch.path() / "with-link" / "secret");
+  auto staged =
+      StageCheckpointDirectory((scratch.path() / "with-link").string(), run, "a0-rank0-1-1");
+  ASSERT_FALSE(staged.ok());
+  EXPECT_NE(staged.status().message().find("secret"), std::string::npos)
+      << staged.status().message();
+  EXPECT_TRUE(fs::is_empty(run)) << "nothing half-staged is left";
+  EXPECT_FALSE(StageCheckpointDirectory((scratch.path() / "with-link").string(), run, "../x").ok());
+
+  fs::create_directories(scratch.path() / "run" / "elsewhere");
+  std::vector<CheckpointPart> parts(1);
+  parts[0].staged = "elsewhere";
+  EXPECT_FALSE(StoreCheckpointParts(run, 0, std::move(parts)).ok());
+  EXPECT_TRUE(fs::exists(scratch.path() / "run" / "elsewhere")) << "not a staged part: left alone";
+  parts.assign(1, {});
+  parts[0].staged = ".checkpoint_partial_staged_x/../../outside";
+  EXPECT_FALSE(StoreCheckpointParts(run, 0, std::move(parts)).ok());
+}
+
+// A worker killed while it staged, or a report that never came whole,
+// leaves a staged part: the next sweep (each attempt, each Fit) removes it.
+TEST(CheckpointStorage, TheSweepRemovesStagedPartsNoStoreTook) {
+  sray::testing::ScratchDirectory scratch;
+  const std::string run = scratch.path().string();
+  const fs::path source = scratch.path() / "source";
+  fs::create_directories(source);
+  std::ofstream(source / "model.pt") << "x";
+  auto staged = StageCheckpointDirectory(source.string(), run, "a1-rank2-3-99");
+  ASSERT_TRUE(staged.ok());
+  ASSERT_TRUE(StoreCheckpoint(run, 0, SomeFiles("kept")).ok());
+  ASSERT_TRUE(RemovePartialCheckpoints(run).ok());
+  EXPECT_FALSE(fs::exists(fs::path(run) / *staged));
+  EXPECT_EQ(ListCheckpoints(run).size(), 1U);
+}
+
+// The driver's token in the run directory tells a worker it sees the same
+// directory; another directory under that path, or another run's token, does not.
+TEST(CheckpointStorage, OnlyTheRunsOwnTokenSaysTheDirectoryIsShared) {
+  sray::testing::ScratchDirectory scratch;
+  const std::string run = scratch.path().string();
+  EXPECT_FALSE(SeesStorageMarker(run, "token-1")) << "no marker yet";
+  ASSERT_TRUE(WriteStorageMarker(run, "token-1").ok());
+  EXPECT_TRUE(SeesStorageMarker(run, "token-1"));
+  EXPECT_FALSE(SeesStorageMarker(run, "token-2"));
+  EXPECT_FALSE(SeesStorageMarker(run, ""));
+  EXPECT_FALSE(SeesStorageMarker((scratch.path() / "other").string(), "token-1"));
+  ASSERT_TRUE(WriteStorageMarker(run, "token-2").ok()) << "a later Fit's token replaces it";
+  EXPECT_FALSE(SeesStorageMarker(run, "token-1"));
+  ASSERT_TRUE(RemoveStorageMarker(run).ok());
+  EXPECT_FALSE(SeesStorageMarker(run, "token-2"));
+}
+
+// A restore copy read straight from storage is the stored checkpoint.
+TEST(CheckpointStorage, CopiesAStoredCheckpointFileForFile) {
+  sray::testing::ScratchDirectory scratch;
+  auto stored = StoreCheckpoint(scratch.path().string(), 0, SomeFiles("s"));
+  ASSERT_TRUE(stored.ok());
+  const std::string copy = (scratch.path() / "restore" / "checkpoint_000000").string();
+  ASSERT_TRUE(CopyCheckpointDirectory(*stored, copy).ok());
+  auto original = ReadCheckpointDirectory(*stored);
+  auto copied = ReadCheckpointDirectory(copy);
+  ASSERT_TRUE(original.ok() && copied.ok());
+  ASSERT_EQ(copied->files.size(), original->files.size());
+  for (std::size_t index = 0; index < original->files.size(); ++index) {
+    EXPECT_EQ(copied->files[index].path, original->files[index].path);
+    EXPECT_EQ(copied->files[index].data, original->files[index].data);
+    EXPECT_EQ(copied->files[index].mode, original->files[index].mode);
+  }
+  EXPECT_FALSE(CopyCheckpointDirectory(*stored, copy).ok())
+      << "an existing copy is never overwritten";
 }
 
 TEST(CheckpointStorage, RefusesLinksAndPathsLeavingTheDirectory) {
