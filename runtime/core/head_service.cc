@@ -5,10 +5,10 @@
 #include <thread>
 #include <unordered_map>
 
+#include "common/deadline.h"
+
 namespace sray::core {
 namespace {
-
-constexpr auto kForever = std::chrono::hours(24 * 365);
 
 class LocalHead final : public HeadService {
  public:
@@ -44,8 +44,8 @@ class LocalHead final : public HeadService {
                                     shared->changed.notify_all();
                                   });
     std::unique_lock lock(shared->mutex);
-    if (!shared->changed.wait_for(lock, timeout.value_or(kForever),
-                                  [&] { return shared->info.has_value(); })) {
+    if (!shared->changed.wait_until(lock, DeadlineAfter(timeout),
+                                    [&] { return shared->info.has_value(); })) {
       PlacementGroupInfo pending;
       pending.id = id;
       return pending;
@@ -99,7 +99,7 @@ class RemoteHead final : public HeadService {
   // connection that may be gone by then.
   Result<PlacementGroupInfo> WaitPlacementGroup(std::uint64_t id,
                                                 internal::Timeout timeout) override {
-    const auto deadline = std::chrono::steady_clock::now() + timeout.value_or(kForever);
+    const auto deadline = DeadlineAfter(timeout);
     const auto payload = Encode(PlacementGroupWait{.id = id, .block = false});
     while (true) {
       auto reply = transport_.Call(head_rank_, kWaitPlacementGroup, payload);

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <optional>
 
+#include "common/deadline.h"
 #include "common/log.h"
 #include "core/owner.h"
 #include "object/mapped_file.h"
@@ -256,8 +257,7 @@ void Owner::WaitForRoomLocked(std::unique_lock<std::mutex>& lock, BlockedScope& 
 
 std::vector<std::shared_ptr<const internal::ObjectValue>> Owner::Get(
     const std::vector<internal::ObjectId>& ids, internal::Timeout timeout) {
-  const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout
-                                : std::chrono::steady_clock::time_point::max();
+  const auto deadline = DeadlineAfter(timeout);
   Values values(ids.size());
   BlockedScope blocked(blocking_notifier_, blocked_depth_);
   if (std::all_of(ids.begin(), ids.end(), [this](const auto& id) { return Owns(id); })) {
@@ -481,8 +481,7 @@ std::shared_ptr<const internal::ObjectValue> Owner::ReadStored(const internal::O
 
 std::vector<bool> Owner::Wait(const std::vector<internal::ObjectId>& ids, std::size_t num_ready,
                               internal::Timeout timeout) {
-  const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout
-                                : std::chrono::steady_clock::time_point::max();
+  const auto deadline = DeadlineAfter(timeout);
   const std::size_t wanted = std::min(num_ready, ids.size());
   std::vector<bool> ready(ids.size(), false);
   // Borrowed ids are ready once their owners answer.

@@ -132,6 +132,59 @@ TEST(LocalMode, GetAndWaitHonourTheirTimeouts) {
   EXPECT_EQ(sray::Get(slow), 3000);
 }
 
+// As in Ray: `ready` holds at most num_objects refs (the first ready ones in
+// the order given), and every other ref is in `unready`. Before, every ready
+// ref came back in `ready`, and the usual loop (take ready[0], go on with
+// unready) lost the results of the others.
+TEST(LocalMode, WaitGivesAtMostTheAskedNumberAsReadyAndTheRestAsUnready) {
+  std::vector<sray::ObjectRef<int>> refs;
+  for (int value = 0; value < 4; ++value) refs.push_back(sray::Put(value));
+  const auto one = sray::Wait(refs, 1);
+  ASSERT_EQ(one.ready.size(), 1u);
+  EXPECT_EQ(one.ready[0].id(), refs[0].id());
+  ASSERT_EQ(one.unready.size(), 3u);
+  for (std::size_t index = 0; index < 3; ++index)
+    EXPECT_EQ(one.unready[index].id(), refs[index + 1].id());
+  const auto three = sray::Wait(refs, 3, std::chrono::milliseconds(100));
+  EXPECT_EQ(three.ready.size(), 3u);
+  EXPECT_EQ(three.unready.size(), 1u);
+  // The loop a Ray user writes sees every result once.
+  std::vector<int> seen;
+  for (auto pending = refs; !pending.empty();) {
+    auto waited = sray::Wait(pending, 1);
+    ASSERT_EQ(waited.ready.size(), 1u);
+    seen.push_back(sray::Get(waited.ready[0]));
+    pending = std::move(waited.unready);
+  }
+  EXPECT_EQ(seen, (std::vector<int>{0, 1, 2, 3}));
+}
+
+// "As long as it takes": milliseconds::max() added to now overflowed the
+// clock, and Get threw GetTimeoutError at once, Wait returned nothing ready.
+TEST(LocalMode, TheLongestTimeoutWaitsInsteadOfExpiringAtOnce) {
+  auto slow = sray::Task(Sleep).Remote(200);
+  const auto waited = sray::Wait(std::vector{slow}, 1, std::chrono::milliseconds::max());
+  EXPECT_EQ(waited.ready.size(), 1u);
+  EXPECT_EQ(sray::Get(sray::Task(Sleep).Remote(200), std::chrono::milliseconds::max()), 200);
+  sray::PlacementGroupCreationOptions options;
+  options.bundles = {{{"CPU", 1}}};
+  auto group = sray::CreatePlacementGroup(options);
+  EXPECT_TRUE(group.Wait(std::chrono::milliseconds::max()));
+  sray::RemovePlacementGroup(group);
+}
+
+// Ray's "retry for ever" (-1) meant no retry at all here, without a word.
+TEST(LocalMode, ANegativeRetryCountIsRefusedNamingTheFix) {
+  try {
+    (void)sray::Task(Sleep).SetMaxRetries(-1);
+    FAIL() << "SetMaxRetries(-1) accepted";
+  } catch (const sray::ConfigError& error) {
+    EXPECT_NE(std::string(error.what()).find("must be 0 or more"), std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(sray::Get(sray::Task(Sleep).SetMaxRetries(0).Remote(1)), 1);
+}
+
 TEST(LocalMode, ActorsKeepStateAndRunCallsInOrder) {
   auto counter = sray::Actor(Counter::Create).Remote(10);
   std::vector<sray::ObjectRef<std::int64_t>> sums;

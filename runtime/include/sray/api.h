@@ -98,8 +98,10 @@ struct WaitResult {
   std::vector<ObjectRef<T>> ready;
   std::vector<ObjectRef<T>> unready;
 };
-// Returns once `num_objects` of `refs` are ready (or the timeout passed), in
-// the order of `refs`.
+// Returns once `num_objects` of `refs` are ready (or the timeout passed):
+// `ready` holds at most `num_objects` of them (the first ready ones, in the
+// order of `refs`) and `unready` every other ref, in order, as in Ray. A
+// `num_objects` above the number of refs waits for all of them; 0 only looks.
 template <typename T>
 WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, std::size_t num_objects);
 template <typename T>
@@ -165,7 +167,8 @@ WaitResult<T> WaitFor(const std::vector<ObjectRef<T>>& refs, std::size_t num_obj
   const std::vector<bool> ready = CurrentRuntime().Wait(ids, num_objects, timeout);
   WaitResult<T> result;
   for (std::size_t index = 0; index < refs.size(); ++index) {
-    (ready[index] ? result.ready : result.unready).push_back(refs[index]);
+    const bool taken = ready[index] && result.ready.size() < num_objects;
+    (taken ? result.ready : result.unready).push_back(refs[index]);
   }
   return result;
 }

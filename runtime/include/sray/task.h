@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "sray/errors.h"
 #include "sray/internal/arguments.h"
 #include "sray/internal/function_registry.h"
 #include "sray/internal/runtime.h"
@@ -31,8 +32,16 @@ class TaskCaller<Result (*)(Parameters...)> {
     options_.resources = std::move(resources);
     return *this;
   }
-  // Retries after the worker died (default 3; 0 disables).
+  // Retries after the worker died (default 3; 0 disables). A negative count
+  // (Ray's -1, "for ever") throws ConfigError, as actors' max_restarts does:
+  // it used to mean no retry at all, without a word.
   TaskCaller& SetMaxRetries(int retries) {
+    if (retries < 0) {
+      throw ConfigError(
+          "sray: SetMaxRetries(" + std::to_string(retries) +
+          "): a task's retries must be 0 or more; sray has no unlimited retries (a task "
+          "that kills its worker every time would run for ever): give a count");
+    }
     options_.max_retries = retries;
     return *this;
   }

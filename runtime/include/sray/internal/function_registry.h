@@ -13,13 +13,14 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
-#include <stdexcept>
-#include <typeinfo>
 #include <memory>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -64,6 +65,25 @@ const MethodInvoker* FindMethod(const std::string& name);
 // A readable (demangled) name of a type, for messages.
 std::string TypeName(const std::type_info& type);
 
+// A parameter that only views memory (std::string_view, std::span, a
+// pointer) would point into the message its argument was read from, which
+// is freed once it is read: the function would see other bytes, silently.
+template <typename T>
+struct ViewsMemory : std::is_pointer<T> {};
+template <typename Char, typename Traits>
+struct ViewsMemory<std::basic_string_view<Char, Traits>> : std::true_type {};
+template <typename T, std::size_t Extent>
+struct ViewsMemory<std::span<T, Extent>> : std::true_type {};
+
+template <typename... Parameters>
+constexpr void CheckOwningParameters() {
+  static_assert(
+      !(ViewsMemory<std::decay_t<Parameters>>::value || ...),
+      "sray: the parameters of a remote function, actor factory or actor method must own "
+      "their data (std::string, std::vector), not view it (std::string_view, std::span, a "
+      "pointer): an argument's bytes are freed once it is read");
+}
+
 inline void CheckArgumentCount(std::size_t given, std::size_t taken) {
   if (given != taken) {
     throw SerializationError{"sray: called with " + std::to_string(given) +
@@ -75,6 +95,7 @@ template <typename Result, typename... Parameters, std::size_t... Index>
 std::string InvokeWith(Result (*function)(Parameters...),
                        const std::vector<std::string_view>& arguments,
                        std::index_sequence<Index...>) {
+  CheckOwningParameters<Parameters...>();
   std::tuple<std::decay_t<Parameters>...> values{
       Deserialize<std::decay_t<Parameters>>(arguments[Index], "a task argument")...};
   if constexpr (std::is_void_v<Result>) {
@@ -97,6 +118,7 @@ template <typename Class, typename... Parameters, std::size_t... Index>
 ActorInstance ConstructWith(Class* (*factory)(Parameters...),
                                     const std::vector<std::string_view>& arguments,
                                     std::index_sequence<Index...>) {
+  CheckOwningParameters<Parameters...>();
   std::tuple<std::decay_t<Parameters>...> values{
       Deserialize<std::decay_t<Parameters>>(arguments[Index], "an actor argument")...};
   Class* object = factory(std::get<Index>(std::move(values))...);
@@ -119,6 +141,7 @@ template <typename Class, typename Method, typename Result, typename... Paramete
 std::string InvokeMethodWith(Method method, Class* instance,
                              const std::vector<std::string_view>& arguments,
                              std::index_sequence<Index...>) {
+  CheckOwningParameters<Parameters...>();
   std::tuple<std::decay_t<Parameters>...> values{
       Deserialize<std::decay_t<Parameters>>(arguments[Index], "an actor call argument")...};
   if constexpr (std::is_void_v<Result>) {
