@@ -76,6 +76,11 @@ Result<std::string> ResolveProgram(const std::string& program) {
     return Status::InvalidArgument("no program given: usage: sray run [options] PROGRAM [ARGS...]");
   if (program.find('/') != std::string::npos) {
     if (IsExecutableFile(program)) return program;
+    std::error_code error;
+    if (std::filesystem::is_regular_file(program, error)) {
+      return Status::PermissionDenied("cannot run '" + program +
+                                      "': the file is not executable: chmod +x " + program);
+    }
     return Status::NotFound("cannot run '" + program +
                             "': no executable file there: check the path");
   }
@@ -111,7 +116,8 @@ std::string RandomSuffix() {
 // The signals this launcher ends by, once it has ended the job, when they
 // interrupted it. Not SIGQUIT: its default action dumps core.
 int EndsBy(int signal) {
-  return signal == SIGINT || signal == SIGTERM || signal == SIGHUP ? signal : 0;
+  return signal == SIGINT || signal == SIGTERM || signal == SIGHUP || signal == SIGPIPE ? signal
+                                                                                        : 0;
 }
 
 class LocalJob {
@@ -363,11 +369,16 @@ class LocalJob {
   // process group of its own (so that ending it reaches its children), and
   // a background group that reads the terminal is stopped by SIGTTIN: a
   // program asking for input hung, stopped, with nothing said. Input that is
-  // not a terminal (a file, a pipe) is inherited as it is.
+  // not a terminal (a file, a pipe) is inherited by rank 0 as it is; the
+  // other ranks read /dev/null there too (they shared it, and whichever read
+  // first took the input).
   Status PrepareStandardInput() {
-    if (::isatty(STDIN_FILENO) != 1) return Status::Ok();
     null_input_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (null_input_ < 0) return Status::FromErrno(errno, "cannot open /dev/null");
+    if (::isatty(STDIN_FILENO) != 1) {
+      rank_zero_inherits_input_ = true;
+      return Status::Ok();
+    }
     // From the background, the launcher cannot read the terminal either.
     if (::tcgetpgrp(STDIN_FILENO) != ::getpgrp()) return Status::Ok();
     int input[2] = {-1, -1};
@@ -425,6 +436,17 @@ class LocalJob {
 
   Status SpawnRanks() {
     SRAY_RETURN_IF_ERROR(PrepareStandardInput());
+    // Made before any fork: a child may only write them.
+    const std::string exec_failures[] = {
+        "sray: cannot run " + program_ +
+            ": it is not a program this machine can run (exec format error): a script needs a "
+            "first line naming its interpreter, e.g. #!/bin/sh\n",
+        "sray: cannot run " + program_ +
+            ": the interpreter its #! line names does not exist: correct that line\n",
+        "sray: cannot run " + program_ +
+            ": permission denied (its file system may be mounted noexec, or its #! interpreter "
+            "is not executable): run it from elsewhere\n",
+        "sray: cannot run " + program_ + ": exec failed: check the program and its #! line\n"};
     ranks_.resize(layout_.size());
     for (std::uint32_t rank = 0; rank < layout_.size(); ++rank) {
       auto environment = EnvironmentOf(rank);
@@ -447,15 +469,22 @@ class LocalJob {
       if (pid == 0) {
         // Only async-signal-safe calls from here to exec.
         ::setpgid(0, 0);  // its own group, so ending it reaches its children
-        const int input = rank == 0 && rank_zero_input_ >= 0 ? rank_zero_input_ : null_input_;
+        int input = null_input_;
+        if (rank == 0 && rank_zero_input_ >= 0) input = rank_zero_input_;
+        if (rank == 0 && rank_zero_inherits_input_) input = -1;
         if (input >= 0) ::dup2(input, STDIN_FILENO);
         ::dup2(out[1], STDOUT_FILENO);
         ::dup2(err[1], STDERR_FILENO);
         ::pthread_sigmask(SIG_SETMASK, &original_mask_, nullptr);
         ::execve(program_.c_str(), argv.data(), envp.data());
-        const char message[] = "sray: exec of the program failed\n";
-        const ssize_t ignored = ::write(STDERR_FILENO, message, sizeof(message) - 1);
-        ::_exit(ignored >= 0 ? 127 : 126);
+        const int failure = errno;
+        const std::string& message = failure == ENOEXEC  ? exec_failures[0]
+                                     : failure == ENOENT ? exec_failures[1]
+                                     : failure == EACCES ? exec_failures[2]
+                                                         : exec_failures[3];
+        // Every rank runs the same program: one of them says why.
+        if (rank == 0) (void)!::write(STDERR_FILENO, message.data(), message.size());
+        ::_exit(127);
       }
       ::setpgid(pid, pid);  // also here, so the group exists before we signal it
       ::close(out[1]);
@@ -643,6 +672,20 @@ class LocalJob {
     }
   }
 
+  // The reader of the job's output went away (`sray run ... | head`): the
+  // job ends as a pipeline's writer does, by SIGPIPE, silently, instead of
+  // running to its end with its output dropped (an endless producer ran
+  // for good, the launcher busy dropping).
+  void EndIfReaderGone() {
+    if (!output_.ReaderGone() || terminating_) return;
+    if (exit_status_ == 0) {
+      exit_status_ = 128 + SIGPIPE;
+      status_requested_ = true;
+      interrupted_by_ = SIGPIPE;
+    }
+    BeginTermination("");
+  }
+
   void HandleAbort() {
     std::uint64_t ignored = 0;
     while (::read(abort_pipe_[0], &ignored, sizeof(ignored)) > 0) {
@@ -715,6 +758,7 @@ class LocalJob {
       }
       (void)::poll(descriptors.data(), descriptors.size(), 100);
       output_.Flush();
+      EndIfReaderGone();
       // An abort before the ranks' exits, even when only their SIGCHLD is
       // readable yet: ranks that exit because of it must not be taken for
       // the cause (a CI run once ended with another status than the one
@@ -840,6 +884,7 @@ class LocalJob {
   // reads the pipe this launcher writes what it reads from the terminal to.
   int null_input_ = -1;
   int rank_zero_input_ = -1;
+  bool rank_zero_inherits_input_ = false;  // input that is not a terminal
   int input_sink_ = -1;
   static constexpr std::size_t kInputPendingLimit = std::size_t{1} << 20;
   std::string input_pending_;  // read from the terminal, not yet taken by rank 0

@@ -84,6 +84,7 @@ long OutputRelay::WriteSome(Chunk& chunk) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
     // The reader is gone (EPIPE), the terminal hung up (EIO), the file
     // system is full: nothing sensible is left to do with this output.
+    if (errno == EPIPE) reader_gone_ = true;
     if (target.mode == Mode::kOwnDescription) ::close(target.descriptor);
     target = {.mode = Mode::kFailed, .descriptor = -1};
     return -1;

@@ -68,6 +68,9 @@ class OutputRelay {
   DrainEnd Drain(std::optional<std::chrono::steady_clock::time_point> deadline, int stop);
 
   [[nodiscard]] std::size_t DroppedBytes() const { return dropped_bytes_; }
+  // A target's reader went away (EPIPE: `sray run ... | head`): what a
+  // program in a pipeline takes as SIGPIPE.
+  [[nodiscard]] bool ReaderGone() const { return reader_gone_; }
 
  private:
   enum class Mode {
@@ -110,6 +113,7 @@ class OutputRelay {
   std::vector<Queue> queues_;
   std::size_t queued_bytes_ = 0;
   std::size_t dropped_bytes_ = 0;
+  bool reader_gone_ = false;
 };
 
 }  // namespace sray::launcher

@@ -43,6 +43,15 @@ expect_lines "$WORK/inherited.out" '^set \[67108864\]$' 1
   fail "a job reading the terminal did not end: $(cat "$WORK/tty.out")"
 expect_lines "$WORK/tty.out" '^0: read \[typed\].?$' 1
 expect_lines "$WORK/tty.out" '^1: read \[\].?$' 1
+# Input that is not a terminal (a pipe, a file) reaches rank 0 alone, as
+# README says; the other ranks read /dev/null. Before, every rank inherited
+# it and whichever read first took it (rank 1 or 2 in 2 of 6 runs).
+for attempt in 1 2 3; do
+  seq 1 5 | "$SRAY" run -N3 -l sh -c 'printf "got [%s]\n" "$(cat | tr "\n" " ")"' >"$WORK/piped.out" 2>&1 ||
+    fail "a job with piped input failed: $(cat "$WORK/piped.out")"
+  expect_lines "$WORK/piped.out" '^0: got \[1 2 3 4 5 \]$' 1
+  expect_lines "$WORK/piped.out" '^[12]: got \[\]$' 2
+done
 # A large paste that rank 0 never reads neither stalls the launcher nor holds
 # back the Ctrl-C typed after it.
 (sleep 1; yes 'pasted text' | head -c 300000; sleep 1; printf '\003'; sleep 3) |
@@ -59,6 +68,22 @@ if "$SRAY" run -N2 --ray-cluster=colour=red touch "$WORK/started" 2>"$WORK/err";
 expect_lines "$WORK/err" "^sray: --ray-cluster: unknown key 'colour': accepted keys are config, dashboard, env, log_dir, log_level, log_to_driver, max_tasks_in_flight, node_timeout, object_store_memory, resources, tmpdir, wireup$" 1
 if "$SRAY" run -N2 no-such-program-sray 2>"$WORK/err"; then fail "ran a missing program"; fi
 expect_lines "$WORK/err" "^sray: cannot run 'no-such-program-sray': not found in PATH" 1
+# A program the kernel will not run says why once, and what to do (before:
+# "exec of the program failed", once per rank, and no reason).
+printf 'echo hello\n' >"$WORK/no-first-line.sh"
+printf '#!/no/such/interpreter\necho hello\n' >"$WORK/bad-interpreter.sh"
+chmod +x "$WORK/no-first-line.sh" "$WORK/bad-interpreter.sh"
+status=0
+"$SRAY" run -N2 "$WORK/no-first-line.sh" >"$WORK/err" 2>&1 || status=$?
+[ "$status" -eq 127 ] || fail "expected status 127 for a script without #!, got $status"
+expect_lines "$WORK/err" "^sray: cannot run .*no-first-line.sh: it is not a program this machine can run .*#!/bin/sh$" 1
+status=0
+"$SRAY" run -N2 "$WORK/bad-interpreter.sh" >"$WORK/err" 2>&1 || status=$?
+[ "$status" -eq 127 ] || fail "expected status 127 for a missing interpreter, got $status"
+expect_lines "$WORK/err" "^sray: cannot run .*bad-interpreter.sh: the interpreter its #! line names does not exist" 1
+chmod -x "$WORK/no-first-line.sh"
+if "$SRAY" run -N2 "$WORK/no-first-line.sh" 2>"$WORK/err"; then fail "ran a file that is not executable"; fi
+expect_lines "$WORK/err" "^sray: cannot run '.*no-first-line.sh': the file is not executable: chmod \+x " 1
 if "$SRAY" run -N0 true 2>"$WORK/err"; then fail "accepted -N0"; fi
 if "$SRAY" run -N1 --mem-per-node lots true 2>"$WORK/err"; then fail "accepted --mem-per-node lots"; fi
 grep -q 'mem-per-node' "$WORK/err" || fail "a bad --mem-per-node was not named: $(cat "$WORK/err")"

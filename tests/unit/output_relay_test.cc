@@ -209,10 +209,12 @@ TEST(OutputRelay, AReaderThatIsGoneDropsTheOutput) {
   ASSERT_EQ(::pipe2(pipe_ends, O_CLOEXEC), 0);
   ::close(pipe_ends[0]);
   OutputRelay relay;
+  EXPECT_FALSE(relay.ReaderGone());
   relay.Write(pipe_ends[1], "first\n");
   relay.Write(pipe_ends[1], "second\n");
   EXPECT_TRUE(relay.Empty());
   EXPECT_EQ(relay.DroppedBytes(), 13u);
+  EXPECT_TRUE(relay.ReaderGone()) << "what ends the job as SIGPIPE ends a pipeline's writer";
   ::close(pipe_ends[1]);
 }
 
