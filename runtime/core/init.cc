@@ -630,6 +630,9 @@ void LogJoinTimes(std::uint32_t rank, std::chrono::steady_clock::time_point star
 }
 
 void JoinJob(int argc, char** argv, const InitOptions& options) {
+  // Init from a task's code: the worker already runs (its launch variables
+  // are gone, so the test below would no longer say so).
+  if (core::WorkerRunning()) return;
   if (core::IsWorkerProcess()) core::RunWorker();
   {
     std::lock_guard lock(driver_mutex);
@@ -849,7 +852,8 @@ std::vector<NodeStoreUsage> StoreUsage() {
 
 bool IsInitialized() {
   std::lock_guard lock(driver_mutex);
-  return driver != nullptr || local_mode != nullptr || core::IsWorkerProcess();
+  return driver != nullptr || local_mode != nullptr || core::WorkerRunning() ||
+         core::IsWorkerProcess();
 }
 
 }  // namespace sray

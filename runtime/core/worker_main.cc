@@ -299,9 +299,21 @@ bool IsWorkerProcess() {
   return IsWorkerLaunch([](const char* name) { return std::getenv(name); });
 }
 
+namespace {
+// Set before the launch variables that IsWorkerProcess reads are cleared:
+// code in a task asking IsInitialized, or calling Init, is in a running
+// worker.
+std::atomic<bool> worker_running{false};
+}  // namespace
+
+bool WorkerRunning() {
+  return worker_running.load(std::memory_order_acquire);
+}
+
 void RunWorker() {
   auto launch = ReadWorkerLaunch([](const char* name) { return std::getenv(name); });
   if (!launch.ok()) Die(launch.status().message());
+  worker_running.store(true, std::memory_order_release);
   ClearWorkerLaunchVariables();
   // Die with the node manager, whatever way it ends.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);

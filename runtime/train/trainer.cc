@@ -509,6 +509,15 @@ Result Fit(const TrainingRequest& request) {
         "sray: TorchConfig::timeout must be positive: give the longest a collective may wait, e.g. "
         "std::chrono::minutes(30)");
   }
+  // Local mode has no session directory (the default storage was "/train")
+  // and runs actors as threads of this process, where each training worker
+  // needs a process of its own (its process group, its Torch threads).
+  if (sray::CurrentNode().session_dir.empty()) {
+    throw sray::ConfigError(
+        "sray: TorchTrainer::Fit cannot run in local mode (InitOptions::local_mode or "
+        "SRAY_LOCAL_MODE=1): its workers need processes of their own: run the program with "
+        "sray run -N1 (or more nodes), or srun --ray-cluster");
+  }
 
   RunState state{request, request.run.name.empty() ? DefaultName() : request.run.name,
                  {},      {},

@@ -14,7 +14,7 @@ REFS=$SRAY_BUILD_DIR/tests/refs_check
 
 run_mode() { run_job_check "$TASKS" "$@"; }
 
-run_mode basic 13 ""
+run_mode basic 14 ""
 run_mode objects 4 ""
 run_mode objects 4 "" env UCX_TLS=tcp,self
 run_mode refcount 2 ""

@@ -229,9 +229,19 @@ void ExpectWritesToClosedPipesFailOnEveryNode() {
          "programs the driver starts have SIGPIPE as before sray::Init (ignored: " +
              std::to_string(sigpipe_ignored_before_init) + ")");
 }
+// Inside a task: IsInitialized says yes (1) and Init changes nothing (2).
+// Before, the worker had cleared the launch variables IsInitialized read, so
+// it said no, and Init tried to join the job as the node's own rank.
+std::int64_t init_inside_a_task() {
+  const bool before = sray::IsInitialized();
+  char name[] = "task";
+  char* arguments[] = {name, nullptr};
+  sray::Init(1, arguments);
+  return (before ? 1 : 0) + (sray::IsInitialized() ? 2 : 0);
+}
 SRAY_REMOTE(square, add, sleep_then, node_after_work, checksum_on_node, make_block, die_once,
             own_then_die, always_die, always_crash, throws_invalid_argument, visible_devices,
-            node_and_devices);
+            node_and_devices, init_inside_a_task);
 
 std::uint64_t InMemory() {
   std::uint64_t total = 0;
@@ -284,6 +294,8 @@ void Basic() {
   Expect(sray::Get(chained) == 25, "results chain from task to task without Get");
   Expect(sray::Get(sray::Task(add).Remote(sray::Put<std::int64_t>(40), 2)) == 42,
          "Put values are task arguments");
+  Expect(sray::Get(sray::Task(init_inside_a_task).Remote()) == 3,
+         "inside a task sray::IsInitialized() is true and sray::Init changes nothing");
   ExpectWritesToClosedPipesFailOnEveryNode();
 
   // Far apart, so a loaded machine (a worker still starting) cannot blur them.

@@ -10,7 +10,7 @@ REFS=$SRAY_PREFIX/libexec/sray/tests/refs_check
 
 run_mode() { run_step_check "$TASKS" "$@"; }
 
-run_mode basic 13 ""
+run_mode basic 14 ""
 run_mode objects 4 ""
 run_mode refcount 2 ""
 run_mode spill 5 "object_store_memory=128M"
