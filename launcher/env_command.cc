@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "command_line.h"
 #include "envs/create.h"
 #include "envs/lock.h"
 #include "envs/pack.h"
@@ -272,7 +273,7 @@ void AddEnvCommand(CLI::App& app) {
   stage
       ->add_option("--cache-limit-gib", arguments->cache_limit_gib,
                    "Remove the least recently used copies beyond this size (default 50)")
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 30));
+      ->check(WholeNumberFrom(1, std::uint64_t{1} << 30));
   stage->callback([arguments] { throw CLI::RuntimeError(RunStage(*arguments)); });
 
   auto* create =

@@ -74,6 +74,13 @@ void ScrubOuterJobEnvironment() {
 Result<std::string> ResolveProgram(const std::string& program) {
   if (program.empty())
     return Status::InvalidArgument("no program given: usage: sray run [options] PROGRAM [ARGS...]");
+  // CLI11 takes the first word it does not know, an option too, for PROGRAM.
+  if (program.starts_with('-')) {
+    return Status::InvalidArgument("unknown option '" + program +
+                                   "' of sray run: see `sray run --help` (a program whose name "
+                                   "starts with '-' needs a path: ./" +
+                                   program + ")");
+  }
   if (program.find('/') != std::string::npos) {
     if (IsExecutableFile(program)) return program;
     std::error_code error;

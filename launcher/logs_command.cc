@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "command_line.h"
 #include "common/status.h"
 #include "common/whole_number.h"
 #include "common/worker_log_files.h"
@@ -377,9 +378,10 @@ void AddLogsCommand(CLI::App& app) {
   auto arguments = std::make_shared<LogsArguments>();
   auto* logs = app.add_subcommand("logs", "Show what a job's workers and actors printed");
   logs->add_option("job", arguments->job, "JOB or JOB.STEP (default: the only running one)");
-  logs->add_option("--node", arguments->node, "the worker's node")->check(CLI::NonNegativeNumber);
+  logs->add_option("--node", arguments->node, "the worker's node")
+      ->check(WholeNumberFrom(0, 1U << 30));
   logs->add_option("--worker", arguments->worker, "the worker (its rank, as `sray logs` lists it)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(WholeNumberFrom(0, 1U << 30));
   logs->add_option("--actor", arguments->actor, "the actor's name (or id): its process's log");
   logs->add_option("--log-dir", arguments->log_dir,
                    "read the copy an ended job left in DIR (its log_dir= option)")

@@ -3,8 +3,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <iostream>
+#include <string>
+#include <vector>
 
+#include "command_line.h"
 #include "config_command.h"
 #include "env_command.h"
 #include "inherited_signals.h"
@@ -36,12 +40,15 @@ int Run(int argc, char** argv) {
   sray::launcher::AddLogsCommand(app);
   sray::launcher::AddRunCommand(app);
   sray::launcher::AddStatusCommand(app);
+  const std::vector<std::string> given(argv + 1, argv + argc);
+  std::vector<std::string> arguments = sray::launcher::WithoutRunSeparator(given);
+  std::reverse(arguments.begin(), arguments.end());  // CLI11 takes them last first
   try {
-    app.parse(argc, argv);
+    app.parse(arguments);
   } catch (const CLI::ParseError& error) {
     if (error.get_exit_code() != 0 && dynamic_cast<const CLI::RuntimeError*>(&error) == nullptr) {
-      std::cerr << "sray: " << error.what() << ": see `sray --help`\n";
-      return error.get_exit_code();
+      std::cerr << sray::launcher::ParseErrorLine(app, error, given) << "\n";
+      return 2;  // a usage error, as sray's own
     }
     return app.exit(error);
   }

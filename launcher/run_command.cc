@@ -4,6 +4,7 @@
 #include <iostream>
 #include <memory>
 
+#include "command_line.h"
 #include "local_job.h"
 
 namespace sray::launcher {
@@ -28,16 +29,22 @@ void AddRunCommand(CLI::App& app) {
       "run", "Run PROGRAM as a job of N emulated nodes on this machine, like srun --ray-cluster");
   run->add_option("-N,--nodes", request->nodes, "Emulated nodes")
       ->default_val(1)
-      ->check(CLI::Range(1, 1024));
+      ->check(WholeNumberFrom(1, 1024));
   run->add_option("--tasks-per-node", request->tasks_per_node, "Processes per node")
       ->default_val(1)
-      ->check(CLI::Range(1, 1024));
+      ->check(WholeNumberFrom(1, 1024));
   run->add_option("--cpus-per-node", request->cpus_per_node,
                   "CPUs each emulated node offers to the scheduler (default: this machine's)")
-      ->check(CLI::Range(1, 100000));
+      ->check(WholeNumberFrom(1, 100000));
   run->add_option("--mem-per-node", request->memory_per_node,
                   "Memory each emulated node offers to the scheduler, e.g. 2G (default: this "
                   "machine's memory divided among the nodes)")
+      ->check(CLI::Validator(
+          [](const std::string& size) {
+            return size.starts_with('-') ? "'" + size + "' is negative: give a size such as 2G"
+                                         : std::string();
+          },
+          "SIZE"))
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Validator(
           [](const std::string& bytes) {

@@ -199,10 +199,19 @@ Result<std::string> CanonicalValue(const OptionSpec& spec, std::string_view valu
       const std::string text(value);
       std::size_t used = 0;
       unsigned long long number = 0;
+      bool too_many_digits = false;
       try {
         number = std::stoull(text, &used);
+      } catch (const std::out_of_range&) {
+        too_many_digits = text.front() != '-';
+        used = 0;
       } catch (const std::exception&) {
         used = 0;
+      }
+      if (too_many_digits) {
+        return Status::InvalidArgument(where + " is " + text +
+                                       ", more bytes than a 64-bit size holds: give a size "
+                                       "like 512M or 2G");
       }
       const std::string_view suffix = std::string_view{text}.substr(used);
       unsigned long long scale = 1;

@@ -85,6 +85,20 @@ chmod -x "$WORK/no-first-line.sh"
 if "$SRAY" run -N2 "$WORK/no-first-line.sh" 2>"$WORK/err"; then fail "ran a file that is not executable"; fi
 expect_lines "$WORK/err" "^sray: cannot run '.*no-first-line.sh': the file is not executable: chmod \+x " 1
 if "$SRAY" run -N0 true 2>"$WORK/err"; then fail "accepted -N0"; fi
+# Said in words, with the subcommand's help, status 2 (before: CLI11's
+# "not in range 1 to 1024" for abc, status 105, and `see sray --help`).
+status=0
+"$SRAY" run -N abc true 2>"$WORK/err" || status=$?
+[ "$status" -eq 2 ] || fail "expected status 2 for -N abc, got $status"
+expect_lines "$WORK/err" "^sray run: --nodes: 'abc' is not a whole number from 1 to 1024: see \`sray run --help\`$" 1
+if "$SRAY" frobnicate 2>"$WORK/err"; then fail "accepted an unknown command"; fi
+expect_lines "$WORK/err" "^sray: unknown command 'frobnicate': the commands are config, env, login, logs, run, status" 1
+if "$SRAY" run -N2 --frobnicate true 2>"$WORK/err"; then fail "accepted an unknown option"; fi
+expect_lines "$WORK/err" "^sray: unknown option '--frobnicate' of sray run: see \`sray run --help\`" 1
+# srun's `--` before the program; one after it is the program's.
+"$SRAY" run -N2 -l -- bash -c 'echo "args: $*"' prog -- x >"$WORK/dashes.out" 2>&1 ||
+  fail "sray run -N2 -- PROGRAM failed: $(cat "$WORK/dashes.out")"
+expect_lines "$WORK/dashes.out" '^[01]: args: -- x$' 2
 if "$SRAY" run -N1 --mem-per-node lots true 2>"$WORK/err"; then fail "accepted --mem-per-node lots"; fi
 grep -q 'mem-per-node' "$WORK/err" || fail "a bad --mem-per-node was not named: $(cat "$WORK/err")"
 [ ! -e "$WORK/started" ] || fail "a rank started despite bad input"

@@ -144,7 +144,10 @@ TEST(Options, ObjectStoreMemoryBelowTheStoresMinimumIsRefused) {
 
 // Before: 17179869185G wrapped to 1 GiB and was accepted; 16777216T to 0.
 TEST(Options, ASizeBeyondSixtyFourBitsIsRefusedRatherThanWrapped) {
-  for (const char* size : {"17179869185G", "16777216T", "18446744073709551615K"}) {
+  // And a number of more digits than 64 bits hold, which read as "not a
+  // positive size".
+  for (const char* size :
+       {"17179869185G", "16777216T", "18446744073709551615K", "99999999999999999999999"}) {
     auto parsed = ParseOptionList(std::string("object_store_memory=") + size, "--ray-cluster");
     ASSERT_FALSE(parsed.ok()) << size << " became " << parsed->front().value;
     EXPECT_NE(parsed.status().message().find("more bytes than a 64-bit size holds"),
