@@ -150,7 +150,8 @@ Result<std::unique_ptr<NodeManager>> NodeManager::Create(
                                        .to_driver = manager->config_.log_to_driver,
                                        .file_limit = std::uint64_t{8} << 20,
                                        .driver_stdout = STDOUT_FILENO,
-                                       .driver_stderr = STDERR_FILENO});
+                                       .driver_stderr = STDERR_FILENO,
+                                       .kept_in = manager->config_.worker_logs_copy});
     if (!output.ok()) return output.status();
     manager->worker_output_ = std::move(output).value();
   }

@@ -258,7 +258,13 @@ bool WorkerOutput::KeepInLogOnly(Stream& stream, const Worker& worker, std::stri
       options_.driver_stderr,
       "sray: worker " + std::to_string(stream.rank) + " (pid " + std::to_string(worker.pid) +
           ") on node " + std::to_string(options_.node_id) + " crashed: caught signal " +
-          std::string(*caught) + "; its backtrace is in " + LogPath(stream.rank).string() + "\n");
+          std::string(*caught) + "; its backtrace is in " + LogPath(stream.rank).string() +
+          (options_.kept_in.empty()
+               ? " while the job runs (`sray logs --worker " + std::to_string(stream.rank) +
+                     "`; --ray-cluster=log_dir=DIR keeps the logs after the job)"
+               : ", copied to " + (options_.kept_in / LogPath(stream.rank).filename()).string() +
+                     " when the job ends") +
+          "\n");
   return true;
 }
 

@@ -44,6 +44,9 @@ class WorkerOutput {
     // Where prefixed lines go (the manager's own output by default).
     int driver_stdout = 1;
     int driver_stderr = 2;
+    // Where the logs are copied when the step ends (log_dir=); empty: they
+    // go with the session directory, which a crash message then says.
+    std::filesystem::path kept_in;
   };
   static Result<std::unique_ptr<WorkerOutput>> Start(Options options);
   // Reads what is still in the pipes, then stops.

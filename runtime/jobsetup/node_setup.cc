@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <optional>
 
 #include "common/whole_number.h"
+#include "common/worker_log_files.h"
 #include "jobsetup/node_shared_memory.h"
 #include "jobsetup/session_directory.h"
 #include "jobsetup/step_environment.h"
@@ -105,6 +107,25 @@ std::uint64_t MachineMemoryBytes() {
 
 Status TeardownNode(const NodeSetup& setup) {
   if (setup.session_directory.empty()) return Status::Ok();
+  // The node manager copies its workers' logs to log_dir= as it ends; node
+  // 0's lives in the driver's process, and a driver killed by a signal (a
+  // crash, an uncaught exception) never gets there: the logs that say why
+  // went with the session directory. Copied here where no copy was made,
+  // whole by now. A failure was the manager's to say; this is a second
+  // chance only, and must not read as a failed removal.
+  const TaskEnvironment& job = setup.environment;
+  for (const auto& [name, value] : job.option_variables) {
+    if (name != "SRAY_LOG_DIR" || value.empty()) continue;
+    const std::filesystem::path logs = setup.session_directory / "logs";
+    const std::filesystem::path copy = std::filesystem::path(value) /
+                                       (job.job_id + "." + job.step_id) /
+                                       ("node-" + std::to_string(job.node_id));
+    std::error_code error;
+    if (std::filesystem::is_directory(logs, error) && !std::filesystem::exists(copy, error) &&
+        !error) {
+      (void)CopyWorkerLogs(logs, copy);
+    }
+  }
   const Status session = RemoveSessionDirectory(setup.session_directory);
   const TaskEnvironment& environment = setup.environment;
   auto shared_memory = RemoveNodeSharedMemory(

@@ -184,10 +184,17 @@ expect_gone_within_5s "$(date +%s%N)"
 # A driver that throws out of main (std::terminate, SIGABRT).
 out=$WORK/throw.out
 status=0
-"$SRAY" run -N3 bash -c 'echo "job $SRAY_JOB_ID"; exec "$0" throw-out-of-main' "$TASKS" >"$out" 2>&1 || status=$?
+"$SRAY" run -N3 --ray-cluster="log_dir=$WORK/kept-logs" bash -c 'echo "job $SRAY_JOB_ID"; exec "$0" throw-out-of-main' \
+  "$TASKS" >"$out" 2>&1 || status=$?
 [ "$status" -ne 0 ] || fail "a driver that threw out of main exited with 0"
 grep -q 'thrown out of main by tasks_check' "$out" || { cat "$out" >&2; fail "the exception's message is missing"; }
 job=$(job_of "$out")
+# log_dir= keeps every node's worker logs, node 0's too, whose manager died
+# with the driver (before, only the other nodes' were copied).
+for node in 0 1 2; do
+  ls "$WORK/kept-logs/$job.0/node-$node"/worker-*.log >/dev/null 2>&1 ||
+    fail "log_dir kept no worker log of node $node: $(ls -R "$WORK/kept-logs")"
+done
 echo "driver threw out of main (exit status $status):"
 expect_gone_within_5s "$(date +%s%N)"
 echo PASS

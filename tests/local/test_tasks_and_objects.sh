@@ -28,7 +28,7 @@ run_mode worker-death 4 ""
 # worker's log (kept here by log_dir=), the job's output gets one sray line a try.
 run_mode worker-crash 2 "log_dir=$WORK/crash-logs"
 crash_out=$WORK/tasks_check.worker-crash.out
-expect_lines "$crash_out" '^sray: worker [0-9]+ \(pid [0-9]+\) on node [0-9] crashed: caught signal 11 \(Segmentation fault.*\); its backtrace is in /.+/worker-[0-9]+\.log$' 2
+expect_lines "$crash_out" '^sray: worker [0-9]+ \(pid [0-9]+\) on node [0-9] crashed: caught signal 11 \(Segmentation fault.*\); its backtrace is in /.+/worker-([0-9]+)\.log, copied to .+/crash-logs/.+/node-[0-9]/worker-\1\.log when the job ends$' 2
 expect_lines "$crash_out" 'backtrace \(tid|ucs_handle_error|Caught signal' 0
 crash_job=$(awk '$1 == "job" {print $2; exit}' "$crash_out")
 crash_logs=$(grep -l '^==== backtrace' "$WORK/crash-logs/$crash_job.0"/node-*/worker-*.log | wc -l)

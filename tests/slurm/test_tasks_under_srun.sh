@@ -20,7 +20,7 @@ run_mode worker-death 4 ""
 # backtrace goes to that log, not to the step's output.
 run_mode worker-crash 2 ""
 crash_out=$WORK/tasks_check.worker-crash.out
-expect_lines "$crash_out" '^sray: worker [0-9]+ \(pid [0-9]+\) on node [0-9] crashed: caught signal 11 \(Segmentation fault.*\); its backtrace is in /.+/worker-[0-9]+\.log$' 2
+expect_lines "$crash_out" '^sray: worker [0-9]+ \(pid [0-9]+\) on node [0-9] crashed: caught signal 11 \(Segmentation fault.*\); its backtrace is in /.+/worker-([0-9]+)\.log while the job runs \(`sray logs --worker \1`; --ray-cluster=log_dir=DIR keeps the logs after the job\)$' 2
 expect_lines "$crash_out" 'backtrace \(tid|ucs_handle_error|Caught signal' 0
 run_mode exception 4 ""
 run_mode infeasible 3 ""

@@ -47,7 +47,8 @@ TEST_F(WorkerOutputTest, TheLogDirectoryIsTheJobUsersAlone) {
                                      .to_driver = false,
                                      .file_limit = 1 << 20,
                                      .driver_stdout = driver_[1],
-                                     .driver_stderr = driver_[1]});
+                                     .driver_stderr = driver_[1],
+                                     .kept_in = {}});
   ASSERT_TRUE(output.ok()) << output.status().message();
   struct stat info {};
   ASSERT_EQ(::stat((directory_ / "logs").c_str(), &info), 0);
@@ -61,7 +62,8 @@ TEST_F(WorkerOutputTest, LinesGoToTheWorkersLogAndPrefixedToTheDriver) {
                                        .to_driver = true,
                                        .file_limit = 1 << 20,
                                        .driver_stdout = driver_[1],
-                                       .driver_stderr = driver_[1]});
+                                       .driver_stderr = driver_[1],
+                                       .kept_in = {}});
     ASSERT_TRUE(output.ok()) << output.status().message();
     auto pipes = (*output)->Open(5);
     ASSERT_TRUE(pipes.ok());
@@ -102,7 +104,8 @@ TEST_F(WorkerOutputTest, AFullLogMovesToDotOneAndTheNewestLinesStay) {
                                        .to_driver = false,
                                        .file_limit = 100,
                                        .driver_stdout = driver_[1],
-                                       .driver_stderr = driver_[1]});
+                                       .driver_stderr = driver_[1],
+                                       .kept_in = {}});
     ASSERT_TRUE(output.ok());
     auto pipes = (*output)->Open(9);
     ASSERT_TRUE(pipes.ok());
@@ -141,7 +144,8 @@ TEST_F(WorkerOutputTest, UcxCrashReportStaysInTheLogAndTheDriverGetsOneLine) {
                                        .to_driver = true,
                                        .file_limit = 1 << 20,
                                        .driver_stdout = driver_[1],
-                                       .driver_stderr = driver_[1]});
+                                       .driver_stderr = driver_[1],
+                                       .kept_in = {}});
     ASSERT_TRUE(output.ok()) << output.status().message();
     auto pipes = (*output)->Open(3);
     ASSERT_TRUE(pipes.ok());
@@ -152,13 +156,15 @@ TEST_F(WorkerOutputTest, UcxCrashReportStaysInTheLogAndTheDriverGetsOneLine) {
   ::close(driver_[1]);
   const std::string forwarded = ReadAll(driver_[0]);
   const std::string log_path = (directory_ / "worker-3.log").string();
-  EXPECT_EQ(forwarded,
-            "(node 1 worker 3 pid 4242) before the crash\n"
-            "sray: worker 3 (pid 4242) on node 1 crashed: caught signal 11 (Segmentation fault: "
-            "address not mapped to object at address (nil)); its backtrace is in " +
-                log_path +
-                "\n"
-                "(node 1 worker 3 pid 4242) after the report\n");
+  EXPECT_EQ(
+      forwarded,
+      "(node 1 worker 3 pid 4242) before the crash\n"
+      "sray: worker 3 (pid 4242) on node 1 crashed: caught signal 11 (Segmentation fault: "
+      "address not mapped to object at address (nil)); its backtrace is in " +
+          log_path +
+          " while the job runs (`sray logs --worker 3`; --ray-cluster=log_dir=DIR keeps the logs "
+          "after the job)\n"
+          "(node 1 worker 3 pid 4242) after the report\n");
   std::ifstream log(log_path);
   std::stringstream text;
   text << log.rdbuf();
@@ -173,7 +179,8 @@ TEST_F(WorkerOutputTest, OnlyStderrLinesInUcxFormatStartACrashReport) {
                                        .to_driver = true,
                                        .file_limit = 1 << 20,
                                        .driver_stdout = driver_[1],
-                                       .driver_stderr = driver_[1]});
+                                       .driver_stderr = driver_[1],
+                                       .kept_in = {}});
     ASSERT_TRUE(output.ok());
     auto pipes = (*output)->Open(1);
     ASSERT_TRUE(pipes.ok());
