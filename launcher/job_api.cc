@@ -181,10 +181,17 @@ bool DashboardIsElsewhere(const dashboard::JobsFileContent& job) {
 
 std::string UnreachableMessage(const dashboard::JobsFileContent& job, const std::string& command,
                                const std::string& why) {
-  return "sray: " + command + ": cannot reach the dashboard of job " + JobLabel(job) + " at " +
-         job.url + " (" + why + "): run `sray " + command + "` on its head node " +
-         job.head_hostname + ", or inside the job (srun --jobid=" + job.job_id + " --overlap -w " +
-         job.head_hostname + " sray " + command + ")\n";
+  const std::string start = "sray: " + command + ": cannot reach the dashboard of job " +
+                            JobLabel(job) + " at " + job.url + " (" + why + "): ";
+  // A `sray run` job has no Slurm job to step into.
+  if (job.job_id.starts_with("local")) {
+    return start + "the job runs on this machine under `sray run`; if it is still starting, try " +
+           "again, and if its launcher was killed, end the job's processes (its driver is pid " +
+           std::to_string(job.pid) + ")\n";
+  }
+  return start + "run `sray " + command + "` on its head node " + job.head_hostname +
+         ", or inside the job (srun --jobid=" + job.job_id + " --overlap -w " + job.head_hostname +
+         " sray " + command + ")\n";
 }
 
 }  // namespace sray::launcher

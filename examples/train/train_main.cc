@@ -50,6 +50,15 @@ int RunImageTrainingMain(int argc, char** argv, const std::string& dataset, cons
   } catch (const CLI::ParseError& error) {
     return app.exit(error);
   }
+  // The default storage goes with the job: there is nothing to resume from.
+  if (resume && run.storage_path.empty()) {
+    std::fprintf(
+        stderr,
+        "sray: --resume needs --storage-path: without it checkpoints go to the job's session "
+        "directory, which is removed when the job ends; give the same --storage-path as the "
+        "run to continue\n");
+    return 2;
+  }
   scaling.resources_per_worker = {{"CPU", cpus_per_worker}};
   run.checkpoint_config.score_attribute = "test_accuracy";
 

@@ -675,9 +675,9 @@ void JoinJob(int argc, char** argv, const InitOptions& options) {
   if (environment_lock) CheckEnvironmentsMatch(**job, *environment_lock);
   if (layout.local_rank != 0) {
     throw LaunchError(
-        "sray: rank " + std::to_string(layout.rank) + " is the " +
+        "sray: rank " + std::to_string(layout.rank) + " is process " +
         std::to_string(layout.local_rank + 1) +
-        "th process on its node, but a sray program runs one process per node (its node manager "
+        " of its node, but a sray program runs one process per node (its node manager "
         "starts the workers): launch with --ntasks-per-node=1 (srun) or --tasks-per-node 1 "
         "(sray run)");
   }

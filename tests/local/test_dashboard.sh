@@ -343,6 +343,15 @@ rm -f "$JOBS/deadport.0.json"
 grep -q "cannot reach the dashboard of job deadport.0" "$WORK/follow-dead.out" ||
   fail "sray logs --follow did not say why: $(cat "$WORK/follow-dead.out")"
 echo "ok: sray logs --follow of an unreachable dashboard fails and says why"
+# A `sray run` job's: no srun to suggest (it did: srun --jobid=local...).
+printf '{"job_id": "local1-deadbeef", "step_id": "0", "url": "http://127.0.0.1:1/", "token": "x", "head_hostname": "%s", "pid": %d}\n' \
+  "$(hostname)" "$$" >"$JOBS/local1-deadbeef.0.json"
+status=0
+"$SRAY" status local1-deadbeef.0 >"$WORK/local-dead.out" 2>&1 || status=$?
+rm -f "$JOBS/local1-deadbeef.0.json"
+[ "$status" -ne 0 ] || fail "sray status of an unreachable dashboard exited 0"
+expect_lines "$WORK/local-dead.out" "cannot reach the dashboard of job local1-deadbeef.0 .*runs on this machine under \`sray run\`.*its driver is pid $$" 1
+expect_lines "$WORK/local-dead.out" "srun" 0
 
 # A head whose own name does not resolve, with a dashboard on every
 # interface: the tools there reach it at the loopback (they looked the name

@@ -44,6 +44,12 @@ grep -q 'failed: worker 1 (node 1, pid [0-9]*) died: its process ended with sign
 
 # The example, as README shows it, on 2048 real Fashion-MNIST images.
 FASHION=$SRAY_BUILD_DIR/examples/train_fashion_mnist
+# --resume without --storage-path had nothing to resume from (the default
+# storage goes with the job) and was ignored without a word.
+status=0
+"$SRAY" run -N1 "$FASHION" --resume >"$WORK/resume-alone.out" 2>&1 || status=$?
+[ "$status" -eq 2 ] || fail "--resume without --storage-path: expected status 2, got $status: $(cat "$WORK/resume-alone.out")"
+expect_lines "$WORK/resume-alone.out" '^sray: --resume needs --storage-path: ' 1
 if [ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
   "$SRAY" run -N2 "$FASHION" --workers 2 --epochs 2 --train-limit 2048 --test-limit 1000 \
     --storage-path "$WORK/results" >"$WORK/fashion.out" 2>&1 ||

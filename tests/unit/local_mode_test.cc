@@ -14,6 +14,23 @@
 
 #include <sray/api.h>
 
+// Packs as msgpack does a string of 4 GiB or more: it throws.
+struct TooLargeToEncode {};
+namespace msgpack {
+MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
+  namespace adaptor {
+  template <>
+  struct pack<TooLargeToEncode> {
+    template <typename Stream>
+    packer<Stream>& operator()(packer<Stream>& /*packer*/,
+                               const TooLargeToEncode& /*value*/) const {
+      throw container_size_overflow("str size overflow");
+    }
+  };
+  }  // namespace adaptor
+}
+}  // namespace msgpack
+
 namespace {
 
 std::int64_t Square(std::int64_t value) {
@@ -183,6 +200,19 @@ TEST(LocalMode, ANegativeRetryCountIsRefusedNamingTheFix) {
         << error.what();
   }
   EXPECT_EQ(sray::Get(sray::Task(Sleep).SetMaxRetries(0).Remote(1)), 1);
+}
+
+// A value msgpack cannot encode (a string of 4 GiB or more; this type
+// throws as msgpack does for one, without the memory) is a SerializationError
+// naming the fix; before, msgpack's own std::runtime_error escaped Put.
+TEST(LocalMode, AValueTooLargeToEncodeIsASerializationErrorNamingTheFix) {
+  try {
+    (void)sray::Put(TooLargeToEncode{});
+    FAIL() << "Put accepted it";
+  } catch (const sray::SerializationError& error) {
+    EXPECT_NE(std::string(error.what()).find("split it into smaller pieces"), std::string::npos)
+        << error.what();
+  }
 }
 
 TEST(LocalMode, ActorsKeepStateAndRunCallsInOrder) {

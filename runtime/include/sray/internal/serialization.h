@@ -26,11 +26,25 @@ inline msgpack::unpack_limit UnpackLimitFor(std::size_t size, std::size_t depth)
 // Values nest no deeper than this (each level takes a byte at least).
 inline constexpr std::size_t kDeepestValue = 512;
 
+// msgpack encodes no string, binary or container of 2^32 bytes or
+// elements or more: its own std::runtime_error reached the caller of Put,
+// Remote or a task's return, with nothing to say what to do.
+[[noreturn]] inline void ThrowTooLargeToEncode(const std::exception& error) {
+  throw SerializationError(
+      std::string("sray: cannot serialize a value: it holds a string, binary or container of "
+                  "4 GiB or 2^32 elements or more, which msgpack cannot encode (") +
+      error.what() + "): split it into smaller pieces, e.g. a vector of chunks");
+}
+
 template <typename T>
 std::string Serialize(const T& value) {
-  msgpack::sbuffer buffer;
-  msgpack::pack(buffer, value);
-  return {buffer.data(), buffer.size()};
+  try {
+    msgpack::sbuffer buffer;
+    msgpack::pack(buffer, value);
+    return {buffer.data(), buffer.size()};
+  } catch (const msgpack::container_size_overflow& error) {
+    ThrowTooLargeToEncode(error);
+  }
 }
 
 // msgpack streams: one counts the bytes a value packs to, the other writes
@@ -57,11 +71,17 @@ class MemoryStream {
   char* cursor_;
 };
 
+// Put counts first: a value too large to encode is refused before any room
+// is taken for it.
 template <typename T>
 std::size_t SerializedSize(const T& value) {
-  CountingStream counter;
-  msgpack::pack(counter, value);
-  return counter.size();
+  try {
+    CountingStream counter;
+    msgpack::pack(counter, value);
+    return counter.size();
+  } catch (const msgpack::container_size_overflow& error) {
+    ThrowTooLargeToEncode(error);
+  }
 }
 
 // Throws sray::SerializationError naming the expected type when the bytes do
