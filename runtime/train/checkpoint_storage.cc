@@ -192,6 +192,18 @@ Status WriteAndSync(const std::vector<PartView>& parts, const std::string& run_d
     if (error) return FromFilesystemError(error, "cannot create the directory of " + target);
     return Status::Ok();
   };
+  // One entry of a part: skipped where the merge says so, else its
+  // directory made, or its file put in place by `place`.
+  const auto add = [&](const std::string& relative,
+                       const std::function<Status(const std::string& target)>& place) -> Status {
+    if (!names.Take(relative)) return Status::Ok();
+    const std::string target = directory + "/" + relative;
+    if (relative.back() == '/') return make_directory(target);
+    SRAY_RETURN_IF_ERROR(make_parent(target));
+    SRAY_RETURN_IF_ERROR(place(target));
+    if (after_each_file) after_each_file();
+    return Status::Ok();
+  };
   for (const PartView& part : parts) {
     if (part.staged.empty()) {
       for (const CheckpointFile& file : part.files->files) {
@@ -199,33 +211,20 @@ Status WriteAndSync(const std::vector<PartView>& parts, const std::string& run_d
           return Status::InvalidArgument("checkpoint file name '" + file.path +
                                          "' leaves the checkpoint directory: it is refused");
         }
-        if (!names.Take(file.path)) continue;
-        const std::string target = directory + "/" + file.path;
-        if (file.path.back() == '/') {
-          SRAY_RETURN_IF_ERROR(make_directory(target));
-          continue;
-        }
-        SRAY_RETURN_IF_ERROR(make_parent(target));
-        SRAY_RETURN_IF_ERROR(WriteFile(target, file.mode, file.data));
-        if (after_each_file) after_each_file();
+        SRAY_RETURN_IF_ERROR(add(file.path, [&](const std::string& target) {
+          return WriteFile(target, file.mode, file.data);
+        }));
       }
       continue;
     }
     auto entries = ListEntries(run_directory + "/" + part.staged);
     if (!entries.ok()) return entries.status();
     for (const DirectoryEntry& entry : *entries) {
-      if (!names.Take(entry.relative)) continue;
-      const std::string target = directory + "/" + entry.relative;
-      if (entry.relative.back() == '/') {
-        SRAY_RETURN_IF_ERROR(make_directory(target));
-        continue;
-      }
-      SRAY_RETURN_IF_ERROR(make_parent(target));
-      if (::rename(entry.path.c_str(), target.c_str()) != 0) {
+      SRAY_RETURN_IF_ERROR(add(entry.relative, [&](const std::string& target) {
+        if (::rename(entry.path.c_str(), target.c_str()) == 0) return Status::Ok();
         return Status::FromErrno(errno,
                                  "cannot move " + entry.path.string() + " into the checkpoint");
-      }
-      if (after_each_file) after_each_file();
+      }));
     }
   }
   return SyncDirectories(std::move(directories));
