@@ -45,10 +45,12 @@ std::string ParseErrorLine(const CLI::App& app, const CLI::ParseError& error,
 }
 
 std::vector<std::string> WithoutRunSeparator(std::vector<std::string> arguments) {
-  // sray's options before `run`, then run's own: flags, and options whose
+  // The command is the first word that is no option (sray's own are
+  // --help and --version); then run's options: flags, and options whose
   // value is the next word unless given as -N2 or --nodes=2.
-  const auto run = std::find(arguments.begin(), arguments.end(), "run");
-  if (run == arguments.end()) return arguments;
+  const auto run = std::find_if(arguments.begin(), arguments.end(),
+                                [](const std::string& word) { return !word.starts_with('-'); });
+  if (run == arguments.end() || *run != "run") return arguments;
   for (auto word = run + 1; word != arguments.end(); ++word) {
     const std::string_view text(*word);
     if (text == "--") {

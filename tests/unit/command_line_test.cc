@@ -25,6 +25,9 @@ TEST(RunSeparator, TheDashesBeforeTheProgramGoAndThoseAfterItStay) {
             (Words{"run", "--ray-cluster", "--", "prog"}))
       << "an option's value, not the separator";
   EXPECT_EQ(WithoutRunSeparator({"status", "--", "x"}), (Words{"status", "--", "x"}));
+  EXPECT_EQ(WithoutRunSeparator({"logs", "--actor", "run", "--", "x"}),
+            (Words{"logs", "--actor", "run", "--", "x"}))
+      << "a word `run` that is not the command";
 }
 
 // CLI11's Range said "Value -1 not in range 0.000000 to 1797...(309 digits)".
