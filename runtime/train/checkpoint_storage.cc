@@ -160,15 +160,16 @@ class MergedNames {
   std::map<std::string, bool> taken_;  // path without a trailing '/' -> is a directory
 };
 
-// Writes the merged parts into `directory` (created here) and syncs each
-// file and directory, so that a rename afterwards publishes complete
-// contents. A staged part's files are renamed in (they were synced as they
-// were staged, and the rename is on the same file system).
 // A part without a copy of its files: `files` when `staged` is empty.
 struct PartView {
   const CheckpointFiles* files = nullptr;
   std::string staged;
 };
+
+// Writes the merged parts into `directory` (created here) and syncs each
+// file and directory, so that a rename afterwards publishes complete
+// contents. A staged part's files are renamed in (they were synced as they
+// were staged, and the rename is on the same file system).
 
 Status WriteAndSync(const std::vector<PartView>& parts, const std::string& run_directory,
                     const std::string& directory, const std::function<void()>& after_each_file) {
@@ -336,17 +337,6 @@ Status RemoveStorageMarker(const std::string& run_directory) {
   if (error)
     return FromFilesystemError(error, "cannot remove the storage marker in " + run_directory);
   return Status::Ok();
-}
-
-CheckpointFiles MergeCheckpointParts(std::vector<CheckpointFiles> parts) {
-  CheckpointFiles merged;
-  MergedNames names;
-  for (CheckpointFiles& part : parts) {
-    for (CheckpointFile& file : part.files) {
-      if (names.Take(file.path)) merged.files.push_back(std::move(file));
-    }
-  }
-  return merged;
 }
 
 Status WriteCheckpointDirectory(const CheckpointFiles& files, const std::string& directory) {

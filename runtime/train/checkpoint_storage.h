@@ -78,12 +78,6 @@ sray::Result<CheckpointFiles> ReadCheckpointDirectory(const std::string& directo
 // would leave it ("..", absolute) are refused.
 Status WriteCheckpointDirectory(const CheckpointFiles& files, const std::string& directory);
 
-// One checkpoint from the parts several workers reported with the same
-// Report (rank order, rank 0 first): every file of every part, as in Ray
-// Train; where two parts hold the same path, or a later part's file would sit
-// under an earlier part's file, the earlier part's entry is kept.
-CheckpointFiles MergeCheckpointParts(std::vector<CheckpointFiles> parts);
-
 std::string CheckpointDirectoryName(std::uint64_t index);  // checkpoint_000012
 
 struct StoredCheckpoint {
@@ -103,8 +97,10 @@ sray::Result<std::string> StoreCheckpoint(const std::string& run_directory, std:
                                     const CheckpointFiles& files,
                                     const std::function<void()>& after_each_file = {});
 // The same for a checkpoint made of parts several workers reported with the
-// same Report (rank order, rank 0 first), merged as MergeCheckpointParts
-// merges: the files of staged parts are moved (renamed) into it, never read.
+// same Report (rank order, rank 0 first): every file of every part, as in Ray
+// Train; where two parts hold the same path, or a later part's file would sit
+// under an earlier part's file, the earlier part's entry is kept. The files
+// of staged parts are moved (renamed) into it, never read.
 // The staged parts' directories are gone afterwards, whatever the outcome.
 sray::Result<std::string> StoreCheckpointParts(const std::string& run_directory,
                                                std::uint64_t index,
